@@ -1,0 +1,322 @@
+"""The Graph IR: named nodes with static shapes and dtypes (torch.fx style).
+
+A :class:`Graph` is an ordered set of :class:`Node` objects; nodes are added in
+topological order (an operand must exist before its user), so iterating a graph
+visits producers first.  Parameters are the inputs (in parameter order), and
+``outputs`` lists the results (several, for a tuple root).
+
+Build one by hand::
+
+    g = Graph("scale_add")
+    x = g.parameter("x", (4, 8))
+    y = g.add(g.multiply(x, 2.0), x)      # python numbers become broadcast constants
+    g.set_outputs(y)
+    print(g)
+
+or import it from XLA HLO text with ``astitch_sim.from_hlo``, or take one from
+the workload catalog with ``astitch_sim.workload``.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from .dtypes import cast, check_dtype, itemsize, xla_name
+from .errors import AStitchError
+from .ops import OP_ALIASES, OPS, REDUCERS, op_def
+from .shapes import infer
+
+
+def shape_str(shape, dtype: Optional[str] = None) -> str:
+    """``f32[16,8]`` -- the way HLO and jaxprs print a tensor type."""
+    return f"{dtype or ''}[{','.join(str(s) for s in shape)}]"
+
+
+class Node:
+    """One value in the graph: ``name = op[attrs](operands)`` with a static shape and dtype."""
+
+    __slots__ = ("name", "op", "operands", "shape", "dtype", "attrs", "graph")
+
+    def __init__(self, name, op, operands, shape, dtype, attrs, graph=None):
+        self.name, self.op, self.operands = name, op, tuple(operands)
+        self.shape, self.dtype, self.attrs, self.graph = tuple(shape), dtype, attrs, graph
+
+    @property
+    def opdef(self):
+        return OPS[self.op]
+
+    @property
+    def kind(self) -> str:
+        return OPS[self.op].kind
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * itemsize(self.dtype)
+
+    @property
+    def layout(self) -> tuple:
+        """Minor-to-major dimension order (HLO's ``{1,0}``); row-major unless HLO said otherwise."""
+        return tuple(self.attrs.get("layout") or range(self.rank - 1, -1, -1))
+
+    @property
+    def users(self) -> list["Node"]:
+        return self.graph.users(self) if self.graph is not None else []
+
+    def attr_str(self) -> str:
+        a = self.attrs
+        if self.op == "reduce":
+            return f"[{a['reducer']}, dims={tuple(a['dimensions'])}]"
+        if self.op == "constant":
+            v = a["value"]
+            return f"[{v.item()!r}]" if v.ndim == 0 else f"[{shape_str(v.shape)} array]"
+        if self.op == "compare":
+            return f"[{a['direction']}]"
+        if self.op == "parameter":
+            return f"[{a.get('index', '?')}]"
+        keys = {"broadcast": ("dimensions",), "transpose": ("permutation",), "iota": ("iota_dimension",),
+                "slice": ("starts", "limits", "strides"), "concatenate": ("dimension",),
+                "pad": ("low", "high", "interior"),
+                "dot": ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")}
+        shown = [f"{k}={tuple(a[k]) if isinstance(a[k], (list, tuple)) else a[k]}" for k in keys.get(self.op, ())
+                 if k in a]
+        return f"[{', '.join(shown)}]" if shown else ""
+
+    def __str__(self) -> str:
+        args = ", ".join(o.name for o in self.operands)
+        return f"{self.name}: {shape_str(self.shape, self.dtype)} = {self.op}{self.attr_str()}({args})"
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name}: {shape_str(self.shape, self.dtype)} {self.op}>"
+
+
+class Graph:
+    """A dataflow graph of tensor ops; see the module docstring."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nodes: dict[str, Node] = {}
+        self.inputs: list[Node] = []
+        self.outputs: list[Node] = []
+        self._users: dict[str, list[Node]] = {}
+        self._counter = 0
+
+    # -- core -----------------------------------------------------------------
+    def add_node(self, op: str, operands: Sequence[Node] = (), *, shape=None, dtype=None,
+                 name: Optional[str] = None, **attrs) -> Node:
+        """Add ``op(operands)``; the result shape/dtype is inferred (and checked against ``shape``/``dtype``)."""
+        op = OP_ALIASES.get(op, op)
+        op_def(op)
+        name = name or self._fresh(op)
+        if name in self.nodes:
+            raise AStitchError(f"node name {name!r} is used twice; node names must be unique")
+        operands = tuple(operands)
+        for o in operands:
+            if not isinstance(o, Node) or self.nodes.get(o.name) is not o:
+                raise AStitchError(f"{name}: operand {o!r} is not a node of graph {self.name!r}; "
+                                   "define operands before their users")
+        out_shape, out_dtype = infer(op, operands, attrs, name, shape, dtype)
+        node = Node(name, op, operands, out_shape, out_dtype, attrs, self)
+        self.nodes[name] = node
+        self._users[name] = []
+        for o in dict.fromkeys(operands):
+            self._users[o.name].append(node)
+        if op == "parameter":
+            attrs.setdefault("index", len(self.inputs))
+            self.inputs.append(node)
+            self.inputs.sort(key=lambda n: n.attrs["index"])
+        return node
+
+    def _fresh(self, op: str) -> str:
+        while True:
+            self._counter += 1
+            name = f"{op}.{self._counter}"
+            if name not in self.nodes:
+                return name
+
+    def set_outputs(self, *nodes) -> None:
+        """Declare the results, in order (several for a tuple root)."""
+        flat = [n for item in nodes for n in (item if isinstance(item, (list, tuple)) else [item])]
+        for n in flat:
+            if not isinstance(n, Node) or self.nodes.get(n.name) is not n:
+                raise AStitchError(f"output {n!r} is not a node of graph {self.name!r}")
+        if not flat:
+            raise AStitchError(f"graph {self.name!r} needs at least one output")
+        self.outputs = flat
+
+    def users(self, node) -> list[Node]:
+        """Nodes that read ``node`` (each once, in graph order)."""
+        name = node.name if isinstance(node, Node) else node
+        if name not in self._users:
+            raise AStitchError(f"no node named {name!r} in graph {self.name!r}")
+        return list(self._users[name])
+
+    def __getitem__(self, name: str) -> Node:
+        if name not in self.nodes:
+            close = [n for n in self.nodes if name.lower() in n.lower()][:5]
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise AStitchError(f"no node named {name!r} in graph {self.name!r}{hint}")
+        return self.nodes[name]
+
+    def __iter__(self):
+        return iter(self.nodes.values())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __contains__(self, name) -> bool:
+        return (name.name if isinstance(name, Node) else name) in self.nodes
+
+    # -- builder helpers --------------------------------------------------------
+    def parameter(self, name: str, shape, dtype: str = "f32", index: Optional[int] = None) -> Node:
+        attrs = {} if index is None else {"index": index}
+        return self.add_node("parameter", (), shape=shape, dtype=check_dtype(dtype), name=name, **attrs)
+
+    def constant(self, value, dtype: Optional[str] = None, name: Optional[str] = None) -> Node:
+        """A constant (scalar or array); ``float('inf')``/``nan`` are fine."""
+        arr = np.asarray(value)
+        dtype = check_dtype(dtype) if dtype else (xla_name(arr.dtype) if arr.dtype.kind != "f" else "f32")
+        arr = cast(arr, dtype)
+        return self.add_node("constant", (), shape=arr.shape, dtype=dtype, name=name, value=arr)
+
+    def iota(self, shape, dimension: int, dtype: str = "s32", name=None) -> Node:
+        return self.add_node("iota", (), shape=shape, dtype=dtype, name=name, iota_dimension=dimension)
+
+    def broadcast(self, x, shape, dimensions=None, name=None) -> Node:
+        """XLA broadcast: operand dim ``i`` becomes output dim ``dimensions[i]`` (default: trailing dims)."""
+        x = self._as_node(x)
+        if dimensions is None:
+            dimensions = tuple(range(len(shape) - x.rank, len(shape)))
+        return self.add_node("broadcast", (x,), shape=shape, name=name, dimensions=tuple(dimensions))
+
+    def reshape(self, x, shape, name=None) -> Node:
+        return self.add_node("reshape", (x,), shape=shape, name=name)
+
+    def transpose(self, x, permutation, name=None) -> Node:
+        return self.add_node("transpose", (x,), name=name, permutation=tuple(permutation))
+
+    def convert(self, x, dtype: str, name=None) -> Node:
+        return self.add_node("convert", (x,), dtype=check_dtype(dtype), name=name)
+
+    def slice(self, x, starts, limits, strides=None, name=None) -> Node:
+        return self.add_node("slice", (x,), name=name, starts=tuple(starts), limits=tuple(limits),
+                             strides=tuple(strides) if strides else None)
+
+    def concatenate(self, xs, dimension: int, name=None) -> Node:
+        return self.add_node("concatenate", tuple(xs), name=name, dimension=dimension)
+
+    def compare(self, a, b, direction: str, name=None) -> Node:
+        a, b = self._match(a, b)
+        return self.add_node("compare", (a, b), name=name, direction=direction.upper())
+
+    def select(self, pred, a, b, name=None) -> Node:
+        a, b = self._match(a, b)
+        return self.add_node("select", (pred, a, b), name=name)
+
+    def clamp(self, lo, x, hi, name=None) -> Node:
+        x = self._as_node(x)
+        lo, hi = (self._as_node(v, x.dtype) for v in (lo, hi))
+        return self.add_node("clamp", (lo, x, hi), name=name)
+
+    def reduce(self, x, dims, reducer: str = "sum", name=None) -> Node:
+        """Reduce ``x`` over ``dims`` with ``sum|max|min|prod|and|or``; the init value is the identity."""
+        x = self._as_node(x)
+        if reducer not in REDUCERS:
+            raise AStitchError(f"reducer {reducer!r} is not one of {', '.join(REDUCERS)}")
+        identity = {"sum": 0, "prod": 1, "max": -np.inf, "min": np.inf, "and": True, "or": False}[reducer]
+        if x.dtype not in ("f32", "f64", "f16", "bf16") and reducer in ("max", "min"):
+            info = np.iinfo(np.dtype(x.dtype.replace("s", "int").replace("u", "uint")))
+            identity = info.min if reducer == "max" else info.max
+        init = self.constant(identity, x.dtype)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        dims = tuple(d % x.rank for d in dims)
+        return self.add_node("reduce", (x, init), name=name, dimensions=dims, reducer=reducer)
+
+    def dot(self, a, b, lhs_contracting=None, rhs_contracting=(0,), lhs_batch=(), rhs_batch=(), name=None) -> Node:
+        lhs_contracting = (a.rank - 1,) if lhs_contracting is None else tuple(lhs_contracting)
+        return self.add_node("dot", (a, b), name=name, lhs_contracting_dims=lhs_contracting,
+                             rhs_contracting_dims=tuple(rhs_contracting), lhs_batch_dims=tuple(lhs_batch),
+                             rhs_batch_dims=tuple(rhs_batch))
+
+    def _as_node(self, x, dtype="f32") -> Node:
+        if isinstance(x, Node):
+            return x
+        if isinstance(x, (int, float, bool, np.number, np.bool_)):
+            return self.constant(x, dtype)
+        raise AStitchError(f"expected a Node or a python number, got {type(x).__name__}")
+
+    def _match(self, *xs) -> list[Node]:
+        """Turn python numbers into constants broadcast to the shape of the node operands."""
+        nodes = [x for x in xs if isinstance(x, Node)]
+        if not nodes:
+            raise AStitchError("at least one operand must be a Node")
+        ref = max(nodes, key=lambda n: n.rank)
+        out = []
+        for x in xs:
+            if not isinstance(x, Node):
+                c = self._as_node(x, ref.dtype)
+                x = self.broadcast(c, ref.shape, ()) if ref.rank else c
+            out.append(x)
+        return out
+
+    def __getattr__(self, opname):
+        """``g.add(a, b)``, ``g.exp(x)``... for every elementwise op in the table."""
+        op = OP_ALIASES.get(opname, opname.replace("_", "-"))
+        if op in OPS and OPS[op].kind == "elementwise" and op not in ("compare", "select", "clamp", "convert"):
+            def build(*operands, name=None):
+                return self.add_node(op, self._match(*operands), name=name)
+            build.__name__ = opname
+            return build
+        raise AttributeError(f"Graph has no attribute {opname!r}")
+
+    # -- views ------------------------------------------------------------------
+    def topo_order(self) -> list[Node]:
+        return list(self.nodes.values())
+
+    def live_nodes(self) -> list[Node]:
+        """Nodes some output depends on (dead code dropped), in topological order."""
+        live, stack = set(), [o.name for o in self.outputs]
+        while stack:
+            n = stack.pop()
+            if n in live:
+                continue
+            live.add(n)
+            stack.extend(o.name for o in self.nodes[n].operands)
+        return [n for n in self.nodes.values() if n.name in live or n.op == "parameter"]
+
+    def signature(self) -> str:
+        ins = ", ".join(f"{p.name}: {shape_str(p.shape, p.dtype)}" for p in self.inputs)
+        outs = ", ".join(f"{o.name}: {shape_str(o.shape, o.dtype)}" for o in self.outputs)
+        return f"graph {self.name}({ins}) -> ({outs})"
+
+    def __str__(self) -> str:
+        lines = [self.signature() + " {"]
+        for n in self.nodes.values():
+            if n.op != "parameter":
+                lines.append("  " + str(n))
+        lines.append(f"  return ({', '.join(o.name for o in self.outputs)})")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name}: {len(self.nodes)} nodes, {len(self.inputs)} inputs, {len(self.outputs)} outputs>"
+
+    def to_dot(self) -> str:
+        """Graphviz DOT: parameters as ellipses, reduces as inverted houses, outputs double-bordered."""
+        from .viz import graph_to_dot
+        return graph_to_dot(self)
+
+    def validate(self) -> "Graph":
+        """Check the graph is complete: outputs declared and every node well formed."""
+        if not self.outputs:
+            raise AStitchError(f"graph {self.name!r} has no outputs: call set_outputs(...)")
+        return self

@@ -1,0 +1,327 @@
+"""The op table: one row per op, the single place that says what an op *is*.
+
+Every reader of a Graph (the numpy reference, the compiler's analysis, the SIMT
+model, the Numba code generator) looks an op up here instead of keeping its
+own if-chain, so adding an op means adding one row (torch.fx / tinygrad style).
+
+Each row gives
+  * ``kind``: how the op moves data -- ``source`` (parameter, constant, iota),
+    ``elementwise``, ``broadcast``, ``reduce``, ``layout`` (reshape, transpose,
+    slice, concatenate: every output element is one input element), ``dot``
+    (compute-intensive, planned as a library kernel).
+  * ``dependency``: the element-level dependency class from the AStitch paper
+    between an op's operands and its result: ``one-to-one``, ``one-to-many``
+    (broadcast), ``many-to-one`` (reduce); ``compute`` for dot.
+  * ``cost``: ``free`` (no instruction: bitcast-like), ``light``, ``expensive``
+    (XLA's IsExpensive: division, transcendental functions...), ``compute``.
+    The paper's fusion rules turn on light vs expensive.
+  * ``flops``: arithmetic per output element (per input element for a reduce),
+    an estimate used by the cost model to charge recomputation.
+  * ``numpy``: ``f(node, *operand_arrays) -> array`` -- the op's meaning.
+  * ``scalar``: for elementwise ops, a Python expression template over scalar
+    operands ``{0} {1} {2}`` that code generators (Numba) emit per element.
+
+Op names are XLA's HLO opcodes (``exponential``, ``sine``...), so HLO imports
+without a translation table; ``OP_ALIASES`` accepts friendlier names.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+try:  # scipy's erf is vectorised and exact; fall back to math.erf per element without it
+    from scipy.special import erf as _erf
+except ImportError:  # pragma: no cover - exercised only where scipy is absent
+    _erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+    def _erf(x):
+        return _erf_scalar(np.asarray(x, dtype=np.float64)).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    kind: str
+    dependency: str
+    cost: str
+    flops: int
+    arity: Optional[int]
+    numpy: Callable
+    scalar: Optional[str] = None
+
+    @property
+    def is_elementwise(self) -> bool:
+        return self.kind == "elementwise"
+
+    @property
+    def is_expensive(self) -> bool:
+        return self.cost == "expensive"
+
+
+def _quiet(fn):
+    """Run numpy math with IEEE semantics: inf and NaN propagate, no warnings (like XLA)."""
+    def wrapped(node, *args):
+        with np.errstate(all="ignore"):
+            return fn(node, *args)
+    return wrapped
+
+
+def _unary(f):
+    return _quiet(lambda node, x: f(x))
+
+
+def _binary(f):
+    return _quiet(lambda node, a, b: f(a, b))
+
+
+def _int_divide(a, b):
+    """C-style integer division (truncate toward zero), as XLA does; x/0 gives -1 like XLA on CPU."""
+    safe_b = np.where(b == 0, 1, b)
+    q = np.abs(a) // np.abs(safe_b)
+    q = np.where((a < 0) != (safe_b < 0), -q, q)
+    return np.where(b == 0, -1, q).astype(a.dtype)
+
+
+def _divide(a, b):
+    return _int_divide(a, b) if a.dtype.kind in "iu" else a / b
+
+
+def _remainder(a, b):
+    if a.dtype.kind in "iu":
+        safe_b = np.where(b == 0, 1, b)
+        return np.where(b == 0, a, np.fmod(a, safe_b)).astype(a.dtype)
+    return np.fmod(a, b)
+
+
+def _round_afz(x):
+    """Round half away from zero (XLA round-nearest-afz); numpy's round is half-to-even."""
+    return np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))
+
+
+def _logistic(x):
+    e = np.exp(-np.abs(x))
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e))
+
+
+def _erf_typed(x):
+    return _erf(x.astype(np.float64)).astype(x.dtype)
+
+
+def _power(a, b):
+    if a.dtype.kind in "iu":
+        return np.power(a, np.maximum(b, 0))
+    return np.power(a, b)
+
+
+def _sign(x):
+    return np.sign(x)
+
+
+_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+            "GT": np.greater, "GE": np.greater_equal}
+_COMPARE_SYMBOL = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+def _compare(node, a, b):
+    return _COMPARE[node.attrs["direction"]](a, b)
+
+
+def _clamp(node, lo, x, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _select(node, p, a, b):
+    return np.where(p, a, b)
+
+
+# -- data-movement ops -------------------------------------------------------
+
+def _broadcast(node, x):
+    """XLA broadcast: operand dim i becomes output dim ``dimensions[i]``."""
+    dims = node.attrs["dimensions"]
+    view_shape = [1] * len(node.shape)
+    for i, d in enumerate(dims):
+        view_shape[d] = x.shape[i]
+    order = np.argsort(dims)                      # dimensions may be unsorted: transpose first
+    x = np.transpose(x, order) if len(dims) > 1 else x
+    return np.broadcast_to(x.reshape(view_shape), node.shape)
+
+
+def _reshape(node, x):
+    return x.reshape(node.shape)
+
+
+def _transpose(node, x):
+    return np.transpose(x, node.attrs["permutation"])
+
+
+def _slice(node, x):
+    index = tuple(slice(s, l, st) for s, l, st in zip(node.attrs["starts"], node.attrs["limits"], node.attrs["strides"]))
+    return x[index]
+
+
+def _concatenate(node, *xs):
+    return np.concatenate(xs, axis=node.attrs["dimension"])
+
+
+def _pad(node, x, value):
+    out = np.full(node.shape, value, dtype=x.dtype)
+    lows, highs, interiors = node.attrs["low"], node.attrs["high"], node.attrs["interior"]
+    if any(interiors) or any(l < 0 for l in lows) or any(h < 0 for h in highs):
+        from .errors import AStitchError
+        raise AStitchError(f"{node.name}: pad with interior or negative padding is not supported; "
+                           "use slice and concatenate instead")
+    index = tuple(slice(l, l + s) for l, s in zip(lows, x.shape))
+    out[index] = x
+    return out
+
+
+def _iota(node):
+    d = node.attrs["iota_dimension"]
+    shape = [1] * len(node.shape)
+    shape[d] = node.shape[d]
+    return np.broadcast_to(np.arange(node.shape[d]).reshape(shape), node.shape)
+
+
+def _constant(node):
+    return node.attrs["value"]
+
+
+def _parameter(node):  # values come from the caller's inputs, never from the table
+    raise RuntimeError("parameters are bound by the interpreter")
+
+
+REDUCERS = {
+    "sum": (np.add, "add"),
+    "max": (np.maximum, "maximum"),
+    "min": (np.minimum, "minimum"),
+    "prod": (np.multiply, "multiply"),
+    "and": (np.logical_and, "and"),
+    "or": (np.logical_or, "or"),
+}
+#: binary op in a reduce's ``to_apply`` region -> the reducer it means
+REDUCER_OF_OP = {op: kind for kind, (_, op) in REDUCERS.items()}
+
+
+@_quiet
+def _reduce(node, x, init):
+    ufunc = REDUCERS[node.attrs["reducer"]][0]
+    dims = tuple(node.attrs["dimensions"])
+    if not dims:
+        return ufunc(x, init)
+    if x.dtype == np.bool_:
+        part = ufunc.reduce(x, axis=dims)
+    else:
+        part = ufunc.reduce(x, axis=dims, dtype=x.dtype)
+    return ufunc(part, init)
+
+
+def _dot(node, a, b):
+    """dot_general: output dims are batch dims, then lhs free dims, then rhs free dims."""
+    lb, lc = node.attrs["lhs_batch_dims"], node.attrs["lhs_contracting_dims"]
+    rb, rc = node.attrs["rhs_batch_dims"], node.attrs["rhs_contracting_dims"]
+    lf = [d for d in range(a.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(b.ndim) if d not in rb and d not in rc]
+    a2 = np.transpose(a, list(lb) + lf + list(lc))
+    b2 = np.transpose(b, list(rb) + list(rc) + rf)
+    batch = [a.shape[d] for d in lb]
+    m, k, n = (int(np.prod([a.shape[d] for d in lf])), int(np.prod([a.shape[d] for d in lc])),
+               int(np.prod([b.shape[d] for d in rf])))
+    acc = np.float64 if a.dtype == np.float64 else np.float32
+    out = np.matmul(a2.reshape(batch + [m, k]).astype(acc), b2.reshape(batch + [k, n]).astype(acc))
+    return out.reshape(node.shape)
+
+
+def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None):
+    return OpDef(name, kind, dependency, cost, flops, arity, fn, scalar)
+
+
+E, L, X = "elementwise", "light", "expensive"
+_ROWS = [
+    # sources
+    _row("parameter", "source", "source", "free", 0, 0, _parameter),
+    _row("constant", "source", "source", "free", 0, 0, _constant),
+    _row("iota", "source", "source", "light", 1, 0, _iota),
+    # unary elementwise
+    _row("negate", E, "one-to-one", L, 1, 1, _unary(np.negative), "(-{0})"),
+    _row("abs", E, "one-to-one", L, 1, 1, _unary(np.abs), "abs({0})"),
+    _row("sign", E, "one-to-one", L, 1, 1, _unary(_sign), "_sign({0})"),
+    _row("exponential", E, "one-to-one", X, 8, 1, _unary(np.exp), "math.exp({0})"),
+    _row("exponential-minus-one", E, "one-to-one", X, 8, 1, _unary(np.expm1), "math.expm1({0})"),
+    _row("log", E, "one-to-one", X, 8, 1, _unary(np.log), "_log({0})"),
+    _row("log-plus-one", E, "one-to-one", X, 8, 1, _unary(np.log1p), "_log1p({0})"),
+    _row("sqrt", E, "one-to-one", X, 4, 1, _unary(np.sqrt), "_sqrt({0})"),
+    _row("rsqrt", E, "one-to-one", X, 4, 1, _unary(lambda x: x.dtype.type(1) / np.sqrt(x)), "_rsqrt({0})"),
+    _row("cbrt", E, "one-to-one", X, 8, 1, _unary(np.cbrt), "_cbrt({0})"),
+    _row("tanh", E, "one-to-one", X, 12, 1, _unary(np.tanh), "math.tanh({0})"),
+    _row("logistic", E, "one-to-one", X, 10, 1, _unary(_logistic), "_logistic({0})"),
+    _row("erf", E, "one-to-one", X, 16, 1, _unary(_erf_typed), "math.erf({0})"),
+    _row("floor", E, "one-to-one", L, 1, 1, _unary(np.floor), "math.floor({0})"),
+    _row("ceil", E, "one-to-one", L, 1, 1, _unary(np.ceil), "math.ceil({0})"),
+    _row("round-nearest-afz", E, "one-to-one", L, 2, 1, _unary(_round_afz), "_round_afz({0})"),
+    _row("round-nearest-even", E, "one-to-one", L, 2, 1, _unary(np.rint), "_round_even({0})"),
+    _row("sine", E, "one-to-one", X, 12, 1, _unary(np.sin), "math.sin({0})"),
+    _row("cosine", E, "one-to-one", X, 12, 1, _unary(np.cos), "math.cos({0})"),
+    _row("tan", E, "one-to-one", X, 16, 1, _unary(np.tan), "math.tan({0})"),
+    _row("not", E, "one-to-one", L, 1, 1, _unary(lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)),
+         "_not({0})"),
+    _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})"),
+    _row("convert", E, "one-to-one", L, 1, 1, lambda node, x: x, "{0}"),   # the cast to node.dtype does it
+    _row("copy", E, "one-to-one", "free", 0, 1, lambda node, x: x, "{0}"),
+    # binary elementwise
+    _row("add", E, "one-to-one", L, 1, 2, _binary(np.add), "({0} + {1})"),
+    _row("subtract", E, "one-to-one", L, 1, 2, _binary(np.subtract), "({0} - {1})"),
+    _row("multiply", E, "one-to-one", L, 1, 2, _binary(np.multiply), "({0} * {1})"),
+    _row("divide", E, "one-to-one", X, 4, 2, _binary(_divide), "_divide({0}, {1})"),
+    _row("power", E, "one-to-one", X, 16, 2, _binary(_power), "_power({0}, {1})"),
+    _row("maximum", E, "one-to-one", L, 1, 2, _binary(np.maximum), "_max({0}, {1})"),
+    _row("minimum", E, "one-to-one", L, 1, 2, _binary(np.minimum), "_min({0}, {1})"),
+    _row("remainder", E, "one-to-one", X, 4, 2, _binary(_remainder), "_remainder({0}, {1})"),
+    _row("atan2", E, "one-to-one", X, 16, 2, _binary(np.arctan2), "math.atan2({0}, {1})"),
+    _row("and", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a & b), "({0} & {1})"),
+    _row("or", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a | b), "({0} | {1})"),
+    _row("xor", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a ^ b), "({0} ^ {1})"),
+    _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction
+    # ternary elementwise
+    _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})"),
+    _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})"),
+    # data movement
+    _row("broadcast", "broadcast", "one-to-many", "free", 0, 1, _broadcast),
+    _row("reshape", "layout", "one-to-one", "free", 0, 1, _reshape),
+    _row("bitcast", "layout", "one-to-one", "free", 0, 1, _reshape),
+    _row("transpose", "layout", "one-to-one", "free", 0, 1, _transpose),
+    _row("slice", "layout", "one-to-one", "free", 0, 1, _slice),
+    _row("concatenate", "layout", "one-to-one", "free", 0, None, _concatenate),
+    _row("pad", "layout", "one-to-one", "free", 0, 2, _pad),
+    # reduction and compute-intensive
+    _row("reduce", "reduce", "many-to-one", L, 1, 2, _reduce),
+    _row("dot", "dot", "compute", "compute", 2, 2, _dot),
+]
+
+OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+#: friendlier names accepted by the builder API
+OP_ALIASES = {"exp": "exponential", "expm1": "exponential-minus-one", "log1p": "log-plus-one",
+              "sin": "sine", "cos": "cosine", "round": "round-nearest-afz", "neg": "negate",
+              "sub": "subtract", "mul": "multiply", "div": "divide", "pow": "power", "max": "maximum",
+              "min": "minimum", "sigmoid": "logistic", "rem": "remainder"}
+
+COMPARE_DIRECTIONS = tuple(_COMPARE)
+
+
+def compare_scalar(direction: str) -> str:
+    """Scalar template of ``compare`` for a direction: ``({0} < {1})``."""
+    return "({0} %s {1})" % _COMPARE_SYMBOL[direction]
+
+
+def op_def(name: str) -> OpDef:
+    """Look an op up by HLO opcode or alias; unknown ops raise AStitchError listing the table."""
+    from .errors import AStitchError
+    name = OP_ALIASES.get(name, name)
+    if name not in OPS:
+        raise AStitchError(f"unsupported op {name!r}: astitch-sim knows {', '.join(sorted(OPS))}")
+    return OPS[name]

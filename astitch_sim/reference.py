@@ -1,0 +1,114 @@
+"""The numpy reference: a Graph interpreter, the ground truth every test compares with.
+
+It walks the nodes in topological order and applies each op's ``numpy`` row
+from the op table, casting every result to the node's dtype so float32 math
+stays float32 (and bf16 is rounded after every op) the way XLA computes it.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence, Union
+
+import numpy as np
+
+from .dtypes import bf16_bits_to_f32, cast, numpy_dtype, xla_name
+from .errors import AStitchError
+from .graph import Graph, Node, shape_str
+
+Inputs = Union[Sequence, Mapping[str, object]]
+
+
+def bind_inputs(graph: Graph, inputs: Inputs) -> dict[str, np.ndarray]:
+    """Match caller inputs to the graph's parameters and check shape and dtype.
+
+    ``inputs`` is a sequence in parameter order or a ``{name: array}`` dict.
+    numpy arrays must already have the parameter's dtype (a float64 array for an
+    f32 parameter is a mistake worth hearing about); python lists and scalars are
+    converted.  bf16 parameters accept float32 arrays and raw bfloat16 storage.
+    """
+    params = graph.inputs
+    if isinstance(inputs, Mapping):
+        unknown = sorted(set(inputs) - {p.name for p in params})
+        missing = [p.name for p in params if p.name not in inputs]
+        if unknown or missing:
+            raise AStitchError(f"inputs do not match parameters {[p.name for p in params]}: "
+                               + (f"missing {missing}" if missing else "")
+                               + ("; " if missing and unknown else "") + (f"unknown {unknown}" if unknown else ""))
+        values = [inputs[p.name] for p in params]
+    else:
+        values = list(inputs)
+        if len(values) != len(params):
+            raise AStitchError(f"graph {graph.name!r} takes {len(params)} input(s) "
+                               f"({', '.join(p.name for p in params)}), got {len(values)}")
+    return {p.name: _coerce(p, v) for p, v in zip(params, values)}
+
+
+def _coerce(param: Node, value) -> np.ndarray:
+    want = f"{shape_str(param.shape, param.dtype)}"
+    if not isinstance(value, np.ndarray):
+        try:
+            value = cast(np.asarray(value), param.dtype)
+        except (TypeError, ValueError) as e:
+            raise AStitchError(f"input {param.name!r}: cannot convert {type(value).__name__} to {want}: {e}") from None
+    elif param.dtype == "bf16":
+        if value.dtype.kind == "V" or value.dtype.name == "bfloat16" or value.dtype == np.uint16:
+            value = bf16_bits_to_f32(value)
+        elif value.dtype != np.float32:
+            raise AStitchError(f"input {param.name!r} is {value.dtype} but the parameter is {want}: "
+                               "pass float32 (rounded to bf16) or bfloat16 storage")
+        value = cast(value, "bf16")
+    elif value.dtype != numpy_dtype(param.dtype):
+        try:
+            got = xla_name(value.dtype)
+        except AStitchError:
+            got = str(value.dtype)
+        raise AStitchError(f"input {param.name!r} has dtype {got} but the parameter is {want}: "
+                           f"convert it with .astype(np.{numpy_dtype(param.dtype).name})")
+    if tuple(value.shape) != tuple(param.shape):
+        raise AStitchError(f"input {param.name!r} has shape {list(value.shape)} but the parameter is {want}")
+    return value
+
+
+def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.ndarray]:
+    """Value of every node (``keep=True``) or of the outputs only, by node name."""
+    graph.validate()
+    env = bind_inputs(graph, inputs)
+    needed = {n.name for n in graph.live_nodes()}
+    remaining_uses = {name: 0 for name in needed}
+    for n in graph:
+        if n.name in needed:
+            for o in dict.fromkeys(n.operands):
+                remaining_uses[o.name] += 1
+    outputs = {o.name for o in graph.outputs}
+    for n in graph:
+        if n.name not in needed or n.op == "parameter":
+            continue
+        args = [env[o.name] for o in n.operands]
+        value = cast(n.opdef.numpy(n, *args), n.dtype)
+        env[n.name] = np.ascontiguousarray(value) if value.ndim and not value.flags.writeable else value
+        if not keep:   # free values nobody reads any more: BERT-size graphs stay small
+            for o in dict.fromkeys(n.operands):
+                remaining_uses[o.name] -= 1
+                if remaining_uses[o.name] == 0 and o.name not in outputs:
+                    env.pop(o.name, None)
+    return env
+
+
+def reference(graph: Graph, inputs: Inputs) -> list[np.ndarray]:
+    """Run ``graph`` on ``inputs`` with numpy; returns the outputs in result order."""
+    env = evaluate(graph, inputs)
+    return [np.array(env[o.name], copy=True) for o in graph.outputs]
+
+
+def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
+    """Random inputs for every parameter: normal floats, small ints, random bools."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in graph.inputs:
+        if p.dtype in ("f32", "f64", "f16", "bf16"):
+            v = cast(rng.standard_normal(p.shape).astype(np.float32), p.dtype)
+        elif p.dtype == "pred":
+            v = rng.random(p.shape) < 0.5
+        else:
+            v = cast(rng.integers(0, 8, size=p.shape), p.dtype)
+        out.append(np.asarray(v))
+    return out

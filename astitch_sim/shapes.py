@@ -1,0 +1,161 @@
+"""Shape and dtype inference: what each op's result must look like.
+
+The builder uses it to fill in result shapes; the HLO importer uses it to check
+that the shape HLO declares for an instruction is the one its operands imply
+(a mismatch is bad input, reported with the instruction's name).
+"""
+from __future__ import annotations
+
+from math import prod
+
+from .dtypes import check_dtype
+from .errors import AStitchError
+from .ops import COMPARE_DIRECTIONS, REDUCERS, op_def
+
+
+def _fmt(shape, dtype=None):
+    body = "[" + ",".join(str(d) for d in shape) + "]"
+    return (dtype or "") + body
+
+
+def _require(cond, name, message):
+    if not cond:
+        raise AStitchError(f"{name}: {message}")
+
+
+def _dims(value, name, rank, what="dimensions"):
+    dims = tuple(int(d) for d in value)
+    _require(all(0 <= d < rank for d in dims), name, f"{what} {dims} out of range for rank {rank}")
+    _require(len(set(dims)) == len(dims), name, f"{what} {dims} repeat a dimension")
+    return dims
+
+
+def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
+    """Return ``(shape, dtype)`` of ``op`` applied to ``operands`` (Nodes) with ``attrs``.
+
+    ``shape``/``dtype`` are what the caller declared (HLO always declares them);
+    sources need them, and for other ops they are checked against the inferred ones.
+    Raises AStitchError naming ``name`` when operands do not fit together.
+    """
+    d = op_def(op)
+    if d.arity is not None:
+        _require(len(operands) == d.arity, name, f"{op} takes {d.arity} operand(s), got {len(operands)}")
+    shapes = [tuple(o.shape) for o in operands]
+    dtypes = [o.dtype for o in operands]
+    out_shape, out_dtype = None, None
+
+    if d.kind == "source":
+        _require(shape is not None and dtype is not None, name, f"{op} needs an explicit shape and dtype")
+        out_shape, out_dtype = tuple(int(s) for s in shape), check_dtype(dtype)
+        if op == "iota":
+            attrs["iota_dimension"] = _dims([attrs.get("iota_dimension", 0)], name, len(out_shape),
+                                            "iota_dimension")[0]
+    elif d.kind == "elementwise":
+        full = [s for s in shapes if s != ()] or [()]
+        out_shape = full[0]
+        scalar_ok = {"clamp": (0, 2), "select": (0,)}.get(op, ())
+        for i, s in enumerate(shapes):
+            _require(s == out_shape or (s == () and i in scalar_ok), name,
+                     f"operand shapes {', '.join(_fmt(x, t) for x, t in zip(shapes, dtypes))} do not agree; "
+                     "elementwise ops need equal shapes: broadcast the smaller operand first")
+        if op == "compare":
+            _require(attrs.get("direction") in COMPARE_DIRECTIONS, name,
+                     f"compare needs direction= one of {COMPARE_DIRECTIONS}, got {attrs.get('direction')!r}")
+            _require(dtypes[0] == dtypes[1], name, f"compare of {dtypes[0]} with {dtypes[1]}: convert one first")
+            out_dtype = "pred"
+        elif op == "convert":
+            out_dtype = check_dtype(dtype if dtype is not None else attrs.get("to"))
+        elif op == "select":
+            _require(dtypes[0] == "pred", name, f"select's first operand must be pred, got {dtypes[0]}")
+            _require(dtypes[1] == dtypes[2], name, f"select between {dtypes[1]} and {dtypes[2]}: convert one first")
+            out_dtype = dtypes[1]
+        else:
+            _require(len(set(dtypes)) == 1, name,
+                     f"operands have dtypes {dtypes}; {op} needs one dtype: insert a convert")
+            out_dtype = dtypes[0]
+            if op == "is-finite":
+                out_dtype = "pred"
+    elif op == "broadcast":
+        _require(shape is not None, name, "broadcast needs the result shape")
+        out_shape = tuple(int(s) for s in shape)
+        dims = _dims(attrs.get("dimensions", ()), name, len(out_shape))
+        _require(len(dims) == len(shapes[0]), name,
+                 f"broadcast dimensions {dims} must name one output dim per operand dim of {_fmt(shapes[0])}")
+        for i, dim in enumerate(dims):
+            _require(shapes[0][i] == out_shape[dim], name,
+                     f"operand dim {i} has size {shapes[0][i]} but output dim {dim} has {out_shape[dim]}")
+        attrs["dimensions"] = dims
+        out_dtype = dtypes[0]
+    elif op in ("reshape", "bitcast"):
+        _require(shape is not None, name, f"{op} needs the result shape")
+        out_shape = tuple(int(s) for s in shape)
+        _require(prod(out_shape) == prod(shapes[0]), name,
+                 f"cannot reshape {_fmt(shapes[0])} ({prod(shapes[0])} elements) to {_fmt(out_shape)}")
+        out_dtype = dtypes[0]
+    elif op == "transpose":
+        perm = _dims(attrs.get("permutation", attrs.get("dimensions", ())), name, len(shapes[0]), "permutation")
+        _require(len(perm) == len(shapes[0]), name, f"permutation {perm} must list all {len(shapes[0])} dims")
+        attrs["permutation"] = perm
+        attrs.pop("dimensions", None)
+        out_shape, out_dtype = tuple(shapes[0][p] for p in perm), dtypes[0]
+    elif op == "slice":
+        rank = len(shapes[0])
+        starts, limits = tuple(attrs.get("starts", ())), tuple(attrs.get("limits", ()))
+        strides = tuple(attrs.get("strides") or (1,) * rank)
+        _require(len(starts) == len(limits) == len(strides) == rank, name, f"slice needs {rank} start:limit:stride")
+        for s, l, st, n in zip(starts, limits, strides, shapes[0]):
+            _require(0 <= s <= l <= n and st >= 1, name, f"slice [{s}:{l}:{st}] is outside a dim of size {n}")
+        attrs.update(starts=starts, limits=limits, strides=strides)
+        out_shape = tuple(-(-(l - s) // st) for s, l, st in zip(starts, limits, strides))
+        out_dtype = dtypes[0]
+    elif op == "concatenate":
+        _require(len(operands) >= 1, name, "concatenate needs operands")
+        dim = attrs.get("dimension")
+        if isinstance(dim, (tuple, list)):
+            dim = dim[0]
+        dim = _dims([dim if dim is not None else 0], name, len(shapes[0]), "dimension")[0]
+        for s in shapes:
+            _require(len(s) == len(shapes[0]) and all(a == b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != dim),
+                     name, f"concatenate operands {[_fmt(s) for s in shapes]} differ outside dimension {dim}")
+        _require(len(set(dtypes)) == 1, name, f"concatenate of dtypes {dtypes}: convert first")
+        attrs["dimension"] = dim
+        out_shape = tuple(sum(s[dim] for s in shapes) if i == dim else n for i, n in enumerate(shapes[0]))
+        out_dtype = dtypes[0]
+    elif op == "pad":
+        rank = len(shapes[0])
+        _require(shapes[1] == (), name, "pad value must be a scalar")
+        low, high = tuple(attrs.get("low", (0,) * rank)), tuple(attrs.get("high", (0,) * rank))
+        interior = tuple(attrs.get("interior", (0,) * rank))
+        attrs.update(low=low, high=high, interior=interior)
+        out_shape = tuple(l + h + n + max(n - 1, 0) * i for l, h, n, i in zip(low, high, shapes[0], interior))
+        out_dtype = dtypes[0]
+    elif op == "reduce":
+        _require(shapes[1] == (), name, f"reduce init value must be a scalar, got {_fmt(shapes[1])}")
+        _require(dtypes[0] == dtypes[1], name, f"reduce of {dtypes[0]} with a {dtypes[1]} init value")
+        reducer = attrs.get("reducer")
+        _require(reducer in REDUCERS, name, f"reducer {reducer!r} is not one of {', '.join(REDUCERS)}")
+        dims = tuple(sorted(_dims(attrs.get("dimensions", ()), name, len(shapes[0]))))
+        attrs["dimensions"] = dims
+        out_shape = tuple(n for i, n in enumerate(shapes[0]) if i not in dims)
+        out_dtype = dtypes[0]
+    elif op == "dot":
+        a, b = shapes
+        lb, lc = tuple(attrs.get("lhs_batch_dims", ())), tuple(attrs.get("lhs_contracting_dims", (len(a) - 1,)))
+        rb = tuple(attrs.get("rhs_batch_dims", ()))
+        rc = tuple(attrs.get("rhs_contracting_dims", (0,)))
+        _require(len(lb) == len(rb) and len(lc) == len(rc), name, "dot needs as many lhs as rhs batch/contracting dims")
+        for x, y in zip(lb + lc, rb + rc):
+            _require(a[x] == b[y], name, f"dot dims do not agree: lhs {_fmt(a)} dim {x} vs rhs {_fmt(b)} dim {y}")
+        attrs.update(lhs_batch_dims=lb, lhs_contracting_dims=lc, rhs_batch_dims=rb, rhs_contracting_dims=rc)
+        out_shape = (tuple(a[d] for d in lb) + tuple(n for i, n in enumerate(a) if i not in lb + lc)
+                     + tuple(n for i, n in enumerate(b) if i not in rb + rc))
+        out_dtype = check_dtype(dtype) if dtype is not None else dtypes[0]
+    else:  # pragma: no cover - every op row has a rule above
+        raise AStitchError(f"{name}: no shape rule for op {op!r}")
+
+    if shape is not None and tuple(int(s) for s in shape) != tuple(out_shape):
+        raise AStitchError(f"{name}: declared shape {_fmt(shape)} but {op} of "
+                           f"{', '.join(_fmt(s) for s in shapes) or 'nothing'} gives {_fmt(out_shape)}")
+    if dtype is not None and d.kind != "dot" and check_dtype(dtype) != out_dtype:
+        raise AStitchError(f"{name}: declared dtype {dtype} but {op} of {', '.join(dtypes)} gives {out_dtype}")
+    return tuple(out_shape), out_dtype
