@@ -10,8 +10,16 @@ Public API (see DESIGN.md)::
 """
 from .errors import AStitchError
 from .graph import Graph, Node
+from .hardware import GPU, gpu
+from .hlo import from_hlo, from_hlo_file
+from .mapping import ThreadMapping
 from .ops import OPS
-from .reference import reference, random_inputs
+from .plan import Kernel, Plan, Stage, Value
+from .reference import random_inputs, reference
+from .workloads import WORKLOADS, list_workloads, workload
+from .compiler import STRATEGIES, compile
 
-__all__ = ["AStitchError", "Graph", "Node", "OPS", "reference", "random_inputs"]
+__all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "ThreadMapping", "OPS",
+           "Kernel", "Plan", "Stage", "Value", "random_inputs", "reference", "WORKLOADS", "list_workloads",
+           "workload", "STRATEGIES", "compile"]
 __version__ = "0.1.0"

@@ -139,7 +139,7 @@ class Graph:
     def _fresh(self, op: str) -> str:
         while True:
             self._counter += 1
-            name = f"{op}.{self._counter}"
+            name = f"{op.replace('-', '_')}_{self._counter}"
             if name not in self.nodes:
                 return name
 

@@ -78,10 +78,10 @@ def _binary(f):
 
 
 def _int_divide(a, b):
-    """C-style integer division (truncate toward zero), as XLA does; x/0 gives -1 like XLA on CPU."""
-    safe_b = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(safe_b)
-    q = np.where((a < 0) != (safe_b < 0), -q, q)
+    """C-style integer division (truncate toward zero), as XLA does; x/0 gives -1, INT_MIN/-1 gives INT_MIN."""
+    safe_b = np.where(b == 0, 1, b).astype(a.dtype)
+    q = a // safe_b                                     # floor; INT_MIN // -1 wraps to INT_MIN
+    q = np.where((a - q * safe_b != 0) & ((a < 0) != (safe_b < 0)), q + 1, q)   # floor -> toward zero
     return np.where(b == 0, -1, q).astype(a.dtype)
 
 
@@ -112,8 +112,8 @@ def _erf_typed(x):
 
 
 def _power(a, b):
-    if a.dtype.kind in "iu":
-        return np.power(a, np.maximum(b, 0))
+    if a.dtype.kind in "iu":   # XLA: a negative exponent gives 0, except 1 for base 1
+        return np.where(b < 0, (a == 1).astype(a.dtype), np.power(a, np.maximum(b, 0)))
     return np.power(a, b)
 
 
@@ -178,6 +178,17 @@ def _pad(node, x, value):
     index = tuple(slice(l, l + s) for l, s in zip(lows, x.shape))
     out[index] = x
     return out
+
+
+def _reverse(node, x):
+    return np.flip(x, axis=tuple(node.attrs["dimensions"]))
+
+
+def _shift_right_logical(a, b):
+    unsigned = a.view(np.dtype(a.dtype.str.replace("i", "u")))
+    bits = a.dtype.itemsize * 8
+    out = np.where((b < 0) | (b >= bits), 0, unsigned >> np.clip(b, 0, bits - 1).astype(unsigned.dtype))
+    return out.astype(unsigned.dtype).view(a.dtype)
 
 
 def _iota(node):
@@ -285,6 +296,11 @@ _ROWS = [
     _row("and", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a & b), "({0} & {1})"),
     _row("or", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a | b), "({0} | {1})"),
     _row("xor", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a ^ b), "({0} ^ {1})"),
+    _row("shift-left", E, "one-to-one", L, 1, 2, _binary(lambda a, b: np.where((b < 0) | (b >= a.dtype.itemsize * 8), 0,
+         np.left_shift(a, np.clip(b, 0, a.dtype.itemsize * 8 - 1))).astype(a.dtype)), "({0} << {1})"),
+    _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(lambda a, b: np.right_shift(
+         a, np.where(b < 0, a.dtype.itemsize * 8 - 1, np.clip(b, 0, a.dtype.itemsize * 8 - 1))).astype(a.dtype)), "({0} >> {1})"),
+    _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1})"),
     _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction
     # ternary elementwise
     _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})"),
@@ -296,6 +312,7 @@ _ROWS = [
     _row("transpose", "layout", "one-to-one", "free", 0, 1, _transpose),
     _row("slice", "layout", "one-to-one", "free", 0, 1, _slice),
     _row("concatenate", "layout", "one-to-one", "free", 0, None, _concatenate),
+    _row("reverse", "layout", "one-to-one", "free", 0, 1, _reverse),
     _row("pad", "layout", "one-to-one", "free", 0, 2, _pad),
     # reduction and compute-intensive
     _row("reduce", "reduce", "many-to-one", L, 1, 2, _reduce),

@@ -98,6 +98,9 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         attrs["permutation"] = perm
         attrs.pop("dimensions", None)
         out_shape, out_dtype = tuple(shapes[0][p] for p in perm), dtypes[0]
+    elif op == "reverse":
+        attrs["dimensions"] = _dims(attrs.get("dimensions", ()), name, len(shapes[0]))
+        out_shape, out_dtype = shapes[0], dtypes[0]
     elif op == "slice":
         rank = len(shapes[0])
         starts, limits = tuple(attrs.get("starts", ())), tuple(attrs.get("limits", ()))

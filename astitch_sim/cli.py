@@ -1,0 +1,374 @@
+"""The ``astitch`` command: look at graphs, run them, (later) plan and simulate them.
+
+Layout, so new subcommands slot in without touching the others:
+
+* one ``add_<name>_parser(subparsers)`` function per subcommand registers its
+  arguments and sets ``func=cmd_<name>``; :data:`SUBCOMMANDS` lists them in the
+  order ``astitch --help`` shows them -- append to it to add ``plan`` or
+  ``simulate``;
+* ``cmd_<name>(args) -> int`` does the work and returns the exit code;
+* :func:`add_graph_arguments` + :func:`load_graph` give every subcommand the same
+  ``--workload NAME [--shape k=v ...] | --hlo FILE`` way to name a graph.
+
+Every :class:`~astitch_sim.errors.AStitchError` (and an unreadable file) ends
+the command with ``astitch: error: <message>`` on stderr and exit status 2,
+never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import textwrap
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from .errors import AStitchError
+from .graph import Graph, shape_str
+
+PROG = "astitch"
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keep the hand-wrapped descriptions and examples as written."""
+
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=32)
+
+
+class _TopFormatter(_Formatter):
+    """The top-level help: leave room for the command names so each help stays on its line."""
+
+    def __init__(self, prog):
+        super().__init__(prog)
+        self._action_max_length = 16      # argparse measures only the "COMMAND" metavar otherwise
+
+
+# ---------------------------------------------------------------------------
+# naming a graph: --workload/--shape or --hlo
+# ---------------------------------------------------------------------------
+
+GRAPH_EPILOG = """\
+a graph is named by one of:
+  --workload NAME [--shape k=v ...]   a catalog workload ('astitch workloads' lists them)
+  --hlo FILE                          XLA HLO text, e.g. from jax.jit(f).lower(x).as_text('hlo')
+"""
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--workload NAME [--shape k=v ...] | --hlo FILE``: how every subcommand names its graph."""
+    group = parser.add_argument_group("graph (one of --workload or --hlo)")
+    source = group.add_mutually_exclusive_group(required=True)
+    source.add_argument("-w", "--workload", metavar="NAME",
+                        help="a catalog workload, e.g. layernorm, softmax, paper_fig7")
+    source.add_argument("--hlo", metavar="FILE", help="a file of XLA HLO text (HloModule ... ENTRY ...)")
+    group.add_argument("-s", "--shape", metavar="k=v", nargs="+", action="extend", default=[],
+                       help="override a workload's default shape, e.g. --shape rows=64 cols=1024 "
+                            "(also rows=64,cols=1024)")
+
+
+def parse_shape(items: Sequence[str]) -> dict:
+    """``["rows=64", "cols=8,x=2"]`` -> ``{"rows": 64, "cols": 8, "x": 2}``."""
+    shape = {}
+    for item in items:
+        for part in filter(None, item.split(",")):
+            key, sep, value = part.partition("=")
+            key, value = key.strip(), value.strip()
+            if not sep or not key:
+                raise AStitchError(f"--shape {part!r}: write key=value, e.g. --shape rows=64 cols=1024")
+            try:
+                shape[key] = int(value.replace("_", ""))
+            except ValueError:
+                raise AStitchError(f"--shape {part!r}: {value!r} is not an integer") from None
+    return shape
+
+
+def read_text(path: str) -> str:
+    """A text file's contents; an unreadable file is an AStitchError (exit 2), not a traceback."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise AStitchError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise AStitchError(f"{path} is not a text file (expected XLA HLO text)") from None
+
+
+def load_graph(args: argparse.Namespace) -> Graph:
+    """The graph named by ``--workload``/``--shape`` or ``--hlo`` (see :func:`add_graph_arguments`)."""
+    if getattr(args, "hlo", None):
+        if args.shape:
+            raise AStitchError("--shape applies to --workload only; an HLO file fixes its own shapes")
+        text = read_text(args.hlo)
+        try:
+            from .hlo import from_hlo      # imported lazily: only --hlo needs the importer
+        except ImportError as e:
+            raise AStitchError(f"the HLO importer is not available ({e}); use --workload") from None
+        return from_hlo(text)
+    from .workloads import workload
+    return workload(args.workload, **parse_shape(args.shape))
+
+
+def graph_inputs(graph: Graph, args: argparse.Namespace) -> list:
+    """Inputs for ``graph``: ``--inputs FILE.npz`` if given, else random ones from ``--seed``."""
+    if getattr(args, "inputs", None):
+        return load_npz_inputs(graph, args.inputs)
+    from .workloads import workload_inputs
+    seed = getattr(args, "seed", 0)
+    return workload_inputs(graph, seed) if getattr(args, "workload", None) else _random(graph, seed)
+
+
+def _random(graph, seed):
+    from .reference import random_inputs
+    return random_inputs(graph, seed)
+
+
+def load_npz_inputs(graph: Graph, path: str) -> list:
+    """Read inputs from an ``.npz``: arrays named after the parameters, or ``in0``, ``in1``... in order."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise AStitchError(f"cannot read inputs from {path}: {e}") from None
+    names = [p.name for p in graph.inputs]
+    if all(n in arrays for n in names):
+        return [arrays[n] for n in names]
+    positional = [f"in{i}" for i in range(len(names))]
+    if all(k in arrays for k in positional):
+        return [arrays[k] for k in positional]
+    raise AStitchError(f"{path} has arrays {sorted(arrays)}; graph {graph.name!r} needs its parameters "
+                       f"by name ({', '.join(names)}) or by position ({', '.join(positional)})")
+
+
+def _nbytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""  # pragma: no cover
+
+
+def graph_summary(graph: Graph) -> str:
+    """One comment line: node counts by kind and the bytes in and out."""
+    counts: dict[str, int] = {}
+    for n in graph:
+        counts[n.kind] = counts.get(n.kind, 0) + 1
+    kinds = ", ".join(f"{v} {k}" for k, v in counts.items())
+    ins = sum(p.nbytes for p in graph.inputs)
+    outs = sum(o.nbytes for o in graph.outputs)
+    return f"# {len(graph)} nodes ({kinds}); reads {_nbytes(ins)}, writes {_nbytes(outs)}"
+
+
+# ---------------------------------------------------------------------------
+# astitch workloads
+# ---------------------------------------------------------------------------
+
+def add_workloads_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "workloads", formatter_class=_Formatter,
+        help="list the workload catalog",
+        description="List the catalog of memory-intensive subgraphs from real models\n"
+                    "(BERT, Transformer, DIEN, LLaMA, the paper's Figure 7): name, default\n"
+                    "shape, what it computes and where the default shape comes from.",
+        epilog="examples:\n"
+               "  astitch workloads\n"
+               "  astitch workloads --names          # just the names, one a line\n"
+               "  astitch show --workload softmax --shape rows=4 cols=8\n")
+    p.add_argument("--names", action="store_true", help="print only the names, one a line")
+    p.set_defaults(func=cmd_workloads)
+    return p
+
+
+def cmd_workloads(args) -> int:
+    from .workloads import list_workloads
+    entries = list_workloads()
+    if args.names:
+        print("\n".join(e.name for e in entries))
+        return 0
+    w_name = max(len(e.name) for e in entries)
+    w_shape = max(len(e.shape_str) for e in entries)
+    print(f"{'name':<{w_name}}  {'default shape':<{w_shape}}  description")
+    print(f"{'-' * w_name}  {'-' * w_shape}  {'-' * 11}")
+    pad = " " * (w_name + w_shape + 4)
+    width = max(40, shutil.get_terminal_size((110, 24)).columns - len(pad) - 1)
+    for e in entries:
+        doc = textwrap.wrap(e.doc, width) + textwrap.wrap("shape: " + e.source, width,
+                                                          subsequent_indent="       ")
+        print(f"{e.name:<{w_name}}  {e.shape_str:<{w_shape}}  {doc[0]}")
+        for line in doc[1:]:
+            print(pad + line)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# astitch show
+# ---------------------------------------------------------------------------
+
+def add_show_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "show", formatter_class=_Formatter,
+        help="print a graph (text IR or Graphviz DOT)",
+        description="Print a graph in the package's IR: one line per node,\n"
+                    "  name: dtype[shape] = op[attributes](operands)\n"
+                    "in topological order, then a summary line (node kinds, bytes read and\n"
+                    "written). With --dot, print Graphviz DOT instead: parameters are ellipses,\n"
+                    "reduces inverted houses, broadcasts houses, expensive ops orange, outputs\n"
+                    "double-bordered.\n\n" + GRAPH_EPILOG,
+        epilog="examples:\n"
+               "  astitch show --workload paper_fig7\n"
+               "  astitch show --workload layernorm --shape rows=4 cols=8\n"
+               "  astitch show --hlo model.hlo\n"
+               "  astitch show --workload softmax --dot | dot -Tsvg > softmax.svg\n")
+    add_graph_arguments(p)
+    p.add_argument("--dot", action="store_true", help="print Graphviz DOT instead of the text IR")
+    p.set_defaults(func=cmd_show)
+    return p
+
+
+def cmd_show(args) -> int:
+    g = load_graph(args)
+    if args.dot:
+        print(g.to_dot())
+    else:
+        print(g)
+        print(graph_summary(g))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# astitch reference
+# ---------------------------------------------------------------------------
+
+def add_reference_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "reference", formatter_class=_Formatter,
+        help="run a graph with the numpy reference and summarise its outputs",
+        description="Run a graph with the numpy reference interpreter (the ground truth every\n"
+                    "strategy and the simulator are checked against) and print, per output:\n"
+                    "its shape and dtype, min / max / mean (and how many NaN or inf) and its\n"
+                    "first values.\n\n"
+                    "Inputs come from --inputs FILE.npz (arrays named after the parameters, or\n"
+                    "in0, in1, ... in parameter order, with the parameters' dtypes), else they\n"
+                    "are random from --seed: standard normals, adjusted for catalog workloads\n"
+                    "where a value has a domain (Adam's v >= 0, one-hot labels, ...).\n\n"
+                    + GRAPH_EPILOG,
+        epilog="examples:\n"
+               "  astitch reference --workload softmax --shape rows=4 cols=8\n"
+               "  astitch reference --workload paper_fig7 --seed 3 --save fig7_out.npz\n"
+               "  astitch reference --hlo layernorm.hlo --inputs layernorm_inputs.npz\n"
+               "\n"
+               "--save writes the outputs to an .npz keyed by output name\n"
+               "(np.load('out.npz')['out']).\n")
+    add_graph_arguments(p)
+    p.add_argument("--inputs", metavar="FILE.npz", help="input arrays (by parameter name, or in0, in1, ...)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--save", metavar="OUT.npz", help="also write the outputs to this .npz, keyed by output name")
+    p.add_argument("--values", type=int, default=6, metavar="K", help="how many leading values to print (default 6)")
+    p.set_defaults(func=cmd_reference)
+    return p
+
+
+def describe_array(name: str, a: np.ndarray, k: int = 6) -> str:
+    """``name: f32[4,8]  min -1.2  max 3.4  mean 0.01  [v0, v1, ...]``."""
+    from .dtypes import xla_name
+    try:
+        dtype = xla_name(a.dtype)
+    except AStitchError:
+        dtype = str(a.dtype)
+    head = f"{name}: {shape_str(a.shape, dtype)}"
+    flat = a.reshape(-1)
+    if flat.size == 0:
+        return head + "  (empty)"
+    if a.dtype.kind == "b":
+        return head + f"  true {int(flat.sum())} of {flat.size}  {np.array2string(flat[:k])}"
+    x = flat.astype(np.float64)
+    finite = np.isfinite(x)
+    stats = ""
+    if finite.any():
+        f = x[finite]
+        stats = f"  min {f.min():.6g}  max {f.max():.6g}  mean {f.mean():.6g}"
+    bad = [f"{int(c)} {what}" for c, what in ((np.isnan(x).sum(), "nan"), (np.isinf(x).sum(), "inf")) if c]
+    if bad:
+        stats += "  (" + ", ".join(bad) + ")"
+    vals = np.array2string(flat[:k], precision=6, separator=", ", max_line_width=10_000)
+    more = ", ..." if flat.size > k else ""
+    return head + stats + f"\n    values: {vals[:-1]}{more}]"
+
+
+def cmd_reference(args) -> int:
+    from .reference import reference
+    g = load_graph(args)
+    inputs = graph_inputs(g, args)
+    outs = reference(g, inputs)
+    source = f"inputs from {args.inputs}" if args.inputs else f"random inputs, seed {args.seed}"
+    print(f"{g.signature()}")
+    print(f"# numpy reference on {source}")
+    for node, value in zip(g.outputs, outs):
+        print(describe_array(node.name, value, max(args.values, 0)))
+    if args.save:
+        try:
+            np.savez(args.save, **{node.name: value for node, value in zip(g.outputs, outs)})
+        except OSError as e:
+            raise AStitchError(f"cannot write {args.save}: {e.strerror or e}") from None
+        print(f"# saved {len(outs)} output(s) to {args.save}")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# the top-level parser
+# ---------------------------------------------------------------------------
+
+#: subcommand registrars, in help order; other modules append ``add_plan_parser`` etc.
+SUBCOMMANDS: list[Callable] = [add_workloads_parser, add_show_parser, add_reference_parser]
+
+DESCRIPTION = """\
+astitch-sim: the AStitch compiler (ASPLOS'22) as a teaching simulator.
+
+Memory-intensive ops (elementwise, broadcast, reduce) between the GEMMs of a
+model cost off-chip traffic and kernel launches. AStitch stitches them into one
+kernel, passing data through registers, shared memory or global memory with a
+grid barrier. This command shows the graphs it works on and runs them.
+"""
+
+EPILOG = """\
+examples:
+  astitch workloads                                  # the catalog, with default shapes
+  astitch show --workload paper_fig7                 # the paper's Figure 7 graph
+  astitch show --workload layernorm --dot            # Graphviz DOT of a graph
+  astitch reference --workload softmax --shape rows=4 cols=8
+  astitch show --hlo model.hlo                       # a graph from XLA HLO text
+
+'astitch COMMAND --help' explains each command.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(prog=PROG, formatter_class=_TopFormatter,
+                                     description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for register in SUBCOMMANDS:
+        register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``astitch`` command line; returns the exit status (0 ok, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except AStitchError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:          # `astitch show ... | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

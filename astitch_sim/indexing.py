@@ -1,0 +1,85 @@
+"""Index propagation: which operand element does an op read for a given output element?
+
+This is the element-level view of the paper.  Evaluating an op at output index
+``idx`` reads each operand at an index this module computes: the same index for
+elementwise ops (one-to-one), fewer dims for a broadcast (one-to-many: many
+output elements read one operand element), a permuted one for a transpose, an
+offset one for a slice...  The compiler uses it to check block locality, the
+SIMT model to know which thread reads which address, the code generator to
+write the index arithmetic.
+
+Indices are tuples of numpy integer arrays (one per dim), so a whole stage is
+propagated at once.  ``mask`` (for concatenate and pad) says which elements
+really read that operand.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .errors import AStitchError
+
+
+def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]]:
+    """Index into operand ``i`` of ``node`` read when ``node`` is evaluated at ``idx``.
+
+    For a reduce, ``idx`` is an index into its *input* (the reduce is evaluated
+    per input element while it accumulates); its init value is a scalar.
+    """
+    op, operand = node.op, node.operands[i]
+    if operand.rank == 0:
+        return (), None
+    kind = node.kind
+    if kind == "elementwise" or op == "reduce" and i == 0:
+        return idx, None
+    if op == "broadcast":
+        return tuple(idx[d] for d in node.attrs["dimensions"]), None
+    if op in ("reshape", "bitcast"):
+        flat = np.ravel_multi_index(idx, node.shape) if node.rank else np.zeros_like(idx[0] if idx else 0)
+        return tuple(np.unravel_index(flat, operand.shape)), None
+    if op == "transpose":
+        perm = node.attrs["permutation"]
+        out = [None] * len(perm)
+        for j, p in enumerate(perm):
+            out[p] = idx[j]
+        return tuple(out), None
+    if op == "reverse":
+        dims = set(node.attrs["dimensions"])
+        return tuple(operand.shape[d] - 1 - x if d in dims else x for d, x in enumerate(idx)), None
+    if op == "slice":
+        return tuple(s + x * st for x, s, st in zip(idx, node.attrs["starts"], node.attrs["strides"])), None
+    if op == "concatenate":
+        dim = node.attrs["dimension"]
+        start = sum(o.shape[dim] for o in node.operands[:i])
+        pos = idx[dim] - start
+        mask = (pos >= 0) & (pos < operand.shape[dim])
+        return tuple(np.clip(pos, 0, operand.shape[dim] - 1) if d == dim else x for d, x in enumerate(idx)), mask
+    if op == "pad":
+        if i == 1:
+            return (), None
+        pos = tuple(x - lo for x, lo in zip(idx, node.attrs["low"]))
+        mask = np.ones(np.shape(idx[0]), dtype=bool)
+        for p, n in zip(pos, operand.shape):
+            mask &= (p >= 0) & (p < n)
+        return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, operand.shape)), mask
+    raise AStitchError(f"{node.name}: cannot propagate an index through {op} (it is not fusible)")
+
+
+def reduce_output_index(node, idx: tuple) -> tuple:
+    """The output index a reduce's input element ``idx`` accumulates into."""
+    dims = set(node.attrs["dimensions"])
+    return tuple(x for d, x in enumerate(idx) if d not in dims)
+
+
+def full_index(shape) -> tuple:
+    """Every index of ``shape`` in row-major order, as a tuple of flat arrays."""
+    n = int(np.prod(shape)) if shape else 1
+    return tuple(np.unravel_index(np.arange(n, dtype=np.int64), shape)) if shape else ()
+
+
+def flat(idx: tuple, shape) -> np.ndarray:
+    """Row-major flat position of ``idx`` in ``shape``."""
+    if not shape:
+        return np.zeros(1, dtype=np.int64)
+    return np.ravel_multi_index(tuple(np.asarray(x, dtype=np.int64) for x in idx), shape)

@@ -1,0 +1,324 @@
+"""From op groups to a finished Kernel: the bookkeeping every strategy shares.
+
+A strategy decides *which* ops form a kernel, how they split into stages (op
+groups) and each stage's thread mapping.  :func:`assemble_kernel` then works
+out the rest the same way for every strategy:
+
+* where each value lives, hence its stitch scheme: a value used only in its own
+  stage stays in registers (Local); a value a later stage needs is kept in
+  registers if that stage maps the same element to the same thread, in shared
+  memory if every block reads only what it produced itself (the paper's
+  *block-locality check*: Regional), and in global memory otherwise (Global);
+* the barriers that makes legal (block barrier for shared, grid barrier for
+  global);
+* the shared-memory layout with buffer reuse, registers per thread, and which
+  values leave the kernel through global memory.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+
+from .errors import AStitchError
+from .indexing import full_index, operand_index
+from .plan import Kernel, Stage, Value
+
+#: at most this many values per thread are kept in registers from one stage to a later one
+REGISTER_VALUES_CAP = 16
+#: elements sampled per stage for the block-locality check on big domains (exact below this)
+LOCALITY_SAMPLE = 1 << 15
+
+
+def sample_domain(size: int, seed: int = 0) -> np.ndarray:
+    """All flat indices of a small domain, or a deterministic sample (ends plus random) of a big one."""
+    if size <= LOCALITY_SAMPLE:
+        return np.arange(size, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    k = LOCALITY_SAMPLE // 4
+    parts = [np.arange(k), np.arange(size - k, size), rng.integers(0, size, LOCALITY_SAMPLE // 2)]
+    return np.unique(np.concatenate(parts)).astype(np.int64)
+
+
+def task_shape(graph, stage: Stage) -> tuple:
+    """Shape of the reduction results of a stage (what its epilogue runs over)."""
+    red = [graph[n] for n in stage.ops if graph[n].op == "reduce"]
+    return red[0].shape if red else ()
+
+
+def stage_roots(graph, stage: Stage, needed_later: set) -> list:
+    """Ops of the stage evaluated directly at domain elements (everything else is reached from them)."""
+    in_ops = set(stage.ops)
+    epi_inputs = {o.name for e in stage.epilogue for o in graph[e].operands}
+    roots = []
+    for n in stage.ops:
+        node = graph[n]
+        if node.op == "reduce" or n in needed_later or n == stage.dominant or n in epi_inputs:
+            roots.append(n)
+        elif not any(u.name in in_ops for u in node.users):
+            roots.append(n)
+    return roots
+
+
+def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
+    """For sampled domain elements, the indices at which each node is read.
+
+    Returns ``{node: (elem_ids, index_tuple)}``: element ``elem_ids[i]`` of the
+    stage's domain reads ``node`` at ``index_tuple[.][i]``.  Ops of the stage
+    themselves appear too (where they are evaluated).  Epilogue reads are
+    keyed by the task index, with ``elem_ids`` the first domain element of the
+    task (the block that owns the task runs its epilogue).
+    """
+    domain = stage.mapping.domain
+    idx = tuple(np.asarray(a) for a in np.unravel_index(elems, domain)) if domain else ()
+    found: dict = {}
+
+    def add(name, ids, index):
+        if name in found:
+            old_ids, old_idx = found[name]
+            found[name] = (np.concatenate([old_ids, ids]), tuple(np.concatenate([a, b]) for a, b in zip(old_idx, index)))
+        else:
+            found[name] = (ids, index)
+
+    in_ops = set(stage.ops)
+    for r in stage_roots(graph, stage, needed_later):
+        add(r, elems, idx)
+    for n in reversed(stage.ops):
+        if n not in found:
+            continue
+        node = graph[n]
+        ids, index = found[n]
+        for i, o in enumerate(node.operands):
+            if o.op == "constant" and o.rank == 0:
+                continue
+            oidx, mask = operand_index(node, i, index)
+            if mask is not None:
+                oidx, oids = tuple(a[mask] for a in oidx), ids[mask]
+            else:
+                oids = ids
+            if o.rank == 0:
+                oidx = ()
+            add(o.name, oids, oidx)
+    if stage.epilogue:
+        tshape = task_shape(graph, stage)
+        tasks = np.unique(stage.mapping.task_of(elems))
+        first_elem = _first_element_of_task(stage, tasks)
+        tidx = tuple(np.unravel_index(tasks, tshape)) if tshape else ()
+        for e in stage.epilogue:
+            for o in graph[e].operands:
+                if o.op == "constant" and o.rank == 0:
+                    continue
+                add(o.name, first_elem, tidx if o.rank else ())
+    return {k: v for k, v in found.items() if k not in in_ops or k in stage.ops}
+
+
+def _first_element_of_task(stage: Stage, tasks: np.ndarray) -> np.ndarray:
+    """Flat domain index of the first element of each reduction task."""
+    m = stage.mapping
+    shape = tuple(m.extent(i) for i in range(len(m.groups)))
+    if m.kind == "rows":
+        view = (tasks, np.zeros_like(tasks))
+    else:
+        inner = m.extent(2)
+        view = (tasks // max(inner, 1), np.zeros_like(tasks), tasks % max(inner, 1))
+    # view coordinates -> domain multi-index (inverse of ThreadMapping.view_index)
+    multi = [None] * len(m.domain)
+    for g, coord in zip(m.groups, view):
+        sizes = [m.domain[d] for d in g]
+        parts = np.unravel_index(coord, sizes) if sizes else ()
+        for d, p in zip(g, parts):
+            multi[d] = p
+    return np.ravel_multi_index(tuple(multi), m.domain) if m.domain else np.zeros_like(tasks)
+
+
+def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) -> np.ndarray:
+    """First block of ``stage`` that holds ``node`` at ``index``; a split task is held by
+    ``splits`` consecutive blocks (its epilogue runs in each of them)."""
+    m = stage.mapping
+    if node in stage.epilogue or graph[node].op == "reduce":
+        tshape = task_shape(graph, stage)
+        tasks = np.ravel_multi_index(index, tshape) if tshape else np.zeros(count, np.int64)
+        first = _first_element_of_task(stage, tasks)
+        return m.locate(first)[0]
+    flat = np.ravel_multi_index(index, m.domain) if m.domain else np.zeros(count, np.int64)
+    return m.locate(flat)[0]
+
+
+def is_block_local(graph, producer: Stage, consumer: Stage, node: str, needed_later: set) -> bool:
+    """The paper's block-locality check: does every consumer block read only what it produced itself?"""
+    elems = sample_domain(consumer.mapping.size)
+    r = reads(graph, consumer, elems, needed_later)
+    if node not in r:
+        return True
+    ids, index = r[node]
+    cons_block = consumer.mapping.locate(ids)[0]
+    first = producer_blocks(graph, producer, node, index, len(ids))
+    held_by = producer.mapping.splits if (node in producer.epilogue or graph[node].op == "reduce") else 1
+    return bool(np.all((cons_block >= first) & (cons_block < first + held_by)))
+
+
+def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str, needed_later: set) -> bool:
+    """Can a later stage use ``node`` from registers? Same mapping and read at the index it was made."""
+    if producer.mapping != consumer.mapping or node in producer.epilogue or graph[node].op == "reduce":
+        return False
+    if tuple(graph[node].shape) != tuple(producer.mapping.domain):
+        return False
+    elems = sample_domain(consumer.mapping.size)
+    r = reads(graph, consumer, elems, needed_later)
+    if node not in r:
+        return True
+    ids, index = r[node]
+    return bool(np.array_equal(np.ravel_multi_index(index, producer.mapping.domain), ids))
+
+
+def _recompute(graph, stage: Stage) -> dict:
+    """Evaluations per value of each op (>1: computed again for every broadcast consumer, TVM-style)."""
+    out = {}
+    domain = stage.mapping.size
+    for n in stage.ops:
+        node = graph[n]
+        size = node.operands[0].size if node.op == "reduce" else node.size
+        if node.op not in ("broadcast", "reshape", "bitcast") and size and domain > size and node.kind != "source":
+            out[n] = domain // size
+    return out
+
+
+def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
+                    allow_global: bool = True, force_global=None, notes=None) -> Kernel:
+    """Finish a kernel from its stages; see the module docstring.
+
+    ``escapes``: nodes computed here that must be written to global memory
+    (graph outputs, values read by other kernels).  ``stitch``: may values
+    cross stages (AStitch); XLA-like strategies build single-stage kernels.
+    ``force_global``: values that must not be Regional (shared-memory demotion).
+    A non-reduce op listed in several stages is recomputed in each (no value
+    crosses stages for it).
+    """
+    notes = list(notes or [])
+    for s in stages:
+        s._graph = graph
+    stage_of, part_of, copies = {}, {}, {}
+    for i, s in enumerate(stages):
+        for n in s.ops:
+            copies.setdefault(n, set()).add(i)
+            if n in stage_of and (graph[n].op == "reduce" or part_of[n] == "epilogue"):
+                raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
+            stage_of.setdefault(n, i)
+            part_of.setdefault(n, "ops")
+        for n in s.epilogue:
+            if n in stage_of:
+                raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
+            stage_of[n], part_of[n] = i, "epilogue"
+            copies[n] = {i}
+    force_global = set(force_global or ())
+    if len(stages) > 1 and not stitch:
+        raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
+
+    consumers: dict[str, set] = {}     # stages that read a node's value (stages recomputing it do not)
+    for i, s in enumerate(stages):
+        for n in list(s.ops) + list(s.epilogue):
+            for o in graph[n].operands:
+                if i not in copies.get(o.name, ()) or stage_of.get(o.name) == i:
+                    consumers.setdefault(o.name, set()).add(i)
+
+    needed_later = {n for n, st in consumers.items() if n in stage_of and any(j > stage_of[n] for j in st)}
+    values: dict[str, Value] = {}
+    kernel_inputs = []
+    for n in dict.fromkeys(o for s in stages for c in list(s.ops) + list(s.epilogue) for o in
+                           (x.name for x in graph[c].operands)):
+        if n not in stage_of and not (graph[n].op == "constant" and graph[n].rank == 0):
+            kernel_inputs.append(n)
+            values[n] = Value(n, "global", "global", stage=-1)
+
+    for n, i in stage_of.items():
+        later = sorted(j for j in consumers.get(n, ()) if j > i)
+        same = i in consumers.get(n, ())
+        v = Value(n, "register", "local" if same else "independent", stage=i, output=n in escapes)
+        if later:
+            placed = False
+            if all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later) for j in later) \
+                    and stages[i].mapping.elements_per_thread <= REGISTER_VALUES_CAP:
+                v.space, v.scheme, placed = "register", "local", True
+            elif n not in force_global and (part_of[n] == "epilogue" or (
+                    graph[n].op == "reduce" and stages[i].mapping.splits == 1)) and all(
+                    is_block_local(graph, stages[i], stages[j], n, needed_later) for j in later):
+                v.space, v.scheme, placed = "shared", "regional", True
+            if not placed:
+                if not allow_global:
+                    raise AStitchError(f"{name}: {n} would need Global stitching, which this strategy forbids")
+                v.space, v.scheme = "global", "global"
+        elif stitch and graph[n].op == "reduce" and same and stages[i].mapping.threads_per_row > 1:
+            # the reduced value is combined across the threads of a task in shared memory
+            v.scheme = "regional" if stages[i].mapping.splits == 1 else "global"
+        values[n] = v
+
+    # barriers: strongest need between a producer stage and its first later consumer
+    rank = {"none": 0, "block": 1, "grid": 2}
+    for s in stages:
+        s.barrier_after = "none"
+    for i, s in enumerate(stages):
+        split_reads = [n for n in s.ops if graph[n].op == "reduce" and s.mapping.splits > 1
+                       and (s.epilogue or any(j > i for j in consumers.get(n, ())))]
+        s.sync_after_combine = bool(split_reads)
+        for n in split_reads:
+            values[n].space, values[n].scheme = "global", "global"
+    for n, v in values.items():
+        if v.stage < 0 or v.space == "register":
+            continue
+        if graph[n].op == "reduce" and stages[v.stage].sync_after_combine:
+            continue              # already complete everywhere: the stage's own grid barrier
+        later = sorted(j for j in consumers.get(n, ()) if j > v.stage)
+        if not later:
+            continue
+        need = "block" if v.space == "shared" else "grid"
+        at = stages[later[0] - 1]
+        if rank[need] > rank[at.barrier_after]:
+            at.barrier_after = need
+
+    # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
+    shared_bytes = _layout_shared(graph, stages, values, consumers)
+    scratch = max((len([n for n in s.ops if graph[n].op == "reduce"]) * s.mapping.block * 8 for s in stages),
+                  default=0)
+    shared_total = shared_bytes + scratch
+
+    for s in stages:
+        s.recompute = _recompute(graph, s)
+    grid, block = stages[0].mapping.grid, stages[0].mapping.block
+    for s in stages:
+        if (s.mapping.grid, s.mapping.block) != (grid, block):
+            raise AStitchError(f"{name}: every stage of a kernel must use the kernel's launch shape "
+                               f"({grid}x{block}); stage {s.dominant} uses {s.mapping.grid}x{s.mapping.block}")
+    reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
+                     if v.stage >= 0 and v.space == "register" and n in needed_later)
+    registers = min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages))
+    outputs = [n for n in stage_of if n in escapes]
+    return Kernel(name=name, kind="generated", grid=grid, block=block, stages=stages, values=values,
+                  inputs=kernel_inputs, outputs=outputs, shared_bytes=shared_total,
+                  registers_per_thread=registers, notes=notes)
+
+
+def _layout_shared(graph, stages, values, consumers) -> int:
+    """Give each Regional value a byte offset; values whose lifetimes do not overlap share space."""
+    live = []   # (start stage, end stage, value)
+    for n, v in values.items():
+        if v.space != "shared":
+            continue
+        m = stages[v.stage].mapping
+        per_block = m.rows_per_block * m.task_iterations if m.kind == "rows" else m.threads_per_row * m.task_iterations
+        from .dtypes import itemsize
+        v.nbytes = per_block * itemsize(graph[n].dtype)
+        end = max(j for j in consumers[n])
+        live.append((v.stage, end, v))
+    slots: list = []   # [offset, size, free_after_stage]
+    top = 0
+    for start, end, v in sorted(live, key=lambda t: (t[0], -t[2].nbytes)):
+        for slot in slots:
+            if slot[2] < start and slot[1] >= v.nbytes:
+                v.offset, slot[2] = slot[0], end
+                v.buffer = f"smem{slot[0]}"
+                break
+        else:
+            v.offset, v.buffer = top, f"smem{top}"
+            slots.append([top, v.nbytes, end])
+            top += -(-v.nbytes // 16) * 16
+    return top

@@ -1,0 +1,243 @@
+"""The Plan IR: every decision a strategy makes, written down (the contract).
+
+A :class:`Plan` is a list of :class:`Kernel` launches.  A ``generated`` kernel
+is a sequence of :class:`Stage` s separated by barriers; each stage is one *op
+group* of the AStitch paper: a dominant op, the ops joined to it through Local
+(register) stitching, and a :class:`~astitch_sim.mapping.ThreadMapping` saying
+which block and thread computes which element.  Every node the kernel touches
+has a :class:`Value` saying where its result lives (register, shared, global)
+and so which stitch scheme connects it to its consumers:
+
+=============  ==========================================================
+independent    no consumer inside the kernel (an output, or the last op)
+local          consumers read it from registers (same thread, same element)
+regional       consumers in the same block read it from shared memory
+               after a block barrier
+global         consumers anywhere read it from global memory after a
+               grid barrier (all blocks resident: the grid fits one wave)
+=============  ==========================================================
+
+How a stage runs (the simulator and the Numba backend both do exactly this):
+
+1. every thread visits the domain elements its mapping assigns it;
+2. at each element it evaluates ``stage.ops`` by *index propagation*: an
+   operand is read at the index the op's row in the op table implies
+   (broadcast drops dims, transpose permutes, ...).  An operand computed in
+   this stage is used from registers; an operand computed in an earlier
+   stage is read from where its Value lives; a kernel input from global
+   memory.  An op that is needed at several indices per value (a broadcast of
+   a Local op, as TVM does) is *recomputed* at each;
+3. reduce nodes in ``ops`` accumulate per thread, then combine across the
+   threads of a task (and across blocks for a split task, as ``combine`` says:
+   ``atomic`` into a global result buffer the runtime first fills with the
+   reduce's init value, or ``grid_barrier``: partials to global scratch, a grid
+   barrier, then every block sums them).  If the kernel reads the split result
+   again, ``sync_after_combine`` puts a grid barrier after the combine, and the
+   result is read from global memory;
+4. ``epilogue`` ops run once per reduction task on the reduce results, by the
+   first thread of the task in each block that holds part of the task (so a
+   split task's epilogue runs once per split, redundantly, and every block
+   has it locally);
+5. values placed in shared/global memory are stored; outputs are written;
+6. ``barrier_after`` (block or grid) separates the stage from the next.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from .errors import AStitchError
+from .graph import Graph, shape_str
+from .hardware import GPU, gpu as get_gpu
+from .mapping import ThreadMapping
+
+SPACES = ("register", "shared", "global")
+SCHEMES = ("independent", "local", "regional", "global")
+BARRIERS = ("none", "block", "grid")
+KERNEL_KINDS = ("generated", "library")
+
+
+@dataclass
+class Value:
+    """Where one node's result lives inside a kernel, and how it reaches its consumers."""
+    node: str
+    space: str                  # register | shared | global
+    scheme: str                 # independent | local | regional | global
+    stage: int = -1             # stage computing it; -1: read from global memory (a kernel input)
+    buffer: str = ""            # shared/global buffer it is stored in (buffers are reused)
+    offset: int = 0             # shared: byte offset of this value's slot in the block's shared memory
+    nbytes: int = 0             # shared: bytes per block; global scratch: bytes in all
+    output: bool = False        # also written to global memory (a graph output or read by a later kernel)
+
+
+@dataclass
+class Stage:
+    """One op group: a dominant, its Local ops, one thread mapping."""
+    dominant: str
+    ops: list                   # evaluated per domain element, in topological order (reduces included)
+    mapping: ThreadMapping
+    epilogue: list = field(default_factory=list)   # evaluated once per reduction task, after the reduces
+    barrier_after: str = "none"                    # none | block | grid
+    recompute: dict = field(default_factory=dict)  # node -> evaluations per value (>1: TVM-style recomputation)
+    sync_after_combine: bool = False               # split reduce read inside the kernel: grid barrier after combine
+
+    @property
+    def reduces(self) -> list:
+        return list(self.ops_of_kind("reduce"))
+
+    def ops_of_kind(self, kind):
+        g = getattr(self, "_graph", None)
+        return [n for n in self.ops if g is not None and g[n].op == kind]
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str                               # generated | library
+    grid: int
+    block: int
+    stages: list = field(default_factory=list)
+    values: dict = field(default_factory=dict)     # node name -> Value
+    inputs: list = field(default_factory=list)     # nodes read from global memory
+    outputs: list = field(default_factory=list)    # nodes written to global memory
+    shared_bytes: int = 0
+    registers_per_thread: int = 32
+    library_op: Optional[str] = None               # library kernels: the dot node they compute
+    notes: list = field(default_factory=list)      # the strategy's reasons, in words
+
+    @property
+    def global_barriers(self) -> int:
+        """Grid-wide barriers in the kernel: between stages, and inside split reductions."""
+        between = sum(1 for s in self.stages if s.barrier_after == "grid")
+        inside = sum(1 for s in self.stages if s.sync_after_combine or
+                     (s.mapping.splits > 1 and s.mapping.combine == "grid_barrier" and s.reduces))
+        return between + inside
+
+    @property
+    def block_barriers(self) -> int:
+        return sum(1 for s in self.stages if s.barrier_after == "block")
+
+    @property
+    def cooperative(self) -> bool:
+        """A grid barrier needs a cooperative launch (all blocks resident)."""
+        return self.global_barriers > 0
+
+    @property
+    def schemes(self) -> dict:
+        """node -> stitch scheme, for every node this kernel computes."""
+        return {v.node: v.scheme for v in self.values.values() if v.stage >= 0}
+
+    @property
+    def computed(self) -> list:
+        """Nodes this kernel computes, stage by stage."""
+        return [n for s in self.stages for n in list(s.ops) + list(s.epilogue)]
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    strategy: str
+    gpu: GPU
+    kernels: list
+    notes: list = field(default_factory=list)
+
+    def __post_init__(self):
+        for k in self.kernels:
+            for s in k.stages:
+                s._graph = self.graph
+
+    # -- summaries -------------------------------------------------------------
+    @property
+    def generated(self) -> list:
+        return [k for k in self.kernels if k.kind == "generated"]
+
+    @property
+    def library(self) -> list:
+        return [k for k in self.kernels if k.kind == "library"]
+
+    def kernel_of(self, node: str) -> list:
+        """Kernels that compute ``node`` (several if a strategy recomputes it)."""
+        return [k for k in self.kernels if node in k.computed or k.library_op == node]
+
+    def scheme_counts(self) -> dict:
+        out = {s: 0 for s in SCHEMES}
+        for k in self.kernels:
+            for sc in k.schemes.values():
+                out[sc] += 1
+        return out
+
+    # -- validation ------------------------------------------------------------
+    def validate(self) -> "Plan":
+        """Raise AStitchError if the plan breaks a hardware rule or its own bookkeeping."""
+        from .validate import validate_plan
+        validate_plan(self)
+        return self
+
+    # -- JSON ------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        from .serialize import graph_to_dict
+        kernels = []
+        for k in self.kernels:
+            kd = {f: getattr(k, f) for f in ("name", "kind", "grid", "block", "inputs", "outputs", "shared_bytes",
+                                             "registers_per_thread", "library_op", "notes")}
+            kd["values"] = {n: asdict(v) for n, v in k.values.items()}
+            kd["stages"] = [{"dominant": s.dominant, "ops": list(s.ops), "epilogue": list(s.epilogue),
+                             "mapping": s.mapping.to_dict(), "barrier_after": s.barrier_after,
+                             "recompute": dict(s.recompute),
+                             "sync_after_combine": s.sync_after_combine} for s in k.stages]
+            kernels.append(kd)
+        return {"format": "astitch-sim plan 1", "strategy": self.strategy, "gpu": self.gpu.name,
+                "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes)}
+
+    def to_json(self, indent: Optional[int] = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Plan":
+        from .serialize import graph_from_dict
+        try:
+            if d.get("format") != "astitch-sim plan 1":
+                raise AStitchError(f"not an astitch-sim plan (format {d.get('format')!r}); "
+                                   "write plans with plan.to_json()")
+            graph = graph_from_dict(d["graph"])
+            kernels = []
+            for kd in d["kernels"]:
+                stages = [Stage(dominant=s["dominant"], ops=list(s["ops"]), epilogue=list(s["epilogue"]),
+                                mapping=ThreadMapping.from_dict(s["mapping"]), barrier_after=s["barrier_after"],
+                                recompute=dict(s["recompute"]),
+                                sync_after_combine=bool(s.get("sync_after_combine", False)))
+                      for s in kd["stages"]]
+                values = {n: Value(**v) for n, v in kd["values"].items()}
+                kernels.append(Kernel(name=kd["name"], kind=kd["kind"], grid=kd["grid"], block=kd["block"],
+                                      stages=stages, values=values, inputs=list(kd["inputs"]),
+                                      outputs=list(kd["outputs"]), shared_bytes=kd["shared_bytes"],
+                                      registers_per_thread=kd["registers_per_thread"],
+                                      library_op=kd["library_op"], notes=list(kd["notes"])))
+            return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])))
+        except (KeyError, TypeError) as e:
+            raise AStitchError(f"plan JSON is malformed ({type(e).__name__}: {e}); "
+                               "write plans with plan.to_json()") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise AStitchError(f"plan JSON does not parse: {e}") from None
+        if not isinstance(d, dict):
+            raise AStitchError("plan JSON must be an object written by plan.to_json()")
+        return cls.from_dict(d)
+
+    # -- reading ---------------------------------------------------------------
+    def __str__(self) -> str:
+        from .plan_print import format_plan
+        return format_plan(self)
+
+    def __repr__(self) -> str:
+        return (f"<Plan {self.strategy} for {self.graph.name} on {self.gpu.name}: "
+                f"{len(self.generated)} generated + {len(self.library)} library kernels>")
+
+    def to_dot(self) -> str:
+        from .plan_print import plan_to_dot
+        return plan_to_dot(self)

@@ -1,0 +1,81 @@
+"""Plans as text (like the paper's figures) and as Graphviz DOT (kernels as clusters)."""
+from __future__ import annotations
+
+from .graph import shape_str
+from .viz import graph_to_dot
+
+SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
+SPACE_WORD = {"register": "registers", "shared": "shared memory", "global": "global memory"}
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
+
+
+def format_kernel(plan, k, index: int) -> list:
+    g = plan.graph
+    lines = []
+    if k.kind == "library":
+        node = g[k.library_op]
+        lines.append(f"kernel {index}  {k.name}  [library]  grid={k.grid} block={k.block}")
+        lines.append(f"  {node}")
+        return lines
+    wave = plan.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
+    waves = -(-k.grid // wave)
+    head = (f"kernel {index}  {k.name}  grid={k.grid} block={k.block}  shared={_kib(k.shared_bytes)}  "
+            f"regs={k.registers_per_thread}  waves={waves}")
+    if k.global_barriers:
+        head += f"  grid barriers={k.global_barriers} (cooperative, {k.grid}<={wave} blocks resident)"
+    lines.append(head)
+    if k.inputs:
+        lines.append(f"  reads  {', '.join(k.inputs)}  (global)")
+    for i, s in enumerate(k.stages):
+        lines.append(f"  stage {i}: dominant {s.dominant}  -- {s.mapping.describe()}")
+        for n in list(s.ops) + list(s.epilogue):
+            if n in s.epilogue and n == s.epilogue[0] and s.sync_after_combine:
+                lines.append(f"  ---- grid barrier (split {', '.join(s.reduces)} combined: {s.mapping.combine}) ----")
+            node = g[n]
+            v = k.values.get(n)
+            tag = ""
+            if v is not None:
+                tag = f"[{v.scheme}]"
+                if v.space != "register":
+                    tag += f" -> {SPACE_WORD[v.space]}"
+                if v.output:
+                    tag += " -> output"
+            rc = s.recompute.get(n)
+            if rc and rc > 1:
+                tag += f"  (computed {rc}x per value)"
+            where = "  epilogue " if n in s.epilogue else "    "
+            lines.append(f"  {where}{n:<18} {node.op:<14} {shape_str(node.shape, node.dtype):<16} {tag}")
+        if s.barrier_after != "none":
+            lines.append(f"  ---- {s.barrier_after} barrier " + "-" * 30)
+    if k.outputs:
+        lines.append(f"  writes {', '.join(k.outputs)}  (global)")
+    for note in k.notes:
+        lines.append(f"  note: {note}")
+    return lines
+
+
+def format_plan(plan) -> str:
+    counts = plan.scheme_counts()
+    head = (f"plan {plan.strategy} for {plan.graph.name} on {plan.gpu.name}: {len(plan.generated)} generated + "
+            f"{len(plan.library)} library kernel(s); schemes " +
+            ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    lines = [head]
+    for i, k in enumerate(plan.kernels):
+        lines.extend(format_kernel(plan, k, i))
+    return "\n".join(lines)
+
+
+def plan_to_dot(plan) -> str:
+    """The graph with one cluster per kernel, nodes coloured by stitch scheme."""
+    clusters, attrs = {}, {}
+    seen = set()
+    for i, k in enumerate(plan.kernels):
+        names = [n for n in (k.computed if k.kind == "generated" else [k.library_op]) if n not in seen]
+        seen.update(names)
+        clusters[f"kernel {i}: {k.name}"] = names
+        for n, sc in k.schemes.items():
+            attrs.setdefault(n, {"fillcolor": SCHEME_COLOURS[sc], "xlabel": sc})
+    return graph_to_dot(plan.graph, node_attrs=attrs, clusters=clusters)

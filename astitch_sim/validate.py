@@ -1,0 +1,99 @@
+"""plan.validate(): the hardware rules and bookkeeping rules a Plan must keep.
+
+Checked here, each failure an AStitchError naming the kernel, the rule and the fix:
+* launch shape: threads per block within the GPU's limit, at least one block;
+* shared memory within the per-block opt-in limit, registers within 255,
+  and at least one block fits on an SM (occupancy);
+* a kernel with a grid barrier launches no more blocks than fit in one wave --
+  otherwise blocks wait at the barrier for blocks that can never start: deadlock;
+* every stage uses the kernel's launch shape and a mapping that covers its domain;
+* every value is computed before it is read, and a value read from shared or
+  global memory by a later stage has the block or grid barrier that makes it visible.
+"""
+from __future__ import annotations
+
+from .errors import AStitchError
+
+
+def validate_plan(plan) -> None:
+    g, gpu = plan.graph, plan.gpu
+    produced = {p.name for p in g.inputs} | {n.name for n in g if n.op == "constant"}
+    for k in plan.kernels:
+        where = f"kernel {k.name}"
+        if k.kind not in ("generated", "library"):
+            raise AStitchError(f"{where}: kind {k.kind!r} is not generated or library")
+        if not 1 <= k.block <= gpu.max_threads_per_block:
+            raise AStitchError(f"{where}: {k.block} threads per block; {gpu.name} allows 1..{gpu.max_threads_per_block}. "
+                               "Use smaller blocks (pack fewer rows per block)")
+        if k.grid < 1:
+            raise AStitchError(f"{where}: grid of {k.grid} blocks; launch at least one")
+        if k.shared_bytes > gpu.shared_per_block_optin:
+            raise AStitchError(f"{where}: needs {k.shared_bytes} bytes of shared memory per block; {gpu.name} allows "
+                               f"{gpu.shared_per_block_optin}. Demote Regional values to Global or use fewer rows per block")
+        if not 1 <= k.registers_per_thread <= gpu.max_registers_per_thread:
+            raise AStitchError(f"{where}: {k.registers_per_thread} registers per thread; {gpu.name} allows "
+                               f"1..{gpu.max_registers_per_thread}")
+        wave = gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)  # raises if nothing fits
+        if k.global_barriers and k.grid > wave:
+            raise AStitchError(
+                f"{where}: a grid barrier with {k.grid} blocks, but only {wave} blocks of {k.block} threads "
+                f"({k.shared_bytes} B shared, {k.registers_per_thread} registers) fit on {gpu.name} at once: "
+                f"the resident blocks would wait forever for blocks that cannot start (deadlock). "
+                f"Launch at most {wave} blocks (vertical packing) or split the kernel at the barrier")
+        for name in k.inputs:
+            if name not in produced:
+                raise AStitchError(f"{where}: reads {name} before any kernel computes it")
+        if k.kind == "library":
+            produced.add(k.library_op)
+            continue
+        if not k.stages:
+            raise AStitchError(f"{where}: a generated kernel needs at least one stage")
+        computed_at = {}
+        for i, s in enumerate(k.stages):
+            m = s.mapping
+            m.check(gpu)
+            if (m.grid, m.block) != (k.grid, k.block):
+                raise AStitchError(f"{where}: stage {i} ({s.dominant}) maps onto {m.grid}x{m.block} "
+                                   f"but the kernel launches {k.grid}x{k.block}")
+            for n in list(s.ops) + list(s.epilogue):
+                if n not in g:
+                    raise AStitchError(f"{where}: stage {i} computes unknown node {n!r}")
+                computed_at.setdefault(n, i)
+        for i, s in enumerate(k.stages):
+            for n in list(s.ops) + list(s.epilogue):
+                for o in g[n].operands:
+                    if o.name in computed_at:
+                        j = computed_at[o.name]
+                        if j > i:
+                            raise AStitchError(f"{where}: stage {i} reads {o.name} which stage {j} computes later")
+                        if j < i:
+                            _check_visible(k, o.name, j, i, where)
+                    elif not (o.op == "constant" and o.rank == 0) and o.name not in produced:
+                        raise AStitchError(f"{where}: {n} reads {o.name}, which is neither computed here nor an input")
+        for name, v in k.values.items():
+            if v.space not in ("register", "shared", "global"):
+                raise AStitchError(f"{where}: value {name} lives in unknown space {v.space!r}")
+        used = max((v.offset + v.nbytes for v in k.values.values() if v.space == "shared"), default=0)
+        if used > k.shared_bytes:
+            raise AStitchError(f"{where}: shared values need {used} bytes but the kernel reserves {k.shared_bytes}")
+        produced.update(computed_at)
+    for o in g.outputs:
+        if o.name not in produced:
+            raise AStitchError(f"plan never computes graph output {o.name}")
+
+
+def _check_visible(kernel, name, producer, consumer, where) -> None:
+    v = kernel.values.get(name)
+    if v is None:
+        raise AStitchError(f"{where}: {name} crosses stages {producer}->{consumer} but has no Value entry")
+    between = [s.barrier_after for s in kernel.stages[producer:consumer]]
+    if kernel.stages[producer].sync_after_combine and name in kernel.stages[producer].ops:
+        between.append("grid")      # a split reduce is complete after its stage's own grid barrier
+    if v.space == "shared" and not any(b in ("block", "grid") for b in between):
+        raise AStitchError(f"{where}: {name} is read from shared memory in stage {consumer} with no block barrier "
+                           f"after stage {producer}: other threads' writes may not be visible (a race). "
+                           "Add barrier_after='block'")
+    if v.space == "global" and "grid" not in between:
+        raise AStitchError(f"{where}: {name} is read from global memory in stage {consumer} with no grid barrier "
+                           f"after stage {producer}: blocks would read values other blocks have not written. "
+                           "Add barrier_after='grid' (and keep the grid within one wave)")
