@@ -36,6 +36,7 @@ with the line number: ``line 7: unsupported op 'sort' in 'sort.3' ...``.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -52,23 +53,21 @@ __all__ = ["from_hlo", "from_hlo_file"]
 
 # -- tokens ---------------------------------------------------------------------
 
-_TOKEN = re.compile(r"""
-    (?P<space>[ \t\r\f\v]+)
-  | (?P<newline>\n)
-  | (?P<comment>/\*.*?\*/|//[^\n]*)
+_TOKEN = re.compile(r"""[ \t\r\n\f\v]*(?:
+    (?P<comment>/\*.*?\*/|//[^\n]*)
   | (?P<badcomment>/\*)
   | (?P<str>"(?:[^"\\\n]|\\.)*")
   | (?P<badstr>")
   | (?P<arrow>->)
   | (?P<word>(?:[A-Za-z0-9_.%$+]|-(?!>))+)
-  | (?P<punct>.)
-""", re.VERBOSE | re.DOTALL)
+  | (?P<punct>\S)
+)""", re.VERBOSE | re.DOTALL)
 
 _OPEN = {"{": "}", "[": "]", "(": ")"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Tok:
     kind: str      # word | str | punct | eof
     text: str
@@ -78,17 +77,20 @@ class Tok:
 
 
 def _tokenize(text: str) -> list[Tok]:
-    toks, line = [], 1
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    toks = []
     for m in _TOKEN.finditer(text):
-        kind, s = m.lastgroup, m.group()
+        kind = m.lastgroup
+        start, end = m.span(kind)
+        if kind == "comment":
+            continue
+        line = bisect_right(newlines, start) + 1
         if kind == "badcomment":
             raise AStitchError(f"line {line}: unterminated /* comment: the HLO text looks truncated")
         if kind == "badstr":
             raise AStitchError(f"line {line}: unterminated string: the HLO text looks truncated")
-        if kind in ("word", "str", "punct", "arrow"):
-            toks.append(Tok("punct" if kind == "arrow" else kind, s, line, m.start(), m.end()))
-        line += s.count("\n")
-    toks.append(Tok("eof", "", line, len(text), len(text)))
+        toks.append(Tok("punct" if kind == "arrow" else kind, m.group(kind), line, start, end))
+    toks.append(Tok("eof", "", len(newlines) + 1, len(text), len(text)))
     return toks
 
 
@@ -736,7 +738,10 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         raise AStitchError(f"from_hlo expects HLO text (a str), got {type(text).__name__}")
     if not text.strip():
         raise AStitchError("the HLO text is empty: pass the text of jax.jit(f).lower(*args).as_text('hlo')")
-    module_name, comps = _Parser(text).module()
+    try:
+        module_name, comps = _Parser(text).module()
+    except RecursionError:
+        raise AStitchError("the HLO text nests brackets too deeply to parse") from None
     by_name: dict[str, Computation] = {}
     for c in comps:
         if c.name in by_name:
@@ -749,7 +754,10 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
     if len(entries) > 1:
         _err(entries[1].line, f"a second ENTRY computation {entries[1].name!r}; a module has one")
     g = Graph(name or module_name or entries[0].name)
-    _Builder(by_name, g).run(entries[0])
+    try:
+        _Builder(by_name, g).run(entries[0])
+    except RecursionError:
+        raise AStitchError("calls nest too deeply to inline") from None
     return g
 
 

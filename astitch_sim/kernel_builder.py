@@ -74,6 +74,8 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
     found: dict = {}
 
     def add(name, ids, index):
+        ids = np.atleast_1d(ids)
+        index = tuple(np.broadcast_to(np.atleast_1d(a), ids.shape) for a in index)
         if name in found:
             old_ids, old_idx = found[name]
             found[name] = (np.concatenate([old_ids, ids]), tuple(np.concatenate([a, b]) for a, b in zip(old_idx, index)))

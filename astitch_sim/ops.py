@@ -97,8 +97,13 @@ def _remainder(a, b):
 
 
 def _round_afz(x):
-    """Round half away from zero (XLA round-nearest-afz); numpy's round is half-to-even."""
-    return np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))
+    """Round half away from zero (XLA round-nearest-afz); numpy's round is half-to-even.
+
+    Split off the exact fraction instead of computing floor(|x| + 0.5): that sum rounds
+    up for 0.49999997 and for odd integers above 2**23 in float32.
+    """
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype, copy=False)
 
 
 def _logistic(x):

@@ -80,51 +80,60 @@ class _Group:
         return [n for n in self.ops if n.op == "reduce"]
 
 
-def _row_threads(cols: int) -> int:
+def _row_threads(cols: int, block: int = BLOCK) -> int:
     """Threads per row: a power of two no wider than the row (at least a warp unless the row is tiny)."""
     if cols >= 32:
-        return min(BLOCK, prev_pow2(cols))
-    return next_pow2(cols)
+        return min(block, prev_pow2(cols))
+    return min(block, next_pow2(cols))
 
 
-def _natural_blocks(gr: _Group, gpu, wave: int) -> int:
+def _block_size(groups) -> int:
+    """Assume 1024 threads per block -- unless the whole problem has fewer elements (tiny shapes)."""
+    biggest = max(_size(gr.domain) for gr in groups)
+    return min(BLOCK, max(32, next_pow2(biggest)))
+
+
+def _size(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _natural_blocks(gr: _Group, gpu, wave: int, block: int) -> int:
     if gr.adopt is not None:
         return 0
     if gr.kind == "rows":
-        probe = ThreadMapping("rows", gr.domain, gr.groups, block=BLOCK, grid=1, threads_per_row=_row_threads(1))
+        probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
         rows, cols = probe.rows, probe.cols
-        tpr = _row_threads(cols)
-        rpb = BLOCK // tpr
+        rpb = block // _row_threads(cols, block)
         # task splitting: few long rows -> spread each row over several blocks (the paper's rule)
-        if gr.reducer_node is not None and rows < wave and cols > BLOCK:
-            gr.splits = prev_pow2(max(1, min(wave // max(rows, 1), ceil(cols / BLOCK))))
+        if gr.reducer_node is not None and rows < wave and cols > block:
+            gr.splits = prev_pow2(max(1, min(wave // max(rows, 1), ceil(cols / block))))
         return ceil(rows / rpb) * gr.splits
     if gr.kind == "columns":
-        m = column_mapping(gr.reducer_node, gpu, BLOCK, wave, _combine(gr.reducer_node))
+        m = column_mapping(gr.reducer_node, gpu, block, wave, _combine(gr.reducer_node))
         gr.splits = m.splits
         return m.grid
-    size = 1
-    for s in gr.domain:
-        size *= s
-    return ceil(size / BLOCK)
+    return ceil(_size(gr.domain) / block)
 
 
 def _combine(node) -> str:
     return "atomic" if node.attrs["reducer"] in ("sum", "max", "min") else "grid_barrier"
 
 
-def _mapping(gr: _Group, grid: int, made: dict) -> ThreadMapping:
+def _mapping(gr: _Group, grid: int, made: dict, block: int) -> ThreadMapping:
     if gr.adopt is not None:
         return made[id(gr.adopt)]
     if gr.kind == "rows":
-        probe = ThreadMapping("rows", gr.domain, gr.groups, block=BLOCK, grid=1, threads_per_row=1)
+        probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
         combine = _combine(gr.reducer_node) if gr.splits > 1 else "none"
-        return ThreadMapping("rows", gr.domain, gr.groups, block=BLOCK, grid=grid,
-                             threads_per_row=_row_threads(probe.cols), splits=gr.splits, combine=combine)
+        return ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=grid,
+                             threads_per_row=_row_threads(probe.cols, block), splits=gr.splits, combine=combine)
     if gr.kind == "columns":
-        return ThreadMapping("columns", gr.domain, gr.groups, block=BLOCK, grid=grid, threads_per_row=32,
+        return ThreadMapping("columns", gr.domain, gr.groups, block=block, grid=grid, threads_per_row=min(32, block),
                              splits=gr.splits, combine=_combine(gr.reducer_node) if gr.splits > 1 else "none")
-    return ThreadMapping("flat", gr.domain, gr.groups, block=BLOCK, grid=grid)
+    return ThreadMapping("flat", gr.domain, gr.groups, block=block, grid=grid)
 
 
 def _groups_for(graph, names: set, escapes: set) -> list:
@@ -149,10 +158,11 @@ def _groups_for(graph, names: set, escapes: set) -> list:
                 if o.name in home:
                     owner = home[o.name]
                     same_map = (owner is gr or (owner.domain == gr.domain and _same_mapping(owner, gr)))
+                    whole = tuple(o.shape) == owner.domain   # computed at every element of its stage
                     if owner is gr or (same_map and tuple(o.shape) == gr.domain) or o.op == "reduce" \
-                            or o in owner.epilogue or is_expensive(o) or o.name in cand_names:
+                            or o in owner.epilogue or (whole and (is_expensive(o) or o.name in cand_names)):
                         continue      # read its value: registers, shared or global (kernel_builder decides)
-                    visit(o)          # cheap and mapped elsewhere: recompute it here
+                    visit(o)          # cheap, or only computed at some elements over there: recompute it here
                     out.append(o)
                     continue
                 if o.name in cand_names:
@@ -163,11 +173,18 @@ def _groups_for(graph, names: set, escapes: set) -> list:
         visit(root)
         return out
 
+    def joinable(gr, d):
+        """``d`` may join ``gr`` only if it reads nothing computed by a later group."""
+        later = {n for g in groups[groups.index(gr) + 1:] for n in list(g.ops) + list(g.epilogue)}
+        return not _depends_on(graph, d, {n.name for n in later}, cache)
+
     for d in cands:
         if d.name in home:
             continue
         if d.op == "reduce":
             gr = _sibling_group(graph, groups, d, cache)
+            if gr is not None and not joinable(gr, d):
+                gr = None
             if gr is None:
                 rs = classify_reduce(d)
                 gr = _Group(d, "rows" if rs.kind == "row" else "columns", d.operands[0].shape, rs.groups, d)
@@ -178,6 +195,8 @@ def _groups_for(graph, names: set, escapes: set) -> list:
             _absorb_epilogue(graph, gr, names, home, cand_names)
             continue
         epi = _epilogue_merge(graph, groups, d, names, home)
+        if epi is not None and not joinable(epi[0], d):
+            epi = None
         if epi is not None:
             gr, members = epi
             gr.epilogue.extend(members)
@@ -185,6 +204,9 @@ def _groups_for(graph, names: set, escapes: set) -> list:
                 home[m.name] = gr
             continue
         gr = _elementwise_group(graph, groups, d, cache)
+        if gr in groups and not joinable(gr, d):
+            base = gr.adopt or gr
+            gr = _Group(d, base.kind, gr.domain, base.groups, adopt=base)
         if gr not in groups:
             groups.append(gr)
         gr.ops.extend(local_ops(d, gr))
@@ -285,8 +307,9 @@ def _elementwise_group(graph, groups, d, cache):
 
 def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
     groups = _groups_for(graph, names, escapes)
-    wave = gpu.blocks_per_wave(BLOCK, 0, ASSUMED_REGISTERS)
-    natural = max(_natural_blocks(gr, gpu, wave) for gr in groups)
+    block = _block_size(groups)
+    wave = gpu.blocks_per_wave(block, 0, ASSUMED_REGISTERS)
+    natural = max(_natural_blocks(gr, gpu, wave, block) for gr in groups)
     max_split = max(gr.splits for gr in groups)
     force_global: set = set()
     cap = None
@@ -297,7 +320,7 @@ def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
         made: dict = {}
         stages = []
         for gr in groups:
-            m = _mapping(gr, grid, made)
+            m = _mapping(gr, grid, made, block)
             made[id(gr)] = m
             ops = [n.name for n in gr.ops]
             stages.append(Stage(dominant=gr.dominant.name, ops=ops, mapping=m,
@@ -312,7 +335,7 @@ def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
                 notes.append(f"shared memory over the {budget // 1024} KiB budget: {regional[0].node} "
                              "demoted Regional -> Global")
                 continue
-        base_wave = gpu.blocks_per_wave(BLOCK, k.shared_bytes, ASSUMED_REGISTERS)
+        base_wave = gpu.blocks_per_wave(block, k.shared_bytes, ASSUMED_REGISTERS)
         if k.global_barriers and k.grid > base_wave:
             cap = base_wave
             if not any("vertical packing" in n for n in notes):
@@ -321,13 +344,13 @@ def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
         relaxed = ASSUMED_REGISTERS
         for r in range(ASSUMED_REGISTERS, gpu.max_registers_per_thread + 1, 8):
             try:
-                if gpu.blocks_per_wave(BLOCK, k.shared_bytes, r) != base_wave:
+                if gpu.blocks_per_wave(block, k.shared_bytes, r) != base_wave:
                     break
             except AStitchError:      # no block fits any more
                 break
             relaxed = r
         k.registers_per_thread = relaxed
-        k.notes.append(f"assume-relax-apply: {BLOCK} threads, {ASSUMED_REGISTERS} regs -> {base_wave} blocks per "
+        k.notes.append(f"assume-relax-apply: {block} threads, {ASSUMED_REGISTERS} regs -> {base_wave} blocks per "
                        f"wave; register cap relaxed to {relaxed}")
         return k
     raise AssertionError("astitch: launch configuration did not settle")

@@ -57,15 +57,16 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
     """Column reduction: 32 column lanes x block/32 row lanes; split the reduced dim to fill ``fill_blocks``."""
     x = node.operands[0]
     rs = classify_reduce(node)
-    probe = ThreadMapping("columns", x.shape, rs.groups, block=block, grid=1, threads_per_row=32)
-    lanes = block // 32
-    tiles = ceil(probe.rows / 32)
+    lanes_c = min(32, block)
+    probe = ThreadMapping("columns", x.shape, rs.groups, block=block, grid=1, threads_per_row=lanes_c)
+    lanes = block // lanes_c
+    tiles = ceil(probe.rows / lanes_c)
     splits = max(1, min(fill_blocks // max(tiles, 1), ceil(probe.cols / (lanes * 4))))
     splits = prev_pow2(splits)
     if splits > 1 and node.attrs["reducer"] not in ("sum", "max", "min") and combine == "atomic":
         splits = 1   # no atomic for prod/and/or: keep each column in one block
     return ThreadMapping("columns", x.shape, rs.groups, block=block, grid=max(1, min(tiles, MAX_GRID // splits)) * splits,
-                         threads_per_row=32, splits=splits, combine=combine if splits > 1 else "none")
+                         threads_per_row=lanes_c, splits=splits, combine=combine if splits > 1 else "none")
 
 
 def library_kernel(graph, node, index: int) -> Kernel:

@@ -1,0 +1,132 @@
+"""Counters the SIMT model keeps: per stage, per kernel, per plan (the interface between
+the executor, which counts, and the scheduler / cost model, which turn counts into time).
+
+Every counter is exact for the plan it describes: bytes and 32-byte sectors of global
+memory (sectors from the addresses each warp touches in one load/store instruction),
+shared-memory bytes and bank conflicts, flops (recomputation included), barriers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class StageStats:
+    """What one stage of one kernel did, summed over all its blocks and threads."""
+    stage: int
+    dominant: str
+    elements: int = 0                    # domain elements visited
+    global_bytes_read: int = 0
+    global_bytes_written: int = 0
+    global_sectors_read: int = 0         # 32-byte sectors touched, per warp instruction (coalescing)
+    global_sectors_written: int = 0
+    global_requests: int = 0             # warp-level load/store instructions to global memory
+    shared_bytes_read: int = 0
+    shared_bytes_written: int = 0
+    shared_bank_conflicts: int = 0       # extra shared-memory wavefronts caused by bank conflicts
+    register_reuse: int = 0              # values a thread used again from registers instead of reloading
+    flops: int = 0                       # all arithmetic, recomputation included
+    expensive_flops: int = 0             # part of ``flops`` spent in expensive (SFU-class) ops
+    recomputed_flops: int = 0            # part of ``flops`` that recomputes values already computed elsewhere
+    atomics: int = 0                     # atomic read-modify-writes to global memory
+    block_barriers: int = 0              # barrier instances executed (one per block per barrier point)
+    grid_barriers: int = 0               # grid-wide barriers (one per barrier point)
+
+
+@dataclass
+class KernelStats:
+    name: str
+    kind: str                            # generated | library
+    grid: int
+    block: int
+    shared_bytes: int
+    registers_per_thread: int
+    blocks_per_wave: int = 0
+    waves: int = 0
+    stages: list = field(default_factory=list)       # StageStats
+    library_flops: int = 0               # library kernels: matrix-product flops
+    library_bytes: int = 0               # library kernels: operand and result bytes
+    memset_bytes: int = 0                # result buffers filled with a reduce's init value before atomics
+    predicted_us: float = 0.0            # filled by the cost model
+    breakdown: dict = field(default_factory=dict)    # cost-model terms in microseconds
+
+    def total(self, name: str) -> int:
+        return sum(getattr(s, name) for s in self.stages)
+
+    @property
+    def global_bytes_read(self) -> int:
+        return self.total("global_bytes_read") + (self.library_bytes if self.kind == "library" else 0)
+
+    @property
+    def global_bytes_written(self) -> int:
+        return self.total("global_bytes_written")
+
+    @property
+    def global_bytes(self) -> int:
+        return self.global_bytes_read + self.global_bytes_written
+
+    @property
+    def shared_bytes_moved(self) -> int:
+        return self.total("shared_bytes_read") + self.total("shared_bytes_written")
+
+    @property
+    def flops(self) -> int:
+        return self.total("flops") + self.library_flops
+
+
+@dataclass
+class SimStats:
+    """Whole-plan totals; the names DESIGN.md promises (``res.stats.global_bytes`` ...)."""
+    kernels: list = field(default_factory=list)      # KernelStats
+
+    @property
+    def kernel_launches(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def global_bytes_read(self) -> int:
+        return sum(k.global_bytes_read for k in self.kernels)
+
+    @property
+    def global_bytes_written(self) -> int:
+        return sum(k.global_bytes_written for k in self.kernels)
+
+    @property
+    def global_bytes(self) -> int:
+        return self.global_bytes_read + self.global_bytes_written
+
+    @property
+    def global_sectors(self) -> int:
+        return sum(k.total("global_sectors_read") + k.total("global_sectors_written") for k in self.kernels)
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(k.shared_bytes_moved for k in self.kernels)
+
+    @property
+    def flops(self) -> int:
+        return sum(k.flops for k in self.kernels)
+
+    @property
+    def predicted_us(self) -> float:
+        return sum(k.predicted_us for k in self.kernels)
+
+    @property
+    def waves(self) -> int:
+        return sum(k.waves for k in self.kernels)
+
+    @property
+    def grid_barriers(self) -> int:
+        return sum(k.total("grid_barriers") for k in self.kernels)
+
+    @property
+    def block_barriers(self) -> int:
+        return sum(k.total("block_barriers") for k in self.kernels)
+
+    def as_dict(self) -> dict:
+        keys = ["kernel_launches", "global_bytes", "global_bytes_read", "global_bytes_written", "global_sectors",
+                "shared_bytes", "flops", "predicted_us", "waves", "grid_barriers", "block_barriers"]
+        return {k: getattr(self, k) for k in keys}
+
+
+STAGE_COUNTERS = [f.name for f in fields(StageStats) if f.name not in ("stage", "dominant")]

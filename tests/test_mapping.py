@@ -1,0 +1,73 @@
+"""Thread mappings: every element is computed by exactly one (block, thread, iteration)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from astitch_sim import AStitchError, ThreadMapping
+
+
+def _assert_bijective(m):
+    flat = np.arange(m.size)
+    block, thread, it = m.locate(flat)
+    assert block.min() >= 0 and block.max() < m.grid
+    assert thread.min() >= 0 and thread.max() < m.block
+    key = (block * m.block + thread) * (m.elements_per_thread + 1) + it
+    assert len(np.unique(key)) == m.size, "two elements share a thread-iteration"
+    assert it.max() < m.elements_per_thread
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 40), cols=st.integers(1, 70), tpr_pow=st.integers(0, 6), grid=st.integers(1, 9),
+       splits=st.sampled_from([1, 2, 4]))
+def test_rows_mapping_covers_each_element_once(rows, cols, tpr_pow, grid, splits):
+    tpr = 2 ** tpr_pow
+    block = tpr * 2
+    m = ThreadMapping("rows", (rows, cols), ((0,), (1,)), block=block, grid=grid * splits, threads_per_row=tpr,
+                      splits=splits, combine="atomic" if splits > 1 else "none")
+    m.check()
+    _assert_bijective(m)
+    # a split row is handled by `splits` consecutive blocks
+    b, _, _ = m.locate(np.arange(m.size))
+    first = b.reshape(rows, cols)[:, 0]
+    assert np.all((b.reshape(rows, cols) - first[:, None] >= 0) & (b.reshape(rows, cols) - first[:, None] < splits))
+
+
+@settings(max_examples=60, deadline=None)
+@given(outer=st.integers(1, 4), red=st.integers(1, 50), cols=st.integers(1, 70), lanes=st.sampled_from([4, 8, 32]),
+       rows_lanes=st.sampled_from([1, 2, 4]), grid=st.integers(1, 5), splits=st.sampled_from([1, 2]))
+def test_columns_mapping_covers_each_element_once(outer, red, cols, lanes, rows_lanes, grid, splits):
+    m = ThreadMapping("columns", (outer, red, cols), ((0,), (1,), (2,)), block=lanes * rows_lanes,
+                      grid=grid * splits, threads_per_row=lanes, splits=splits,
+                      combine="atomic" if splits > 1 else "none")
+    _assert_bijective(m)
+    assert np.array_equal(m.task_of(np.arange(m.size)).reshape(outer, red, cols),
+                          np.broadcast_to((np.arange(outer)[:, None] * cols + np.arange(cols))[:, None, :],
+                                          (outer, red, cols)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 5000), block=st.sampled_from([32, 128, 256]), grid=st.integers(1, 20))
+def test_flat_grid_stride(n, block, grid):
+    m = ThreadMapping("flat", (n,), ((0,),), block=block, grid=grid)
+    _assert_bijective(m)
+    assert m.task_iterations == -(-n // (block * grid))
+
+
+def test_paper_mappings_described():
+    m = ThreadMapping("rows", (750000, 32), ((0,), (1,)), block=1024, grid=160, threads_per_row=32)
+    assert m.rows_per_block == 32 and m.task_iterations == -(-750000 // (160 * 32))
+    assert "horizontal packing" in m.describe() and "vertical packing" in m.describe()
+    s = ThreadMapping("rows", (64, 30000), ((0,), (1,)), block=1024, grid=128, threads_per_row=1024, splits=2,
+                      combine="atomic")
+    assert "task splitting" in s.describe()
+
+
+def test_bad_mappings_raise():
+    with pytest.raises(AStitchError, match="partition"):
+        ThreadMapping("rows", (4, 8), ((0,), (0,)), block=32, grid=1, threads_per_row=8)
+    with pytest.raises(AStitchError, match="unknown mapping kind"):
+        ThreadMapping("diagonal", (4,), ((0,),), block=32, grid=1)
+    with pytest.raises(AStitchError, match="combining"):
+        ThreadMapping("rows", (4, 8), ((0,), (1,)), block=32, grid=2, threads_per_row=8, splits=2).check()
+    with pytest.raises(AStitchError, match="divide"):
+        ThreadMapping("rows", (4, 8), ((0,), (1,)), block=32, grid=1, threads_per_row=12).check()
