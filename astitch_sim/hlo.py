@@ -27,18 +27,22 @@ How HLO maps onto the Graph:
   of its two parameters (sum, max, min, prod, and, or);
 * ``call(args), to_apply=C`` (and ``fusion(args), calls=C``) is inlined: ``C``'s
   nodes are added under the name ``<call name>/<instruction name>``;
-* ``tuple(...)`` is a python list of values, ``get-tuple-element`` picks from it; an
-  entry ROOT tuple gives several graph outputs, in order.
+* ``tuple(...)`` is a python list of values, ``get-tuple-element`` picks from it and
+  ``opt-barrier`` (a rematerialisation fence) passes it through; an entry ROOT tuple
+  gives several graph outputs, in order.
 
-Every failure is an :class:`~astitch_sim.errors.AStitchError` whose message starts
-with the line number: ``line 7: unsupported op 'sort' in 'sort.3' ...``.
+Not supported (an AStitchError says so): variadic reduces (argmax style), reducer
+regions other than one binary op of the two parameters, ops outside the table
+(sort, gather, while, custom-call...), dynamic shapes, and elided constants ``{...}``.
+
+Every failure is an :class:`~astitch_sim.errors.AStitchError`; messages about a place
+in the text start with its line number: ``line 7: unsupported op 'sort' in 'sort.3' ...``.
 """
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from math import prod
 from pathlib import Path
 from typing import Optional, Union
 
@@ -132,7 +136,7 @@ class Instr:
     operands: list          # operand names
     attrs: dict             # key -> str token or Group
     line: int
-    literal: object = None  # constant: the literal's item; parameter: its number
+    literal: object = None  # parameter / constant: the items between the parentheses
 
 
 @dataclass

@@ -189,6 +189,17 @@ def _reverse(node, x):
     return np.flip(x, axis=tuple(node.attrs["dimensions"]))
 
 
+def _shift_left(a, b):
+    """XLA shifts read the amount as unsigned: negative or >= bit width shifts everything out."""
+    bits = a.dtype.itemsize * 8
+    return np.where((b < 0) | (b >= bits), 0, np.left_shift(a, np.clip(b, 0, bits - 1))).astype(a.dtype)
+
+
+def _shift_right_arithmetic(a, b):
+    bits = a.dtype.itemsize * 8
+    return np.right_shift(a, np.where((b < 0) | (b >= bits), bits - 1, b)).astype(a.dtype)
+
+
 def _shift_right_logical(a, b):
     unsigned = a.view(np.dtype(a.dtype.str.replace("i", "u")))
     bits = a.dtype.itemsize * 8
@@ -301,10 +312,8 @@ _ROWS = [
     _row("and", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a & b), "({0} & {1})"),
     _row("or", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a | b), "({0} | {1})"),
     _row("xor", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a ^ b), "({0} ^ {1})"),
-    _row("shift-left", E, "one-to-one", L, 1, 2, _binary(lambda a, b: np.where((b < 0) | (b >= a.dtype.itemsize * 8), 0,
-         np.left_shift(a, np.clip(b, 0, a.dtype.itemsize * 8 - 1))).astype(a.dtype)), "({0} << {1})"),
-    _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(lambda a, b: np.right_shift(
-         a, np.where(b < 0, a.dtype.itemsize * 8 - 1, np.clip(b, 0, a.dtype.itemsize * 8 - 1))).astype(a.dtype)), "({0} >> {1})"),
+    _row("shift-left", E, "one-to-one", L, 1, 2, _binary(_shift_left), "({0} << {1})"),
+    _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(_shift_right_arithmetic), "({0} >> {1})"),
     _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1})"),
     _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction
     # ternary elementwise

@@ -436,7 +436,8 @@ BAD = [
     ("HloModule m\nregion {\n  ROOT a = f32[] parameter(0)\n}\n", r"no ENTRY computation"),
     # truncated: unbalanced braces and parens, missing ROOT
     ("HloModule m\nENTRY main {\n  ROOT x = f32[4]{0} parameter(0)\n", r"never closed.*truncated"),
-    ("HloModule m\nENTRY main {\n  ROOT x = f32[4]{0} negate(y\n}\n", r"line 4: expected ',' between operands of 'x', found '}'"),
+    ("HloModule m\nENTRY main {\n  ROOT x = f32[4]{0} negate(y\n}\n",
+     r"line 4: expected ',' between operands of 'x', found '}'"),
     ("HloModule m, entry_computation_layout={(f32[4]{0})->f32[4]{0}\nENTRY main {\n ROOT x = f32[4] parameter(0)\n}",
      r"'\{' opened on line 1 is never closed"),
     ("HloModule m\nENTRY main {\n  x = f32[4]{0} parameter(0)\n  y = f32[4]{0} negate(x)\n}\n", r"no ROOT"),
@@ -521,7 +522,8 @@ BAD = [
     (_entry("  x = f32[4]{0} parameter(0)\n  ROOT s = f32[2]{0} slice(x), slice={0:2}"), r"slice= must look like"),
     (_entry("  x = f32[4]{0} parameter(0)\n  z = f32[] constant(0)\n"
             "  ROOT p = f32[5]{0} pad(x, z), padding=1"), r"padding=1 must be low_high"),
-    (_entry("  x = f32[4]{0} parameter(0)\n  ROOT c = pred[4]{0} compare(x, x)"), r"compare 'c' needs attribute direction="),
+    (_entry("  x = f32[4]{0} parameter(0)\n  ROOT c = pred[4]{0} compare(x, x)"),
+     r"compare 'c' needs attribute direction="),
     (_entry("  x = f32[4]{0} parameter(0)\n  ROOT c = f32[8]{0} concatenate(x, x), dimensions={0,1}"),
      r"with one dimension"),
 ]

@@ -14,7 +14,7 @@ from itertools import product
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -189,7 +189,7 @@ def test_binary_float_ops_match_float64(op, data):
     got = run_op(op, a, b)
     with np.errstate(all="ignore"):
         want = BINARY_F[op](a.astype(np.float64), b.astype(np.float64))
-    want = want.astype(np.float32).astype(np.float64)     # what a correctly rounded f32 op gives
+        want = want.astype(np.float32).astype(np.float64)     # what a correctly rounded f32 op gives
     if op == "remainder":
         np.testing.assert_array_equal(got, want.astype(np.float32))   # fmod is exact
     else:
@@ -388,9 +388,10 @@ def test_convert_float_to_int_truncates_and_saturates(data):
     g.set_outputs(g.convert(p, "s32"), g.convert(p, "u8"), g.convert(p, "pred"))
     s32, u8, pred = asim.reference(g, [x])
     assert s32.dtype == np.int32 and u8.dtype == np.uint8 and pred.dtype == np.bool_
-    np.testing.assert_array_equal(s32, np.array([_f2i(float(v), -2**31, 2**31 - 1) for v in x.ravel()]).reshape(x.shape))
-    np.testing.assert_array_equal(u8, np.array([_f2i(float(v), 0, 255) for v in x.ravel()]).reshape(x.shape))
-    np.testing.assert_array_equal(pred, np.array([float(v) != 0 for v in x.ravel()]).reshape(x.shape))  # nan -> true
+    flat = [float(v) for v in x.ravel()]
+    np.testing.assert_array_equal(s32, np.array([_f2i(v, -2**31, 2**31 - 1) for v in flat]).reshape(x.shape))
+    np.testing.assert_array_equal(u8, np.array([_f2i(v, 0, 255) for v in flat]).reshape(x.shape))
+    np.testing.assert_array_equal(pred, np.array([v != 0 for v in flat]).reshape(x.shape))   # nan -> true
 
 
 def test_convert_int_and_pred_to_float_and_narrow_ints():
@@ -688,7 +689,8 @@ def test_inputs_as_list_dict_and_python_values():
     ({"x": np.zeros((2, 3), np.float32), "w": np.zeros(3, np.int32), "z": 1}, r"unknown \['z'\]"),
     ([np.zeros((2, 3), np.float32)], r"takes 2 input\(s\) \(x, w\), got 1"),
     ([np.zeros((2, 3), np.float32)] * 3, r"takes 2 input\(s\) \(x, w\), got 3"),
-    ([np.zeros((2, 3), np.float64), np.zeros(3, np.int32)], r"input 'x' has dtype f64 but the parameter is f32\[2,3\]"),
+    ([np.zeros((2, 3), np.float64), np.zeros(3, np.int32)],
+     r"input 'x' has dtype f64 but the parameter is f32\[2,3\]"),
     ([np.zeros((2, 3), np.float32), np.zeros(3, np.int64)], r"input 'w' has dtype s64 but the parameter is s32\[3\]"),
     ([np.zeros((3, 2), np.float32), np.zeros(3, np.int32)], r"input 'x' has shape \[3, 2\]"),
     ([np.zeros((2, 3), np.float32), np.zeros(4, np.int32)], r"input 'w' has shape \[4\]"),
