@@ -1,4 +1,4 @@
-"""The ``astitch`` command: look at graphs, run them, (later) plan and simulate them.
+"""The ``astitch`` command: look at graphs, run them, plan them and simulate the plans.
 
 Layout, so new subcommands slot in without touching the others:
 
@@ -316,11 +316,223 @@ def cmd_reference(args) -> int:
 
 
 # ---------------------------------------------------------------------------
+# astitch plan
+# ---------------------------------------------------------------------------
+
+def add_strategy_gpu_arguments(parser: argparse.ArgumentParser, strategy: bool = True) -> None:
+    """``--strategy S`` and ``--gpu G``, with the choices the compiler and the presets know."""
+    from .compiler import STRATEGIES
+    from .hardware import GPUS
+    if strategy:
+        parser.add_argument("--strategy", default="astitch", choices=STRATEGIES,
+                            help="fusion strategy (default astitch)")
+    parser.add_argument("--gpu", default="V100", type=_gpu_name, metavar="{" + ",".join(GPUS) + "}",
+                        help="GPU preset (default V100, the paper's GPU)")
+
+
+def _gpu_name(text: str) -> str:
+    from .hardware import gpu
+    try:
+        return gpu(text).name
+    except AStitchError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_plan_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "plan", formatter_class=_Formatter,
+        help="compile a graph and print the plan (text, JSON or DOT)",
+        description="Compile a graph with one strategy for one GPU and print the Plan: every\n"
+                    "kernel with its launch shape, stages, thread mappings, barriers and the\n"
+                    "stitch scheme of each op (independent / local / regional / global).\n"
+                    "--json prints the plan as JSON (asim.Plan.from_json reads it back);\n"
+                    "--dot prints Graphviz DOT (kernels as clusters, nodes coloured by scheme).\n\n"
+                    + GRAPH_EPILOG,
+        epilog="examples:\n"
+               "  astitch plan --workload paper_fig7 --strategy astitch --gpu V100\n"
+               "  astitch plan --workload softmax --shape rows=750000 cols=32 --strategy xla\n"
+               "  astitch plan --workload layernorm --json > layernorm.plan.json\n"
+               "  astitch plan --workload paper_fig7 --dot | dot -Tsvg > fig7.svg\n")
+    add_graph_arguments(p)
+    add_strategy_gpu_arguments(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the plan as JSON")
+    fmt.add_argument("--dot", action="store_true", help="print the plan as Graphviz DOT")
+    p.set_defaults(func=cmd_plan)
+    return p
+
+
+def cmd_plan(args) -> int:
+    from .compiler import compile as compile_graph
+    plan = compile_graph(load_graph(args), args.strategy, args.gpu)
+    print(plan.to_json() if args.json else plan.to_dot() if args.dot else plan)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# astitch simulate
+# ---------------------------------------------------------------------------
+
+#: --trace runs per thread: only for graphs up to this many elements in all their inputs
+TRACE_MAX_ELEMENTS = 1 << 16
+
+
+def add_simulate_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "simulate", formatter_class=_Formatter,
+        help="run plans on the SIMT model: traffic, flops, predicted time",
+        description="Compile a graph and run the plan on the SIMT model, which executes it\n"
+                    "block by block, counts every global/shared-memory access and flop, and\n"
+                    "turns the counts into a predicted time with the cost model (launches,\n"
+                    "traffic over achievable bandwidth, barriers, waves, recomputation).\n"
+                    "Prints per kernel: launch shape, waves, global bytes read / written,\n"
+                    "shared bytes, flops, predicted us and its breakdown; then the speedup\n"
+                    "over xla. --compare prints one table with all four strategies.\n\n"
+                    + GRAPH_EPILOG,
+        epilog="examples:\n"
+               "  astitch simulate --workload paper_fig7 --gpu V100\n"
+               "  astitch simulate --workload softmax --compare          # <64,30000>\n"
+               "  astitch simulate --workload softmax --shape rows=75000 cols=32 --compare\n"
+               "  astitch simulate --workload paper_fig7 --timeline      # SM x time Gantt\n"
+               "  astitch simulate --workload softmax --shape rows=4 cols=8 --trace\n")
+    add_graph_arguments(p)
+    add_strategy_gpu_arguments(p)
+    p.add_argument("--compare", action="store_true", help="simulate all four strategies and compare them")
+    p.add_argument("--trace", action="store_true",
+                   help=f"trace per thread (tiny shapes: <= {TRACE_MAX_ELEMENTS} input elements)")
+    p.add_argument("--events", type=int, default=20, metavar="N", help="trace events to print (default 20)")
+    p.add_argument("--timeline", action="store_true", help="print the SM x time Gantt chart of each run")
+    p.add_argument("--sms", type=int, default=16, metavar="K", help="SMs shown by --timeline (default 16)")
+    p.add_argument("--inputs", metavar="FILE.npz", help="input arrays (by parameter name, or in0, in1, ...)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.set_defaults(func=cmd_simulate)
+    return p
+
+
+def _simulate(graph, strategy, gpu_name, inputs, trace=False):
+    from .compiler import compile as compile_graph
+    try:
+        from .simt import simulate
+    except ImportError as e:
+        raise AStitchError(f"the SIMT simulator is not available ({e})") from None
+    plan = compile_graph(graph, strategy, gpu_name)
+    return plan, simulate(plan, inputs, trace=trace)
+
+
+def _max_error(graph, outs, ref) -> float:
+    err = 0.0
+    for o, r in zip(outs, ref):
+        a, b = np.asarray(o, dtype=np.float64), np.asarray(r, dtype=np.float64)
+        both = np.isfinite(a) & np.isfinite(b)
+        if (np.isfinite(a) != np.isfinite(b)).any():
+            return float("inf")
+        if both.any():
+            err = max(err, float(np.max(np.abs(a[both] - b[both]) / (1 + np.abs(b[both])))))
+    return err
+
+
+def _kernel_table(stats) -> list:
+    from .simt.cost import format_breakdown
+    rows = [("kernel", "grid x block", "waves", "global rd", "global wr", "shared", "flops", "us"),]
+    for i, k in enumerate(stats.kernels):
+        rows.append((f"{i} {k.name}", f"{k.grid} x {k.block}", str(k.waves), _nbytes(k.global_bytes_read),
+                     _nbytes(k.global_bytes_written), _nbytes(k.shared_bytes_moved), f"{k.flops:,}",
+                     f"{k.predicted_us:.2f}"))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = ["  " + "  ".join(v.ljust(w) if c == 0 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    for i, k in enumerate(stats.kernels):
+        lines.append(f"  [{i}] {format_breakdown(k)}")
+    return lines
+
+
+def _format_event(ev) -> str:
+    """``k0 s0 elements  block 0 thread 3 iter 0  global read   x[0,3] @12``."""
+    try:
+        where = f"@{ev.address}" if ev.address >= 0 else ""
+        elem = ",".join(str(i) for i in ev.element)
+        return (f"k{ev.kernel} s{ev.stage} {ev.phase:<8}  block {ev.block} thread {ev.thread} iter {ev.iteration}"
+                f"  {ev.space:<8} {ev.kind:<6} {ev.node}[{elem}] {where}").rstrip()
+    except AttributeError:
+        return str(ev)
+
+
+def _print_trace(res, n: int) -> None:
+    trace = getattr(res, "trace", None)
+    if trace is None:
+        print("# no trace recorded")
+        return
+    events = list(getattr(trace, "events", trace) or [])
+    print(f"# trace: first {min(n, len(events))} of {len(events)} events")
+    for ev in events[:max(n, 0)]:
+        print(f"  {_format_event(ev)}")
+    races = getattr(trace, "races", None) or getattr(res, "races", None) or []
+    print(f"# races: {len(races)}" + ("" if races else " (none)"))
+    for r in races:
+        print(f"  {r}")
+
+
+def _print_timeline(plan, res, sms: int) -> None:
+    tl = getattr(res, "timeline", None)
+    if tl is None:
+        from .simt.schedule import build_timeline
+        tl = build_timeline(plan, res.stats.kernels)
+    width = max(40, min(120, shutil.get_terminal_size((100, 24)).columns - 8))
+    print(tl.render_ascii(width=width, max_sms=sms))
+
+
+def cmd_simulate(args) -> int:
+    from .compiler import STRATEGIES
+    from .reference import reference
+    g = load_graph(args)
+    if args.trace and sum(int(np.prod(p.shape)) for p in g.inputs) > TRACE_MAX_ELEMENTS:
+        raise AStitchError(f"--trace records every thread's accesses: use a tiny shape (<= {TRACE_MAX_ELEMENTS} "
+                           "input elements), e.g. --shape rows=4 cols=8")
+    inputs = graph_inputs(g, args)
+    wanted = list(STRATEGIES) if args.compare else list(dict.fromkeys([args.strategy, "xla"]))
+    runs = {s: _simulate(g, s, args.gpu, inputs, trace=args.trace and (args.compare or s == args.strategy))
+            for s in wanted}
+    ref = reference(g, inputs)
+    source = f"inputs from {args.inputs}" if args.inputs else f"random inputs, seed {args.seed}"
+    print(g.signature())
+    print(f"# simulated on {args.gpu}, {source}")
+    xla_us = runs["xla"][1].stats.predicted_us
+    shown = list(STRATEGIES) if args.compare else [args.strategy]
+    if args.compare:
+        head = ("strategy", "kernels", "global traffic", "shared", "flops", "predicted us", "vs xla", "max err")
+        rows = [head]
+        for s in shown:
+            plan, res = runs[s]
+            st = res.stats
+            rows.append((s, str(st.kernel_launches), _nbytes(st.global_bytes), _nbytes(st.shared_bytes),
+                         f"{st.flops:,}", f"{st.predicted_us:.2f}", f"{xla_us / st.predicted_us:.2f}x",
+                         f"{_max_error(g, res.outputs, ref):.1e}"))
+        widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+        for r in rows:
+            print("  ".join(v.ljust(w) if c == 0 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths))))
+    for s in shown:
+        plan, res = runs[s]
+        st = res.stats
+        print(f"\n== {s}: {st.kernel_launches} kernel(s), global {_nbytes(st.global_bytes)} "
+              f"(read {_nbytes(st.global_bytes_read)}, written {_nbytes(st.global_bytes_written)}), "
+              f"shared {_nbytes(st.shared_bytes)}, {st.flops:,} flops")
+        print(f"   predicted {st.predicted_us:.2f} us, {xla_us / st.predicted_us:.2f}x over xla "
+              f"({xla_us:.2f} us); max error vs reference {_max_error(g, res.outputs, ref):.1e}")
+        print("\n".join(_kernel_table(st)))
+        if args.trace:
+            _print_trace(res, args.events)
+        if args.timeline:
+            _print_timeline(plan, res, args.sms)
+    return 0
+
+
+# ---------------------------------------------------------------------------
 # the top-level parser
 # ---------------------------------------------------------------------------
 
 #: subcommand registrars, in help order; other modules append ``add_plan_parser`` etc.
-SUBCOMMANDS: list[Callable] = [add_workloads_parser, add_show_parser, add_reference_parser]
+SUBCOMMANDS: list[Callable] = [add_workloads_parser, add_show_parser, add_reference_parser, add_plan_parser,
+                               add_simulate_parser]
 
 DESCRIPTION = """\
 astitch-sim: the AStitch compiler (ASPLOS'22) as a teaching simulator.
@@ -328,7 +540,8 @@ astitch-sim: the AStitch compiler (ASPLOS'22) as a teaching simulator.
 Memory-intensive ops (elementwise, broadcast, reduce) between the GEMMs of a
 model cost off-chip traffic and kernel launches. AStitch stitches them into one
 kernel, passing data through registers, shared memory or global memory with a
-grid barrier. This command shows the graphs it works on and runs them.
+grid barrier. This command shows the graphs it works on, runs them, plans them
+with four strategies (unfused, xla, tvm, astitch) and simulates the plans.
 """
 
 EPILOG = """\
@@ -338,6 +551,8 @@ examples:
   astitch show --workload layernorm --dot            # Graphviz DOT of a graph
   astitch reference --workload softmax --shape rows=4 cols=8
   astitch show --hlo model.hlo                       # a graph from XLA HLO text
+  astitch plan --workload paper_fig7 --strategy xla  # the kernels a strategy plans
+  astitch simulate --workload softmax --compare      # all four strategies on the SIMT model
 
 'astitch COMMAND --help' explains each command.
 """

@@ -72,11 +72,13 @@ def xla_name(np_dtype) -> str:
 
 def round_to_bf16(a: np.ndarray) -> np.ndarray:
     """Round float32 values to the nearest bfloat16 (ties to even), kept as float32."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    bits = a.view(np.uint32).astype(np.uint64)
+    a = np.asarray(a, dtype=np.float32)
+    shape = a.shape
+    flat = np.ascontiguousarray(a).reshape(-1)
+    bits = flat.view(np.uint32).astype(np.uint64)
     rounding = ((bits >> 16) & 1) + 0x7FFF
     rounded = ((bits + rounding) >> 16 << 16).astype(np.uint32).view(np.float32)
-    return np.where(np.isnan(a), a, rounded)
+    return np.where(np.isnan(flat), flat, rounded).reshape(shape)
 
 
 def bf16_bits_to_f32(a: np.ndarray) -> np.ndarray:

@@ -59,7 +59,7 @@ def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]
         if i == 1:
             return (), None
         pos = tuple(x - lo for x, lo in zip(idx, node.attrs["low"]))
-        mask = np.ones(np.shape(idx[0]), dtype=bool)
+        mask = np.ones(np.broadcast_shapes(*(np.shape(x) for x in idx)), dtype=bool)
         for p, n in zip(pos, operand.shape):
             mask &= (p >= 0) & (p < n)
         return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, operand.shape)), mask

@@ -185,20 +185,8 @@ def _recompute(graph, stage: Stage) -> dict:
     return out
 
 
-def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
-                    allow_global: bool = True, force_global=None, notes=None) -> Kernel:
-    """Finish a kernel from its stages; see the module docstring.
-
-    ``escapes``: nodes computed here that must be written to global memory
-    (graph outputs, values read by other kernels).  ``stitch``: may values
-    cross stages (AStitch); XLA-like strategies build single-stage kernels.
-    ``force_global``: values that must not be Regional (shared-memory demotion).
-    A non-reduce op listed in several stages is recomputed in each (no value
-    crosses stages for it).
-    """
-    notes = list(notes or [])
-    for s in stages:
-        s._graph = graph
+def _place_values(graph, name, stages, escapes, stitch, allow_global, force_global):
+    """Where every value of the kernel lives (register, shared, global) and which stages read it."""
     stage_of, part_of, copies = {}, {}, {}
     for i, s in enumerate(stages):
         for n in s.ops:
@@ -212,9 +200,6 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
                 raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
             stage_of[n], part_of[n] = i, "epilogue"
             copies[n] = {i}
-    force_global = set(force_global or ())
-    if len(stages) > 1 and not stitch:
-        raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
 
     consumers: dict[str, set] = {}     # stages that read a node's value (stages recomputing it do not)
     for i, s in enumerate(stages):
@@ -254,6 +239,74 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
             v.scheme = "regional" if stages[i].mapping.splits == 1 else "global"
         values[n] = v
 
+    return stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs
+
+
+def _storable(graph, stages, values, part_of, name) -> bool:
+    """Can a later stage read ``name``? Inputs and constants always; computed values only if
+    their stage computes every element of them (a reduce/epilogue result, or the stage's domain)."""
+    v = values.get(name)
+    if v is None or v.stage < 0:
+        return True
+    return graph[name].op == "reduce" or part_of.get(name) == "epilogue" or \
+        tuple(graph[name].shape) == tuple(stages[v.stage].mapping.domain)
+
+
+def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, escapes, position) -> list:
+    """A cheap value that would round-trip through global memory is recomputed by its readers instead.
+
+    Storing costs a write, a read and a grid barrier; recomputing a light op
+    (an add, a subtract...) costs a few reads of its operands that the reader
+    makes anyway.  Expensive ops and reduce results stay stored (hierarchical
+    data reuse: compute once).
+    """
+    from .analysis import is_expensive
+    moved = []
+    for n, v in values.items():
+        node = graph[n]
+        if v.stage < 0 or v.space != "global" or part_of.get(n) != "ops" or node.op == "reduce" \
+                or is_expensive(node) or node.kind not in ("elementwise", "layout", "broadcast"):
+            continue
+        readers = [j for j in consumers.get(n, ()) if j > v.stage]
+        targets = [j for j in readers if any(n in (o.name for o in graph[c].operands) for c in stages[j].ops)]
+        if not targets or len(targets) != len(readers) or \
+                any(tuple(node.shape) != tuple(stages[j].mapping.domain) for j in targets):
+            continue      # only a value over the reader's own domain can be recomputed element for element
+        if not all(_storable(graph, stages, values, part_of, o.name) for o in node.operands):
+            continue      # its operands would have to cross stages, and they cannot be stored
+        for j in targets:
+            stages[j].ops = sorted(set(stages[j].ops) | {n}, key=position.get)
+        moved.append(n)
+    return moved
+
+
+def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
+                    allow_global: bool = True, force_global=None, notes=None) -> Kernel:
+    """Finish a kernel from its stages; see the module docstring.
+
+    ``escapes``: nodes computed here that must be written to global memory
+    (graph outputs, values read by other kernels).  ``stitch``: may values
+    cross stages (AStitch); XLA-like strategies build single-stage kernels.
+    ``force_global``: values that must not be Regional (shared-memory demotion).
+    A non-reduce op listed in several stages is recomputed in each (no value
+    crosses stages for it).
+    """
+    notes = list(notes or [])
+    for s in stages:
+        s._graph = graph
+    force_global = set(force_global or ())
+    if len(stages) > 1 and not stitch:
+        raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
+    position = {n.name: i for i, n in enumerate(graph)}
+    while True:
+        stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs = _place_values(
+            graph, name, stages, escapes, stitch, allow_global, force_global)
+        again = _recompute_instead_of_storing(graph, stages, values, consumers, part_of, escapes, position) \
+            if stitch else []
+        if not again:
+            break
+        notes.append(f"recomputed in later stages instead of stored in global memory: {', '.join(again)}")
+
     # barriers: strongest need between a producer stage and its first later consumer
     rank = {"none": 0, "block": 1, "grid": 2}
     for s in stages:
@@ -267,7 +320,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     for n, v in values.items():
         if v.stage < 0 or v.space == "register":
             continue
-        if graph[n].op == "reduce" and stages[v.stage].sync_after_combine:
+        if graph[n].op == "reduce" and stages[v.stage].sync_after_combine and \
+                stages[v.stage].mapping.combine == "atomic":
             continue              # already complete everywhere: the stage's own grid barrier
         later = sorted(j for j in consumers.get(n, ()) if j > v.stage)
         if not later:

@@ -13,9 +13,16 @@ Checked here, each failure an AStitchError naming the kernel, the rule and the f
 from __future__ import annotations
 
 from .errors import AStitchError
+from .graph import shape_str
 
 
-def validate_plan(plan) -> None:
+def validate_plan(plan, barriers: bool = True) -> None:
+    """Raise AStitchError on the first broken rule.
+
+    ``barriers=False`` skips only the check that a value read across stages has
+    the barrier that makes it visible -- the SIMT model's trace mode runs such a
+    plan anyway and reports the races; hardware and deadlock rules always apply.
+    """
     g, gpu = plan.graph, plan.gpu
     produced = {p.name for p in g.inputs} | {n.name for n in g if n.op == "constant"}
     for k in plan.kernels:
@@ -67,12 +74,23 @@ def validate_plan(plan) -> None:
                         if j > i:
                             raise AStitchError(f"{where}: stage {i} reads {o.name} which stage {j} computes later")
                         if j < i:
-                            _check_visible(k, o.name, j, i, where)
+                            _check_visible(k, o.name, j, i, where, barriers)
                     elif not (o.op == "constant" and o.rank == 0) and o.name not in produced:
                         raise AStitchError(f"{where}: {n} reads {o.name}, which is neither computed here nor an input")
+        crossing = {o.name for i, s in enumerate(k.stages) for n in list(s.ops) + list(s.epilogue)
+                    for o in g[n].operands if o.name in computed_at and computed_at[o.name] < i
+                    and o.name not in s.ops and o.name not in s.epilogue}
         for name, v in k.values.items():
             if v.space not in ("register", "shared", "global"):
                 raise AStitchError(f"{where}: value {name} lives in unknown space {v.space!r}")
+            if v.stage >= 0 and (name in crossing or v.output):
+                s = k.stages[v.stage]
+                whole = g[name].op == "reduce" or name in s.epilogue or tuple(g[name].shape) == tuple(s.mapping.domain)
+                if not whole:
+                    raise AStitchError(
+                        f"{where}: {name} {shape_str(g[name].shape)} is stored for later use, but stage {v.stage} "
+                        f"iterates over {shape_str(s.mapping.domain)}: no thread owns each of its elements. "
+                        "Compute it in a stage over its own shape, or recompute it where it is read")
         used = max((v.offset + v.nbytes for v in k.values.values() if v.space == "shared"), default=0)
         if used > k.shared_bytes:
             raise AStitchError(f"{where}: shared values need {used} bytes but the kernel reserves {k.shared_bytes}")
@@ -82,10 +100,12 @@ def validate_plan(plan) -> None:
             raise AStitchError(f"plan never computes graph output {o.name}")
 
 
-def _check_visible(kernel, name, producer, consumer, where) -> None:
+def _check_visible(kernel, name, producer, consumer, where, barriers=True) -> None:
     v = kernel.values.get(name)
     if v is None:
         raise AStitchError(f"{where}: {name} crosses stages {producer}->{consumer} but has no Value entry")
+    if not barriers:
+        return
     between = [s.barrier_after for s in kernel.stages[producer:consumer]]
     if kernel.stages[producer].sync_after_combine and name in kernel.stages[producer].ops:
         between.append("grid")      # a split reduce is complete after its stage's own grid barrier

@@ -31,6 +31,8 @@ class StageStats:
     atomics: int = 0                     # atomic read-modify-writes to global memory
     block_barriers: int = 0              # barrier instances executed (one per block per barrier point)
     grid_barriers: int = 0               # grid-wide barriers (one per barrier point)
+    tree_barriers: int = 0               # block barriers inside shared-memory reduction trees (per block, per task trip)
+    shared_requests: int = 0             # warp-level load/store instructions to shared memory (regional values)
 
 
 @dataclass
@@ -46,6 +48,7 @@ class KernelStats:
     stages: list = field(default_factory=list)       # StageStats
     library_flops: int = 0               # library kernels: matrix-product flops
     library_bytes: int = 0               # library kernels: operand and result bytes
+    library_bytes_written: int = 0       # library kernels: the result's bytes (part of library_bytes)
     memset_bytes: int = 0                # result buffers filled with a reduce's init value before atomics
     predicted_us: float = 0.0            # filled by the cost model
     breakdown: dict = field(default_factory=dict)    # cost-model terms in microseconds
@@ -55,11 +58,14 @@ class KernelStats:
 
     @property
     def global_bytes_read(self) -> int:
-        return self.total("global_bytes_read") + (self.library_bytes if self.kind == "library" else 0)
+        lib = self.library_bytes - self.library_bytes_written if self.kind == "library" else 0
+        return self.total("global_bytes_read") + lib
 
     @property
     def global_bytes_written(self) -> int:
-        return self.total("global_bytes_written")
+        """Stores, atomics, the library result, and the init-value fill of atomic result buffers."""
+        lib = self.library_bytes_written if self.kind == "library" else 0
+        return self.total("global_bytes_written") + lib + self.memset_bytes
 
     @property
     def global_bytes(self) -> int:

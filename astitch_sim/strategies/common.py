@@ -61,7 +61,8 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
     probe = ThreadMapping("columns", x.shape, rs.groups, block=block, grid=1, threads_per_row=lanes_c)
     lanes = block // lanes_c
     tiles = ceil(probe.rows / lanes_c)
-    splits = max(1, min(fill_blocks // max(tiles, 1), ceil(probe.cols / (lanes * 4))))
+    # split the reduced dim only when each split still has real work (>= 64 rows)
+    splits = max(1, min(fill_blocks // max(tiles, 1), probe.cols // max(lanes * 4, 64)))
     splits = prev_pow2(splits)
     if splits > 1 and node.attrs["reducer"] not in ("sum", "max", "min") and combine == "atomic":
         splits = 1   # no atomic for prod/and/or: keep each column in one block

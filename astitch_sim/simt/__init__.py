@@ -1,0 +1,14 @@
+"""The SIMT model: runs a Plan block by block, thread by thread (vectorised), counting every access.
+
+``simulate(plan, inputs, trace=False) -> SimResult`` (``executor.py``); the
+pieces: ``geometry`` (where elements run), ``evaluate`` (index propagation),
+``reduce`` (per thread, tree, split combine), ``memory`` (the counters and
+their definitions), ``trace`` (per-thread traces, races, divergent barriers),
+``stats`` (the counters' containers).
+"""
+from .executor import SimResult, simulate
+from .stats import KernelStats, SimStats, StageStats
+from .trace import BarrierDivergence, Race, Trace, TraceEvent
+
+__all__ = ["simulate", "SimResult", "KernelStats", "SimStats", "StageStats", "Trace", "TraceEvent", "Race",
+           "BarrierDivergence"]

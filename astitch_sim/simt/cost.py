@@ -1,0 +1,287 @@
+"""The cost model: counters in, predicted microseconds out.
+
+The executor counts what a plan *does* (bytes, sectors, flops, barriers,
+atomics: :mod:`astitch_sim.simt.stats`); this module says what that *costs* on a
+GPU.  It is deliberately small -- a handful of terms a student can check by hand
+-- but it has the terms AStitch's argument turns on: kernel launches, off-chip
+traffic, how much of the bandwidth a launch shape can actually use, grid
+barriers, wave quantisation and recomputation.
+
+The formula
+-----------
+A kernel costs::
+
+    predicted = launch + memset + waves * t_block + grid_barriers * t_grid_barrier
+
+``waves = ceil(grid / blocks_per_wave)`` (residency from threads, registers and
+shared memory: :meth:`astitch_sim.hardware.GPU.occupancy`).  Every block of a
+kernel does about the same work, so one per-block time ``t_block`` (the sum of
+its stages' times) is used for all of them, and a wave lasts ``t_block``: a
+kernel of 1.1 waves pays 2 full waves (the *tail effect*: the nearly empty last
+wave leaves most SMs idle for a whole block time).  :func:`per_block_us` is
+exactly what the scheduler (:mod:`~astitch_sim.simt.schedule`) dispatches, so
+the timeline and the prediction agree.
+
+One stage of one block (``R`` = warps resident on the GPU while the first wave
+runs = ``min(grid, blocks_per_wave) * warps_per_block``; ``S`` = warps needed to
+saturate DRAM; ``c`` = blocks sharing one SM)::
+
+    memory   = block_bytes * max(R, S) / (warps_per_block * BW)
+    on_chip  = c * (alu_flops / ALU_SM + expensive_flops / SFU_SM + shared_time)
+    t_stage  = memory + on_chip - min(1, R/S) * min(memory, on_chip)
+             + (block_barriers + tree_barriers) * t_bar
+             + atomics * min(grid, per_wave) / ATOMIC_RATE
+    t_block  = block_start + sum(t_stage)
+
+*Memory -- Little's law.*  DRAM delivers its bandwidth ``BW`` only when enough
+requests are in flight: ``bytes_in_flight = BW * latency``.  A warp keeps about
+``bytes_in_flight_per_warp`` bytes outstanding, so saturating needs ``S = BW *
+latency / bytes_in_flight_per_warp`` warps on the GPU.  With fewer, each warp
+gets ``BW / S`` and the GPU reaches only ``BW * R / S``; with more, the warps
+share ``BW``.  Hence ``memory`` above.  This is the paper's DIEN point: XLA's
+750000 blocks of 32 threads are capped at 32 blocks per SM = 32 warps, below
+``S`` on a V100, so the reduction runs at about two thirds of the bandwidth;
+AStitch packs 32 rows into 1024-thread blocks and saturates it.  A grid of 32
+blocks (Figure 7) leaves most SMs empty and gets a fraction of the bandwidth.
+
+*Bytes -- sectors.*  ``block_bytes`` is ``32 * sectors`` (read + written) when
+the executor counted sectors: DRAM and L2 move whole 32-byte sectors, so a
+warp that touches 4 bytes in each of 32 sectors costs 1024 bytes, not 128.
+This charges uncoalesced access (a column read, a transposed write) honestly.
+It also charges a sector per warp instruction for a broadcast read (a row's
+mean read by every warp), which L1 would mostly catch: a few percent on
+normalisations, the same for every strategy.  The other simplification: every
+sector goes to DRAM -- the L2 cache, which would
+serve a small tensor read again by the next kernel, is not modelled.  That
+over-charges the reloads of many-kernel plans on tensors that fit in L2 (Figure
+7's 128 KiB inputs; not the paper's tens-of-MB DIEN and Transformer tensors),
+where launches dominate anyway.  Counters without sectors (hand-made stats) fall
+back to bytes.
+
+*On-chip work* -- light flops on the FP32 pipes (``fp32_gflops``), expensive
+flops (exp, power, divide..., already weighted by the op table) at
+``expensive_rate`` of that, shared memory at ``shared_bytes_per_clock`` per SM
+plus one cycle per bank-conflict wavefront.  ``c`` blocks on one SM share it.
+
+*Overlap.*  Warps waiting on memory let other warps compute, so with enough
+warps the time is ``max(memory, on_chip)``; with few warps there is nobody to
+switch to and the two add up.  The model interpolates with the same Little's
+law ratio: ``max + (1 - min(1, R/S)) * min``.  This is how TVM's recomputation
+shows: its recomputing kernels run a handful of blocks (Figure 7: 8 blocks),
+too few to hide the repeated ``power`` behind the loads.
+
+*Fixed costs* -- a kernel launch per kernel; a memset (a launch plus its bytes)
+before a kernel whose reductions combine with atomics; a grid barrier
+(``grid_barrier_us``, the paper measured 2.5-2.7 us on V100) per barrier point;
+a ``__syncthreads`` per block barrier (stage boundaries, and the steps of
+shared-memory reduction trees: ``tree_barriers``); a start-up cost per block (dispatch,
+index arithmetic, the final store): what makes 750000 tiny blocks expensive
+beyond their bandwidth.  Atomics share the L2's atomic throughput among the
+blocks of a wave.
+
+*Library kernels* (matrix products): ``max(flops / (fp32 * efficiency),
+bytes / BW)``, a roofline; the plan treats them as black boxes.
+
+The breakdown
+-------------
+``ks.breakdown`` holds the terms in microseconds, and they add up to
+``ks.predicted_us``.  Per-block terms are multiplied by the *fractional* wave
+count ``grid / min(grid, blocks_per_wave)``; the whole-wave rounding is its own
+term, ``tail_us``.  ``overlap_us`` is negative (time hidden by overlapping
+memory and compute); ``recompute_us`` is the share of the on-chip time spent on
+recomputed flops (TVM) -- counted in the total, not hidden from it.
+
+The constants
+-------------
+Hardware numbers (SMs, bandwidth, launch, barrier costs, clock, FLOP/s) come
+from the GPU preset (:mod:`astitch_sim.hardware`); the model's own constants
+live in :data:`COST_CONSTANTS`, one entry per GPU name.  An entry may also
+*override* any preset field the model reads (``kernel_launch_us``,
+``measured_bandwidth_gbs``, ...): a calibration script writes measured values
+there, and only there.  :func:`constants` shows the merged set.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+from ..errors import AStitchError
+from ..hardware import GPU
+from .schedule import check_grid_barrier
+
+#: GPU preset fields the model reads; an entry of COST_CONSTANTS may override each.
+PRESET_FIELDS = ("sms", "measured_bandwidth_gbs", "kernel_launch_us", "grid_barrier_us", "block_barrier_ns",
+                 "clock_ghz", "fp32_gflops")
+
+#: The cost model's own constants, per GPU.  Every value is an ESTIMATE until
+#: calibrated from GPU runs (benchmarks/): put measured values here.
+COST_CONSTANTS: dict[str, dict] = {
+    "V100": dict(
+        dram_latency_ns=600.0,          # loaded HBM2 latency (~900 cycles at 1.53 GHz)
+        bytes_in_flight_per_warp=128,   # one coalesced 4-byte-per-thread load outstanding per warp
+        expensive_rate=0.25,            # SFU: 16 lanes/SM vs 64 FP32 lanes/SM
+        shared_bytes_per_clock=128,     # 32 banks x 4 bytes per SM per cycle
+        atomic_per_clock=32.0,          # L2 atomic units, GPU-wide, per cycle (different addresses)
+        block_start_ns=200.0,           # block dispatch + set-up + drain, per block
+        memset_launch_us=2.0,           # cudaMemsetAsync of atomic result buffers
+        library_efficiency=0.7,         # cuBLAS SGEMM fraction of fp32 peak
+    ),
+    "A100": dict(
+        dram_latency_ns=650.0, bytes_in_flight_per_warp=256, expensive_rate=0.25,
+        shared_bytes_per_clock=128, atomic_per_clock=48.0, block_start_ns=150.0,
+        memset_launch_us=1.5, library_efficiency=0.7,
+    ),
+    "H100": dict(
+        dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
+        shared_bytes_per_clock=128, atomic_per_clock=64.0, block_start_ns=120.0,
+        memset_launch_us=1.5, library_efficiency=0.7,
+    ),
+    "H200": dict(
+        dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
+        shared_bytes_per_clock=128, atomic_per_clock=64.0, block_start_ns=120.0,
+        memset_launch_us=1.5, library_efficiency=0.7,
+    ),
+}
+_DEFAULT = "H100"   # a custom GPU name borrows these
+
+
+def constants(gpu: GPU) -> dict:
+    """All constants the model uses for ``gpu``: preset fields, then COST_CONSTANTS (which wins)."""
+    merged = {f: getattr(gpu, f) for f in PRESET_FIELDS}
+    merged.update(COST_CONSTANTS.get(gpu.name, COST_CONSTANTS[_DEFAULT]))
+    return merged
+
+
+def residency(gpu: GPU, ks):
+    """The occupancy report of a kernel's launch shape (blocks per SM, per wave, limiting factor)."""
+    return gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread)
+
+
+def saturating_warps(c: dict) -> float:
+    """Little's law: warps on the whole GPU needed to keep DRAM busy."""
+    bytes_in_flight = c["measured_bandwidth_gbs"] * c["dram_latency_ns"]      # GB/s * ns = bytes
+    return bytes_in_flight / c["bytes_in_flight_per_warp"]
+
+
+def _stage_bytes(s) -> int:
+    sectors = s.global_sectors_read + s.global_sectors_written
+    return 32 * sectors if sectors else s.global_bytes_read + s.global_bytes_written
+
+
+def stage_terms(gpu: GPU, ks) -> list:
+    """Per-block cost terms (us) of each stage of a generated kernel: a list of dicts."""
+    c = constants(gpu)
+    occ = residency(gpu, ks)
+    grid, wpb = max(1, ks.grid), occ.warps_per_block
+    concurrent = min(grid, occ.blocks_per_wave)
+    resident_warps = concurrent * wpb
+    sat = saturating_warps(c)
+    bw = c["measured_bandwidth_gbs"] * 1e3                      # bytes per us
+    per_sm = min(occ.blocks_per_sm, ceil(concurrent / c["sms"]))  # blocks sharing one SM
+    alu_sm = c["fp32_gflops"] * 1e3 / c["sms"]                 # flops per us per SM
+    sfu_sm = alu_sm * c["expensive_rate"]
+    clock = c["clock_ghz"] * 1e3                                # cycles per us
+    overlap = min(1.0, resident_warps / sat)
+    out = []
+    for i, s in enumerate(ks.stages):
+        memory = _stage_bytes(s) / grid * max(resident_warps, sat) / (wpb * bw)
+        expensive = s.expensive_flops / grid * per_sm / sfu_sm
+        alu = (s.flops - s.expensive_flops) / grid * per_sm / alu_sm
+        shared = ((s.shared_bytes_read + s.shared_bytes_written) / c["shared_bytes_per_clock"]
+                  + s.shared_bank_conflicts) / grid * per_sm / clock
+        on_chip = alu + expensive + shared
+        recompute = 0.0
+        if s.flops:
+            recompute = (alu + expensive) * min(1.0, s.recomputed_flops / s.flops)
+        out.append(dict(
+            memory_us=memory,
+            compute_us=alu + expensive - recompute,
+            recompute_us=recompute,
+            shared_us=shared,
+            overlap_us=-overlap * min(memory, on_chip),
+            block_barrier_us=(s.block_barriers + s.tree_barriers) / grid * c["block_barrier_ns"] / 1e3,
+            atomic_us=s.atomics / grid * concurrent / (c["atomic_per_clock"] * clock),
+            block_start_us=c["block_start_ns"] / 1e3 if i == 0 else 0.0,
+        ))
+    return out
+
+
+def stage_block_us(plan, kernel, ks) -> list:
+    """Per-block time (us) of each stage, in order; library kernels have one pseudo-stage."""
+    if ks.kind == "library":
+        return [library_us(plan.gpu, ks) / max(1, _waves(plan.gpu, ks))]
+    terms = stage_terms(plan.gpu, ks)
+    if not terms:   # a generated kernel with no stages does nothing but start its blocks
+        return [constants(plan.gpu)["block_start_ns"] / 1e3]
+    return [sum(t.values()) for t in terms]
+
+
+def per_block_us(plan, kernel, ks) -> float:
+    """How long one block of ``kernel`` runs (us), from the counters ``ks``; the scheduler's unit."""
+    return sum(stage_block_us(plan, kernel, ks))
+
+
+def library_us(gpu: GPU, ks) -> float:
+    """A vendor GEMM: the roofline max of its compute and its traffic."""
+    c = constants(gpu)
+    compute = ks.library_flops / (c["fp32_gflops"] * 1e3 * c["library_efficiency"])
+    memory = ks.library_bytes / (c["measured_bandwidth_gbs"] * 1e3)
+    return max(compute, memory)
+
+
+def _waves(gpu, ks) -> int:
+    return ceil(max(1, ks.grid) / residency(gpu, ks).blocks_per_wave)
+
+
+def memset_us(gpu: GPU, ks) -> float:
+    """Filling atomic result buffers with the reduce's init value before the kernel."""
+    if not ks.memset_bytes:
+        return 0.0
+    c = constants(gpu)
+    return c["memset_launch_us"] + ks.memset_bytes / (c["measured_bandwidth_gbs"] * 1e3)
+
+
+def grid_barrier_count(kernel, ks) -> int:
+    """Grid barriers the kernel executes: the executor's count, else the plan's."""
+    counted = ks.total("grid_barriers")
+    return counted if counted or kernel is None else kernel.global_barriers
+
+
+def predict_kernel(plan, kernel, ks) -> None:
+    """Fill ``ks.predicted_us``, ``ks.breakdown``, ``ks.blocks_per_wave`` and ``ks.waves``."""
+    gpu, c = plan.gpu, constants(plan.gpu)
+    check_grid_barrier(gpu, kernel, ks)
+    occ = residency(gpu, ks)
+    ks.blocks_per_wave, ks.waves = occ.blocks_per_wave, _waves(gpu, ks)
+    terms = {"launch_us": c["kernel_launch_us"], "memset_us": memset_us(gpu, ks)}
+    if ks.kind == "library":
+        terms["library_us"] = library_us(gpu, ks)
+    else:
+        grid = max(1, ks.grid)
+        frac = grid / min(grid, occ.blocks_per_wave)         # fractional waves
+        per_stage = stage_terms(gpu, ks)
+        block = constants(gpu)["block_start_ns"] / 1e3 if not per_stage else 0.0
+        for st in per_stage:
+            for name, us in st.items():
+                terms[name] = terms.get(name, 0.0) + us * frac
+            block += sum(st.values())
+        if not per_stage:
+            terms["block_start_us"] = block * frac
+        terms["tail_us"] = (ks.waves - frac) * block
+        terms["grid_barrier_us"] = grid_barrier_count(kernel, ks) * c["grid_barrier_us"]
+    ks.breakdown = {k: float(v) for k, v in terms.items()}
+    ks.predicted_us = float(sum(terms.values()))
+
+
+def predict(plan, kernel_stats) -> None:
+    """Fill ``predicted_us`` and ``breakdown`` for every kernel (``kernel_stats`` in plan order)."""
+    if len(kernel_stats) != len(plan.kernels):
+        raise AStitchError(f"{len(kernel_stats)} kernel stats for a plan of {len(plan.kernels)} kernels: "
+                           "pass one KernelStats per plan kernel, in plan order")
+    for kernel, ks in zip(plan.kernels, kernel_stats):
+        predict_kernel(plan, kernel, ks)
+
+
+def format_breakdown(ks, min_us: float = 0.005) -> str:
+    """``launch 5.00 + memory 3.21 + ... = 9.87 us`` (terms below ``min_us`` left out)."""
+    parts = [f"{k[:-3]} {v:.2f}" for k, v in ks.breakdown.items() if abs(v) >= min_us]
+    return " + ".join(parts).replace("+ overlap -", "- overlap ") + f" = {ks.predicted_us:.2f} us"

@@ -1,0 +1,143 @@
+"""Evaluating a stage's ops at its elements by index propagation (plan.py, steps 1-2).
+
+An :class:`Evaluator` holds one phase of one stage: the element loop (a
+:class:`~astitch_sim.simt.geometry.Geometry`) or the epilogue (an
+``EpilogueGeometry``).  ``value(node, idx)`` is "the value every thread sees
+for ``node`` at index ``idx``", where ``idx`` is a tuple of integer arrays
+broadcastable over the phase's domain -- one entry per dim of ``node``:
+
+* an op of this stage is computed from its operands, each read at the index
+  the op table implies (``indexing.operand_index``): a broadcast drops dims, a
+  transpose permutes them, a slice offsets them...  Data-movement ops cost
+  nothing; elementwise ops apply the op table's numpy function and count their
+  flops once per domain element (a broadcast Local op is recomputed per
+  element, as TVM does, and counted that way);
+* anything else is *read* from where the plan says it lives
+  (``KernelRun.read``): global memory, a block's shared memory, a thread's
+  registers -- and that read is counted.
+
+Values are memoised per (node, index arrays): a thread computes a value once
+per index, like a compiler's common-subexpression elimination.  Holding the
+index as broadcastable arrays (``[R, 1]``, ``[1, C]``) keeps the arithmetic
+as cheap as numpy's own broadcasting: the simulated stage costs about what the
+numpy reference costs for the same ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import cast
+from ..errors import AStitchError
+from ..indexing import operand_index
+
+MOVES = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
+
+
+class Evaluator:
+    def __init__(self, run, index: int, stage, geom, phase: str, stats):
+        self.run, self.i, self.stage, self.geom, self.phase, self.stats = run, index, stage, geom, phase, stats
+        self.g = run.graph
+        self.memo: dict = {}
+        self.keep: list = []              # keeps index arrays alive so their ids stay unique
+        self.ops = set(stage.ops)
+        self.epilogue = set(stage.epilogue)
+        self.reduce_results: dict = {}    # epilogue phase: this stage's reduce results
+        self.interned: dict = {}          # (shape, dtype) -> index arrays seen, to reuse equal ones
+        for a in geom.idx:
+            self.intern_array(a)
+
+    def intern_array(self, a):
+        """The first index array equal to ``a`` (so equal indices share a memo entry: one load, one op)."""
+        a = np.asarray(a)
+        bucket = self.interned.setdefault((a.shape, a.dtype.str), [])
+        for b in bucket:
+            if b is a or np.array_equal(b, a):
+                return b
+        bucket.append(a)
+        return a
+
+    def intern(self, idx: tuple) -> tuple:
+        return tuple(self.intern_array(a) for a in idx)
+
+    # -- the one entry point ---------------------------------------------------------
+    def value(self, name: str, idx: tuple, mask=None):
+        key = (name, tuple(id(a) for a in idx), id(mask) if mask is not None else 0)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        self.keep.append((idx, mask))
+        node = self.g[name]
+        if node.op == "constant" and node.rank == 0:
+            val = cast(np.asarray(node.attrs["value"]), node.dtype).reshape(())
+        elif self.computes(node):
+            val = self.compute(node, idx, mask)
+        else:
+            val = self.run.read(self, name, idx, mask)
+        self.memo[key] = val
+        return val
+
+    def computes(self, node) -> bool:
+        if node.name in self.epilogue:
+            return True
+        return node.name in self.ops and node.op != "reduce"
+
+    def is_identity(self, idx: tuple, node) -> bool:
+        """Is ``idx`` the phase's own index, over a node of the domain's (or task's) shape?"""
+        gi = self.geom.idx
+        shape = self.geom.shape if self.geom.kind == "element" else self.geom.task_shape
+        return len(idx) == len(gi) and tuple(node.shape) == tuple(shape) and all(a is b for a, b in zip(idx, gi))
+
+    # -- computing an op of this stage ---------------------------------------------------
+    def compute(self, node, idx, mask):
+        op = node.op
+        if op == "iota":
+            d = node.attrs["iota_dimension"]
+            self.count_flops(node, mask)
+            return cast(np.asarray(idx[d]), node.dtype)
+        if op in MOVES:
+            oidx, _ = operand_index(node, 0, idx)
+            return self.value(node.operands[0].name, self.intern(oidx), mask)
+        if op == "concatenate":
+            val = None
+            for i, o in enumerate(node.operands):
+                oidx, m = operand_index(node, i, idx)
+                v = self.value(o.name, oidx, m if mask is None else m & mask)
+                val = v if val is None else np.where(m, v, val)
+            return val
+        if op == "pad":
+            # indexing.operand_index builds pad's mask in place: it needs index arrays of one shape
+            oidx, m = operand_index(node, 0, tuple(np.broadcast_arrays(*idx)) if idx else idx)
+            v = self.value(node.operands[0].name, oidx, m if mask is None else m & mask)
+            outside = ~m if mask is None else (~m) & mask
+            p = self.value(node.operands[1].name, (), outside)
+            return np.where(m, v, p).astype(v.dtype, copy=False)
+        if node.kind == "elementwise":
+            args = []
+            for i, o in enumerate(node.operands):
+                oidx, _ = operand_index(node, i, idx)
+                args.append(self.value(o.name, oidx, mask))
+            self.count_flops(node, mask)
+            return cast(node.opdef.numpy(node, *args), node.dtype)
+        raise AStitchError(f"kernel {self.run.kernel.name}: stage {self.i} cannot evaluate {node.name} ({op}) "
+                           "per element inside a generated kernel")
+
+    def count_flops(self, node, mask):
+        per = node.opdef.flops
+        if not per:
+            return
+        n = self.geom.count(mask)
+        f = per * n
+        st = self.stats
+        st.flops += f
+        if node.opdef.cost == "expensive":
+            st.expensive_flops += f
+        v = self.run.kernel.values.get(node.name)
+        if self.phase == "epilogue":
+            s = self.geom.splits
+            st.recomputed_flops += f * (s - 1) // s
+        elif v is not None and v.stage >= 0 and v.stage != self.i:
+            st.recomputed_flops += f                     # a copy of an op another stage computes
+        else:
+            factor = self.stage.recompute.get(node.name, 1)
+            if factor > 1:
+                st.recomputed_flops += f * (factor - 1) // factor

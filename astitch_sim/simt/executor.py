@@ -1,0 +1,607 @@
+"""``simulate(plan, inputs)``: run a Plan on the SIMT model -- values, counters, timeline, trace.
+
+The executor *follows* the plan and decides nothing.  Kernel by kernel, stage
+by stage, it does what ``plan.py``'s docstring says a stage does:
+
+1. every element of the stage's domain goes to the (block, thread, iteration)
+   its ``ThreadMapping.locate`` names (``geometry.py``);
+2. the stage's ops are evaluated there by index propagation (``evaluate.py``);
+   operands come from where the plan's ``Value`` says they live -- kernel inputs
+   and Global values from global buffers, Regional values from the consumer's
+   *own* block's shared memory (slot per ``Value.offset`` and the producer's
+   layout), cross-stage Local values from the consumer thread's *own* registers.
+   So a wrong plan (a value read by a block that never produced it) gives wrong
+   numbers, not silently right ones;
+3. reduces accumulate per thread, combine across the task's threads, then across
+   split blocks (``reduce.py``);
+4. the epilogue runs once per task in each split block, on the task's first thread;
+5. values are stored where they live; outputs are written;
+6. barriers are counted (and, in trace mode, ordered: races are found).
+
+Every load and store is counted on the way.  Where each ``StageStats`` counter
+is defined:
+
+* memory (global bytes/sectors/requests, atomics, shared bytes and bank
+  conflicts, register reuse): ``memory.py``;
+* ``flops``: an elementwise op's ``OpDef.flops`` once per domain element that
+  evaluates it (so a broadcast Local op recomputed per element counts every
+  time); a reduce 1 per input element + ``lanes - 1`` per task and split block
+  (the tree) + 1 per task and split block (folding into the result); epilogue
+  ops once per task per split block.  ``expensive_flops``: the part in ops whose
+  cost class is expensive.  ``recomputed_flops``: ``(f-1)/f`` of an op the plan
+  says is computed ``f`` times per value (``Stage.recompute``), all of a copy of
+  an op another stage of the kernel computes, ``(s-1)/s`` of a split task's
+  epilogue (run in each of its ``s`` blocks);
+* ``block_barriers``: one per block at a ``barrier_after="block"``;
+  ``grid_barriers``: one per ``barrier_after="grid"``, and one per stage whose
+  split reductions need the grid to meet (``sync_after_combine``, or
+  ``combine="grid_barrier"``) -- the same count as ``Kernel.global_barriers``;
+  ``tree_barriers``: ``steps + 1`` per block per task trip of a reduction tree;
+* ``KernelStats.memset_bytes``: result buffers filled with the init value before
+  atomics; library kernels (matrix products, run as numpy matmul): operand and
+  result bytes, ``2*M*N*K`` flops.
+
+Thread exit: a thread never returns early -- it runs every stage's loops
+(possibly with no element) and reaches every barrier (``trace.py`` lists the
+barriers a naive early return would break).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil, prod
+from typing import Optional
+
+import numpy as np
+
+from ..dtypes import cast, itemsize, numpy_dtype
+from ..errors import AStitchError
+from ..kernel_builder import stage_roots, task_shape
+from ..plan import Plan
+from ..reference import bind_inputs
+from .geometry import EpilogueGeometry, Geometry, row_major_strides
+from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
+from .evaluate import Evaluator
+from .reduce import run_reduce
+from .stats import KernelStats, SimStats, StageStats
+from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
+
+
+@dataclass
+class SimResult:
+    """What ``simulate`` returns.
+
+    ``outputs`` (graph output order), ``stats`` (:class:`SimStats`), ``timeline``
+    (``schedule.build_timeline``), ``trace`` (trace mode only), ``races`` and
+    ``divergent_barriers`` (trace mode only; see ``trace.py``), ``plan``.
+    """
+    outputs: list
+    stats: SimStats
+    timeline: object = None
+    trace: object = None
+    races: list = field(default_factory=list)
+    divergent_barriers: list = field(default_factory=list)
+    plan: Optional[Plan] = None
+
+    def __repr__(self) -> str:
+        s = self.stats
+        extra = f", {len(self.races)} races" if self.races else ""
+        return (f"<SimResult {self.plan.strategy if self.plan else ''}: {s.kernel_launches} kernels, "
+                f"{s.global_bytes} global bytes, {s.flops} flops{extra}>")
+
+
+def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
+    """Run ``plan`` on ``inputs`` (sequence in parameter order, or ``{name: array}``).
+
+    ``trace=True`` records every thread's memory accesses (small shapes only:
+    at most ``TRACE_LIMIT`` domain elements per kernel) and reports races and
+    divergent barriers instead of refusing a plan with a missing block barrier.
+    """
+    if not isinstance(plan, Plan):
+        raise AStitchError(f"simulate needs a Plan (from asim.compile), got {type(plan).__name__}")
+    plan.validate(barriers=not trace)
+    graph = plan.graph
+    env = bind_inputs(graph, inputs)
+    if trace:
+        for k in plan.kernels:
+            n = max((s.mapping.size for s in k.stages), default=0)
+            if n > TRACE_LIMIT:
+                raise AStitchError(
+                    f"trace=True records every thread's accesses; kernel {k.name} runs over {n} domain elements, "
+                    f"more than the {TRACE_LIMIT} a trace allows. Simulate a smaller shape "
+                    "(e.g. asim.workload('layernorm', rows=4, cols=32)) or drop trace=True")
+    mem = GlobalMemory()
+    for p in graph.inputs:
+        mem.place(p.name, env[p.name], p.nbytes)
+    for n in graph:
+        if n.op == "constant" and n.rank > 0:
+            mem.place(n.name, cast(np.asarray(n.attrs["value"]), n.dtype).reshape(n.shape), n.nbytes)
+    recorder = TraceRecorder(graph) if trace else None
+    kstats, divergence = [], []
+    for ki, k in enumerate(plan.kernels):
+        ks = KernelStats(k.name, k.kind, k.grid, k.block, k.shared_bytes, k.registers_per_thread)
+        if k.kind == "library":
+            _run_library(graph, k, mem, ks)
+        else:
+            run = KernelRun(plan, ki, k, mem, recorder)
+            ks.stages = run.run()
+            ks.memset_bytes = run.memset_bytes
+            divergence.extend(run.divergence)
+        kstats.append(ks)
+    outputs = [_output(graph, o, mem) for o in graph.outputs]
+    stats = SimStats(kstats)
+    timeline = _schedule(plan, kstats)
+    tr = recorder.finish() if recorder else None
+    races = find_races(tr) if tr is not None else []
+    return SimResult(outputs, stats, timeline, tr, races, divergence, plan)
+
+
+def _output(graph, node, mem) -> np.ndarray:
+    if node.name in mem:
+        return np.array(mem[node.name], copy=True)
+    return np.array(cast(np.asarray(node.attrs["value"]), node.dtype).reshape(node.shape), copy=True)
+
+
+def _schedule(plan, kstats):
+    """Waves per kernel, and the timeline and cost model when those modules are there."""
+    timeline = None
+    try:
+        from . import schedule
+    except ImportError:
+        schedule = None
+    if schedule is not None and hasattr(schedule, "build_timeline"):
+        timeline = schedule.build_timeline(plan, kstats)
+    else:
+        for ks in kstats:
+            ks.blocks_per_wave = plan.gpu.blocks_per_wave(ks.block, ks.shared_bytes, ks.registers_per_thread)
+            ks.waves = ceil(ks.grid / ks.blocks_per_wave)
+    try:
+        from . import cost
+    except ImportError:
+        cost = None
+    if cost is not None and hasattr(cost, "predict"):
+        cost.predict(plan, kstats)
+    return timeline
+
+
+def _run_library(graph, k, mem, ks) -> None:
+    node = graph[k.library_op]
+    args = [mem[o.name] for o in node.operands]
+    out = cast(node.opdef.numpy(node, *args), node.dtype)
+    mem.place(node.name, np.ascontiguousarray(out), node.nbytes)
+    lhs = node.operands[0]
+    K = prod(lhs.shape[d] for d in node.attrs.get("lhs_contracting_dims", ()))
+    ks.library_flops = 2 * node.size * K
+    ks.library_bytes_written = node.nbytes
+    ks.library_bytes = sum(o.nbytes for o in node.operands) + node.nbytes
+
+
+def _bookkeeping(graph, stages):
+    """stage_of / copies / needed_later, exactly as kernel_builder.assemble_kernel derives them."""
+    stage_of, copies = {}, {}
+    for i, s in enumerate(stages):
+        for n in s.ops:
+            copies.setdefault(n, set()).add(i)
+            stage_of.setdefault(n, i)
+        for n in s.epilogue:
+            stage_of[n] = i
+            copies[n] = {i}
+    consumers: dict = {}
+    for i, s in enumerate(stages):
+        for n in list(s.ops) + list(s.epilogue):
+            for o in graph[n].operands:
+                if i not in copies.get(o.name, ()) or stage_of.get(o.name) == i:
+                    consumers.setdefault(o.name, set()).add(i)
+    needed_later = {n for n, st in consumers.items() if n in stage_of and any(j > stage_of[n] for j in st)}
+    return stage_of, needed_later
+
+
+def _store_dtype(dtype: str):
+    return np.dtype(np.uint16) if dtype == "bf16" else numpy_dtype(dtype)
+
+
+def _encode(a, dtype):
+    if dtype == "bf16":
+        return (np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return a
+
+
+def _decode(a, dtype):
+    if dtype == "bf16":
+        return (np.asarray(a).astype(np.uint32) << 16).view(np.float32)
+    return a
+
+
+class KernelRun:
+    """One generated kernel: its shared memory, registers kept across stages, the stages."""
+
+    def __init__(self, plan, index, kernel, mem, recorder):
+        self.plan, self.graph, self.index, self.kernel = plan, plan.graph, index, kernel
+        self.mem, self.recorder = mem, recorder
+        self.stage_of, self.needed_later = _bookkeeping(self.graph, kernel.stages)
+        self.geoms: dict = {}
+        self.epis: dict = {}
+        self.regs: dict = {}
+        self.memset_bytes = 0
+        self.divergence: list = []
+        self.epochs = [0, 0]               # block epoch, grid epoch
+        shared = [v for v in kernel.values.values() if v.space == "shared"]
+        region = max((v.offset + v.nbytes for v in shared), default=0)
+        region = -(-region // 16) * 16
+        self.smem = np.full((kernel.grid, max(region, 16)), 0xFF, dtype=np.uint8)
+        for n, v in kernel.values.items():
+            if v.stage >= 0 and (n in kernel.outputs or v.space == "global"):
+                node = self.graph[n]
+                mem.place(n, uninitialised(node.shape, numpy_dtype(node.dtype)), node.nbytes)
+
+    # -- geometry ---------------------------------------------------------------------
+    def geometry(self, mapping) -> Geometry:
+        key = tuple(sorted((k, str(v)) for k, v in mapping.to_dict().items()))
+        if key not in self.geoms:
+            self.geoms[key] = Geometry(mapping, dense=self.recorder is not None)
+        return self.geoms[key]
+
+    def epilogue_geometry(self, i) -> EpilogueGeometry:
+        if i not in self.epis:
+            s = self.kernel.stages[i]
+            self.epis[i] = EpilogueGeometry(self.geometry(s.mapping), task_shape(self.graph, s))
+        return self.epis[i]
+
+    # -- running ------------------------------------------------------------------------
+    def run(self) -> list:
+        out, work, barriers = [], [], []
+        for i, s in enumerate(self.kernel.stages):
+            st = StageStats(stage=i, dominant=s.dominant)
+            self.run_stage(i, s, st)
+            out.append(st)
+            if self.recorder is not None:
+                work.append(self._work(i, s))
+                if any(self.graph[n].op == "reduce" for n in s.ops):
+                    barriers.append((i, "tree", False))
+                if self._sync_inside(s):
+                    barriers.append((i, "grid", False))
+                if s.barrier_after != "none":
+                    barriers.append((i, s.barrier_after, True))
+        if self.recorder is not None:
+            self.divergence = find_divergence(self.index, self.kernel.grid, self.kernel.block, work, barriers)
+        return out
+
+    def _work(self, i, s):
+        g = self.geometry(s.mapping)
+        b, t = g.full(g.block), g.full(g.thread)
+        if s.epilogue or any(self.graph[n].op == "reduce" for n in s.ops):
+            e = self.epilogue_geometry(i)
+            b = np.concatenate([b, e.full(e.block)])
+            t = np.concatenate([t, e.full(e.thread)])
+        return b, t
+
+    def _sync_inside(self, s) -> bool:
+        reduces = any(self.graph[n].op == "reduce" for n in s.ops)
+        return bool(s.sync_after_combine or (reduces and s.mapping.splits > 1 and s.mapping.combine == "grid_barrier"))
+
+    def run_stage(self, i, s, st) -> None:
+        self.stage_reads = {}
+        self._run_stage(i, s, st)
+        for base, reads in self.stage_reads.items():     # one buffer read several ways: count the union
+            if len(reads) > 1:
+                size = reads[0][1].itemsize
+                K = max(a.extra.get("elements", self.graph[a.node].size) for _, a, _ in reads)
+                union = union_bytes([(g_, a) for g_, a, _ in reads], max(K, 1))
+                st.global_bytes_read += size * union - sum(b for _, _, b in reads)
+
+    def _run_stage(self, i, s, st) -> None:
+        g, k = self.graph, self.kernel
+        geom = self.geometry(s.mapping)
+        st.elements = geom.size
+        ev = Evaluator(self, i, s, geom, "elements", st)
+        needed_here = {n for n in list(s.ops) + list(s.epilogue) if n in k.values and k.values[n].stage == i
+                       and (n in self.needed_later or n in k.outputs or k.values[n].space == "global")}
+        reduce_inputs = {}
+        for r in stage_roots(g, s, needed_here):
+            node = g[r]
+            if node.op == "reduce":
+                if tuple(node.operands[0].shape) != geom.shape:
+                    raise AStitchError(f"kernel {k.name} stage {i}: reduce {r} runs over {node.operands[0].shape} "
+                                       f"but the stage's domain is {geom.shape}")
+                reduce_inputs[r] = ev.value(node.operands[0].name, geom.idx)
+                continue
+            if tuple(node.shape) != geom.shape:
+                if r in needed_here:
+                    raise AStitchError(f"kernel {k.name} stage {i}: {r} ({node.shape}) must be stored, but the stage "
+                                       f"evaluates elements of {geom.shape}; it has no element of its own to store")
+                continue
+            val = ev.value(r, geom.idx)
+            self.store_elements(ev, r, val)
+        reduces = [n for n in s.ops if g[n].op == "reduce"]
+        results = {}
+        if reduces:
+            self.epochs[0] += 1                   # the reduction tree's barriers
+            for r in reduces:
+                results[r] = self.run_reduce(i, s, st, geom, g[r], reduce_inputs[r])
+        sync = self._sync_inside(s)
+        if sync:
+            self.epochs[0] += 1
+            self.epochs[1] += 1
+            st.grid_barriers += 1
+        for r in reduces:
+            self.finish_reduce(i, s, st, g[r], results[r])
+        if s.epilogue:
+            epi = self.epilogue_geometry(i)
+            ee = Evaluator(self, i, s, epi, "epilogue", st)
+            ee.reduce_results = results
+            for e in s.epilogue:
+                val = ee.value(e, epi.idx)
+                self.store_task_value(ee, e, val, epi)
+        if s.barrier_after == "block":
+            st.block_barriers += k.grid
+            self.epochs[0] += 1
+        elif s.barrier_after == "grid":
+            st.grid_barriers += 1
+            self.epochs[0] += 1
+            self.epochs[1] += 1
+
+    # -- accounting ----------------------------------------------------------------------
+    def account(self, ev, geom, acc: Access) -> dict:
+        c = count(geom, acc)
+        st = ev.stats
+        if acc.space == "global":
+            if acc.kind == "read":
+                st.global_bytes_read += c["bytes"]
+                if acc.dedup:
+                    self.stage_reads.setdefault(acc.base, []).append((geom, acc, c["bytes"]))
+                st.global_sectors_read += c["sectors"]
+            else:
+                st.global_bytes_written += c["bytes"]
+                st.global_sectors_written += c["sectors"]
+                if acc.kind == "atomic":
+                    st.atomics += c["n"]
+            st.global_requests += c["requests"]
+        elif acc.space == "shared":
+            if acc.kind == "read":
+                st.shared_bytes_read += c["bytes"]
+            else:
+                st.shared_bytes_written += c["bytes"]
+            st.shared_bank_conflicts += c["conflicts"]
+            st.shared_requests += c["requests"]
+        elif acc.kind == "read":
+            st.register_reuse += c["n"]
+        if self.recorder is not None:
+            self.recorder.add(self.index, ev.i, ev.phase, tuple(self.epochs), geom, acc)
+        return c
+
+    def _global_access(self, kind, name, idx, mask=None, dedup=False, identity=False) -> Access:
+        node = self.graph[name]
+        strides = layout_strides(node)
+        terms = [np.asarray(idx[d], dtype=np.int64) * strides[d] for d in range(node.rank)]
+        extra = {}
+        if tuple(node.layout) != tuple(range(node.rank - 1, -1, -1)):
+            rm = row_major_strides(node.shape)
+            extra["logical"] = sum(np.asarray(idx[d], dtype=np.int64) * rm[d] for d in range(node.rank))
+        return Access("global", kind, name, itemsize(node.dtype), self.mem.base[name], terms, mask,
+                      dedup=dedup, identity=identity, extra=extra)
+
+    # -- reads ----------------------------------------------------------------------------
+    def read(self, ev, name, idx, mask):
+        """A value not computed in this phase: from registers, shared or global memory."""
+        g, k = self.graph, self.kernel
+        if ev.phase == "epilogue" and name in ev.reduce_results:
+            return self.read_reduce_result(ev, name, idx, mask)
+        v = k.values.get(name)
+        at = self.stage_of.get(name)
+        if at is not None and at == ev.i:
+            raise AStitchError(f"kernel {k.name} stage {ev.i}: {name} is read at the stage's elements, but it is "
+                               "only complete after the stage's reduction (move the reader to a later stage)")
+        if at is not None and at > ev.i:
+            raise AStitchError(f"kernel {k.name} stage {ev.i} reads {name}, which stage {at} computes later")
+        if at is not None and v is not None and v.space == "shared":
+            return self.read_shared(ev, name, idx, mask)
+        if at is not None and v is not None and v.space == "register":
+            return self.read_register(ev, name, idx, mask)
+        if name not in self.mem:
+            raise AStitchError(f"kernel {k.name} reads {name} from global memory, but no kernel has written it")
+        return self.read_global(ev, name, idx, mask)
+
+    def read_global(self, ev, name, idx, mask):
+        node, arr = self.graph[name], self.mem[name]
+        ident = node.rank > 0 and ev.is_identity(idx, node)
+        if node.rank == 0:
+            val = arr
+        elif ident and ev.geom.kind == "element":
+            val = arr
+        else:
+            val = arr[tuple(idx)]
+        acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident)
+        self.account(ev, ev.geom, acc)
+        return val
+
+    def _task_flat(self, node, idx):
+        strides = row_major_strides(node.shape)
+        t = np.zeros((), dtype=np.int64)
+        for d in range(node.rank):
+            t = t + np.asarray(idx[d], dtype=np.int64) * strides[d]
+        return t
+
+    def shared_view(self, name):
+        v, node = self.kernel.values[name], self.graph[name]
+        dt = _store_dtype(node.dtype)
+        return self.smem[:, v.offset:v.offset + v.nbytes].view(dt)
+
+    def _slots(self, name):
+        v = self.kernel.values[name]
+        pg = self.geometry(self.kernel.stages[v.stage].mapping)
+        if pg.mapping.kind == "flat":
+            raise AStitchError(f"kernel {self.kernel.name}: {name} is Regional but stage {v.stage} has a flat "
+                               "mapping: shared memory slots are per reduction task")
+        slots = pg.slot_of_task()
+        cap = v.nbytes // itemsize(self.graph[name].dtype)
+        if slots.size and int(slots.max()) >= cap:
+            raise AStitchError(f"kernel {self.kernel.name}: {name} needs shared slot {int(slots.max())} but its "
+                               f"Value reserves {cap} ({v.nbytes} bytes) per block")
+        return slots
+
+    def read_shared(self, ev, name, idx, mask):
+        node, v = self.graph[name], self.kernel.values[name]
+        task = self._task_flat(node, idx)
+        slot = self._slots(name)[task]
+        view = self.shared_view(name)
+        val = _decode(view[ev.geom.block, slot], node.dtype)
+        acc = Access("shared", "read", name, itemsize(node.dtype), v.offset, [slot], mask,
+                     extra={"logical": task})
+        self.account(ev, ev.geom, acc)
+        return cast(np.asarray(val), node.dtype) if node.dtype == "bf16" else val
+
+    def read_register(self, ev, name, idx, mask):
+        node = self.graph[name]
+        pgeom, pval = self.regs[name]
+        if pgeom is ev.geom and ev.is_identity(idx, node):
+            val = pval
+        else:
+            val = self._register_lookup(pgeom, pval, ev.geom, node)
+        acc = Access("register", "read", name, itemsize(node.dtype), 0,
+                     [self._task_flat(node, idx)] if node.rank else [], mask)
+        self.account(ev, ev.geom, acc)
+        return val
+
+    def _register_lookup(self, pg, pval, cg, node):
+        """The consumer thread reads *its own* register: whatever the producer thread left in that
+        (block, thread, iteration) slot -- the right value only if the plan put the same element there."""
+        span = max(pg.iters, cg.iters) + 1
+        T = self.kernel.block
+
+        def keys(gm):
+            return (gm.full(gm.block) * T + gm.full(gm.thread)) * span + gm.full(gm.iteration)
+        pk, pv = keys(pg), np.broadcast_to(pval, pg.shape).ravel() if pg.shape else np.asarray(pval).reshape(1)
+        order = np.argsort(pk, kind="stable")
+        pk, pv = pk[order], pv[order]
+        ck = keys(cg)
+        pos = np.clip(np.searchsorted(pk, ck), 0, max(pk.size - 1, 0))
+        found = pk[pos] == ck
+        out = uninitialised(ck.shape, pv.dtype)
+        out[found] = pv[pos[found]]
+        return out.reshape(cg.shape)
+
+    def read_reduce_result(self, ev, name, idx, mask):
+        """An epilogue reads its stage's reduce: registers (the task's first thread holds the result;
+        after an atomic combine only its block's partial!) or global memory, as its Value says."""
+        node, res = self.graph[name], ev.reduce_results[name]
+        v = self.kernel.values.get(name)
+        if v is not None and v.space == "global":
+            return self.read_global(ev, name, idx, mask)
+        m = ev.geom.mapping
+        if m.splits > 1 and m.combine == "atomic":
+            full = np.moveaxis(res["partial"], 1, 0).reshape((m.splits,) + tuple(node.shape))
+            return full[(ev.geom.part,) + tuple(idx)] if idx else full.reshape(m.splits)
+        full = res["result"].reshape(tuple(node.shape))
+        return full[tuple(idx)] if idx else full.reshape(1)
+
+    # -- writes ------------------------------------------------------------------------------
+    def store_elements(self, ev, name, val) -> None:
+        """An element-loop root: to global (output / Global value) and/or kept in registers."""
+        k = self.kernel
+        v = k.values.get(name)
+        if v is None or v.stage != ev.i:
+            return
+        geom = ev.geom
+        if name in k.outputs or v.space == "global":
+            arr = self.mem[name]
+            arr[...] = np.broadcast_to(val, arr.shape)
+            self.account(ev, geom, self._global_access("write", name, geom.idx, identity=True))
+        if v.space == "shared":
+            raise AStitchError(f"kernel {k.name}: {name} is Regional but is computed per element, not per "
+                               "reduction task; shared memory keeps one value per task")
+        if v.space == "register" and name in self.needed_later:
+            self.regs[name] = (geom, val)
+            if self.recorder is not None:
+                node = self.graph[name]
+                self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
+                                              [self._task_flat(node, geom.idx)]))
+
+    def store_task_value(self, ev, name, val, epi) -> None:
+        """An epilogue result or a reduce result, one per task: shared (every split block),
+        global (the first split block), registers (kept for a later stage)."""
+        k, node = self.kernel, self.graph[name]
+        v = k.values.get(name)
+        if v is None or v.stage != ev.i:
+            return
+        full = np.broadcast_to(val, epi.shape)
+        if v.space == "shared":
+            slot = self._slots(name).reshape((1,) + epi.task_shape)
+            view = self.shared_view(name)
+            view[epi.block, slot] = _encode(full, node.dtype)
+            acc = Access("shared", "write", name, itemsize(node.dtype), v.offset, [np.broadcast_to(slot, epi.shape)],
+                         extra={"logical": self._task_flat(node, epi.idx)})
+            self.account(ev, epi, acc)
+        if name in k.outputs or v.space == "global":
+            self.mem[name][...] = full[0].reshape(node.shape)
+            mask = epi.part == 0 if epi.splits > 1 else None
+            self.account(ev, epi, self._global_access("write", name, epi.idx, mask, identity=True))
+        if v.space == "register" and name in self.needed_later:
+            self.regs[name] = (epi, val)
+
+    # -- reductions ------------------------------------------------------------------------------
+    def run_reduce(self, i, s, st, geom, node, values):
+        init_node = node.operands[1]
+        epi = self.epilogue_geometry(i)
+        ev = Evaluator(self, i, s, epi, "combine", st)
+        init = ev.value(init_node.name, ())
+        res = run_reduce(node, values, init, geom)
+        m = geom.mapping
+        T, S, lanes = m.rows, m.splits, res["lanes"]
+        size = itemsize(node.dtype)
+        st.flops += node.opdef.flops * geom.size + T * S * (lanes - 1) + T * S
+        if lanes > 1:                                      # the shared-memory tree
+            st.shared_bytes_written += size * T * S * (2 * lanes - 1)
+            st.shared_bytes_read += size * T * S * 2 * (lanes - 1)
+            if size > 4:
+                st.shared_bank_conflicts += T * S * (4 * lanes - 3) // 32
+            st.tree_barriers += m.grid * m.task_iterations * (res["steps"] + 1)
+        v = self.kernel.values.get(node.name)
+        to_global = node.name in self.kernel.outputs or (v is not None and v.space == "global")
+        res["ev"] = ev
+        if S > 1 and m.combine == "atomic":
+            if not to_global:
+                raise AStitchError(f"kernel {self.kernel.name}: split reduce {node.name} combines with atomics but "
+                                   "its result is neither an output nor Global: nobody could read it")
+            arr = self.mem[node.name]
+            arr[...] = np.broadcast_to(init, arr.shape)
+            self.memset_bytes += node.size * size
+            arr[...] = res["result"]
+            self.account(ev, epi, self._global_access("atomic", node.name, epi.idx, identity=True))
+        elif S > 1:                                         # grid_barrier: partials to global scratch
+            scratch = f"{node.name}.partials"
+            self.mem.place(scratch, np.ascontiguousarray(res["partial"].reshape(-1)), T * S * size)
+            task = self._task_flat(node, epi.idx)
+            self.account(ev, epi, Access("global", "write", node.name, size, self.mem.base[scratch],
+                                         [task * S + epi.part], extra={"logical": task}))
+        return res
+
+    def finish_reduce(self, i, s, st, node, res) -> None:
+        """After the combine (and its grid barrier): partial reads, result stores."""
+        epi = self.epilogue_geometry(i)
+        m = epi.mapping
+        ev = res["ev"]
+        ev.phase = "epilogue" if self._sync_inside(s) else "combine"
+        v = self.kernel.values.get(node.name)
+        to_global = node.name in self.kernel.outputs or (v is not None and v.space == "global")
+        size = itemsize(node.dtype)
+        if m.splits > 1 and m.combine == "grid_barrier":
+            base = self.mem.base[f"{node.name}.partials"]
+            task = self._task_flat(node, epi.idx)
+            for q in range(m.splits):
+                self.account(ev, epi, Access("global", "read", node.name, size, base, [task * m.splits + q],
+                                             dedup=True, extra={"logical": task, "elements": node.size * m.splits}))
+            if to_global:
+                self.mem[node.name][...] = res["result"]
+                self.account(ev, epi, self._global_access("write", node.name, epi.idx, epi.part == 0,
+                                                          identity=True))
+        elif m.splits == 1 and to_global:
+            self.mem[node.name][...] = res["result"]
+            self.account(ev, epi, self._global_access("write", node.name, epi.idx, identity=True))
+        if v is not None and v.space == "shared":
+            slot = self._slots(node.name).reshape((1,) + epi.task_shape)
+            full = np.broadcast_to(res["result"].reshape((1,) + epi.task_shape), epi.shape)
+            self.shared_view(node.name)[epi.block, slot] = _encode(full, node.dtype)
+            acc = Access("shared", "write", node.name, size, v.offset, [np.broadcast_to(slot, epi.shape)],
+                         extra={"logical": self._task_flat(node, epi.idx)})
+            self.account(ev, epi, acc)
+        if v is not None and v.space == "register" and node.name in self.needed_later:
+            self.regs[node.name] = (epi, res["result"].reshape((1,) + epi.task_shape))

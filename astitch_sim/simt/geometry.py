@@ -1,0 +1,351 @@
+"""Where each element of a stage runs: ``(block, thread, iteration)`` as numpy arrays.
+
+The SIMT model never decides where an element goes: it asks the stage's
+:class:`~astitch_sim.mapping.ThreadMapping` (``locate``), exactly like the
+compiler's block-locality check and the code generator do.  What this module
+adds is a cheap *representation* of the answer, so that a BERT-size stage
+(12.5M elements) can be simulated in a fraction of a second:
+
+``dense``       ``block``, ``thread`` and ``iteration`` are full arrays over the
+                stage's domain -- one ``locate`` call over every element.  Used for
+                small domains, ``flat`` mappings and trace mode.
+``separable``   for ``rows`` and ``columns`` mappings the three numbers are a sum
+                ``f(task coordinates) + g(reduced coordinates)``: in ``locate``,
+                ``block = slot // rows_per_block * splits + part`` where the slot
+                depends only on the row and the part only on the column, and
+                likewise for the thread and the iteration.  We ask ``locate`` about
+                one line of each part, keep two small arrays shaped to broadcast
+                (``[R, 1]`` and ``[1, C]``), and check the sum against ``locate`` on
+                a sample of elements (falling back to dense if it ever disagreed).
+
+Arrays are always *broadcastable over the domain* and of full rank, the same
+convention as ``np.indices(shape, sparse=True)``; a value that depends only on
+the row is held as ``[R, 1]`` and costs nothing to broadcast.
+
+Warp instructions.  A warp is 32 consecutive threads of a block; one load or
+store of a warp in one loop iteration is one *warp instruction*, identified by
+``W = (block * iterations + iteration) * warps_per_block + thread // 32``.
+In a separable geometry with ``threads_per_row % 32 == 0`` a warp never spans
+two tasks of a ``rows`` mapping (its 32 threads all serve one row slot) nor two
+reduced positions of a ``columns`` mapping (its 32 threads are the column lanes
+of one row lane): we call the coordinates a warp instruction never spans ``X``
+and the others ``Y``.  Memory counters are then computed on one ``Y`` line per
+address alignment class instead of over every element (see ``memory.py``).
+"""
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+
+from ..errors import AStitchError
+
+WARP = 32
+#: domains with at least this many elements use the separable representation when the mapping allows it
+SEPARABLE_MIN = 1 << 15
+#: elements of a separable geometry checked against ThreadMapping.locate
+CHECK_SAMPLE = 2048
+
+
+def support(a, rank: int) -> tuple:
+    """Dims over which a broadcastable array really varies."""
+    shape = np.shape(a)
+    if len(shape) == 0:
+        return ()
+    return tuple(k for k, s in enumerate(shape) if s != 1)
+
+
+def row_major_strides(shape) -> list:
+    strides, acc = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= shape[d]
+    return strides
+
+
+class Geometry:
+    """``block``, ``thread``, ``iteration`` of every element of a domain, dense or separable."""
+
+    kind = "element"
+
+    def __init__(self, mapping, dense: bool = False):
+        m = self.mapping = mapping
+        self.shape = tuple(int(d) for d in m.domain)
+        self.rank = len(self.shape)
+        self.size = int(np.prod(self.shape)) if self.shape else 1
+        self.idx = tuple(np.indices(self.shape, sparse=True)) if self.shape else ()
+        self.block_threads = m.block
+        self.grid = m.grid
+        self.iters = max(1, m.elements_per_thread)
+        self.wpb = ceil(m.block / WARP)
+        self.X = self.Y = None          # dims a warp instruction never spans / the others
+        self.parts = None               # (task dims, reduced dims) for rows/columns mappings
+        self._cache: dict = {}
+        self.separable = False
+        self.flat = False
+        if not dense and m.kind in ("rows", "columns") and self.size >= SEPARABLE_MIN:
+            self.separable = self._try_separable()
+        elif not dense and m.kind == "flat" and m.block % WARP == 0 and self.size >= SEPARABLE_MIN:
+            self.flat = self._check_flat()
+        if not self.separable and not self.flat:
+            self._dense()
+
+    # -- construction -------------------------------------------------------------
+    def _dense(self):
+        e = np.arange(self.size, dtype=np.int64)
+        b, t, it = self.mapping.locate(e)
+        self.block, self.thread, self.iteration = (np.asarray(a, dtype=np.int64).reshape(self.shape)
+                                                   for a in (b, t, it))
+        if self.mapping.kind in ("rows", "columns"):
+            g = self.mapping.groups
+            self.parts = ((tuple(g[0]) if self.mapping.kind == "rows" else tuple(g[0]) + tuple(g[2])), tuple(g[1]))
+
+    def _check_flat(self) -> bool:
+        """A flat mapping is a grid-stride loop: element e runs in block (e % (grid*block)) // block,
+        thread e % block, iteration e // (grid*block).  Checked on a sample; the executor then
+        counts its accesses on contiguous runs (memory._count_flat) and only asks locate() for
+        every element if a value needs it."""
+        m = self.mapping
+        rng = np.random.default_rng(12345)
+        e = np.unique(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE), [0, self.size - 1]])).astype(np.int64)
+        total = m.grid * m.block
+        want = ((e % total) // m.block, e % m.block, e // total)
+        return all(np.array_equal(np.asarray(a), b) for a, b in zip(m.locate(e), want))
+
+    def _line(self, dims) -> tuple:
+        """locate() for the elements whose coordinates vary only over ``dims`` (others 0)."""
+        strides = row_major_strides(self.shape)
+        e = np.zeros([1] * self.rank, dtype=np.int64)
+        for k in dims:
+            e = e + self.idx[k].astype(np.int64) * strides[k]
+        shape = e.shape
+        b, t, it = self.mapping.locate(e.ravel())
+        return tuple(np.asarray(a, dtype=np.int64).reshape(shape) for a in (b, t, it))
+
+    def _try_separable(self) -> bool:
+        m = self.mapping
+        g = m.groups
+        p0 = tuple(g[0]) + (tuple(g[2]) if m.kind == "columns" else ())
+        p1 = tuple(g[1])
+        l0, l1 = self._line(p0), self._line(p1)
+        o = [int(a.ravel()[0]) for a in self._line(())]
+        comps = []
+        for a0, a1, origin in zip(l0, l1, o):
+            comps.append((a0, a1 - origin))
+        # check against locate on a sample (ends included)
+        rng = np.random.default_rng(12345)
+        sample = np.unique(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
+                                           [0, self.size - 1, self.size // 2]])).astype(np.int64)
+        want = m.locate(sample)
+        multi = np.unravel_index(sample, self.shape)
+        for (a0, a1), w in zip(comps, want):
+            got = a0[tuple(multi[k] if a0.shape[k] != 1 else 0 for k in range(self.rank))] + \
+                a1[tuple(multi[k] if a1.shape[k] != 1 else 0 for k in range(self.rank))]
+            if not np.array_equal(got, np.asarray(w)):
+                return False
+        self.parts = (p0, p1)
+        self._comps = comps                      # [(part0 array, part1 array - origin)] for block, thread, iteration
+        self._lines = (l0, l1)
+        if m.threads_per_row % WARP == 0:
+            self.X, self.Y = (p0, p1) if m.kind == "rows" else (p1, p0)
+        return True
+
+    def _sum(self, i):
+        a0, a1 = self._comps[i]
+        if not a1.any():
+            return a0
+        if (a0 == a0.ravel()[0]).all():
+            return a1 + a0.ravel()[0]
+        return a0 + a1
+
+    def _component(self, i, name):
+        if name not in self.__dict__:
+            if self.flat:
+                self._dense()
+            else:
+                self.__dict__[name] = self._sum(i)
+        return self.__dict__[name]
+
+    @property
+    def block(self):
+        return self._component(0, "block")
+
+    @block.setter
+    def block(self, v):
+        self.__dict__["block"] = v
+
+    @property
+    def thread(self):
+        return self._component(1, "thread")
+
+    @thread.setter
+    def thread(self, v):
+        self.__dict__["thread"] = v
+
+    @property
+    def iteration(self):
+        return self._component(2, "iteration")
+
+    @iteration.setter
+    def iteration(self, v):
+        self.__dict__["iteration"] = v
+
+    # -- derived arrays -----------------------------------------------------------
+    def full(self, a) -> np.ndarray:
+        """``a`` broadcast to the domain and flattened (domain order)."""
+        return np.broadcast_to(a, self.shape).ravel() if self.shape else np.asarray(a).reshape(1)
+
+    @property
+    def W(self) -> np.ndarray:
+        """Warp-instruction id of every element, flattened in domain order."""
+        if "W" not in self._cache:
+            b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
+            self._cache["W"] = (b * self.iters + it) * self.wpb + t // WARP
+        return self._cache["W"]
+
+    def part_shape(self, dims) -> tuple:
+        return tuple(self.shape[k] if k in dims else 1 for k in range(self.rank))
+
+    def flat_part(self, a, dims) -> np.ndarray:
+        """A broadcastable array that varies only over ``dims``, flattened over those dims."""
+        return np.broadcast_to(a, self.part_shape(dims)).ravel()
+
+    def line(self, which: str) -> tuple:
+        """(block, thread, iteration) over the X or Y part grid (other coordinates 0), flattened."""
+        dims = self.X if which == "X" else self.Y
+        k = 0 if dims == self.parts[0] else 1
+        return tuple(a.ravel() for a in self._lines[k])
+
+    @property
+    def W_Y(self) -> np.ndarray:
+        """Warp-instruction ids along one Y line (a fixed X coordinate): enough to tell Y's warps apart."""
+        if "W_Y" not in self._cache:
+            b, t, it = self.line("Y")
+            self._cache["W_Y"] = (b * self.iters + it) * self.wpb + t // WARP
+        return self._cache["W_Y"]
+
+    def block_parts(self) -> tuple:
+        """Block id as ``B_X[x] + B_Y[y]`` (flattened over the X and Y grids)."""
+        k = 0 if self.X == self.parts[0] else 1
+        a_x = self._comps[0][k]
+        a_y = self._comps[0][1 - k]
+        if k == 1:     # part 1 carries minus the origin; move the origin to X
+            origin = int(self._lines[0][0].ravel()[0])
+            return (a_x + origin).ravel(), (a_y - origin).ravel()
+        return a_x.ravel(), a_y.ravel()
+
+    def count(self, mask=None) -> int:
+        if mask is None:
+            return self.size
+        return int(np.broadcast_to(mask, self.shape).sum()) if self.shape else int(bool(mask))
+
+    # -- reductions -----------------------------------------------------------------
+    def reduce_layout(self) -> tuple:
+        """Where each element's value goes in the reduction: ``(task, part, inner, lane)``.
+
+        ``task`` is the reduce output index (ThreadMapping.task_of), ``part`` the split
+        block (``block % splits``), ``inner`` the thread's loop trip within the task
+        (``iteration % inner_iterations``) and ``lane`` the thread's place among the
+        task's threads (rows: ``thread % threads_per_row``; columns: the row lane
+        ``thread // threads_per_row``).  Separable: ``task`` over the task-dims grid,
+        the other three over the reduced-dims grid.
+        """
+        if "layout" in self._cache:
+            return self._cache["layout"]
+        m = self.mapping
+        tpr = m.threads_per_row
+        if self.separable:
+            p0, p1 = self.parts
+            e0 = np.zeros([1] * self.rank, dtype=np.int64)
+            strides = row_major_strides(self.shape)
+            for k in p0:
+                e0 = e0 + self.idx[k] * strides[k]
+            task = np.asarray(m.task_of(e0.ravel()), dtype=np.int64)
+            b, t, it = (a.ravel() for a in self._lines[1])
+        else:
+            task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
+            b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
+        part = b % m.splits
+        inner = it % m.inner_iterations
+        lane = t % tpr if m.kind == "rows" else t // tpr
+        lanes = tpr if m.kind == "rows" else m.rows_per_block
+        self._cache["layout"] = (task, part, inner, lane, lanes)
+        return self._cache["layout"]
+
+    def task_heads(self) -> tuple:
+        """For every task: ``(block, thread, iteration)`` of its first element (part 0)."""
+        if "heads" in self._cache:
+            return self._cache["heads"]
+        from ..kernel_builder import _first_element_of_task
+        m = self.mapping
+        tasks = np.arange(m.rows, dtype=np.int64)
+        first = _first_element_of_task(_StageLike(m), tasks)
+        b, t, it = (np.asarray(a, dtype=np.int64) for a in m.locate(first))
+        self._cache["heads"] = (b, t, it)
+        return self._cache["heads"]
+
+    def slot_of_task(self) -> np.ndarray:
+        """Shared-memory slot of every task's result in its block.
+
+        The layout ``kernel_builder`` sizes (``Value.nbytes``): a block keeps
+        ``rows_per_block * task_iterations`` results (rows) or ``threads_per_row *
+        task_iterations`` (columns), slot ``outer * per_trip + place``, where
+        ``outer`` is the task's vertical-packing trip and ``place`` its row slot in
+        the block (rows) or its column lane (columns).
+        """
+        if "slots" not in self._cache:
+            m = self.mapping
+            _, t, it = self.task_heads()
+            outer = it // m.inner_iterations
+            if m.kind == "rows":
+                self._cache["slots"] = outer * m.rows_per_block + t // m.threads_per_row
+            else:
+                self._cache["slots"] = outer * m.threads_per_row + t % m.threads_per_row
+        return self._cache["slots"]
+
+
+class _StageLike:
+    """The bit of a Stage that kernel_builder._first_element_of_task reads."""
+
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+
+class EpilogueGeometry:
+    """The epilogue of a reduce stage: one evaluation per task per split block.
+
+    Domain ``(splits, *task_shape)``: element ``(p, t...)`` runs on the first
+    thread of task ``t`` in the task's ``p``-th split block (split blocks are
+    consecutive, see ``kernel_builder.producer_blocks``), in the iteration of the
+    task's first element.  Index arrays are over the task dims with a leading
+    axis of 1, so values that do not depend on the part broadcast over it.
+    """
+
+    kind = "epilogue"
+    separable = False
+    X = Y = None
+
+    def __init__(self, geom: Geometry, task_shape: tuple):
+        m = self.mapping = geom.mapping
+        self.task_shape = tuple(task_shape)
+        self.splits = m.splits
+        self.shape = (m.splits,) + self.task_shape
+        self.rank = len(self.shape)
+        self.size = int(np.prod(self.shape))
+        self.idx = tuple(a[None] for a in np.indices(self.task_shape, sparse=True)) if self.task_shape else ()
+        self.block_threads, self.grid, self.iters, self.wpb = geom.block_threads, geom.grid, geom.iters, geom.wpb
+        b, t, it = geom.task_heads()
+        if b.size != int(np.prod(self.task_shape)):
+            raise AStitchError(f"stage over {geom.shape}: {b.size} reduction tasks but the reduce result has "
+                               f"shape {self.task_shape}")
+        parts = np.arange(m.splits, dtype=np.int64).reshape((m.splits,) + (1,) * len(self.task_shape))
+        self.block = b.reshape((1,) + self.task_shape) + parts
+        self.thread = t.reshape((1,) + self.task_shape)
+        self.iteration = it.reshape((1,) + self.task_shape)
+        self.part = parts
+        self.slot = geom.slot_of_task().reshape((1,) + self.task_shape)
+        self._cache: dict = {}
+
+    full = Geometry.full
+    W = Geometry.W
+    count = Geometry.count

@@ -1,0 +1,477 @@
+"""Memory spaces and what the SIMT model counts in each (the accounting definitions).
+
+Every load or store the executor performs is described by an :class:`Access`:
+the buffer, the element index each domain element touches (``flat``: a sum of
+broadcastable terms, row-major or in the node's layout), an optional mask, and
+the geometry saying which (block, thread, iteration) performs it.  This module
+turns accesses into counters, exactly:
+
+Global memory (parameters, constants, outputs of earlier kernels, Global values,
+reduce result buffers).  A buffer of ``n`` elements of ``s`` bytes lives at a
+256-byte aligned ``base`` in one flat address space; element ``i`` (in the
+node's layout, row-major unless HLO said otherwise) is at ``base + s*i``.
+
+* ``global_bytes_read``: per stage, per block, the *distinct* elements the block
+  reads from each buffer, times the element size.  A value broadcast to many
+  threads of one block (gamma in layernorm, a row's mean) is fetched once per
+  block (L1 catches the rest); the same element read by two blocks counts twice.
+  A buffer read several ways in one stage (two index patterns, or by the element
+  loop and the epilogue) counts the union (:func:`union_bytes`).  Reads in
+  different stages count separately (a stage boundary is a barrier; we do not
+  assume L1 survives it).  Epilogue reads count once per split block.
+* ``global_bytes_written``: one element size per element stored (an output, a
+  Global value, a reduce result), plus one per atomic; the init-value fill of an
+  atomic result buffer is ``KernelStats.memset_bytes``.  A split task's
+  epilogue results are stored by its first split block only.
+* ``global_sectors_read/written``: for each warp instruction (32 threads of a
+  block, one loop iteration), the distinct 32-byte sectors its active lanes
+  touch (``addr // 32``): 1 for a broadcast, 4 for 32 consecutive floats.
+* ``global_requests``: warp instructions with at least one active lane.
+* ``atomics``: atomic read-modify-writes (split reductions, ``combine=atomic``).
+
+Shared memory (Regional values; per block, ``Value.offset`` + slot * size).
+
+* ``shared_bytes_read/written``: element size per thread access (no cache).
+* ``shared_bank_conflicts``: per warp instruction, 32 banks of 4 bytes: for
+  each bank the distinct 4-byte words the warp touches in it; the instruction
+  costs ``max`` wavefronts, so ``max - 1`` extra.  One address read by the
+  whole warp (a broadcast) is free.
+* Reduction trees (``reduce.py``) add their scratch traffic analytically.
+
+Registers: values kept from one stage to a later one are read back per
+element (``register_reuse``); registers have no addresses and no bandwidth.
+
+How it stays fast: for a separable geometry (``geometry.py``) whose access
+index is a sum of a part over ``X`` and a part over ``Y`` coordinates, every
+``X`` line behaves the same up to its start address modulo 32 (sectors) or 128
+(banks), so we count one ``Y`` line per alignment class and multiply.  Anything
+else falls back to the dense count over every element (same definitions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from .geometry import support
+
+SECTOR = 32
+BANKS = 32
+BANK_BYTES = 4
+ALIGN = 256
+#: counting paths taken (tests look at this to check both agree)
+PATHS = {"separable": 0, "dense": 0, "flat": 0}
+
+
+@dataclass
+class Access:
+    space: str                  # global | shared | register
+    kind: str                   # read | write | atomic
+    node: str
+    itemsize: int               # bytes per element on the device
+    base: int                   # byte address of element 0 (global base, or the shared value's offset)
+    terms: list                 # broadcastable int arrays; element index = sum(terms)
+    mask: Optional[np.ndarray] = None
+    dedup: bool = False         # count bytes as distinct (block, element) pairs (global reads)
+    identity: bool = False      # terms are the domain's own row-major index (injective, fast path)
+    extra: dict = field(default_factory=dict)
+
+    def flat(self, geom) -> np.ndarray:
+        """Element index of every domain element (flattened, masked out elements kept)."""
+        if self.identity and not self.extra.get("logical") is not None and geom.kind == "element":
+            return np.arange(geom.size, dtype=np.int64)
+        total = np.zeros((), np.int64)
+        for t in self.terms:
+            total = total + t
+        return np.ascontiguousarray(geom.full(total), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# counting on plain 1-D arrays
+# ---------------------------------------------------------------------------
+
+def _sorted_pairs(W, S):
+    order = np.lexsort((S, W))
+    return W[order], S[order]
+
+
+def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
+    """(distinct (W, S) pairs, distinct W) -- sectors and requests of a set of lane accesses.
+
+    Linear time when each warp's lanes are contiguous and its sectors monotone
+    (the usual case), a sort otherwise.
+    """
+    n = W.size
+    if n == 0:
+        return 0, 0
+    if n > 4096:
+        chg = W[1:] != W[:-1]
+        heads = W[np.concatenate(([True], chg))]
+        if _all_distinct(heads):
+            up = (S[1:] > S[:-1]) & ~chg
+            down = (S[1:] < S[:-1]) & ~chg
+            if not up.any() or not down.any() or not _mixed_runs(chg, up, down):
+                pairs = 1 + int(np.count_nonzero(chg | (S[1:] != S[:-1])))
+                return pairs, int(heads.size)
+    Ws, Ss = _sorted_pairs(W, S)
+    new_w = Ws[1:] != Ws[:-1]
+    pairs = 1 + int(np.count_nonzero(new_w | (Ss[1:] != Ss[:-1])))
+    return pairs, 1 + int(np.count_nonzero(new_w))
+
+
+def _all_distinct(a: np.ndarray) -> bool:
+    if a.size < 2 or bool((a[1:] > a[:-1]).all()):
+        return True
+    s = np.sort(a)
+    return not bool((s[1:] == s[:-1]).any())
+
+
+def _mixed_runs(chg, up, down) -> bool:
+    """Does some warp run have its sectors going both up and down?"""
+    run = np.concatenate(([0], np.cumsum(chg)))[1:]
+    return bool(np.intersect1d(run[up], run[down]).size)
+
+
+def bank_conflicts(W: np.ndarray, A: np.ndarray, itemsize: int) -> int:
+    """Extra shared-memory wavefronts: per warp, max distinct words in one bank, minus one."""
+    if W.size == 0:
+        return 0
+    words_per = max(1, itemsize // BANK_BYTES)
+    word = A // BANK_BYTES
+    if words_per > 1:
+        W = np.repeat(W, words_per)
+        word = (np.repeat(word, words_per).reshape(-1, words_per) + np.arange(words_per)).ravel()
+    # fast path: every warp touches one word (broadcast) or is conflict-free contiguous
+    Ws, Ss = _sorted_pairs(W, word)
+    keep = np.concatenate(([True], (Ws[1:] != Ws[:-1]) | (Ss[1:] != Ss[:-1])))
+    Ws, Ss = Ws[keep], Ss[keep]                      # distinct (warp, word)
+    bank = Ss % BANKS
+    order = np.lexsort((bank, Ws))
+    Wb, Bb = Ws[order], bank[order]
+    new = np.concatenate(([True], (Wb[1:] != Wb[:-1]) | (Bb[1:] != Bb[:-1])))
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.concatenate((starts, [Wb.size])))
+    group_w = Wb[starts]
+    wstarts = np.flatnonzero(np.concatenate(([True], group_w[1:] != group_w[:-1])))
+    worst = np.maximum.reduceat(counts, wstarts)
+    return int((worst - 1).sum())
+
+
+# ---------------------------------------------------------------------------
+# counting an Access over a geometry
+# ---------------------------------------------------------------------------
+
+def _split(geom, acc):
+    """Split an access into X-only and Y-only parts, or None if it mixes them."""
+    if not geom.separable or geom.X is None:
+        return None
+    X, Y = set(geom.X), set(geom.Y)
+    fx, fy = [], []
+    for t in acc.terms:
+        s = set(support(t, geom.rank))
+        if s <= X:
+            fx.append(t)
+        elif s <= Y:
+            fy.append(t)
+        else:
+            return None
+    mx = my = None
+    if acc.mask is not None:
+        s = set(support(acc.mask, geom.rank))
+        if s <= X:
+            mx = geom.flat_part(acc.mask, geom.X)
+        elif s <= Y:
+            my = geom.flat_part(acc.mask, geom.Y)
+        else:
+            return None
+    nx = int(np.prod([geom.shape[k] for k in geom.X])) if geom.X else 1
+    ny = int(np.prod([geom.shape[k] for k in geom.Y])) if geom.Y else 1
+    F_X = np.zeros(nx, dtype=np.int64)
+    for t in fx:
+        F_X = F_X + geom.flat_part(t, geom.X)
+    F_Y = np.zeros(ny, dtype=np.int64)
+    for t in fy:
+        F_Y = F_Y + geom.flat_part(t, geom.Y)
+    return F_X, F_Y, mx, my
+
+
+def _gap_ok(values: np.ndarray, other: np.ndarray) -> bool:
+    """Distinct ``values`` spaced more than ``other``'s range apart: sums never collide."""
+    if values.size <= 1 or other.size == 0:
+        return True
+    u = np.unique(values)
+    return u.size == values.size and int(np.diff(u).min()) > int(other.max() - other.min())
+
+
+def _distinct(a: np.ndarray) -> int:
+    return int(np.unique(a).size)
+
+
+def count(geom, acc: Access) -> dict:
+    """Counters of one access: n (lane accesses), bytes, sectors, requests, conflicts."""
+    if acc.space == "register":        # no addresses, no bandwidth: only how many reads
+        return {"n": geom.count(acc.mask), "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if getattr(geom, "flat", False) and acc.space == "global":
+        PATHS["flat"] = PATHS.get("flat", 0) + 1
+        return _count_flat(geom, acc)
+    sp = _split(geom, acc)
+    if sp is not None:
+        out = _count_separable(geom, acc, *sp)
+        if out is not None:
+            PATHS["separable"] += 1
+            return out
+    PATHS["dense"] += 1
+    return _count_dense(geom, acc)
+
+
+def _count_separable(geom, acc, F_X, F_Y, mx, my):
+    s = acc.itemsize
+    W_Y = geom.W_Y
+    selx = np.ones(F_X.size, bool) if mx is None else mx
+    sely = np.ones(F_Y.size, bool) if my is None else my
+    n_x, n_y = int(selx.sum()), int(sely.sum())
+    n = n_x * n_y
+    out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n == 0:
+        return out
+    F_Xs, F_Ys, W = F_X[selx], F_Y[sely], W_Y[sely]
+    A_X = acc.base + s * F_Xs
+    A_Y = s * F_Ys
+    if acc.space == "global":
+        rho, cnt = np.unique(A_X % SECTOR, return_counts=True)
+        for r, c in zip(rho.tolist(), cnt.tolist()):
+            pairs, warps = distinct_pairs(W, (r + A_Y) // SECTOR)
+            out["sectors"] += c * pairs
+        out["requests"] = n_x * warps
+        if acc.dedup:
+            b = _dedup_separable(geom, F_Xs, F_Ys, selx, sely)
+            if b is None:
+                return None
+            out["bytes"] = s * b
+        else:
+            out["bytes"] = s * n
+    elif acc.space == "shared":
+        rho, cnt = np.unique(A_X % (BANKS * BANK_BYTES), return_counts=True)
+        for r, c in zip(rho.tolist(), cnt.tolist()):
+            out["conflicts"] += c * bank_conflicts(W, r + A_Y, s)
+        out["requests"] = n_x * distinct_pairs(W, np.zeros_like(W))[1]
+        out["bytes"] = s * n
+    return out
+
+
+def _dedup_separable(geom, F_X, F_Y, selx, sely):
+    """Distinct (block, element) pairs when block = B_X + B_Y and element = F_X + F_Y."""
+    B_X, B_Y = geom.block_parts()
+    B_X, B_Y = B_X[selx], B_Y[sely]
+    const_x = F_X.size == 0 or (F_X == F_X[0]).all()
+    const_y = F_Y.size == 0 or (F_Y == F_Y[0]).all()
+    if const_y:
+        # element depends on x only: pairs (B_X + B_Y, F_X)
+        if not _gap_ok(np.unique(B_X), B_Y):
+            return None
+        return distinct_pairs(*_as_pairs(B_X, F_X))[0] * _distinct(B_Y)
+    if const_x:
+        if not _gap_ok(np.unique(B_X), B_Y):
+            return None
+        return _distinct(B_X) * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
+    # element depends on both: injective -> every lane access is a distinct element
+    if _distinct(F_X) == F_X.size and _distinct(F_Y) == F_Y.size and (
+            _gap_ok(F_X, F_Y) or _gap_ok(F_Y, F_X)):
+        return F_X.size * F_Y.size
+    return None
+
+
+def _as_pairs(a, b):
+    return np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(b, dtype=np.int64)
+
+
+BIG = np.iinfo(np.int64).max
+
+
+def _rows_distinct(M: np.ndarray) -> tuple[int, int]:
+    """Distinct values per row of ``M`` (``BIG`` marks an empty lane), summed; and rows with a value."""
+    if M.size == 0:
+        return 0, 0
+    if not bool((M[:, 1:] >= M[:, :-1]).all()):
+        M = np.sort(M, axis=1)             # a row out of order: sort it (BIG goes last)
+    changes = int(np.count_nonzero(M[:, 1:] != M[:, :-1]))
+    with_big = int(np.count_nonzero(M[:, -1] == BIG))
+    empty = int(np.count_nonzero(M[:, 0] == BIG))
+    return M.shape[0] + changes - with_big, M.shape[0] - empty
+
+
+def _count_flat(geom, acc):
+    """A flat (grid-stride) mapping: warp instruction = 32 consecutive elements, a block's
+    elements = ``block`` consecutive ones per loop trip; count on those runs in linear time."""
+    m = geom.mapping
+    s, n_all = acc.itemsize, geom.size
+    total = m.grid * m.block
+    iters = -(-n_all // total)
+    if acc.identity and acc.mask is None and acc.extra.get("logical") is None:
+        # element e at base + s*e: a warp's lanes are contiguous, its sectors run first..last
+        first = np.arange(0, n_all, 32, dtype=np.int64)
+        last = np.minimum(first + 31, n_all - 1)
+        sectors = int(((acc.base + s * last) // SECTOR - (acc.base + s * first) // SECTOR + 1).sum())
+        return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": int(first.size), "conflicts": 0}
+    F = acc.flat(geom)
+    sel = geom.full(acc.mask) if acc.mask is not None else None
+    n = int(sel.sum()) if sel is not None else n_all
+    out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n == 0:
+        return out
+    pad = iters * total
+    S = np.full(pad, BIG, dtype=np.int64)
+    S[:n_all] = (acc.base + s * F) // SECTOR
+    if sel is not None:
+        S[:n_all][~sel] = BIG
+    out["sectors"], out["requests"] = _rows_distinct(S.reshape(-1, 32))
+    if acc.dedup and not acc.identity:
+        E = np.full(pad, BIG, dtype=np.int64)
+        E[:n_all] = F
+        if sel is not None:
+            E[:n_all][~sel] = BIG
+        E = E.reshape(iters, m.grid, m.block).transpose(1, 0, 2).reshape(m.grid, iters * m.block)
+        out["bytes"] = s * _rows_distinct(E)[0]
+    else:
+        out["bytes"] = s * n
+    return out
+
+
+def _count_dense(geom, acc):
+    s = acc.itemsize
+    W = geom.W
+    F = None
+    sel = None
+    if acc.mask is not None:
+        sel = geom.full(acc.mask)
+    n = int(sel.sum()) if sel is not None else geom.size
+    out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n == 0 or acc.space == "register":
+        return out
+    F = acc.flat(geom)
+    if sel is not None:
+        W, F = W[sel], F[sel]
+    A = acc.base + s * F
+    if acc.space == "global":
+        out["sectors"], out["requests"] = distinct_pairs(W, A // SECTOR)
+        if acc.dedup and not acc.identity:
+            B = geom.full(geom.block)
+            if sel is not None:
+                B = B[sel]
+            out["bytes"] = s * distinct_pairs(B, F)[0]
+        else:
+            out["bytes"] = s * n
+    else:
+        out["conflicts"] = bank_conflicts(W, A, s)
+        out["requests"] = distinct_pairs(W, np.zeros_like(W))[1]
+        out["bytes"] = s * n
+    return out
+
+
+# ---------------------------------------------------------------------------
+# one buffer read several ways in one stage: the union of (block, element) pairs
+# ---------------------------------------------------------------------------
+
+#: a read with more distinct (block, element) pairs than this is not listed pair by pair
+PAIR_LIMIT = 1 << 22
+
+
+def _block_full(geom) -> np.ndarray:
+    if getattr(geom, "flat", False) and "block" not in geom.__dict__:
+        m = geom.mapping
+        e = np.arange(geom.size, dtype=np.int64)
+        return (e % (m.grid * m.block)) // m.block
+    return geom.full(geom.block)
+
+
+def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT):
+    """Distinct ``block * K + element`` keys of a read, or None if there would be more than ``limit``."""
+    sp = _split(geom, acc)
+    if sp is not None:
+        F_X, F_Y, mx, my = sp
+        selx = np.ones(F_X.size, bool) if mx is None else mx
+        sely = np.ones(F_Y.size, bool) if my is None else my
+        B_X, B_Y = geom.block_parts()
+        bx, fx, by, fy = B_X[selx], F_X[selx], B_Y[sely], F_Y[sely]
+        if fy.size == 0 or (fy == fy[0]).all():
+            px = np.unique(bx * K + fx + (fy[0] if fy.size else 0))
+            ub = np.unique(by)
+            if px.size * ub.size <= limit:
+                return np.unique((px[:, None] + ub[None, :] * K).ravel())
+        elif fx.size == 0 or (fx == fx[0]).all():
+            py = np.unique(by * K + fy + (fx[0] if fx.size else 0))
+            ub = np.unique(bx)
+            if py.size * ub.size <= limit:
+                return np.unique((py[:, None] + ub[None, :] * K).ravel())
+    n = geom.count(acc.mask)
+    if n > limit:
+        return None
+    F, B = acc.flat(geom), _block_full(geom)
+    if acc.mask is not None:
+        sel = geom.full(acc.mask)
+        F, B = F[sel], B[sel]
+    return np.unique(B * K + F)
+
+
+def union_bytes(reads: list, K: int) -> int:
+    """Distinct (block, element) pairs over several reads ``[(geom, acc)]`` of one buffer (``K`` elements)."""
+    keys, big = [], []
+    for geom, acc in reads:
+        k = pair_keys(geom, acc, K)
+        (big.append((geom, acc)) if k is None else keys.append(k))
+    small = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    if not big:
+        return int(small.size)
+    if len(big) == 1:
+        geom, acc = big[0]
+        if acc.identity and acc.mask is None and geom.kind == "element" and not acc.extra.get("logical") is not None:
+            # every element read once, by the block locate() gives it: a small pair is new unless it is that
+            b, f = small // K, small % K
+            owner = np.asarray(geom.mapping.locate(f)[0]) if f.size else f
+            return geom.size + int(np.count_nonzero(owner != b))
+    for geom, acc in big:
+        keys.append(pair_keys(geom, acc, K, limit=1 << 62))
+    return int(np.unique(np.concatenate(keys)).size)
+
+
+# ---------------------------------------------------------------------------
+# the global address space
+# ---------------------------------------------------------------------------
+
+def layout_strides(node) -> list:
+    """Element strides of a node's buffer from its layout (minor-to-major dims)."""
+    strides, acc = [0] * node.rank, 1
+    for d in node.layout:
+        strides[d] = acc
+        acc *= node.shape[d]
+    return strides
+
+
+def uninitialised(shape, dtype) -> np.ndarray:
+    """A fresh buffer full of 0xFF bytes: NaN for floats, -1 for ints -- reading it before it is written shows."""
+    a = np.empty(shape, dtype=dtype)
+    a.reshape(-1).view(np.uint8)[...] = 0xFF
+    return a
+
+
+class GlobalMemory:
+    """Global buffers by node name, each at a 256-byte aligned base address."""
+
+    def __init__(self):
+        self.arrays: dict = {}
+        self.base: dict = {}
+        self.top = 0
+
+    def place(self, name: str, array: np.ndarray, nbytes: int) -> np.ndarray:
+        if name not in self.base:
+            self.base[name] = self.top
+            self.top += -(-max(nbytes, 1) // ALIGN) * ALIGN
+        self.arrays[name] = array
+        return array
+
+    def __contains__(self, name) -> bool:
+        return name in self.arrays
+
+    def __getitem__(self, name) -> np.ndarray:
+        return self.arrays[name]

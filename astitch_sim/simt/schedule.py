@@ -1,0 +1,362 @@
+"""Wave scheduling: which SM runs which block, and when (the SM x time timeline).
+
+How a GPU runs a grid
+---------------------
+An SM keeps a few blocks *resident* at once -- as many as its threads,
+registers and shared memory allow (:meth:`astitch_sim.hardware.GPU.occupancy`)
+-- and the block scheduler hands it a new block whenever a resident one exits.
+So a grid bigger than ``blocks_per_wave = blocks_per_sm * SMs`` runs in
+*waves*, and a grid of 161 blocks of 1024 threads on a V100 (160 per wave) needs
+a second wave for one block: the *tail effect*.
+
+:func:`dispatch` does exactly that with an event queue: a heap of SM slots keyed
+by the time they free up; ties go slot 0 of every SM first, then slot 1
+(round-robin over SMs, as the hardware spreads a grid).  Every block of a kernel
+does the same work in the plans here, so :func:`build_timeline` uses
+:func:`dispatch_uniform` instead -- the closed form of the same queue: block
+``b`` runs in wave ``b // per_wave``, on SM ``(b % per_wave) % SMs``.  The two
+agree exactly (a test checks), and the closed form keeps a grid of 750000
+blocks instant.
+
+Grid barriers
+-------------
+A grid barrier (AStitch's Global stitching) makes every block wait until all
+blocks of the grid have arrived, so the blocks' stages are *aligned*: stage
+``s+1`` starts for everyone when the slowest block has finished stage ``s`` and
+the barrier has completed (``grid_barrier_us``).  That is only possible when all
+blocks are resident at once -- :func:`check_grid_barrier` refuses the rest with
+the reason (a deadlock) and the fix (vertical packing).
+
+What a Timeline keeps
+---------------------
+Kernels run back to back; before each, a gap for its launch (and the memset of
+atomic result buffers).  Each kernel's span is exact.  Block entries (with their
+stage spans) are kept for the first :data:`HEAD_WAVES` waves and the last wave
+only; for a kernel with more waves ``KernelSpan.truncated`` is set and the
+omitted middle waves are known to be full (all slots busy), which is how
+:meth:`Timeline.utilisation` and :meth:`Timeline.render_ascii` account for them.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from math import ceil
+from typing import Optional
+
+import numpy as np
+
+from ..errors import AStitchError
+
+#: stage index of a grid-barrier wait in ``BlockEntry.stages``
+BARRIER = -1
+#: waves of block entries kept at the head of a kernel (plus its last wave)
+HEAD_WAVES = 2
+_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass
+class BlockEntry:
+    """One block's residency: where and when it ran, and its stage spans ``(stage, start, end)``."""
+    kernel: int
+    sm: int
+    block: int
+    start_us: float
+    end_us: float
+    stages: list = field(default_factory=list)
+
+
+@dataclass
+class KernelSpan:
+    kernel: int
+    name: str
+    start_us: float
+    end_us: float
+    launch_gap_us: float            # idle time before the kernel: launch (+ memset)
+    grid: int
+    block: int
+    blocks_per_sm: int
+    blocks_per_wave: int
+    waves: int
+    block_us: float                 # a block's time, barrier waits included (uniform blocks)
+    busy_us: float                  # block-time spent working, summed over all blocks
+    grid_barriers: int = 0
+    truncated: bool = False         # middle waves' entries were not stored
+
+    @property
+    def duration_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+@dataclass
+class Timeline:
+    gpu: str
+    sms: int
+    kernels: list = field(default_factory=list)      # KernelSpan
+    entries: list = field(default_factory=list)      # BlockEntry
+
+    @property
+    def end_us(self) -> float:
+        return self.kernels[-1].end_us if self.kernels else 0.0
+
+    @property
+    def truncated(self) -> bool:
+        return any(k.truncated for k in self.kernels)
+
+    def entries_for_kernel(self, i: int) -> list:
+        return [e for e in self.entries if e.kernel == i]
+
+    def to_rows(self) -> list:
+        """One dict per stage span of every kept block (for a dataframe / a Gantt chart)."""
+        rows = []
+        for e in self.entries:
+            name = self.kernels[e.kernel].name
+            for stage, a, b in e.stages:
+                rows.append(dict(kernel=e.kernel, kernel_name=name, sm=e.sm, block=e.block,
+                                 stage=stage, kind="grid_barrier" if stage == BARRIER else "stage",
+                                 start_us=a, end_us=b))
+        return rows
+
+    def utilisation(self, kernel: Optional[int] = None, include_gaps: bool = True) -> float:
+        """Fraction of SM-slot time spent working (not idle, not waiting at a grid barrier).
+
+        A slot is one resident block's place on an SM (``blocks_per_sm`` per SM, per
+        kernel).  With ``include_gaps`` the launch gaps count as idle slot time.
+        """
+        spans = self.kernels if kernel is None else [self.kernels[kernel]]
+        busy = sum(k.busy_us for k in spans)
+        total = sum(k.blocks_per_wave * (k.duration_us + (k.launch_gap_us if include_gaps else 0.0))
+                    for k in spans)
+        return busy / total if total else 0.0
+
+    def render_ascii(self, width: int = 80, max_sms: int = 16) -> str:
+        """A text Gantt chart: one row per SM, time left to right.
+
+        ``0-9a-z`` the kernel running on the SM, ``|`` blocks waiting at a grid
+        barrier, ``.`` an SM idle during a kernel, blank a launch gap.
+        """
+        return _render(self, width, max_sms)
+
+    def __str__(self) -> str:
+        return self.render_ascii()
+
+
+# ---------------------------------------------------------------------------
+# the rule a grid barrier must keep
+# ---------------------------------------------------------------------------
+
+def barrier_counts(kernel, ks) -> list:
+    """Grid barriers after each stage: the executor's counters, else the plan's structure."""
+    counted = [s.grid_barriers for s in ks.stages]
+    if sum(counted) or kernel is None or kernel.kind == "library":
+        return counted
+    planned = [int(s.barrier_after == "grid") + int(s.sync_after_combine) +
+               int(s.mapping.splits > 1 and s.mapping.combine == "grid_barrier" and bool(s.reduces))
+               for s in kernel.stages]
+    return planned if len(planned) == len(counted) or not counted else counted
+
+
+def check_grid_barrier(gpu, kernel, ks) -> None:
+    """Raise AStitchError if a kernel with a grid barrier launches more blocks than can be resident."""
+    barriers = max(sum(barrier_counts(kernel, ks)), kernel.global_barriers if kernel is not None else 0)
+    if not barriers:
+        return
+    occ = gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread)
+    per_wave = occ.blocks_per_wave
+    if ks.grid <= per_wave:
+        return
+    raise AStitchError(
+        f"kernel {ks.name!r} would deadlock on {gpu.name}: it has {barriers} grid barrier(s) but launches "
+        f"{ks.grid} blocks, and only {per_wave} can be resident at once ({occ.blocks_per_sm} per SM x "
+        f"{gpu.sms} SMs for {ks.block} threads, {ks.shared_bytes} B shared, {ks.registers_per_thread} "
+        f"registers/thread; limited by {occ.limiting_factor}). The resident blocks would wait at the barrier "
+        f"for blocks that can only start when a resident block exits, which none ever does. Rule broken: a "
+        f"grid-wide barrier needs every block of the grid resident (grid <= blocks per wave; a cooperative "
+        f"launch refuses more). Fix: vertical packing -- launch at most {per_wave} blocks and let each loop "
+        f"over {ceil(ks.grid / per_wave)} blocks' worth of tasks -- or end the kernel at the barrier.")
+
+
+# ---------------------------------------------------------------------------
+# dispatching blocks to SM slots
+# ---------------------------------------------------------------------------
+
+def dispatch(durations, sms: int, blocks_per_sm: int, t0: float = 0.0):
+    """Event simulation: blocks in order to the SM slot that frees first.
+
+    Returns numpy arrays ``(sm, start, end)`` indexed by block.  Ties go to the
+    lowest slot, then the lowest SM: the first wave fills slot 0 of every SM,
+    then slot 1, as the hardware spreads a grid round-robin.
+    """
+    durations = np.asarray(durations, dtype=float)
+    heap = [(t0, slot, sm) for slot in range(blocks_per_sm) for sm in range(sms)]
+    heapq.heapify(heap)
+    sm_of = np.empty(len(durations), dtype=np.int64)
+    start = np.empty(len(durations))
+    for b, d in enumerate(durations):
+        t, slot, sm = heapq.heappop(heap)
+        sm_of[b], start[b] = sm, t
+        heapq.heappush(heap, (t + d, slot, sm))
+    return sm_of, start, start + durations
+
+
+def dispatch_uniform(blocks, duration: float, sms: int, blocks_per_sm: int, t0: float = 0.0):
+    """Closed form of :func:`dispatch` when every block takes ``duration``: ``(sm, start, end)``."""
+    blocks = np.asarray(blocks, dtype=np.int64)
+    per_wave = sms * blocks_per_sm
+    within = blocks % per_wave
+    start = t0 + (blocks // per_wave) * duration
+    return within % sms, start, start + duration
+
+
+def align_stages(stage_us: np.ndarray, barriers: list, barrier_us: float, t0: float = 0.0):
+    """Stage spans of all-resident blocks whose stages are aligned by grid barriers.
+
+    ``stage_us[b, s]`` is block ``b``'s time in stage ``s``.  After a stage with a
+    grid barrier every block waits for the slowest, then for the barrier itself.
+    Returns ``(spans, end)``: per block a list of ``(stage, start, end)`` and its end.
+    """
+    grid, nstages = stage_us.shape
+    t = np.full(grid, float(t0))
+    spans = [[] for _ in range(grid)]
+    for s in range(nstages):
+        end = t + stage_us[:, s]
+        for b in range(grid):
+            spans[b].append((s, float(t[b]), float(end[b])))
+        t = end
+        if barriers[s]:
+            release = float(end.max()) + barriers[s] * barrier_us
+            for b in range(grid):
+                spans[b].append((BARRIER, float(end[b]), release))
+            t = np.full(grid, release)
+    return spans, t
+
+
+def _kept_blocks(grid: int, per_wave: int) -> np.ndarray:
+    waves = ceil(grid / per_wave)
+    if waves <= HEAD_WAVES + 1:
+        return np.arange(grid)
+    return np.concatenate([np.arange(HEAD_WAVES * per_wave), np.arange((waves - 1) * per_wave, grid)])
+
+
+def _stage_spans(stage_us, start):
+    spans, t = [], start
+    for s, d in enumerate(stage_us):
+        spans.append((s, t, t + d))
+        t += d
+    return spans
+
+
+def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timeline:
+    """Schedule every kernel of ``plan`` on its GPU; fills ``blocks_per_wave`` and ``waves``.
+
+    ``block_us`` optionally maps a kernel index to per-block durations (an
+    experiment: what if some blocks are slower?); blocks then go through the
+    event queue, and a barrier kernel's stages are stretched in proportion.
+    """
+    from . import cost
+    gpu, c = plan.gpu, cost.constants(plan.gpu)
+    if len(kernel_stats) != len(plan.kernels):
+        raise AStitchError(f"{len(kernel_stats)} kernel stats for a plan of {len(plan.kernels)} kernels: "
+                           "pass one KernelStats per plan kernel, in plan order")
+    tl = Timeline(gpu=gpu.name, sms=gpu.sms)
+    t = 0.0
+    for i, (kernel, ks) in enumerate(zip(plan.kernels, kernel_stats)):
+        check_grid_barrier(gpu, kernel, ks)
+        occ = cost.residency(gpu, ks)
+        grid, per_wave = max(1, ks.grid), occ.blocks_per_wave
+        ks.blocks_per_wave, ks.waves = per_wave, ceil(grid / per_wave)
+        stage_us = np.asarray(cost.stage_block_us(plan, kernel, ks), dtype=float)
+        work = float(stage_us.sum())
+        barriers = barrier_counts(kernel, ks) if ks.kind != "library" else []
+        barriers = (barriers + [0] * len(stage_us))[:len(stage_us)]
+        gap = c["kernel_launch_us"] + cost.memset_us(gpu, ks)
+        start = t + gap
+        custom = None if block_us is None else block_us.get(i)
+        if custom is not None:
+            custom = np.broadcast_to(np.asarray(custom, dtype=float), (grid,))
+            scale = custom / work if work else np.ones(grid)
+        if sum(barriers):
+            per_block = stage_us[None, :] * (scale[:, None] if custom is not None else np.ones((grid, 1)))
+            spans, ends = align_stages(per_block, barriers, c["grid_barrier_us"], start)
+            sm = np.arange(grid) % gpu.sms
+            entries = [BlockEntry(i, int(sm[b]), b, start, float(ends[b]), spans[b]) for b in range(grid)]
+            end = float(ends.max())
+            busy, truncated = float(per_block.sum()), False
+        else:
+            kept = _kept_blocks(grid, per_wave) if custom is None else np.arange(grid)
+            if custom is None:
+                sm, st, en = dispatch_uniform(kept, work, gpu.sms, occ.blocks_per_sm, start)
+                end, busy = start + ks.waves * work, work * grid
+                spans = {b: _stage_spans(stage_us, float(st[j])) for j, b in enumerate(kept)}
+            else:
+                sm, st, en = dispatch(custom, gpu.sms, occ.blocks_per_sm, start)
+                end, busy = float(en.max()), float(custom.sum())
+                spans = {b: _stage_spans(stage_us * scale[b], float(st[b])) for b in kept}
+            entries = [BlockEntry(i, int(sm[j]), int(b), float(st[j]), float(en[j]), spans[b])
+                       for j, b in enumerate(kept)]
+            truncated = len(kept) < grid
+        tl.entries.extend(entries)
+        tl.kernels.append(KernelSpan(
+            kernel=i, name=ks.name, start_us=start, end_us=end, launch_gap_us=gap, grid=grid, block=ks.block,
+            blocks_per_sm=occ.blocks_per_sm, blocks_per_wave=per_wave, waves=ks.waves,
+            block_us=(end - start) / ks.waves, busy_us=busy, grid_barriers=int(sum(barriers)),
+            truncated=truncated))
+        t = end
+    return tl
+
+
+# ---------------------------------------------------------------------------
+# ASCII rendering
+# ---------------------------------------------------------------------------
+
+def _render(tl: Timeline, width: int, max_sms: int) -> str:
+    width, total = max(10, int(width)), tl.end_us
+    if not tl.kernels or total <= 0:
+        return "(empty timeline)"
+    nsm = min(tl.sms, max(1, int(max_sms)))
+    rows = [[" "] * width for _ in range(nsm)]
+
+    def cols(a, b):
+        lo = min(width - 1, int(a / total * width))
+        return lo, max(lo + 1, min(width, int(np.ceil(b / total * width - 1e-9))))
+
+    def paint(sm, a, b, ch):
+        lo, hi = cols(a, b)
+        for x in range(lo, hi):
+            rows[sm][x] = ch
+
+    for k in tl.kernels:
+        for sm in range(nsm):
+            paint(sm, k.start_us, k.end_us, ".")
+    for k in tl.kernels:
+        sym = _SYMBOLS[k.kernel % len(_SYMBOLS)]
+        if k.truncated:   # middle waves are full: every slot busy from the kernel start to the last wave
+            last = k.start_us + (k.waves - 1) * k.block_us
+            for sm in range(nsm):
+                paint(sm, k.start_us, last, sym)
+    for e in tl.entries:
+        if e.sm < nsm:
+            sym = _SYMBOLS[e.kernel % len(_SYMBOLS)]
+            for stage, a, b in e.stages:
+                if stage != BARRIER:
+                    paint(e.sm, a, b, sym)
+    for e in tl.entries:
+        if e.sm < nsm:
+            for stage, a, b in e.stages:
+                if stage == BARRIER:
+                    paint(e.sm, a, b, "|")
+    label = max(len(f"SM{nsm - 1}"), 4)
+    axis = f"0 us{'':{max(1, width - 4 - len(f'{total:.1f} us'))}}{total:.1f} us"
+    lines = [f"{'':{label}} {axis}"]
+    lines += [f"{f'SM{sm}':<{label}} {''.join(r)}" for sm, r in enumerate(rows)]
+    if nsm < tl.sms:
+        lines.append(f"{'':{label}} ({tl.sms - nsm} more SMs not shown)")
+    lines.append(f"{'':{label}} '.' idle SM  '|' grid-barrier wait  ' ' launch gap")
+    for k in tl.kernels:
+        sym = _SYMBOLS[k.kernel % len(_SYMBOLS)]
+        more = f", {k.grid_barriers} grid barrier(s)" if k.grid_barriers else ""
+        trunc = " (middle waves not stored)" if k.truncated else ""
+        lines.append(f"{sym} {k.name}: {k.grid} x {k.block} threads, {k.blocks_per_sm}/SM, "
+                     f"{k.waves} wave(s) of {k.block_us:.2f} us{more}; "
+                     f"{k.start_us:.1f}-{k.end_us:.1f} us{trunc}")
+    lines.append(f"SM-slot utilisation {tl.utilisation():.0%} (launch gaps included)")
+    return "\n".join(lines)

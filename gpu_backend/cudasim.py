@@ -1,0 +1,216 @@
+"""Launching generated kernels in Numba's CUDA simulator, grid barriers included.
+
+Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs a kernel one block after
+another, each thread of the block a Python thread, and implements
+``cuda.cg.this_grid().sync()`` as a *block* barrier -- correct only for a
+one-block grid.  AStitch's Global stitching needs a real grid barrier across
+several blocks, so this module launches kernels itself, reusing the
+simulator's pieces (its fake ``cuda`` module, its device arrays, its device
+functions) and changing two things:
+
+1. **Cooperative kernels run all their blocks at once.**  Every thread of the
+   grid is started together; ``this_grid().sync()`` waits for all of them, and
+   ``cuda.syncthreads()`` for the threads of one block.  Each block has its own
+   shared memory.  So the very code a GPU runs -- barriers, shared memory,
+   atomics -- runs here, blocks interleaving as the Python scheduler decides.
+   Other kernels run block by block, like Numba's simulator.
+2. **Barriers are proper barriers** (a condition variable per block and one for
+   the grid) instead of the simulator's polling loop, which is what makes a
+   test suite of hundreds of launches fast enough.  A thread that returns while
+   others wait at a barrier, or a barrier nobody completes within
+   :data:`BARRIER_TIMEOUT_S`, is reported as an error (barrier divergence),
+   never a hang.
+
+What still differs from a GPU (see ``gpu_backend`` for the full list): threads
+are Python threads, interleaved by the interpreter, not warps in lock-step; a
+grid barrier is legal in the simulator for any grid up to
+:data:`MAX_CONCURRENT_THREADS` threads, while the GPU allows only the blocks
+that are co-resident (``run`` checks the plan's GPU preset for that); float
+math is numpy's (``math.exp`` of a float32 is computed in double and rounded).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+#: seconds a simulated barrier waits before it reports the kernel as stuck
+BARRIER_TIMEOUT_S = 300.0
+#: most threads one cooperative launch may start at once in the simulator
+MAX_CONCURRENT_THREADS = 16384
+_THREAD_STACK = 1 << 20
+_launch_lock = threading.Lock()
+
+
+class BarrierError(RuntimeError):
+    """Threads of a simulated kernel disagree about a barrier (or one thread failed)."""
+
+
+class _Barrier:
+    """A reusable barrier for ``parties`` threads that knows when it can never complete."""
+
+    def __init__(self, parties: int, what: str):
+        self.parties, self.what = parties, what
+        self.cond = threading.Condition()
+        self.waiting = 0
+        self.generation = 0
+        self.exited = 0
+        self.broken: str | None = None
+
+    def wait(self):
+        with self.cond:
+            if self.broken:
+                raise BarrierError(self.broken)
+            if self.exited:
+                self.broken = (f"{self.what}: a thread reached the barrier after {self.exited} thread(s) had "
+                               "returned without reaching it (barrier divergence)")
+                self.cond.notify_all()
+                raise BarrierError(self.broken)
+            gen = self.generation
+            self.waiting += 1
+            if self.waiting == self.parties:
+                self.waiting = 0
+                self.generation += 1
+                self.cond.notify_all()
+                return
+            ok = self.cond.wait_for(lambda: gen != self.generation or self.broken, timeout=BARRIER_TIMEOUT_S)
+            if self.broken:
+                raise BarrierError(self.broken)
+            if not ok:
+                self.broken = f"{self.what}: no progress for {BARRIER_TIMEOUT_S:.0f} s (a deadlock?)"
+                self.cond.notify_all()
+                raise BarrierError(self.broken)
+
+    def thread_exited(self):
+        with self.cond:
+            self.exited += 1
+            if self.waiting and not self.broken:
+                self.broken = (f"{self.what}: a thread returned while {self.waiting} thread(s) wait at the "
+                               "barrier (barrier divergence)")
+                self.cond.notify_all()
+
+    def abort(self, why: str):
+        with self.cond:
+            if not self.broken:
+                self.broken = why
+            self.cond.notify_all()
+
+
+class _SimThread(threading.Thread):
+    """One simulated CUDA thread: the attributes Numba's fake ``cuda`` module reads, and our barriers."""
+
+    def __init__(self, fn, args, block_idx, thread_idx, block_dim, block_barrier, grid_barrier, shared):
+        super().__init__(daemon=True)
+        from numba.cuda.simulator.kernelapi import Dim3
+        self.fn, self.args = fn, args
+        self.blockIdx = Dim3(block_idx, 0, 0)
+        self.threadIdx = Dim3(thread_idx, 0, 0)
+        self.thread_id = thread_idx
+        self.block_barrier, self.grid_barrier, self.block_shared = block_barrier, grid_barrier, shared
+        self.exception = None
+        self.abort = False
+
+    def run(self):
+        try:
+            with np.errstate(all="ignore"):      # numpy's error state is per thread: IEEE results, no warnings
+                self.fn(*self.args)
+        except BaseException as e:       # noqa: BLE001 - reported by the launcher
+            self.exception = e
+            msg = f"tid={self.threadIdx.x} ctaid={self.blockIdx.x}: {type(e).__name__}: {e}"
+            for b in (self.block_barrier, self.grid_barrier):
+                if b is not None:
+                    b.abort(msg)
+        finally:
+            for b in (self.block_barrier, self.grid_barrier):
+                if b is not None:
+                    b.thread_exited()
+
+    def syncthreads(self):
+        self.block_barrier.wait()
+
+    def grid_sync(self):
+        if self.grid_barrier is None:
+            raise BarrierError("this_grid().sync() in a kernel launched without a cooperative launch: "
+                               "the plan does not mark this kernel cooperative")
+        self.grid_barrier.wait()
+
+    # Numba's fake module implements these through the thread; keep them working
+    def syncthreads_count(self, value):       # pragma: no cover - generated code does not use them
+        raise NotImplementedError("syncthreads_count is not used by generated kernels")
+
+
+def _fake_module(grid, block):
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+    class _GridGroup:
+        def sync(self):
+            threading.current_thread().grid_sync()
+
+    class _CG:
+        def this_grid(self):
+            return _GridGroup()
+
+    class _Module(FakeCUDAModule):
+        """Numba's fake ``cuda`` module, with per-block shared memory and a real grid group."""
+
+        @property
+        def shared(self):
+            return threading.current_thread().block_shared
+
+        @property
+        def cg(self):
+            return _CG()
+
+    return _Module((grid, 1, 1), (block, 1, 1), 0)
+
+
+def launch(dispatcher, grid: int, block: int, args, cooperative: bool) -> None:
+    """Run ``dispatcher`` (a simulator ``@cuda.jit`` kernel) on ``grid`` x ``block`` threads."""
+    from numba.cuda.simulator import kernel as simkernel
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared, swapped_cuda_module
+
+    fn = dispatcher.fn
+    fake_args = [FakeWithinKernelCUDAArray(a) if isinstance(a, FakeCUDAArray) else a for a in args]
+    module = _fake_module(grid, block)
+    groups = [list(range(grid))] if cooperative else [[b] for b in range(grid)]
+    with _launch_lock, simkernel._push_kernel_context(module), swapped_cuda_module(fn, module), \
+            np.errstate(all="ignore"):
+        old_stack = threading.stack_size()
+        try:
+            threading.stack_size(_THREAD_STACK)
+            for blocks in groups:
+                _run_blocks(fn, fake_args, blocks, block, cooperative, FakeCUDAShared)
+        finally:
+            threading.stack_size(old_stack)
+
+
+def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):
+    grid_barrier = _Barrier(len(blocks) * block, "grid barrier") if cooperative else None
+    barriers = [grid_barrier] if grid_barrier else []
+    threads = []
+    for b in blocks:
+        bar = _Barrier(block, f"block {b}: cuda.syncthreads()")
+        barriers.append(bar)
+        shared = shared_cls(0)
+        for t in range(block):
+            threads.append(_SimThread(fn, args, b, t, block, bar, grid_barrier, shared))
+    try:
+        for th in threads:
+            th.start()
+    except BaseException:
+        for bar in barriers:
+            bar.abort("the simulator could not start every thread of the launch")
+        raise
+    finally:
+        for th in threads:
+            if th.ident is not None:
+                th.join()
+    failed = [th for th in threads if th.exception is not None]
+    real = [th for th in failed if not isinstance(th.exception, BarrierError)]
+    first = (real or failed or [None])[0]
+    if first is not None:
+        e = first.exception
+        if hasattr(e, "add_note"):
+            e.add_note(f"in simulated thread tid={first.threadIdx.x} ctaid={first.blockIdx.x}")
+        raise e

@@ -1,0 +1,195 @@
+"""``run(plan, inputs)``: compile the generated source once per plan, allocate, launch, copy back.
+
+The runtime decides nothing either: buffers are the ones the generated kernels
+ask for (``KernelSpec.params``), kernels launch in plan order with the plan's
+``(grid, block)``, a kernel with a grid barrier launches cooperatively -- and
+only if its grid fits the blocks the device can keep resident at once, else
+an :class:`~astitch_sim.AStitchError` (never a hang).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from astitch_sim.dtypes import bf16_bits_to_f32, cast
+from astitch_sim.errors import AStitchError
+from astitch_sim.plan import Plan
+from astitch_sim.reference import bind_inputs
+
+from .codegen import GeneratedModule, ModuleWriter
+
+_CACHE: dict[str, "CompiledPlan"] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def simulator() -> bool:
+    """Is Numba's CUDA simulator active (``NUMBA_ENABLE_CUDASIM=1`` when numba.cuda was imported)?"""
+    from numba.cuda.core import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+def plan_key(plan: Plan) -> str:
+    return hashlib.sha256(plan.to_json(indent=None).encode()).hexdigest()[:16]
+
+
+def source_dir() -> str:
+    """Where generated modules are written (``ASTITCH_GPU_CACHE``, default a folder in the temp dir)."""
+    d = os.environ.get("ASTITCH_GPU_CACHE") or os.path.join(tempfile.gettempdir(), "astitch_gpu_backend")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+class CompiledPlan:
+    """The generated module of one plan, imported: its source, kernels and their specs."""
+
+    def __init__(self, plan: Plan, generated: GeneratedModule, key: str):
+        self.plan, self.generated, self.key = plan, generated, key
+        self.path = os.path.join(source_dir(), f"astitch_kernels_{key}.py")
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(generated.source)
+        os.replace(tmp, self.path)
+        name = f"astitch_kernels_{key}"
+        spec = importlib.util.spec_from_file_location(name, self.path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        self.module = module
+        self.functions = [getattr(module, k.func) for k in generated.kernels]
+
+    @property
+    def source(self) -> str:
+        return self.generated.source
+
+
+def compile_plan(plan: Plan) -> CompiledPlan:
+    """Generate and import the kernels of ``plan`` (cached by the hash of ``plan.to_json()``)."""
+    if not isinstance(plan, Plan):
+        raise AStitchError(f"gpu_backend needs a Plan (from asim.compile), got {type(plan).__name__}")
+    key = plan_key(plan)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = CompiledPlan(plan, ModuleWriter(plan).write(), key)
+            _CACHE[key] = hit
+        return hit
+
+
+# -- host <-> device formats -----------------------------------------------------------
+
+def to_storage(value: np.ndarray, dtype: str, storage: np.dtype) -> np.ndarray:
+    """A host array (numpy holder of XLA ``dtype``) in the layout the kernels read: flat, row-major."""
+    a = np.asarray(value)
+    if dtype == "bf16":
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        return (a.view(np.uint32) >> 16).astype(np.uint16).ravel()
+    return np.ascontiguousarray(a, dtype=storage).ravel()
+
+
+def from_storage(a: np.ndarray, dtype: str, shape) -> np.ndarray:
+    if dtype == "bf16":
+        a = bf16_bits_to_f32(a)
+    return np.array(a, copy=True).reshape(shape)
+
+
+def cooperative_limit(fn, spec, args, plan: Plan) -> tuple[int, str]:
+    """How many blocks of this kernel can be co-resident (a cooperative grid's limit), and who says so."""
+    if simulator():
+        from .cudasim import MAX_CONCURRENT_THREADS
+        wave = plan.gpu.blocks_per_wave(spec.block, spec.shared_bytes,
+                                        plan.kernels[spec.index].registers_per_thread)
+        limit = min(wave, max(1, MAX_CONCURRENT_THREADS // spec.block))
+        why = (f"{plan.gpu.name} preset: {wave} blocks per wave" +
+               (f"; the simulator starts at most {MAX_CONCURRENT_THREADS} threads at once"
+                if limit < wave else ""))
+        return limit, why
+    kern = fn.compile(tuple(fn.typeof_pyval(a) for a in args))
+    if not getattr(kern, "cooperative", True):
+        raise AStitchError(f"kernel {spec.name}: the plan marks it cooperative but Numba compiled no grid "
+                           "barrier into it (generator bug)")
+    return kern.max_cooperative_grid_blocks(spec.block), "Numba max_cooperative_grid_blocks on this device"
+
+
+def run(plan: Plan, inputs) -> list:
+    """Run ``plan`` on ``inputs`` with its generated Numba-CUDA kernels; outputs in graph output order.
+
+    ``inputs``: a sequence in parameter order or a ``{name: array}`` dict, checked
+    like :func:`astitch_sim.reference` checks them.  Works on a real GPU or in
+    Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is
+    imported); see ``gpu_backend`` for what differs between the two.
+    """
+    if not isinstance(plan, Plan):
+        raise AStitchError(f"gpu_backend.run needs a Plan (from asim.compile), got {type(plan).__name__}")
+    graph = plan.graph
+    host = bind_inputs(graph, inputs)
+    compiled = compile_plan(plan)
+    from numba import cuda
+    sim = simulator()
+    if not sim and not cuda.is_available():
+        raise AStitchError("gpu_backend.run: no CUDA GPU is available; set NUMBA_ENABLE_CUDASIM=1 before "
+                           "numba.cuda is imported to run the kernels in Numba's CUDA simulator")
+    device: dict[str, object] = {}
+
+    def host_value(name):
+        node = graph[name]
+        if name in host:
+            return host[name]
+        if node.op == "constant":
+            return cast(np.broadcast_to(node.attrs["value"], node.shape), node.dtype)
+        raise AStitchError(f"gpu_backend.run: {name} is read before any kernel computes it")
+
+    def init_value(reduce_name):
+        node = graph[reduce_name]
+        init = node.operands[1]
+        if init.op == "constant" or init.name in host:
+            return np.asarray(host_value(init.name)).reshape(()).item()
+        raise AStitchError(f"gpu_backend.run: the init value of split reduce {reduce_name} is computed "
+                           f"({init.name}); the atomic combine needs it before the launch")
+
+    for spec, fn in zip(compiled.generated.kernels, compiled.functions):
+        args = []
+        for p in spec.params:
+            if p.role == "input":
+                if p.node not in device:
+                    device[p.node] = cuda.to_device(to_storage(host_value(p.node), p.dtype, p.storage))
+                args.append(device[p.node])
+                continue
+            if p.role == "partials":
+                args.append(cuda.device_array(int(np.prod(p.shape)), dtype=p.storage))
+                continue
+            if p.fill_from:
+                fill = to_storage(np.full(p.shape, init_value(p.fill_from)), p.dtype, p.storage)
+                arr = cuda.to_device(fill)
+            else:
+                arr = cuda.device_array(max(1, int(np.prod(p.shape))), dtype=p.storage)
+            if p.role == "output":
+                device[p.node] = arr
+            args.append(arr)
+        if spec.cooperative:
+            limit, why = cooperative_limit(fn, spec, args, plan)
+            if spec.grid > limit:
+                raise AStitchError(
+                    f"kernel {spec.name} has a grid barrier and launches {spec.grid} blocks of {spec.block} "
+                    f"threads, but only {limit} can be resident at once ({why}): a cooperative launch would "
+                    "fail or deadlock. Recompile the plan for this device or cap the grid (vertical packing)")
+        if sim:
+            from .cudasim import launch
+            launch(fn, spec.grid, spec.block, args, spec.cooperative)
+        else:
+            fn[spec.grid, spec.block](*args)
+    if not sim:
+        cuda.synchronize()
+    results = []
+    for o in graph.outputs:
+        if o.name in device:
+            raw = device[o.name].copy_to_host().reshape(-1)[:o.size]
+            results.append(from_storage(raw, o.dtype, o.shape))
+        else:
+            results.append(np.array(host_value(o.name), copy=True).reshape(o.shape))
+    return results

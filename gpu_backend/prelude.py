@@ -1,0 +1,350 @@
+"""Runtime helpers the generated kernels call: one small device function per helper name.
+
+The op table (``astitch_sim.ops``) gives every elementwise op a scalar template,
+``"_log({0})"``, ``"_divide({0}, {1})"``...; the names that are not Python or
+``math`` functions are defined here, as ``@cuda.jit(device=True)`` functions,
+so the same kernel source compiles for a real GPU (Numba-CUDA) and runs in
+Numba's CUDA simulator (where a device function is a plain Python call).
+
+Rules every helper keeps:
+
+* **IEEE results, never an exception.**  ``math.log(0.0)`` raises in Python
+  (the simulator) but gives ``-inf`` on a GPU; the helpers test the special
+  cases first so both give what numpy (the reference) gives.
+* **The caller casts.**  A helper may return a wider type than its operands
+  (a Python int, a float64); the generated code wraps every helper call in the
+  node's own type (``float32(_log(x))``), so float32 math stays float32.
+* **One meaning per helper.**  Where an op means different things for floats
+  and integers (``divide`` truncates for ints, ``not`` is logical for pred and
+  bitwise for ints) there are two helpers and the code generator picks one by
+  dtype (``codegen.HELPER_BY_DTYPE``): Numba compiles a device function per
+  argument type but cannot branch on it at run time.
+* **Storage formats.**  float16 values are computed in float32 and rounded with
+  :func:`_f16` after every op; bfloat16 likewise with :func:`_bf16`, and is
+  stored in memory as its 16 raw bits (``uint16``), read back with
+  :func:`_bf16_value` and written with :func:`_bf16_bits`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+from numpy import float16, float32, float64, int64, uint16, uint32, uint64
+
+_F32_ONE = np.float32(1.0)
+_F32_NAN = np.float32(np.nan)
+_F32_INF = np.float32(np.inf)
+_TRUNC_EXACT = 4503599627370496.0         # 2**52: every float64 of this size or more is integral
+
+
+# -- float helpers ---------------------------------------------------------------
+
+@cuda.jit(device=True)
+def _sign(x):
+    """-1, 0 or 1 (NaN stays NaN, like np.sign)."""
+    if x > 0:
+        return 1
+    if x < 0:
+        return -1
+    return x
+
+
+@cuda.jit(device=True)
+def _log(x):
+    if x > 0:
+        return math.log(x)
+    if x == 0:
+        return -_F32_INF
+    if x != x:
+        return x
+    return _F32_NAN
+
+
+@cuda.jit(device=True)
+def _log1p(x):
+    if x > -1:
+        return math.log1p(x)
+    if x == -1:
+        return -_F32_INF
+    if x != x:
+        return x
+    return _F32_NAN
+
+
+@cuda.jit(device=True)
+def _sqrt(x):
+    if x >= 0:
+        return math.sqrt(x)
+    if x != x:
+        return x
+    return _F32_NAN
+
+
+@cuda.jit(device=True)
+def _rsqrt(x):
+    """1 / sqrt(x), like numpy: 1/sqrt(0) = inf, 1/sqrt(-0.0) = -inf, negative -> NaN."""
+    if x > 0:
+        return _F32_ONE / math.sqrt(x)
+    if x == 0:
+        return _F32_ONE / x
+    if x != x:
+        return x
+    return _F32_NAN
+
+
+@cuda.jit(device=True)
+def _cbrt(x):
+    """Real cube root; computed in float64 so the float32 result is correctly rounded."""
+    if x != x or x == 0:
+        return x
+    r = math.pow(abs(float64(x)), 1.0 / 3.0)
+    if x < 0:
+        return -r
+    return r
+
+
+@cuda.jit(device=True)
+def _logistic(x):
+    """1 / (1 + exp(-x)) without overflow for either sign."""
+    if x >= 0:
+        e = math.exp(-x)
+        return _F32_ONE / (_F32_ONE + e)
+    e = math.exp(x)
+    return e / (_F32_ONE + e)
+
+
+@cuda.jit(device=True)
+def _trunc(x):
+    """Round toward zero, as a float64 (``math.trunc`` returns an int, which inf/NaN cannot be)."""
+    if abs(x) < _TRUNC_EXACT:
+        return float64(int64(x))
+    return float64(x)
+
+
+@cuda.jit(device=True)
+def _floor(x):
+    t = _trunc(x)
+    if t > x:
+        return t - 1.0
+    return t
+
+
+@cuda.jit(device=True)
+def _ceil(x):
+    t = _trunc(x)
+    if t < x:
+        return t + 1.0
+    return t
+
+
+@cuda.jit(device=True)
+def _round_afz(x):
+    """Round half away from zero (XLA round-nearest-afz)."""
+    t = _trunc(x)
+    if abs(x - t) >= 0.5:
+        if x > 0:
+            return t + 1.0
+        return t - 1.0
+    return t
+
+
+@cuda.jit(device=True)
+def _round_even(x):
+    """Round half to even (np.rint)."""
+    t = _trunc(x)
+    d = x - t
+    if abs(d) > 0.5 or (abs(d) == 0.5 and t - 2.0 * _trunc(t * 0.5) != 0):
+        if x > 0:
+            return t + 1.0
+        return t - 1.0
+    return t
+
+
+@cuda.jit(device=True)
+def _divide(a, b):
+    """Float division (x/0 gives inf or NaN, as IEEE says)."""
+    return a / b
+
+
+@cuda.jit(device=True)
+def _remainder(a, b):
+    """C fmod: the sign of the dividend; x % 0 and inf % y are NaN."""
+    if b == 0 or a != a or b != b or a == _F32_INF or a == -_F32_INF:
+        return _F32_NAN
+    return math.fmod(a, b)
+
+
+@cuda.jit(device=True)
+def _power(a, b):
+    return a ** b
+
+
+@cuda.jit(device=True)
+def _max(a, b):
+    """np.maximum: NaN wins."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a > b:
+        return a
+    return b
+
+
+@cuda.jit(device=True)
+def _min(a, b):
+    """np.minimum: NaN wins."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a < b:
+        return a
+    return b
+
+
+# -- integer and predicate helpers ---------------------------------------------------
+
+@cuda.jit(device=True)
+def _not(x):
+    """Logical not of a pred."""
+    return not x
+
+
+@cuda.jit(device=True)
+def _invert(x):
+    """Bitwise not of an integer (the ``not`` op on integer types)."""
+    return ~x
+
+
+@cuda.jit(device=True)
+def _idivide(a, b):
+    """XLA integer division: truncate toward zero; x/0 = -1; INT_MIN/-1 wraps to INT_MIN."""
+    if b == 0:
+        return -1
+    if b == -1:
+        return -a
+    q = a // b
+    if a - q * b != 0 and (a < 0) != (b < 0):
+        q += 1
+    return q
+
+
+@cuda.jit(device=True)
+def _iremainder(a, b):
+    """XLA integer remainder: the sign of the dividend; x % 0 = x."""
+    if b == 0:
+        return a
+    if b == -1:
+        return a - a
+    r = abs(a) % abs(b)
+    if a < 0:
+        return -r
+    return r
+
+
+@cuda.jit(device=True)
+def _ipower(a, b):
+    """Integer power by squaring (wraps like C); a negative exponent gives 0, except 1 for base 1."""
+    if b < 0:
+        if a == 1:
+            return 1
+        return 0
+    result = a - a + 1
+    base = a
+    e = b
+    while e > 0:
+        if e & 1:
+            result = result * base
+        base = base * base
+        e = e >> 1
+    return result
+
+
+@cuda.jit(device=True)
+def _shl(a, b, bits):
+    """Shift left; a shift of ``bits`` or more (or negative) gives 0 (XLA), not C's undefined value."""
+    if b < 0 or b >= bits:
+        return a - a
+    return a << b
+
+
+@cuda.jit(device=True)
+def _sra(a, b, bits):
+    """Arithmetic shift right; an out-of-range shift fills with the sign bit (XLA)."""
+    if b < 0 or b >= bits:
+        if a < 0:
+            return a - a - 1
+        return a - a
+    return a >> b
+
+
+@cuda.jit(device=True)
+def _srl(a, b, bits):
+    """Logical shift right of a ``bits``-wide integer (zero fill); out-of-range shifts give 0."""
+    if b < 0 or b >= bits:
+        return 0
+    mask = (int64(1) << bits) - 1 if bits < 64 else int64(-1)
+    u = uint64(int64(a) & mask)
+    return int64(u >> uint64(b))
+
+
+@cuda.jit(device=True)
+def _float_to_int(x, lo, hi):
+    """XLA convert float -> int: truncate toward zero, saturate at the type's range, NaN -> 0.
+
+    Returns a float64 in ``[lo, hi]``; the caller casts it to the integer type.
+    """
+    if x != x:
+        return 0.0
+    t = _trunc(x)
+    if t < lo:
+        return lo
+    if t > hi:
+        return hi
+    return t
+
+
+# -- narrow float formats --------------------------------------------------------------
+
+@cuda.jit(device=True)
+def _f16(x):
+    """Round a float32 to float16 and back (a float16 op's result)."""
+    return float32(float16(x))
+
+
+@cuda.jit(device=True)
+def _bf16(x):
+    """Round a float32 to the nearest bfloat16 (ties to even), kept as float32."""
+    if x != x:
+        return float32(x)
+    buf = cuda.local.array(1, float32)
+    buf[0] = float32(x)
+    bits = uint64(buf.view(uint32)[0])
+    rounding = ((bits >> uint64(16)) & uint64(1)) + uint64(0x7FFF)
+    buf.view(uint32)[0] = uint32(((bits + rounding) >> uint64(16)) << uint64(16))
+    return buf[0]
+
+
+@cuda.jit(device=True)
+def _bf16_bits(x):
+    """The 16 bits that store a (bf16-rounded) float32 value in memory."""
+    buf = cuda.local.array(1, float32)
+    buf[0] = float32(x)
+    return uint16(buf.view(uint32)[0] >> uint32(16))
+
+
+@cuda.jit(device=True)
+def _bf16_value(bits):
+    """A bfloat16 read from memory (its 16 raw bits), as float32."""
+    buf = cuda.local.array(1, uint32)
+    buf[0] = uint32(bits) << uint32(16)
+    return buf.view(float32)[0]
+
+
+#: every helper a generated kernel may import
+HELPERS = ("_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
+           "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
+           "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",
+           "_bf16_bits", "_bf16_value")

@@ -1,0 +1,95 @@
+"""Tests for the ``astitch plan`` and ``astitch simulate`` subcommands."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import astitch_sim as asim
+from astitch_sim.cli import main
+
+try:
+    from astitch_sim.simt import simulate
+except ImportError:
+    simulate = None
+
+needs_simulate = pytest.mark.skipif(simulate is None, reason="astitch_sim.simt does not export simulate yet "
+                                                             "(the SIMT executor is written separately)")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------
+# astitch plan
+# ---------------------------------------------------------------------------
+
+def test_plan_text_matches_print_plan(capsys):
+    code, out, err = run(capsys, "plan", "--workload", "paper_fig7", "--strategy", "xla", "--gpu", "v100")
+    assert code == 0 and err == ""
+    assert out.strip() == str(asim.compile(asim.workload("paper_fig7"), "xla", "V100")).strip()
+    assert out.startswith("plan xla for paper_fig7 on V100: 4 generated")
+
+
+def test_plan_json_round_trips(capsys):
+    code, out, _ = run(capsys, "plan", "-w", "softmax", "--shape", "rows=4", "cols=8", "--json")
+    assert code == 0
+    plan = asim.Plan.from_json(out)
+    assert plan.strategy == "astitch" and json.loads(out)["gpu"] == "V100"
+
+
+def test_plan_dot(capsys):
+    code, out, _ = run(capsys, "plan", "-w", "layernorm", "--shape", "rows=4", "cols=8", "--dot", "--gpu", "H100")
+    assert code == 0 and out.startswith("digraph")
+
+
+def test_plan_bad_gpu_and_strategy_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "-w", "softmax", "--gpu", "B200"])
+    assert e.value.code == 2
+    assert "unknown GPU 'B200'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["plan", "-w", "softmax", "--strategy", "magic"])
+
+
+# ---------------------------------------------------------------------------
+# astitch simulate
+# ---------------------------------------------------------------------------
+
+def test_simulate_trace_refuses_big_shapes(capsys):
+    code, out, err = run(capsys, "simulate", "-w", "softmax", "--trace")
+    assert code == 2 and err.startswith("astitch: error: --trace") and "--shape rows=4 cols=8" in err
+
+
+def test_simulate_bad_shape_is_an_error(capsys):
+    code, _, err = run(capsys, "simulate", "-w", "softmax", "--shape", "rows=x")
+    assert code == 2 and "not an integer" in err
+
+
+@needs_simulate
+def test_simulate_one_strategy(capsys):
+    code, out, err = run(capsys, "simulate", "-w", "paper_fig7", "--gpu", "V100")
+    assert code == 0, err
+    assert "== astitch: 1 kernel(s)" in out and "over xla" in out and "launch 5.00" in out
+
+
+@needs_simulate
+def test_simulate_compare_table(capsys):
+    code, out, err = run(capsys, "simulate", "-w", "softmax", "--shape", "rows=64", "cols=1024", "--compare")
+    assert code == 0, err
+    head = next(l for l in out.splitlines() if l.startswith("strategy"))
+    assert "predicted us" in head and "vs xla" in head
+    for s in ("unfused", "xla", "tvm", "astitch"):
+        assert any(l.startswith(s + " ") for l in out.splitlines())
+
+
+@needs_simulate
+def test_simulate_timeline_and_trace(capsys):
+    code, out, err = run(capsys, "simulate", "-w", "softmax", "--shape", "rows=4", "cols=8", "--trace",
+                         "--timeline", "--events", "5")
+    assert code == 0, err
+    assert "# trace:" in out and "# races:" in out
+    assert "SM0 " in out and "utilisation" in out
