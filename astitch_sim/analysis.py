@@ -132,6 +132,22 @@ def memory_clusters(graph: Graph) -> list[list[Node]]:
     return [g for g in groups.values() if any(not is_free(n) for n in g) or any(n in graph.outputs for n in g)]
 
 
+def ancestors(node: Node, cache: dict | None = None) -> set:
+    """Names of every node ``node`` depends on (transitively); ``cache`` memoises per node name."""
+    if cache is not None and node.name in cache:
+        return cache[node.name]
+    seen, stack = set(), [node]
+    while stack:
+        x = stack.pop()
+        for o in x.operands:
+            if o.name not in seen:
+                seen.add(o.name)
+                stack.append(o)
+    if cache is not None:
+        cache[node.name] = seen
+    return seen
+
+
 def fan_out(graph: Graph) -> dict[str, int]:
     """Operator-level fan-out of every node (number of distinct users)."""
     return {n.name: len(graph.users(n)) for n in graph}

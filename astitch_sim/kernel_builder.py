@@ -185,8 +185,14 @@ def _recompute(graph, stage: Stage) -> dict:
     return out
 
 
-def _place_values(graph, name, stages, escapes, stitch, allow_global, force_global):
-    """Where every value of the kernel lives (register, shared, global) and which stages read it."""
+def stage_membership(graph, stages, name: str = "kernel"):
+    """Which stage computes each node, and which stages read it.
+
+    Returns ``(stage_of, part_of, copies, consumers, needed_later)``: the first
+    stage computing a node, whether it is in ``ops`` or ``epilogue``, every
+    stage with its own copy (recomputation), the stages that *read* its value
+    (a stage with its own copy does not), and the nodes a later stage reads.
+    """
     stage_of, part_of, copies = {}, {}, {}
     for i, s in enumerate(stages):
         for n in s.ops:
@@ -209,6 +215,12 @@ def _place_values(graph, name, stages, escapes, stitch, allow_global, force_glob
                     consumers.setdefault(o.name, set()).add(i)
 
     needed_later = {n for n, st in consumers.items() if n in stage_of and any(j > stage_of[n] for j in st)}
+    return stage_of, part_of, copies, consumers, needed_later
+
+
+def _place_values(graph, name, stages, escapes, stitch, allow_global, force_global):
+    """Where every value of the kernel lives (register, shared, global) and which stages read it."""
+    stage_of, part_of, copies, consumers, needed_later = stage_membership(graph, stages, name)
     values: dict[str, Value] = {}
     kernel_inputs = []
     for n in dict.fromkeys(o for s in stages for c in list(s.ops) + list(s.epilogue) for o in

@@ -12,6 +12,22 @@ def _kib(n: int) -> str:
     return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
 
 
+def _value_line(g, k, s, n, where) -> str:
+    node = g[n]
+    v = k.values.get(n)
+    tag = ""
+    if v is not None:
+        tag = f"[{v.scheme}]"
+        if v.space != "register":
+            tag += f" -> {SPACE_WORD[v.space]}"
+        if v.output:
+            tag += " -> output"
+    rc = s.recompute.get(n)
+    if rc and rc > 1:
+        tag += f"  (computed {rc}x per value)"
+    return f"  {where}{n:<18} {node.op:<14} {shape_str(node.shape, node.dtype):<16} {tag}"
+
+
 def format_kernel(plan, k, index: int) -> list:
     g = plan.graph
     lines = []
@@ -31,23 +47,12 @@ def format_kernel(plan, k, index: int) -> list:
         lines.append(f"  reads  {', '.join(k.inputs)}  (global)")
     for i, s in enumerate(k.stages):
         lines.append(f"  stage {i}: dominant {s.dominant}  -- {s.mapping.describe()}")
-        for n in list(s.ops) + list(s.epilogue):
-            if n in s.epilogue and n == s.epilogue[0] and s.sync_after_combine:
-                lines.append(f"  ---- grid barrier (split {', '.join(s.reduces)} combined: {s.mapping.combine}) ----")
-            node = g[n]
-            v = k.values.get(n)
-            tag = ""
-            if v is not None:
-                tag = f"[{v.scheme}]"
-                if v.space != "register":
-                    tag += f" -> {SPACE_WORD[v.space]}"
-                if v.output:
-                    tag += " -> output"
-            rc = s.recompute.get(n)
-            if rc and rc > 1:
-                tag += f"  (computed {rc}x per value)"
-            where = "  epilogue " if n in s.epilogue else "    "
-            lines.append(f"  {where}{n:<18} {node.op:<14} {shape_str(node.shape, node.dtype):<16} {tag}")
+        for n in s.ops:
+            lines.append(_value_line(g, k, s, n, "    "))
+        if s.sync_after_combine:
+            lines.append(f"  ---- grid barrier (split {', '.join(s.reduces)} combined: {s.mapping.combine}) ----")
+        for n in s.epilogue:
+            lines.append(_value_line(g, k, s, n, "  epilogue "))
         if s.barrier_after != "none":
             lines.append(f"  ---- {s.barrier_after} barrier " + "-" * 30)
     if k.outputs:

@@ -55,7 +55,7 @@ import numpy as np
 
 from ..dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
-from ..kernel_builder import stage_roots, task_shape
+from ..kernel_builder import stage_membership, stage_roots, task_shape
 from ..plan import Plan
 from ..reference import bind_inputs
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
@@ -176,22 +176,8 @@ def _run_library(graph, k, mem, ks) -> None:
 
 
 def _bookkeeping(graph, stages):
-    """stage_of / copies / needed_later, exactly as kernel_builder.assemble_kernel derives them."""
-    stage_of, copies = {}, {}
-    for i, s in enumerate(stages):
-        for n in s.ops:
-            copies.setdefault(n, set()).add(i)
-            stage_of.setdefault(n, i)
-        for n in s.epilogue:
-            stage_of[n] = i
-            copies[n] = {i}
-    consumers: dict = {}
-    for i, s in enumerate(stages):
-        for n in list(s.ops) + list(s.epilogue):
-            for o in graph[n].operands:
-                if i not in copies.get(o.name, ()) or stage_of.get(o.name) == i:
-                    consumers.setdefault(o.name, set()).add(i)
-    needed_later = {n for n, st in consumers.items() if n in stage_of and any(j > stage_of[n] for j in st)}
+    """stage_of / needed_later, exactly as kernel_builder.assemble_kernel derives them."""
+    stage_of, _, _, _, needed_later = stage_membership(graph, stages)
     return stage_of, needed_later
 
 

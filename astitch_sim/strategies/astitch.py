@@ -41,7 +41,7 @@ from __future__ import annotations
 from math import ceil
 
 from ..errors import AStitchError
-from ..analysis import classify_reduce, is_compute, is_expensive, is_free, is_one_to_many_producer, \
+from ..analysis import ancestors, classify_reduce, is_compute, is_expensive, is_free, is_one_to_many_producer, \
     memory_clusters
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
@@ -53,16 +53,7 @@ ASSUMED_REGISTERS = 32       # "assume": 32 registers per thread
 
 
 def _depends_on(graph, node, targets: set, cache: dict) -> bool:
-    if node.name not in cache:
-        seen, stack = set(), [node]
-        while stack:
-            x = stack.pop()
-            for o in x.operands:
-                if o.name not in seen:
-                    seen.add(o.name)
-                    stack.append(o)
-        cache[node.name] = seen
-    return bool(cache[node.name] & targets)
+    return bool(ancestors(node, cache) & targets)
 
 
 class _Group:
@@ -358,22 +349,10 @@ def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
 
 def _remote_stitch(graph, clusters: list) -> list:
     """Merge clusters that do not depend on each other (no cycle through a matrix product)."""
-    ancestors: dict = {}
-
-    def anc(name):
-        if name not in ancestors:
-            seen, stack = set(), [graph[name]]
-            while stack:
-                x = stack.pop()
-                for o in x.operands:
-                    if o.name not in seen:
-                        seen.add(o.name)
-                        stack.append(o)
-            ancestors[name] = seen
-        return ancestors[name]
+    cache: dict = {}
 
     def depends(a: set, b: set) -> bool:
-        return any(anc(x) & b for x in a)
+        return any(ancestors(graph[x], cache) & b for x in a)
 
     merged: list[set] = []
     for c in clusters:

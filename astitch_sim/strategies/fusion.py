@@ -20,7 +20,7 @@ What differs between strategies is only which nodes are roots:
 """
 from __future__ import annotations
 
-from ..analysis import is_compute, is_expensive, is_free, is_one_to_many_producer
+from ..analysis import ancestors, is_compute, is_expensive, is_free, is_one_to_many_producer
 from ..kernel_builder import assemble_kernel
 from ..plan import Plan, Stage
 from .common import LOOP_BLOCK, closure, escapes_of, flat_mapping, fusible_stop, is_work, library_kernel, \
@@ -79,16 +79,7 @@ def _settle_roots(graph, live, strategy) -> tuple[set, dict]:
 
 def _depends(graph, a: str, b: str, cache: dict) -> bool:
     """Does node ``a`` depend on node ``b`` (transitively)?"""
-    if a not in cache:
-        seen, stack = set(), [a]
-        while stack:
-            x = stack.pop()
-            for o in graph[x].operands:
-                if o.name not in seen:
-                    seen.add(o.name)
-                    stack.append(o.name)
-        cache[a] = seen
-    return b in cache[a]
+    return b in ancestors(graph[a], cache)
 
 
 def _group_siblings(graph, order: list, members: dict, strategy: str) -> list:
