@@ -23,27 +23,52 @@ plan (the hash of ``plan.to_json()``); the generated module is written to
 ``$ASTITCH_GPU_CACHE`` (default ``<tmp>/astitch_gpu_backend``) so tracebacks
 show its lines.
 
-Simulator vs GPU -- what differs when ``NUMBA_ENABLE_CUDASIM=1``:
+Simulator vs GPU -- what differs when ``NUMBA_ENABLE_CUDASIM=1`` (the kernels are the same source):
 
-* **Grid barriers.**  Numba's simulator runs blocks one at a time and turns
-  ``this_grid().sync()`` into a block barrier.  :mod:`gpu_backend.cudasim`
-  launches cooperative kernels itself: every thread of every block at once,
-  each block with its own shared memory, ``this_grid().sync()`` a barrier over
-  all of them -- so the generated code is the code a GPU runs.  The
-  co-residency limit is taken from the plan's GPU preset
-  (``gpu.blocks_per_wave``), capped at ``cudasim.MAX_CONCURRENT_THREADS``
-  threads; on a GPU it is Numba's ``max_cooperative_grid_blocks``.
-* **Scheduling.**  Threads are Python threads, interleaved by the interpreter:
-  no warps, no lock-step, no memory model subtleties (every store is visible
-  at once).  A missing barrier may go unnoticed in the simulator; run
-  ``compute-sanitizer --tool racecheck`` on a GPU (the ``gpu`` test suite does).
-  Barrier divergence (a thread returning while others wait) is an error here.
-* **Arithmetic.**  ``math`` functions of float32 values are computed in double
-  and rounded (a GPU uses its float32 intrinsics: last-bit differences);
-  float32 add/mul/div are numpy's, IEEE like the GPU's (no FMA contraction).
-* **Speed.**  About a millisecond per simulated thread: use tiny shapes.
-* **Warp shuffles / dynamic shared memory** are not used by the generated code
-  at all, so nothing differs there.
+1. **Grid barriers.**  Numba's simulator runs blocks one at a time and turns
+   ``this_grid().sync()`` into a block barrier (right only for one block).
+   :mod:`gpu_backend.cudasim` launches a cooperative kernel itself: every thread of
+   every block at once, each block with its own shared memory, ``this_grid().sync()``
+   a barrier over all of them.  Non-cooperative kernels run block by block, as in
+   Numba's simulator.  Barriers are condition variables, not Numba's polling loop.
+2. **Co-residency limit.**  A cooperative launch is allowed up to the plan's GPU
+   preset ``blocks_per_wave(block, shared, registers)`` and at most
+   ``cudasim.MAX_CONCURRENT_THREADS`` (16384) simulated threads; on a GPU the limit
+   is Numba's ``max_cooperative_grid_blocks`` for the compiled kernel (its real
+   register count).  Either way a grid that does not fit is an AStitchError, never a hang.
+3. **Scheduling and memory model.**  Threads are Python threads interleaved by the
+   interpreter: no warps, no lock-step, every store visible at once.  A missing
+   barrier may or may not show up as a wrong result (one did: see codegen's
+   reduction-scratch layout); the ``gpu`` suite runs ``compute-sanitizer`` racecheck.
+   A thread that returns while others wait at a barrier is an error here
+   (``cudasim.BarrierError``); on a GPU that is undefined behaviour.
+4. **math functions.**  The kernels call ``math.exp`` etc.; on a GPU those are
+   libdevice's float32 routines (``expf`` within 2 ulp), in the simulator an IEEE
+   twin of Python's ``math`` (``prelude.math``: numpy in float64, rounded to the
+   node's type; ``exp(1000)`` gives ``inf`` instead of raising).
+5. **Float arithmetic.**  The simulator does every float32 op in numpy float32
+   (IEEE, round to nearest).  On a GPU, NVVM may contract ``a * b + c`` into a fused
+   multiply-add (one rounding instead of two): last-bit differences.
+6. **Atomics.**  Simulated with a lock; on a GPU float atomics land in any order,
+   so a split reduction's last bits can change from run to run (in the simulator too,
+   with the thread schedule).
+7. **Out-of-bounds indexing.**  numpy raises ``IndexError`` past the end but wraps
+   negative indices; a GPU reads or writes out of bounds (``compute-sanitizer
+   memcheck`` catches it).  Uninitialised device memory is ``np.empty`` garbage in both.
+8. **Registers.**  On a GPU each kernel is compiled with ``max_registers`` = the
+   plan's ``registers_per_thread`` (``prelude.jit``; the "apply" of
+   assume-relax-apply: spills rather than losing the occupancy the plan counted on);
+   the simulator has no register file and drops the cap.
+9. **Speed.**  About 0.1 ms per simulated thread; a barrier costs a wake-up of every
+   thread.  Use tiny shapes (the astitch compiler picks small blocks for them).
+
+Nothing else differs: no warp shuffles, no dynamic shared memory, no
+``syncthreads_count`` -- the generated code uses none of what the simulator lacks.
+
+Checking Numba's compiler without a GPU: ``python -m gpu_backend.typecheck
+WORKLOAD[:k=v,...]|FILE.hlo|PLAN.json`` runs Numba-CUDA's type inference and
+lowering on every generated kernel for compute capability 9.0 (no driver needed;
+see :mod:`gpu_backend.typecheck`), which the simulator cannot: it runs Python.
 
 Formats: float16 is computed in float32 and rounded after every op; bfloat16
 likewise, and stored in device memory as its 16 raw bits; pred is ``bool``.

@@ -24,12 +24,20 @@ the recipe in :mod:`astitch_sim.plan` ("How a stage runs"):
   ``cuda.syncthreads()``; Global values in global scratch arrays behind a
   grid barrier ``cuda.cg.this_grid().sync()`` (cooperative launch).
 * **Reductions.**  Each thread accumulates its elements in iteration order; the
-  threads of a task combine in a shared-memory tree (``threads_per_row`` may be
-  any multiple of 32, e.g. 768: the first step folds the tail); the task's
-  first thread combines the total with the reduce's init value and runs the
-  stage's epilogue.  A task split over blocks combines by ``cuda.atomic``
-  into a result buffer the runtime pre-fills with the init value, or by
-  partials in global scratch + grid barrier, as ``mapping.combine`` says.
+  threads of a task combine in a shared-memory tree (the upper half folds into
+  the lower half, the half rounded up, so ``threads_per_row`` may be any count,
+  e.g. XLA's 768 -- the same order as the SIMT model's ``simt.reduce.tree``);
+  the task's first thread combines the total with the reduce's init value and
+  runs the stage's epilogue.  A task split over blocks combines by
+  ``cuda.atomic`` into a result buffer the runtime pre-fills with the init
+  value, or by partials in global scratch + grid barrier, as
+  ``mapping.combine`` says.  The reduction scratch (``block * 8`` bytes per
+  reduce, as the plan reserves) gives thread ``t`` bytes ``8t..8t+7``: stages
+  that reuse it with another element type never race.
+* **Op templates.**  Each elementwise op is its op-table ``scalar`` template,
+  except where the template would be wrong on a GPU (``SCALAR_OVERRIDES``:
+  ``math.floor``/``math.ceil`` return an int; C shifts by >= the bit width are
+  undefined) or means something else for integers (``HELPER_BY_DTYPE``).
 * **Types.**  float32 math stays float32: literals are module-level numpy
   scalars, every op result is cast to its node's type.  f16 and bf16 are
   computed in float32 and rounded after every op (``_f16``/``_bf16``);
@@ -55,7 +63,13 @@ from astitch_sim.ops import compare_scalar
 from astitch_sim.plan import Kernel, Plan
 
 from . import exprs as E
-from .prelude import HELPERS
+
+#: the names a generated module imports from gpu_backend.prelude (kept here so that generating
+#: source needs no numba; tests check the prelude defines exactly these)
+HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
+           "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
+           "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",
+           "_bf16_bits", "_bf16_value")
 
 # -- element types ---------------------------------------------------------------
 
@@ -105,7 +119,7 @@ _ATOMIC_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64")
 
 _STRUCTURAL = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",
                "row_in_block", "row_lane", "block_slot", "part", "within", "tile", "stride", "row_ok", "col_ok",
-               "total", "p", "k", "a", "b", "acc", "math", "np", "cuda", "range", "abs", "bool", "int", "float",
+               "total", "p", "k", "n", "h", "a", "b", "acc", "math", "np", "cuda", "range", "abs", "bool", "int", "float",
                "min", "max", "len", "print", "True", "False", "None",
                "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                "uint64", "bool_"} | set(HELPERS)
@@ -147,6 +161,18 @@ class GeneratedModule:
     kernels: list             # KernelSpec, in plan order
 
 
+def _scheme_words(v, crosses: bool = False) -> str:
+    """A Value's stitch scheme and memory space, in the paper's words."""
+    if v.scheme == "local":
+        return "Local (registers" + (", kept for a later stage)" if crosses else ")")
+    if v.scheme == "regional":
+        return ("Regional (shared memory, read after a block barrier)" if v.space == "shared" else
+                "Regional (its task's threads combine it in shared memory)")
+    if v.scheme == "global":
+        return "Global (global memory, read after a grid barrier)" if v.space == "global" else "Global"
+    return "Independent (no consumer in this kernel)"
+
+
 def ident(name: str) -> str:
     """A node name as a Python identifier: ``mean.bcast`` -> ``mean_bcast``."""
     s = re.sub(r"\W", "_", name)
@@ -166,8 +192,9 @@ class Names:
     def fresh(self, base: str) -> str:
         base = ident(base)
         name, k = base, 2
+        sep = "_v" if base[-1].isdigit() else "_"
         while name in self.used:
-            name, k = f"{base}_{k}", k + 1
+            name, k = f"{base}{sep}{k}", k + 1
         self.used.add(name)
         return name
 
@@ -185,6 +212,16 @@ class Scope:
                 return s.known[key]
             s = s.parent
         return None
+
+
+@dataclass
+class Scratch:
+    """A typed view of the reduction scratch; thread t's partial is element ``t * stride``."""
+    name: str
+    stride: int
+
+    def at(self, thread: str) -> str:
+        return f"{self.name}[{E.mul(thread, self.stride)}]"
 
 
 class Lines:
@@ -208,7 +245,8 @@ class Lines:
 class ModuleWriter:
     """Writes the whole Python module for a plan: header, constants, one function per kernel."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, probe: bool = False):
+        self.probe = probe      # testing aid: record which (block, thread, iteration) stores each output element
         if not isinstance(plan, Plan):
             raise AStitchError(f"generate_source needs a Plan (from asim.compile), got {type(plan).__name__}")
         self.plan, self.graph = plan, plan.graph
@@ -225,6 +263,10 @@ class ModuleWriter:
         elif dtype in _FLOATS:
             f = float(v)
             text = repr(f) if np.isfinite(f) else f'float("{f}")'
+            if np.isfinite(f) and ctype == "float32":
+                short = str(np.float32(f))            # shortest text that reads back as the same float32
+                if np.float32(float(short)) == np.float32(f):
+                    text = short
             src = f"np.{ctype}({text})"
         else:
             src = f"np.{ctype}({int(v)})"
@@ -264,9 +306,11 @@ class ModuleWriter:
         for s in specs:
             coop = ", cooperative (grid barrier)" if s.cooperative else ""
             head.append(f"    {s.func}[{s.grid}, {s.block}]  ({s.name}{coop})")
-        head += ['"""', "import math", "", "import numpy as np", "from numba import cuda",
+        head += ['"""', "import numpy as np", "from numba import cuda",
                  "from numpy import bool_, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, "
                  "uint32, uint64", "",
+                 "# math: Python's math module on a GPU; in the CUDA simulator its IEEE twin (exp(1000) = inf, no "
+                 "exception)",
                  "from gpu_backend.prelude import (" + ", ".join(HELPERS) + ")", ""]
         if self.consts:
             head.append("# literal constants, typed: float32 math stays float32")
@@ -345,6 +389,13 @@ class KernelWriter:
         self.array_of[node] = name
         return name
 
+    def probe_array(self, node: str) -> str:
+        key = "probe:" + node
+        if key not in self.array_of:
+            self.array_of[key] = self.add_param(node, "probe", self.g[node].shape, "s64", "probe_" + node,
+                                                comment="(block * block_size + thread) * iterations + iteration")
+        return self.array_of[key]
+
     def load(self, dtype: str, ref: str) -> str:
         """A value read from memory, in its register type."""
         if dtype == "f16":
@@ -392,20 +443,26 @@ class KernelWriter:
         self.local_of[node] = name
         return name
 
-    def scratch(self, slot: int, dtype: str) -> str:
-        """Shared reduction scratch for the ``slot``-th reduce of a stage (block * 8 bytes each)."""
+    def scratch(self, slot: int, dtype: str) -> "Scratch":
+        """Shared reduction scratch for the ``slot``-th reduce of a stage: ``block * 8`` bytes, 8 per thread.
+
+        Thread ``t``'s partial sits in bytes ``8t .. 8t+7`` whatever its type, so a later stage that
+        reuses the scratch with another type never touches a byte another thread may still read
+        (stages need no barrier between them for that).
+        """
         ctype = COMPUTE[dtype]
         key = (slot, ctype)
         if key in self.scratch_of:
             return self.scratch_of[key]
-        base = self.scratch_base
-        start = base + slot * self.k.block * 8
-        size = self.k.block * np.dtype(ctype if ctype != "bool_" else np.bool_).itemsize
+        itemsize = np.dtype(np.bool_ if ctype == "bool_" else ctype).itemsize
+        start = self.scratch_base + slot * self.k.block * 8
         name = self.names.fresh(f"red{slot}" + ("" if ctype == "float32" else "_" + ctype.rstrip("_")))
-        self.prologue.append(f"{name} = smem[{start}:{start + size}].view({ctype})  # reduction scratch "
-                             f"{slot}: one {ctype} partial per thread")
-        self.scratch_of[key] = name
-        return name
+        stride = 8 // itemsize
+        self.prologue.append(f"{name} = smem[{start}:{start + self.k.block * 8}].view({ctype})  # reduction "
+                             f"scratch {slot}: thread t's {ctype} partial at [t" +
+                             (f" * {stride}]" if stride > 1 else "]") + " (8 bytes per thread)")
+        self.scratch_of[key] = Scratch(name, stride)
+        return self.scratch_of[key]
 
     # -- the kernel --------------------------------------------------------------------
     def write(self):
@@ -420,6 +477,7 @@ class KernelWriter:
         if k.shared_bytes > STATIC_SHARED_LIMIT:
             self.fail(f"{k.shared_bytes} B of shared memory per block; a Numba kernel declares at most "
                       f"{STATIC_SHARED_LIMIT} B statically")
+        self._check_shared_reuse()
         for n in k.inputs:
             self.global_array(n)
         body = Lines()
@@ -440,9 +498,37 @@ class KernelWriter:
                           k.shared_bytes, self.params)
         return self._assemble(body), spec
 
+    def _check_shared_reuse(self):
+        """Shared bytes reused by a later value need a barrier after the earlier value's last reader
+        (a ``barrier_after``, or the ``syncthreads`` of the writing stage's reduction tree)."""
+        k = self.k
+        shared = [v for v in self.values.values() if v.space == "shared" and v.stage >= 0]
+        for a in shared:
+            last = max(self.read_later.get(a.node, {a.stage}))
+            for b in shared:
+                if b is a or b.stage <= a.stage or b.offset >= a.offset + a.nbytes or a.offset >= b.offset + b.nbytes:
+                    continue
+                if last >= b.stage:
+                    self.fail(f"shared bytes {b.offset}..{b.offset + b.nbytes} hold {a.node} (read until stage "
+                              f"{last}) and {b.node} (written in stage {b.stage}) at the same time")
+                if all(s.barrier_after == "none" for s in k.stages[last:b.stage]) and \
+                        not self._written_after_tree(b):
+                    self.fail(f"{b.node} (stage {b.stage}) reuses the shared bytes of {a.node}, last read in "
+                              f"stage {last}, with no barrier in between: a write-after-read race")
+
+    def _written_after_tree(self, v) -> bool:
+        """A reduce (or epilogue) value is stored after its stage's shared-memory tree, whose
+        ``cuda.syncthreads()`` every thread of the block passes only after finishing earlier stages."""
+        st = self.k.stages[v.stage]
+        m = st.mapping
+        width = m.threads_per_row if m.kind == "rows" else m.rows_per_block
+        has_reduce = any(self.g[n].op == "reduce" for n in st.ops)
+        return has_reduce and width > 1 and (v.node in st.epilogue or self.g[v.node].op == "reduce")
+
     def _assemble(self, body: Lines) -> str:
         k = self.k
-        lines = ["@cuda.jit", f"def {self.func}({', '.join(p.name for p in self.params)}):"]
+        lines = [f"@jit(max_registers={k.registers_per_thread})  # cuda.jit, at most the plan's registers per thread",
+                 f"def {self.func}({', '.join(p.name for p in self.params)}):"]
         doc = [f'    """{k.name}: {len(k.stages)} stage(s), grid {k.grid} x block {k.block}, '
                f'{k.shared_bytes} B shared per block'
                + (", cooperative launch (grid barrier)" if k.cooperative else "") + "."]
@@ -459,8 +545,10 @@ class KernelWriter:
         if k.cooperative:
             lines.append("    grid = cuda.cg.this_grid()  # cooperative launch: every block is resident")
         if k.shared_bytes:
-            lines.append(f"    smem = cuda.shared.array({k.shared_bytes}, uint8)  # the block's shared memory, "
-                         "as in the plan's layout")
+            if k.shared_bytes % 8:
+                self.fail(f"{k.shared_bytes} B of shared memory is not a whole number of 8-byte words")
+            lines.append(f"    smem = cuda.shared.array({k.shared_bytes // 8}, float64).view(uint8)  # the block's "
+                         f"{k.shared_bytes} B of shared memory (8-byte aligned), laid out as the plan says")
         for p in self.prologue:
             lines.append("    " + p)
         lines.append("")
@@ -482,6 +570,8 @@ class StageWriter:
         self.result_var: dict[str, str] = {}   # reduce -> variable with its complete value (epilogue phase)
         self.it = None                          # expression of the thread's iteration (register arrays)
         self.phase = "element"
+        self.dvars: dict = {}                   # domain dim -> its index variable (or constant)
+        self.acc_var: dict = {}                 # reduce -> its per-thread accumulator
 
     def fail(self, msg):
         self.kw.fail(msg, self.si)
@@ -661,10 +751,7 @@ class StageWriter:
         if op == "broadcast":
             return tuple(idx[d] for d in node.attrs["dimensions"])
         if op in ("reshape", "bitcast"):
-            if tuple(node.shape) == tuple(operand.shape):
-                return tuple(idx)
-            flat = E.ravel(idx, node.shape)
-            return E.unravel(flat, operand.shape)
+            return E.reshape_index(idx, node.shape, operand.shape)
         if op == "transpose":
             perm = node.attrs["permutation"]
             out = [None] * len(perm)
@@ -692,12 +779,25 @@ class StageWriter:
         return E.add(E.mul(o, m.extent(2)), c)
 
     def slot_of(self, m, tc):
-        """Shared-memory slot of task coordinate ``tc`` in the block that holds it (the plan's layout)."""
+        """Shared-memory slot of task coordinate ``tc`` in the block that holds it (the plan's layout).
+
+        rows: ``(tc // slots) * rows_per_block + tc % slots % rows_per_block``; columns:
+        ``(tc // lanes // slots) * lanes + tc % lanes`` -- simplified when the task count
+        makes a term constant.
+        """
         if m.kind == "rows":
-            return E.add(E.mul(E.floordiv(tc, m.slots), m.rows_per_block), E.mod(E.mod(tc, m.slots),
-                                                                             m.rows_per_block))
+            rpb, slots = m.rows_per_block, m.slots
+            if m.rows <= rpb:
+                return tc
+            if m.rows <= slots:
+                return E.mod(tc, rpb)
+            return E.add(E.mul(E.floordiv(tc, slots), rpb), E.mod(E.mod(tc, slots), rpb))
         if m.kind == "columns":
             tpr = m.threads_per_row
+            if m.rows <= tpr:
+                return tc
+            if m.tiles <= m.slots:
+                return E.mod(tc, tpr)
             return E.add(E.mul(E.floordiv(E.floordiv(tc, tpr), m.slots), tpr), E.mod(tc, tpr))
         self.fail("a Regional value needs a rows or columns mapping")
 
@@ -724,13 +824,13 @@ class StageWriter:
     def write(self):
         s, m, out = self.stage, self.m, self.out
         out(f"# ---- stage {self.si}: dominant {s.dominant} -- {m.describe()}")
-        for n in s.ops + s.epilogue:
+        for n in list(s.ops) + list(s.epilogue):
             v = self.kw.values.get(n)
-            if v is not None and v.stage == self.si and (v.space != "register" or v.output
-                                                         or n in self.kw.read_later):
-                where = {"register": "registers", "shared": "shared memory", "global": "global memory"}[v.space]
-                extra = " + written out" if v.output else ""
-                out(f"#      {n}: {v.scheme} ({where}){extra}")
+            if v is None or v.stage != self.si or self.g[n].op in _LAYOUT_OPS and not (v.output or
+                                                                                     v.space != "register"):
+                continue
+            where = "epilogue, " if n in self.epi else ""
+            out(f"#   {n}: {where}{_scheme_words(v, n in self.kw.read_later)}" + (" -> output" if v.output else ""))
         if s.recompute:
             out("#      recomputed per value: " + ", ".join(f"{n} x{c}" for n, c in s.recompute.items()))
         if self.reduces and m.kind == "flat":
@@ -793,6 +893,10 @@ class StageWriter:
                          f"({'output' if v.output else 'Global'})")
             if v.space == "register" and crosses:
                 self.out(f"{self.kw.local_array(n)}[{self.it}] = {val}  # keep {n} in registers for a later stage")
+            if self.kw.mod.probe and v.output:
+                pname = self.kw.probe_array(n)
+                self.out(f"{pname}[{E.ravel(idx, dom)}] = (bid * {self.m.block} + tid) * "
+                         f"{self.m.elements_per_thread} + {self.it}  # probe: who stores this element")
 
     def combine(self, node, a: str, b: str) -> str:
         """One step of a reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
@@ -848,8 +952,6 @@ class StageWriter:
         """Emit ``dK = ...`` for the given domain dims from a view coordinate; returns the full index map."""
         shape = [sizes_of_domain[d] for d in dims]
         parts = E.unravel(coord, shape, bounded)
-        if not hasattr(self, "dvars"):
-            self.dvars = {}
         for d, p in zip(dims, parts):
             if isinstance(p, int):
                 self.dvars[d] = p
@@ -871,14 +973,12 @@ class StageWriter:
         if rows_kind:
             out(f"# {rpb} row(s) per block, {tpr} thread(s) per row" + (f", each row split over {splits} blocks"
                                                                         if splits > 1 else ""))
-            lane = "lane"
             out(f"row_in_block = {E.floordiv('tid', tpr)}" if rpb > 1 else "row_in_block = 0")
             out(f"lane = {E.mod('tid', tpr)}" if rpb > 1 else "lane = tid")
             first_cond = "lane == 0" if tpr > 1 else True
         else:
             out(f"# {tpr} column lane(s) x {rpb} row lane(s) per block" +
                 (f", the reduced dim split over {splits} blocks" if splits > 1 else ""))
-            lane = "row_lane"
             out(f"lane_c = {E.mod('tid', tpr)}" if rpb > 1 else "lane_c = tid")
             out(f"row_lane = {E.floordiv('tid', tpr)}" if rpb > 1 else "row_lane = 0")
             first_cond = "row_lane == 0" if rpb > 1 else True
@@ -900,7 +1000,7 @@ class StageWriter:
             for r in self.reduces:
                 self.split_buffers(r)
 
-        def task_header(tag_loop=True):
+        def task_header():
             """Loop over the thread's tasks (vertical packing) and compute the task coordinate."""
             if T > 1:
                 out(f"for outer in range({T}):  # vertical packing: {T} task(s) per slot")
@@ -910,9 +1010,8 @@ class StageWriter:
                 out(f"row = {E.add(E.mul(outer, m.slots), E.add(E.mul('block_slot', rpb), 'row_in_block'))}")
                 tc = "row"
                 ok = E.lt("row", ntasks) if T * m.slots > ntasks else True
-                kept_dims, shape = list(m.groups[0]), m.domain
                 self.dvars = {}
-                self.domain_vars(kept_dims, "row", m.domain)
+                self.domain_vars(list(m.groups[0]), "row", m.domain)
             else:
                 out(f"tile = {E.add(E.mul(outer, m.slots), 'block_slot')}")
                 out(f"col = {E.add(E.mul('tile', tpr), 'lane_c')}")
@@ -1022,6 +1121,8 @@ class StageWriter:
                 end_task_loop()
 
     def uses_registers(self) -> bool:
+        if self.kw.mod.probe:
+            return True
         for n, v, crosses in self.element_stores():
             if v.space == "register" and crosses:
                 return True
@@ -1035,31 +1136,28 @@ class StageWriter:
     def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
         out, m = self.out, self.m
         for r in self.reduces:
-            out(f"{red_scratch[r]}[tid] = {self.acc_var[r]}")
+            out(f"{red_scratch[r].at('tid')} = {self.acc_var[r]}")
         if width <= 1:
             out("# one thread per task: its partial is the task's total")
             return
-        p = 1
-        while p < width:
-            p *= 2
         lanev, step = ("lane", 1) if rows_kind else ("row_lane", m.threads_per_row)
         who = f"the {width} threads of each row" if rows_kind else f"the {width} row lanes of each column"
         out("cuda.syncthreads()")
-        out(f"# shared-memory tree over {who}" + (" (not a power of two: the first step folds the tail)"
-                                                  if p != width else ""))
-        out(f"stride = {p // 2}")
-        out("while stride > 0:")
+        out(f"# shared-memory tree over {who}: the upper half folds into the lower half (half rounded up,"
+            " so any lane count works)")
+        out(f"n = {width}")
+        out("while n > 1:")
         out.indent()
-        cond = f"{lanev} < stride" + (f" and {lanev} + stride < {width}" if p != width else "")
-        out(f"if {cond}:")
+        out("h = (n + 1) // 2")
+        out(f"if {lanev} < n - h:")
         out.indent()
-        partner = "tid + stride" if step == 1 else f"tid + stride * {step}"
+        partner = "tid + h" if step == 1 else f"tid + h * {step}"
         for r in self.reduces:
             sv = red_scratch[r]
-            out(f"{sv}[tid] = {self.combine(self.g[r], f'{sv}[tid]', f'{sv}[{partner}]')}")
+            out(f"{sv.at('tid')} = {self.combine(self.g[r], sv.at('tid'), sv.at(partner))}")
         out.dedent()
         out("cuda.syncthreads()")
-        out("stride //= 2")
+        out("n = h")
         out.dedent()
 
     def split_buffers(self, r: str):
@@ -1092,7 +1190,7 @@ class StageWriter:
         for r in self.reduces:
             node = self.g[r]
             flat = E.ravel(task_idx, node.shape)
-            total = f"{red_scratch[r]}[tid]"
+            total = red_scratch[r].at("tid")
             if self.m.combine == "atomic":
                 fn = _REDUCER[node.attrs["reducer"]][1]
                 out(f"cuda.atomic.{fn}({self.kw.result_of[r]}, {flat}, {total})  # combine across the "
@@ -1108,12 +1206,14 @@ class StageWriter:
             flat = E.ravel(task_idx, node.shape)
             init = self.value(node.operands[1].name, (), Scope())
             acc = self.kw.names.fresh("total_" + r)
-            out(f"{acc} = {self.load_init(node, init)}")
-            out(f"for p in range({self.m.splits}):  # every block sums the partials in the same order")
+            partials = self.kw.partials_of[r]
+            out(f"{acc} = {partials}[{E.mul(flat, self.m.splits)}]")
+            out(f"for p in range(1, {self.m.splits}):  # every block folds the partials in the same order")
             out.indent()
-            partial = f"{self.kw.partials_of[r]}[{E.add(E.mul(flat, self.m.splits), 'p')}]"
+            partial = f"{partials}[{E.add(E.mul(flat, self.m.splits), 'p')}]"
             out(f"{acc} = {self.combine(node, acc, partial)}")
             out.dedent()
+            out(f"{acc} = {self.combine(node, acc, init)}  # and the init value last")
             final = self.round_result(node, acc)
             cond = "part == 0" if part != 0 else True
             if cond is not True:
@@ -1122,9 +1222,6 @@ class StageWriter:
             out(f"{self.kw.result_of[r]}[{flat}] = {self.kw.store(node.dtype, final)}")
             if cond is not True:
                 out.dedent()
-
-    def load_init(self, node, init: str) -> str:
-        return init
 
     def round_result(self, node, expr: str) -> str:
         if node.dtype == "f16":
@@ -1144,7 +1241,7 @@ class StageWriter:
             var = self.kw.names.fresh(r)
             if red_scratch is not None:
                 init = self.value(node.operands[1].name, (), scope)
-                out(f"{var} = {self.round_result(node, self.combine(node, f'{red_scratch[r]}[tid]', init))}"
+                out(f"{var} = {self.round_result(node, self.combine(node, red_scratch[r].at('tid'), init))}"
                     f"  # {self.describe(node)}")
             else:
                 flat = E.ravel(task_idx, node.shape)
@@ -1168,7 +1265,8 @@ class StageWriter:
                     f"  # Regional: for this block's later stages")
             if (v.output or v.space == "global") and not split_result:
                 flat = E.ravel(task_idx, node.shape)
-                line = f"{self.kw.global_array(n)}[{flat}] = {self.kw.store(node.dtype, val)}"
+                line = (f"{self.kw.global_array(n)}[{flat}] = {self.kw.store(node.dtype, val)}  # "
+                        + ("output" if v.output else "Global: for every block, after the grid barrier"))
                 if part != 0:
                     out("if part == 0:")
                     out(f"    {line}")

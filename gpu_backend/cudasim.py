@@ -21,23 +21,20 @@ functions) and changing two things:
    :data:`BARRIER_TIMEOUT_S`, is reported as an error (barrier divergence),
    never a hang.
 
-What still differs from a GPU (see ``gpu_backend`` for the full list): threads
-are Python threads, interleaved by the interpreter, not warps in lock-step; a
-grid barrier is legal in the simulator for any grid up to
-:data:`MAX_CONCURRENT_THREADS` threads, while the GPU allows only the blocks
-that are co-resident (``run`` checks the plan's GPU preset for that); float
-math is numpy's (``math.exp`` of a float32 is computed in double and rounded).
+What still differs from a GPU is listed in the ``gpu_backend`` package docstring
+(scheduling, math functions, FMA, atomics order, the co-residency limit).
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 
 #: seconds a simulated barrier waits before it reports the kernel as stuck
 BARRIER_TIMEOUT_S = 300.0
-#: most threads one cooperative launch may start at once in the simulator
-MAX_CONCURRENT_THREADS = 16384
+#: most threads one cooperative launch may start at once in the simulator (``ASTITCH_SIM_MAX_THREADS``)
+MAX_CONCURRENT_THREADS = int(os.environ.get("ASTITCH_SIM_MAX_THREADS", "16384"))
 _THREAD_STACK = 1 << 20
 _launch_lock = threading.Lock()
 

@@ -124,3 +124,41 @@ def all_of(conds) -> object:
     if not parts:
         return True
     return " and ".join(parts)
+
+
+def reshape_index(idx, out_shape, in_shape) -> tuple:
+    """Index into ``in_shape`` read by a reshape to ``out_shape`` evaluated at ``idx``.
+
+    Row-major reshape keeps the flat position.  Dims are matched in groups whose sizes
+    multiply to the same product ([2,4,8] -> [8,8]: (2,4)<->(8,), (8,)<->(8,)), and each
+    group is re-raveled on its own, so squeezes and merges give short expressions.
+    """
+    out_shape, in_shape = list(out_shape), list(in_shape)
+    result = []
+    i = j = 0
+    while i < len(out_shape) or j < len(in_shape):
+        gi, gj = [i], [j]
+        pi = out_shape[i] if i < len(out_shape) else 1
+        pj = in_shape[j] if j < len(in_shape) else 1
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if pi < pj:
+                pi *= out_shape[i]
+                gi.append(i)
+                i += 1
+            else:
+                pj *= in_shape[j]
+                gj.append(j)
+                j += 1
+        # absorb trailing size-1 dims into this group
+        while i < len(out_shape) and out_shape[i] == 1 and (j >= len(in_shape) or in_shape[j] != 1):
+            gi.append(i)
+            i += 1
+        while j < len(in_shape) and in_shape[j] == 1 and (i >= len(out_shape) or out_shape[i] != 1):
+            gj.append(j)
+            j += 1
+        gi = [d for d in gi if d < len(out_shape)]
+        gj = [d for d in gj if d < len(in_shape)]
+        flat = ravel([idx[d] for d in gi], [out_shape[d] for d in gi])
+        result.extend(unravel(flat, [in_shape[d] for d in gj]))
+    return tuple(result)

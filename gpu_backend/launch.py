@@ -9,11 +9,11 @@ an :class:`~astitch_sim.AStitchError` (never a hang).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import tempfile
 import threading
+import types
 
 import numpy as np
 
@@ -34,8 +34,8 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def plan_key(plan: Plan) -> str:
-    return hashlib.sha256(plan.to_json(indent=None).encode()).hexdigest()[:16]
+def plan_key(plan: Plan, probe: bool = False) -> str:
+    return hashlib.sha256(plan.to_json(indent=None).encode()).hexdigest()[:16] + ("_probe" if probe else "")
 
 
 def source_dir() -> str:
@@ -50,16 +50,18 @@ class CompiledPlan:
 
     def __init__(self, plan: Plan, generated: GeneratedModule, key: str):
         self.plan, self.generated, self.key = plan, generated, key
-        self.path = os.path.join(source_dir(), f"astitch_kernels_{key}.py")
+        digest = hashlib.sha256(generated.source.encode()).hexdigest()[:8]
+        name = f"astitch_kernels_{key}_{digest}"
+        # a real file, so tracebacks, linecache and Numba's error messages show the generated lines
+        self.path = os.path.join(source_dir(), f"{name}.py")
         tmp = f"{self.path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(generated.source)
         os.replace(tmp, self.path)
-        name = f"astitch_kernels_{key}"
-        spec = importlib.util.spec_from_file_location(name, self.path)
-        module = importlib.util.module_from_spec(spec)
+        module = types.ModuleType(name)
+        module.__file__ = self.path
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        exec(compile(generated.source, self.path, "exec"), module.__dict__)     # no stale .pyc
         self.module = module
         self.functions = [getattr(module, k.func) for k in generated.kernels]
 
@@ -68,15 +70,15 @@ class CompiledPlan:
         return self.generated.source
 
 
-def compile_plan(plan: Plan) -> CompiledPlan:
+def compile_plan(plan: Plan, probe: bool = False) -> CompiledPlan:
     """Generate and import the kernels of ``plan`` (cached by the hash of ``plan.to_json()``)."""
     if not isinstance(plan, Plan):
         raise AStitchError(f"gpu_backend needs a Plan (from asim.compile), got {type(plan).__name__}")
-    key = plan_key(plan)
+    key = plan_key(plan, probe)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is None:
-            hit = CompiledPlan(plan, ModuleWriter(plan).write(), key)
+            hit = CompiledPlan(plan, ModuleWriter(plan, probe=probe).write(), key)
             _CACHE[key] = hit
         return hit
 
@@ -124,12 +126,23 @@ def run(plan: Plan, inputs) -> list:
     Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is
     imported); see ``gpu_backend`` for what differs between the two.
     """
+    return execute(plan, inputs)[0]
+
+
+def execute(plan: Plan, inputs, probe: bool = False):
+    """:func:`run`, returning ``(outputs, probes)``; ``probe=True`` (a testing aid) also records, for every
+    element a kernel stores to an output, the ``(block, thread, iteration)`` that stored it:
+    ``probes[(kernel index, node)] = (block * block_size + thread) * iterations + iteration``."""
     if not isinstance(plan, Plan):
         raise AStitchError(f"gpu_backend.run needs a Plan (from asim.compile), got {type(plan).__name__}")
     graph = plan.graph
     host = bind_inputs(graph, inputs)
-    compiled = compile_plan(plan)
-    from numba import cuda
+    try:
+        from numba import cuda
+    except ImportError as e:
+        raise AStitchError(f"gpu_backend.run needs numba and numba-cuda ({e}): pip install 'astitch-sim[gpu]'") from None
+    compiled = compile_plan(plan, probe)
+    probes = {}
     sim = simulator()
     if not sim and not cuda.is_available():
         raise AStitchError("gpu_backend.run: no CUDA GPU is available; set NUMBA_ENABLE_CUDASIM=1 before "
@@ -159,6 +172,11 @@ def run(plan: Plan, inputs) -> list:
                 if p.node not in device:
                     device[p.node] = cuda.to_device(to_storage(host_value(p.node), p.dtype, p.storage))
                 args.append(device[p.node])
+                continue
+            if p.role == "probe":
+                arr = cuda.to_device(np.full(max(1, int(np.prod(p.shape))), -1, dtype=p.storage))
+                probes[(spec.index, p.node)] = arr
+                args.append(arr)
                 continue
             if p.role == "partials":
                 args.append(cuda.device_array(int(np.prod(p.shape)), dtype=p.storage))
@@ -192,4 +210,4 @@ def run(plan: Plan, inputs) -> list:
             results.append(from_storage(raw, o.dtype, o.shape))
         else:
             results.append(np.array(host_value(o.name), copy=True).reshape(o.shape))
-    return results
+    return results, {k: v.copy_to_host() for k, v in probes.items()}

@@ -103,7 +103,7 @@ def write_library_kernel(mod, kernel, index: int, func: str):
     if res is None:
         res = f"{COMPUTE[node.dtype]}(acc)" if node.dtype != "pred" else "bool_(acc != 0)"
     out(f"{go}[e] = {res}")
-    lines = ["@cuda.jit", f"def {func}({', '.join(p.name for p in params)}):",
+    lines = [f"@jit(max_registers={kernel.registers_per_thread})", f"def {func}({', '.join(p.name for p in params)}):",
              f'    """{kernel.name}: library matrix product {node} (naive kernel, grid {kernel.grid} x '
              f'block {kernel.block})."""',
              "    tid = cuda.threadIdx.x", "    bid = cuda.blockIdx.x", ""]

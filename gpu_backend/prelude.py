@@ -6,6 +6,10 @@ The op table (``astitch_sim.ops``) gives every elementwise op a scalar template,
 so the same kernel source compiles for a real GPU (Numba-CUDA) and runs in
 Numba's CUDA simulator (where a device function is a plain Python call).
 
+``math`` is exported too: the generated modules write ``math.exp(x)`` as the op
+table says and import ``math`` from here, so that in the simulator it is an
+IEEE version of Python's module (``exp(1000)`` is ``inf``, not an exception).
+
 Rules every helper keeps:
 
 * **IEEE results, never an exception.**  ``math.log(0.0)`` raises in Python
@@ -26,11 +30,51 @@ Rules every helper keeps:
 """
 from __future__ import annotations
 
-import math
+import math as _math
 
 import numpy as np
 from numba import cuda
+from numba.cuda.core import config as _config
 from numpy import float16, float32, float64, int64, uint16, uint32, uint64
+
+
+class _IEEEMath:
+    """Python's ``math`` module as a GPU computes it: IEEE results, never an exception.
+
+    In the CUDA simulator the kernels' ``math.exp(x)`` is Python's, which raises
+    ``OverflowError`` for ``exp(1000)`` and ``ValueError`` for ``sin(inf)``; a GPU
+    returns ``inf`` and ``NaN``.  The generated modules import ``math`` from here:
+    on a GPU it *is* the ``math`` module (Numba compiles its functions to libdevice
+    calls); in the simulator it is this object, whose functions compute with
+    numpy in float64 (the caller rounds to the node's type) and fall back to the
+    ``math`` module for everything else.
+    """
+
+    def __getattr__(self, name):
+        return getattr(_math, name)
+
+    exp, expm1, log, log1p, sqrt = (staticmethod(lambda x, f=f: f(np.float64(x)))
+                                    for f in (np.exp, np.expm1, np.log, np.log1p, np.sqrt))
+    sin, cos, tan, tanh = (staticmethod(lambda x, f=f: f(np.float64(x))) for f in (np.sin, np.cos, np.tan, np.tanh))
+    pow, atan2, fmod = (staticmethod(lambda a, b, f=f: f(np.float64(a), np.float64(b)))
+                        for f in (np.power, np.arctan2, np.fmod))
+
+
+#: what generated kernels call ``math``: the module on a GPU, its IEEE twin in the simulator
+math = _IEEEMath() if _config.ENABLE_CUDASIM else _math
+
+
+def jit(func=None, *, max_registers=None):
+    """``cuda.jit`` for a generated kernel, capped at the plan's registers per thread.
+
+    The plan's launch configuration ("assume-relax-apply") fixes the registers a
+    kernel may use, so that the blocks it counted on fit on an SM -- a cooperative
+    grid depends on it.  Numba's simulator has no register file and its ``jit``
+    takes no ``max_registers``: there the cap is dropped.
+    """
+    if _config.ENABLE_CUDASIM or max_registers is None:
+        return cuda.jit if func is None else cuda.jit(func)
+    return cuda.jit(max_registers=max_registers) if func is None else cuda.jit(func, max_registers=max_registers)
 
 _F32_ONE = np.float32(1.0)
 _F32_NAN = np.float32(np.nan)
@@ -343,8 +387,8 @@ def _bf16_value(bits):
     return buf.view(float32)[0]
 
 
-#: every helper a generated kernel may import
-HELPERS = ("_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
+#: every helper a generated kernel may import (the code generator keeps the same list: codegen.HELPERS)
+HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
            "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
            "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",
            "_bf16_bits", "_bf16_value")

@@ -12,7 +12,7 @@ toolkit's NVRTC/libdevice, and a GPU machine does it anyway).
 Must run where ``numba.cuda`` is the real target (``NUMBA_ENABLE_CUDASIM``
 unset); the tests call it in a subprocess::
 
-    python -m gpu_backend.typecheck layernorm:rows=4,cols=32 ...
+    python -m gpu_backend.typecheck layernorm:rows=4,cols=32 tests/fixtures/hlo/bool_ops.hlo plan.json
 """
 from __future__ import annotations
 
@@ -53,6 +53,9 @@ def check_plan(plan, cc=(9, 0)) -> list:
 
 def _plan_from_arg(arg: str, strategy: str):
     import astitch_sim as asim
+    if arg.endswith(".json"):
+        with open(arg) as f:
+            return asim.Plan.from_json(f.read())
     if arg.endswith(".hlo"):
         g = asim.from_hlo_file(arg)
     else:
@@ -63,7 +66,7 @@ def _plan_from_arg(arg: str, strategy: str):
 
 
 def main(argv=None) -> int:
-    """``python -m gpu_backend.typecheck [--strategies a,b] WORKLOAD[:k=v,...]|FILE.hlo ...``"""
+    """``python -m gpu_backend.typecheck [--strategies a,b] WORKLOAD[:k=v,...]|FILE.hlo|PLAN.json ...``"""
     argv = list(sys.argv[1:] if argv is None else argv)
     strategies = ["unfused", "xla", "tvm", "astitch"]
     if argv[:1] == ["--strategies"]:
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
         argv = argv[2:]
     failures = 0
     for arg in argv:
-        for s in strategies:
+        for s in (["plan"] if arg.endswith(".json") else strategies):
             try:
                 res = check_plan(_plan_from_arg(arg, s))
                 print(f"ok   {arg} {s}: {len(res)} kernel(s)")

@@ -1,0 +1,76 @@
+"""pytest configuration: pick a real GPU or Numba's CUDA simulator once, before anything imports numba.cuda.
+
+Numba decides at ``import numba.cuda`` whether ``numba.cuda`` is the real
+target or the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), for the whole
+process.  So the choice is made here, when pytest loads this file -- before
+any test module is imported:
+
+* ``NUMBA_ENABLE_CUDASIM`` already set (to anything but ``0``): the simulator,
+  as asked.  GPU tests are skipped.
+* otherwise, is there a usable GPU?  First a cheap look for the CUDA driver
+  library (no driver: no GPU, and no subprocess); if one is found, a
+  subprocess asks ``numba.cuda.is_available()`` -- in a subprocess so that this
+  process can still choose the simulator if the answer is no.
+* no GPU: ``NUMBA_ENABLE_CUDASIM=1`` is set here, the simulator suite
+  (``tests/test_gpu_backend.py``) runs, and tests marked ``gpu`` are skipped.
+* a GPU: ``numba.cuda`` stays real; ``pytest -m gpu`` runs the device suite
+  (``tests/test_gpu_backend_device.py``), and ``tests/test_gpu_backend.py`` runs
+  on the device too, except the tests marked ``cudasim`` (they check the
+  simulator itself).  ``NUMBA_ENABLE_CUDASIM=1 pytest tests/test_gpu_backend.py``
+  runs the simulator suite on a GPU machine.
+
+``ASTITCH_NO_GPU=1`` forces the simulator even where a GPU is present.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _gpu_present() -> bool:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        return False
+    if os.environ.get("ASTITCH_NO_GPU", "0") not in ("", "0"):
+        return False
+    if not (ctypes.util.find_library("cuda") or os.path.exists("/dev/nvidiactl")):
+        return False
+    try:
+        r = subprocess.run([sys.executable, "-c", "from numba import cuda; print(cuda.is_available())"],
+                           capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and r.stdout.strip().endswith("True")
+
+
+HAS_GPU = _gpu_present()
+if not HAS_GPU:
+    if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
+        raise RuntimeError("numba.cuda was imported before tests/conftest.py could select the CUDA simulator; "
+                           "run with NUMBA_ENABLE_CUDASIM=1")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
+    config.addinivalue_line("markers", "cudasim: checks Numba's CUDA simulator itself (skipped on a real GPU)")
+
+
+def pytest_report_header(config):
+    return ("gpu_backend: real CUDA GPU (gpu tests run)" if HAS_GPU else
+            "gpu_backend: no GPU -> Numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1); gpu tests skipped")
+
+
+def pytest_collection_modifyitems(config, items):
+    sim = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    no_gpu = pytest.mark.skip(reason="needs a CUDA GPU: numba.cuda.is_available() is False here "
+                                     "(the simulator suite tests/test_gpu_backend.py runs instead)")
+    not_sim = pytest.mark.skip(reason="checks the CUDA simulator; set NUMBA_ENABLE_CUDASIM=1 to run it")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None and not HAS_GPU:
+            item.add_marker(no_gpu)
+        if item.get_closest_marker("cudasim") is not None and not sim:
+            item.add_marker(not_sim)
