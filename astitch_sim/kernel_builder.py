@@ -366,7 +366,13 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
 
 
 def _layout_shared(graph, stages, values, consumers) -> int:
-    """Give each Regional value a byte offset; values whose lifetimes do not overlap share space."""
+    """Give each Regional value a byte offset; values whose lifetimes do not overlap share space.
+
+    A simplified form of the paper's dominance-tree buffer reuse: a slot is
+    reused once its last reader's stage is over *and* a barrier separates that
+    stage from the new writer (otherwise a slow thread could still be reading
+    the old value when a fast one overwrites it).
+    """
     live = []   # (start stage, end stage, value)
     for n, v in values.items():
         if v.space != "shared":
@@ -381,7 +387,9 @@ def _layout_shared(graph, stages, values, consumers) -> int:
     top = 0
     for start, end, v in sorted(live, key=lambda t: (t[0], -t[2].nbytes)):
         for slot in slots:
-            if slot[2] < start and slot[1] >= v.nbytes:
+            # reuse a slot only if its last reader and the new writer are separated by a barrier
+            fenced = any(stages[t].barrier_after != "none" for t in range(slot[2], start))
+            if slot[2] < start and slot[1] >= v.nbytes and fenced:
                 v.offset, slot[2] = slot[0], end
                 v.buffer = f"smem{slot[0]}"
                 break

@@ -19,7 +19,10 @@ Each row gives
     an estimate used by the cost model to charge recomputation.
   * ``numpy``: ``f(node, *operand_arrays) -> array`` -- the op's meaning.
   * ``scalar``: for elementwise ops, a Python expression template over scalar
-    operands ``{0} {1} {2}`` that code generators (Numba) emit per element.
+    operands ``{0} {1} {2}`` (and ``{bits}``, the integer width, for shifts)
+    that code generators (Numba) emit per element; helpers named ``_x`` are
+    defined by the backend's runtime prelude (gpu_backend/prelude.py), which
+    gives them XLA's meaning (IEEE floor of inf, shifts past the width...).
 
 Op names are XLA's HLO opcodes (``exponential``, ``sine``...), so HLO imports
 without a translation table; ``OP_ALIASES`` accepts friendlier names.
@@ -287,8 +290,8 @@ _ROWS = [
     _row("tanh", E, "one-to-one", X, 12, 1, _unary(np.tanh), "math.tanh({0})"),
     _row("logistic", E, "one-to-one", X, 10, 1, _unary(_logistic), "_logistic({0})"),
     _row("erf", E, "one-to-one", X, 16, 1, _unary(_erf_typed), "math.erf({0})"),
-    _row("floor", E, "one-to-one", L, 1, 1, _unary(np.floor), "math.floor({0})"),
-    _row("ceil", E, "one-to-one", L, 1, 1, _unary(np.ceil), "math.ceil({0})"),
+    _row("floor", E, "one-to-one", L, 1, 1, _unary(np.floor), "_floor({0})"),
+    _row("ceil", E, "one-to-one", L, 1, 1, _unary(np.ceil), "_ceil({0})"),
     _row("round-nearest-afz", E, "one-to-one", L, 2, 1, _unary(_round_afz), "_round_afz({0})"),
     _row("round-nearest-even", E, "one-to-one", L, 2, 1, _unary(np.rint), "_round_even({0})"),
     _row("sine", E, "one-to-one", X, 12, 1, _unary(np.sin), "math.sin({0})"),
@@ -312,9 +315,9 @@ _ROWS = [
     _row("and", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a & b), "({0} & {1})"),
     _row("or", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a | b), "({0} | {1})"),
     _row("xor", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a ^ b), "({0} ^ {1})"),
-    _row("shift-left", E, "one-to-one", L, 1, 2, _binary(_shift_left), "({0} << {1})"),
-    _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(_shift_right_arithmetic), "({0} >> {1})"),
-    _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1})"),
+    _row("shift-left", E, "one-to-one", L, 1, 2, _binary(_shift_left), "_shl({0}, {1}, {bits})"),
+    _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(_shift_right_arithmetic), "_sra({0}, {1}, {bits})"),
+    _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1}, {bits})"),
     _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction
     # ternary elementwise
     _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})"),

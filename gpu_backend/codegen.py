@@ -34,10 +34,11 @@ the recipe in :mod:`astitch_sim.plan` ("How a stage runs"):
   ``mapping.combine`` says.  The reduction scratch (``block * 8`` bytes per
   reduce, as the plan reserves) gives thread ``t`` bytes ``8t..8t+7``: stages
   that reuse it with another element type never race.
-* **Op templates.**  Each elementwise op is its op-table ``scalar`` template,
-  except where the template would be wrong on a GPU (``SCALAR_OVERRIDES``:
-  ``math.floor``/``math.ceil`` return an int; C shifts by >= the bit width are
-  undefined) or means something else for integers (``HELPER_BY_DTYPE``).
+* **Op templates.**  Each elementwise op is its op-table ``scalar`` template;
+  its ``_x`` helpers live in prelude.py with XLA's meaning (``_floor`` keeps
+  inf and NaN, where ``math.floor`` returns an int; shifts by >= the bit width
+  are defined), and integer dtypes pick the integer variant of a helper whose
+  meaning differs (``HELPER_BY_DTYPE``: C-style division, integer power...).
 * **Types.**  float32 math stays float32: literals are module-level numpy
   scalars, every op result is cast to its node's type.  f16 and bf16 are
   computed in float32 and rounded after every op (``_f16``/``_bf16``);
@@ -90,14 +91,6 @@ _BITS = {"s64": 64, "s32": 32, "s16": 16, "s8": 8, "u64": 64, "u32": 32, "u16": 
 #: op-table helpers whose integer meaning differs: the generator picks the integer variant
 HELPER_BY_DTYPE = {"_divide": "_idivide", "_remainder": "_iremainder", "_power": "_ipower", "_not": "_invert"}
 
-#: templates the backend writes differently from the op table, and why (reported to the integrator)
-SCALAR_OVERRIDES = {
-    # math.floor/math.ceil return a Python/Numba *int*: wrong type, undefined for inf and NaN
-    "floor": "_floor({0})",
-    "ceil": "_ceil({0})",
-}
-#: integer shifts: C leaves shifts by >= the bit width undefined; XLA defines them (helpers take the width)
-_SHIFTS = {"shift-left": "_shl", "shift-right-arithmetic": "_sra", "shift-right-logical": "_srl"}
 #: float ops whose Python/Numba result already has the operand type (no cast needed)
 _TYPE_PRESERVING = {"add", "subtract", "multiply", "negate", "abs", "select", "clamp", "maximum", "minimum",
                     "divide", "copy"}
@@ -643,7 +636,7 @@ class StageWriter:
         if op == "convert":
             expr = self.convert(node.operands[0].dtype, node.dtype, args[0])
         else:
-            expr = self.cast(node, self.template(node).format(*args))
+            expr = self.cast(node, self.template(node).format(*args, bits=_BITS.get(node.dtype, 32)))
         return self.assign(scope, key, n, expr, self.describe(node))
 
     def describe(self, node) -> str:
@@ -654,10 +647,6 @@ class StageWriter:
         op, dtype = node.op, node.dtype
         if op == "compare":
             return compare_scalar(node.attrs["direction"])
-        if op in _SHIFTS:
-            return f"{_SHIFTS[op]}({{0}}, {{1}}, {_BITS[dtype]})"
-        if op in SCALAR_OVERRIDES:
-            return SCALAR_OVERRIDES[op]
         t = node.opdef.scalar
         if t is None:
             self.fail(f"op {op} has no scalar template")

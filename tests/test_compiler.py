@@ -259,3 +259,18 @@ def test_shared_memory_budget_demotes_regional_to_global_one_at_a_time():
     assert k.shared_bytes <= plan.gpu.shared_per_block_default
     spaces = {n: k.values[n].space for n in ("m1", "m2", "m3")}
     assert sorted(spaces.values()).count("shared") == 3 - len(demoted)
+
+
+def test_shared_slots_are_reused_only_across_a_barrier():
+    for name, g in _fixture_graphs():
+        plan = asim.compile(g, "astitch", "H100")
+        for k in plan.generated:
+            shared = [v for v in k.values.values() if v.space == "shared"]
+            for a in shared:
+                for b in shared:
+                    if a is b or a.offset != b.offset or a.stage >= b.stage:
+                        continue
+                    last_read = max(i for i, s in enumerate(k.stages)
+                                    for n in list(s.ops) + list(s.epilogue)
+                                    if a.node in (o.name for o in plan.graph[n].operands))
+                    assert any(s.barrier_after != "none" for s in k.stages[last_read:b.stage]), (name, a.node, b.node)
