@@ -262,9 +262,9 @@ def add_reference_parser(sub) -> argparse.ArgumentParser:
                "(np.load('out.npz')['out']).\n")
     add_graph_arguments(p)
     p.add_argument("--inputs", metavar="FILE.npz", help="input arrays (by parameter name, or in0, in1, ...)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--save", metavar="OUT.npz", help="also write the outputs to this .npz, keyed by output name")
-    p.add_argument("--values", type=int, default=6, metavar="K", help="how many leading values to print (default 6)")
+    p.add_argument("--values", type=_count(0), default=6, metavar="K", help="how many leading values to print (default 6)")
     p.set_defaults(func=cmd_reference)
     return p
 
@@ -328,6 +328,20 @@ def add_strategy_gpu_arguments(parser: argparse.ArgumentParser, strategy: bool =
                             help="fusion strategy (default astitch)")
     parser.add_argument("--gpu", default="V100", type=_gpu_name, metavar="{" + ",".join(GPUS) + "}",
                         help="GPU preset (default V100, the paper's GPU)")
+
+
+def _count(low: int):
+    """argparse type: an integer >= ``low`` (a negative seed or count is a usage error, not a traceback)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"{v} must be >= {low}")
+        return v
+    parse.__name__ = "int"
+    return parse
 
 
 def _gpu_name(text: str) -> str:
@@ -400,11 +414,11 @@ def add_simulate_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--compare", action="store_true", help="simulate all four strategies and compare them")
     p.add_argument("--trace", action="store_true",
                    help=f"trace per thread (tiny shapes: <= {TRACE_MAX_ELEMENTS} input elements)")
-    p.add_argument("--events", type=int, default=20, metavar="N", help="trace events to print (default 20)")
+    p.add_argument("--events", type=_count(0), default=20, metavar="N", help="trace events to print (default 20)")
     p.add_argument("--timeline", action="store_true", help="print the SM x time Gantt chart of each run")
-    p.add_argument("--sms", type=int, default=16, metavar="K", help="SMs shown by --timeline (default 16)")
+    p.add_argument("--sms", type=_count(1), default=16, metavar="K", help="SMs shown by --timeline (default 16)")
     p.add_argument("--inputs", metavar="FILE.npz", help="input arrays (by parameter name, or in0, in1, ...)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (default 0)")
     p.set_defaults(func=cmd_simulate)
     return p
 

@@ -26,7 +26,7 @@ import numpy as np
 from .dtypes import cast, check_dtype, itemsize, xla_name
 from .errors import AStitchError
 from .ops import OP_ALIASES, OPS, REDUCERS, op_def
-from .shapes import infer
+from .shapes import _ints, _is_int, check_shape, infer
 
 
 def shape_str(shape, dtype: Optional[str] = None) -> str:
@@ -103,6 +103,8 @@ class Graph:
     """A dataflow graph of tensor ops; see the module docstring."""
 
     def __init__(self, name: str = "graph"):
+        if not isinstance(name, str):
+            raise AStitchError(f"a graph name must be a str, got {type(name).__name__} {name!r}")
         self.name = name
         self.nodes: dict[str, Node] = {}
         self.inputs: list[Node] = []
@@ -116,6 +118,8 @@ class Graph:
         """Add ``op(operands)``; the result shape/dtype is inferred (and checked against ``shape``/``dtype``)."""
         op = OP_ALIASES.get(op, op)
         op_def(op)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise AStitchError(f"node name must be a non-empty str, got {name!r}")
         name = name or self._fresh(op)
         if name in self.nodes:
             raise AStitchError(f"node name {name!r} is used twice; node names must be unique")
@@ -131,7 +135,13 @@ class Graph:
         for o in dict.fromkeys(operands):
             self._users[o.name].append(node)
         if op == "parameter":
-            attrs.setdefault("index", len(self.inputs))
+            index = attrs.setdefault("index", len(self.inputs))
+            taken = {p.attrs["index"]: p.name for p in self.inputs}
+            if not _is_int(index) or index < 0 or index in taken:
+                del self.nodes[name], self._users[name]
+                raise AStitchError(f"parameter {name!r}: index {index!r} is "
+                                   + (f"already taken by {taken[index]!r}" if index in taken else "not an int >= 0")
+                                   + "; every parameter needs its own parameter number")
             self.inputs.append(node)
             self.inputs.sort(key=lambda n: n.attrs["index"])
         return node
@@ -162,7 +172,7 @@ class Graph:
 
     def __getitem__(self, name: str) -> Node:
         if name not in self.nodes:
-            close = [n for n in self.nodes if name.lower() in n.lower()][:5]
+            close = [n for n in self.nodes if str(name).lower() in n.lower()][:5]
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise AStitchError(f"no node named {name!r} in graph {self.name!r}{hint}")
         return self.nodes[name]
@@ -183,7 +193,10 @@ class Graph:
 
     def constant(self, value, dtype: Optional[str] = None, name: Optional[str] = None) -> Node:
         """A constant (scalar or array); ``float('inf')``/``nan`` are fine."""
-        arr = np.asarray(value)
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError) as e:
+            raise AStitchError(f"constant {name or ''}: {value!r} is not a number or a rectangular array: {e}") from None
         dtype = check_dtype(dtype) if dtype else (xla_name(arr.dtype) if arr.dtype.kind != "f" else "f32")
         arr = cast(arr, dtype)
         return self.add_node("constant", (), shape=arr.shape, dtype=dtype, name=name, value=arr)
@@ -194,28 +207,41 @@ class Graph:
     def broadcast(self, x, shape, dimensions=None, name=None) -> Node:
         """XLA broadcast: operand dim ``i`` becomes output dim ``dimensions[i]`` (default: trailing dims)."""
         x = self._as_node(x)
+        shape = check_shape(shape, name or "broadcast", "broadcast shape")
         if dimensions is None:
+            if len(shape) < x.rank:
+                raise AStitchError(f"broadcast of {x.name} {shape_str(x.shape)} to {shape_str(shape)}: the result "
+                                   "needs at least the operand's rank")
             dimensions = tuple(range(len(shape) - x.rank, len(shape)))
-        return self.add_node("broadcast", (x,), shape=shape, name=name, dimensions=tuple(dimensions))
+        return self.add_node("broadcast", (x,), shape=shape, name=name,
+                             dimensions=_ints(dimensions, name or "broadcast", "dimensions"))
 
     def reshape(self, x, shape, name=None) -> Node:
         return self.add_node("reshape", (x,), shape=shape, name=name)
 
     def transpose(self, x, permutation, name=None) -> Node:
-        return self.add_node("transpose", (x,), name=name, permutation=tuple(permutation))
+        return self.add_node("transpose", (x,), name=name,
+                             permutation=_ints(permutation, name or "transpose", "permutation"))
 
     def convert(self, x, dtype: str, name=None) -> Node:
         return self.add_node("convert", (x,), dtype=check_dtype(dtype), name=name)
 
     def slice(self, x, starts, limits, strides=None, name=None) -> Node:
-        return self.add_node("slice", (x,), name=name, starts=tuple(starts), limits=tuple(limits),
-                             strides=tuple(strides) if strides else None)
+        w = name or "slice"
+        return self.add_node("slice", (x,), name=name, starts=_ints(starts, w, "starts"),
+                             limits=_ints(limits, w, "limits"), strides=_ints(strides, w, "strides") if strides else None)
 
     def concatenate(self, xs, dimension: int, name=None) -> Node:
+        if not isinstance(xs, (list, tuple)):
+            raise AStitchError(f"concatenate needs a list of Nodes, got {type(xs).__name__}")
+        if not _is_int(dimension):
+            raise AStitchError(f"concatenate dimension must be an int, got {dimension!r}")
         return self.add_node("concatenate", tuple(xs), name=name, dimension=dimension)
 
     def compare(self, a, b, direction: str, name=None) -> Node:
         a, b = self._match(a, b)
+        if not isinstance(direction, str):
+            raise AStitchError(f"compare direction must be one of EQ, NE, LT, LE, GT, GE, got {direction!r}")
         return self.add_node("compare", (a, b), name=name, direction=direction.upper())
 
     def select(self, pred, a, b, name=None) -> Node:
@@ -230,22 +256,32 @@ class Graph:
     def reduce(self, x, dims, reducer: str = "sum", name=None) -> Node:
         """Reduce ``x`` over ``dims`` with ``sum|max|min|prod|and|or``; the init value is the identity."""
         x = self._as_node(x)
-        if reducer not in REDUCERS:
+        if not isinstance(reducer, str) or reducer not in REDUCERS:
             raise AStitchError(f"reducer {reducer!r} is not one of {', '.join(REDUCERS)}")
         identity = {"sum": 0, "prod": 1, "max": -np.inf, "min": np.inf, "and": True, "or": False}[reducer]
-        if x.dtype not in ("f32", "f64", "f16", "bf16") and reducer in ("max", "min"):
+        if x.dtype == "pred" and reducer in ("max", "min"):
+            identity = reducer == "min"
+        elif x.dtype not in ("f32", "f64", "f16", "bf16") and reducer in ("max", "min"):
             info = np.iinfo(np.dtype(x.dtype.replace("s", "int").replace("u", "uint")))
             identity = info.min if reducer == "max" else info.max
-        init = self.constant(identity, x.dtype)
-        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        where = name or "reduce"
+        dims = _ints((dims,) if _is_int(dims) else dims, where, "reduce dims")
+        bad = [d for d in dims if not -x.rank <= d < x.rank]
+        if bad:
+            raise AStitchError(f"{where}: reduce dims {dims} out of range for {x.name} {shape_str(x.shape)} "
+                               f"(rank {x.rank}: use 0..{x.rank - 1}, or negatives from the end)")
         dims = tuple(d % x.rank for d in dims)
+        init = self.constant(identity, x.dtype)
         return self.add_node("reduce", (x, init), name=name, dimensions=dims, reducer=reducer)
 
     def dot(self, a, b, lhs_contracting=None, rhs_contracting=(0,), lhs_batch=(), rhs_batch=(), name=None) -> Node:
-        lhs_contracting = (a.rank - 1,) if lhs_contracting is None else tuple(lhs_contracting)
-        return self.add_node("dot", (a, b), name=name, lhs_contracting_dims=lhs_contracting,
-                             rhs_contracting_dims=tuple(rhs_contracting), lhs_batch_dims=tuple(lhs_batch),
-                             rhs_batch_dims=tuple(rhs_batch))
+        if not (isinstance(a, Node) and isinstance(b, Node)):
+            raise AStitchError(f"dot needs two Nodes, got {type(a).__name__} and {type(b).__name__}")
+        w = name or "dot"
+        lhs_contracting = (a.rank - 1,) if lhs_contracting is None else lhs_contracting
+        return self.add_node("dot", (a, b), name=name, lhs_contracting_dims=_ints(lhs_contracting, w, "lhs_contracting"),
+                             rhs_contracting_dims=_ints(rhs_contracting, w, "rhs_contracting"),
+                             lhs_batch_dims=_ints(lhs_batch, w, "lhs_batch"), rhs_batch_dims=_ints(rhs_batch, w, "rhs_batch"))
 
     def _as_node(self, x, dtype="f32") -> Node:
         if isinstance(x, Node):

@@ -740,6 +740,8 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
     """
     if not isinstance(text, str):
         raise AStitchError(f"from_hlo expects HLO text (a str), got {type(text).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise AStitchError(f"from_hlo: name must be a str (the graph name) or None, got {type(name).__name__}")
     if not text.strip():
         raise AStitchError("the HLO text is empty: pass the text of jax.jit(f).lower(*args).as_text('hlo')")
     try:
@@ -767,9 +769,15 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
 
 def from_hlo_file(path, name: Optional[str] = None) -> Graph:
     """Read an ``.hlo`` text file and import it with :func:`from_hlo`."""
+    if not isinstance(path, (str, Path)) or (isinstance(path, str) and not path.strip()):
+        raise AStitchError(f"from_hlo_file needs a file path (str or pathlib.Path), got {path!r}; "
+                           "for HLO text already in memory use from_hlo(text)")
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
         raise AStitchError(f"cannot read HLO file {str(p)!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise AStitchError(f"HLO file {str(p)!r} is not UTF-8 text (a binary file?): pass the text that "
+                           "jax.jit(f).lower(*args).as_text('hlo') prints") from None
     return from_hlo(text, name=name)

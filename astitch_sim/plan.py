@@ -199,6 +199,8 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
         from .serialize import graph_from_dict
+        if not isinstance(d, dict):
+            raise AStitchError(f"a plan dict must be a dict written by plan.to_dict(), got {type(d).__name__}")
         try:
             if d.get("format") != "astitch-sim plan 1":
                 raise AStitchError(f"not an astitch-sim plan (format {d.get('format')!r}); "
@@ -218,12 +220,16 @@ class Plan:
                                       registers_per_thread=kd["registers_per_thread"],
                                       library_op=kd["library_op"], notes=list(kd["notes"])))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])))
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            if isinstance(e, AStitchError):
+                raise
             raise AStitchError(f"plan JSON is malformed ({type(e).__name__}: {e}); "
                                "write plans with plan.to_json()") from None
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise AStitchError(f"Plan.from_json needs the JSON text of plan.to_json(), got {type(text).__name__}")
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:

@@ -6,7 +6,7 @@ stays float32 (and bf16 is rounded after every op) the way XLA computes it.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence, Union
+from typing import Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -25,7 +25,12 @@ def bind_inputs(graph: Graph, inputs: Inputs) -> dict[str, np.ndarray]:
     f32 parameter is a mistake worth hearing about); python lists and scalars are
     converted.  bf16 parameters accept float32 arrays and raw bfloat16 storage.
     """
+    _check_graph(graph, "inputs")
     params = graph.inputs
+    if inputs is None or isinstance(inputs, (str, bytes, np.ndarray)) or not isinstance(inputs, Iterable):
+        raise AStitchError(f"inputs must be a list of arrays in parameter order "
+                           f"({', '.join(p.name for p in params) or 'none'}) or a {{name: array}} dict, "
+                           f"got {type(inputs).__name__}; asim.random_inputs(graph) makes some")
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - {p.name for p in params})
         missing = [p.name for p in params if p.name not in inputs]
@@ -42,13 +47,32 @@ def bind_inputs(graph: Graph, inputs: Inputs) -> dict[str, np.ndarray]:
     return {p.name: _coerce(p, v) for p, v in zip(params, values)}
 
 
+def _check_graph(graph, what: str) -> None:
+    if not isinstance(graph, Graph):
+        raise AStitchError(f"{what}: expected a Graph (from asim.workload or asim.from_hlo), "
+                           f"got {type(graph).__name__}")
+
+
 def _coerce(param: Node, value) -> np.ndarray:
     want = f"{shape_str(param.shape, param.dtype)}"
     if not isinstance(value, np.ndarray):
         try:
-            value = cast(np.asarray(value), param.dtype)
+            raw = np.asarray(value)
         except (TypeError, ValueError) as e:
             raise AStitchError(f"input {param.name!r}: cannot convert {type(value).__name__} to {want}: {e}") from None
+        if raw.dtype.kind not in "biuf":
+            raise AStitchError(f"input {param.name!r}: cannot convert {type(value).__name__} of {raw.dtype} values "
+                               f"(None, strings or nested objects?) to {want}; pass numbers")
+        value = cast(raw, param.dtype)
+        if param.dtype == "pred" and not np.isin(raw, (0, 1)).all():
+            raise AStitchError(f"input {param.name!r} is pred but holds values other than 0/1/True/False: "
+                               "pass booleans (e.g. x != 0)")
+        if param.dtype != "pred" and value.dtype.kind in "iu":
+            with np.errstate(invalid="ignore"):
+                exact = np.array_equal(value.astype(np.float64), raw.astype(np.float64))
+            if not exact:
+                raise AStitchError(f"input {param.name!r}: values do not fit {want} exactly (fractions, or out "
+                                   f"of range for {param.dtype}); pass whole numbers in range")
     elif param.dtype == "bf16":
         if value.dtype.kind == "V" or value.dtype.name == "bfloat16" or value.dtype == np.uint16:
             value = bf16_bits_to_f32(value)
@@ -70,6 +94,7 @@ def _coerce(param: Node, value) -> np.ndarray:
 
 def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.ndarray]:
     """Value of every node (``keep=True``) or of the outputs only, by node name."""
+    _check_graph(graph, "reference")
     graph.validate()
     env = bind_inputs(graph, inputs)
     needed = {n.name for n in graph.live_nodes()}
@@ -95,13 +120,29 @@ def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.n
 
 def reference(graph: Graph, inputs: Inputs) -> list[np.ndarray]:
     """Run ``graph`` on ``inputs`` with numpy; returns the outputs in result order."""
-    env = evaluate(graph, inputs)
+    try:
+        env = evaluate(graph, inputs)
+    except MemoryError:
+        raise AStitchError(f"graph {graph.name!r} is too big for this machine's memory to run with numpy: "
+                           "use a smaller shape") from None
     return [np.array(env[o.name], copy=True) for o in graph.outputs]
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
     """Random inputs for every parameter: normal floats, small ints, random bools."""
+    _check_graph(graph, "random_inputs")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise AStitchError(f"random_inputs: seed must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(seed)
+    try:
+        return _random_values(graph, rng)
+    except MemoryError:
+        elems = sum(p.size for p in graph.inputs)
+        raise AStitchError(f"graph {graph.name!r} has {elems} input elements: too many to hold in this machine's "
+                           "memory; use a smaller shape") from None
+
+
+def _random_values(graph: Graph, rng) -> list[np.ndarray]:
     out = []
     for p in graph.inputs:
         if p.dtype in ("f32", "f64", "f16", "bf16"):

@@ -65,6 +65,8 @@ def graph_from_dict(d: dict) -> Graph:
                        name=nd["name"], **attrs)
         g.set_outputs([g[o] for o in d["outputs"]])
         return g
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        if isinstance(e, AStitchError):
+            raise
         raise AStitchError(f"graph JSON is malformed ({type(e).__name__}: {e}); "
                            "write it with plan.to_json()") from None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from .dtypes import check_dtype
 from .errors import AStitchError
 from .ops import COMPARE_DIRECTIONS, REDUCERS, op_def
@@ -23,8 +25,35 @@ def _require(cond, name, message):
         raise AStitchError(f"{name}: {message}")
 
 
+#: largest tensor, in elements: CUDA indexes a grid with 32-bit ints, and numpy must hold it
+MAX_ELEMENTS = 2**31 - 1
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _ints(value, name, what):
+    """A tuple of python ints from a sequence of ints (no bools, floats, strings or None)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray, range)):
+        raise AStitchError(f"{name}: {what} must be a tuple of integers, got {value!r}")
+    if not all(_is_int(v) for v in value):
+        raise AStitchError(f"{name}: {what} {tuple(value)!r} must all be integers")
+    return tuple(int(v) for v in value)
+
+
+def check_shape(shape, name, what="shape"):
+    """A static shape: a tuple of non-negative ints whose product fits ``MAX_ELEMENTS``."""
+    dims = _ints(shape, name, what)
+    _require(all(d >= 0 for d in dims), name, f"{what} {_fmt(dims)} has a negative dimension")
+    _require(prod(dims) <= MAX_ELEMENTS, name,
+             f"{what} {_fmt(dims)} has {prod(dims)} elements, more than the {MAX_ELEMENTS} one tensor may hold "
+             "(32-bit indexing); use a smaller shape")
+    return dims
+
+
 def _dims(value, name, rank, what="dimensions"):
-    dims = tuple(int(d) for d in value)
+    dims = _ints(value, name, what)
     _require(all(0 <= d < rank for d in dims), name, f"{what} {dims} out of range for rank {rank}")
     _require(len(set(dims)) == len(dims), name, f"{what} {dims} repeat a dimension")
     return dims
@@ -46,7 +75,7 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
 
     if d.kind == "source":
         _require(shape is not None and dtype is not None, name, f"{op} needs an explicit shape and dtype")
-        out_shape, out_dtype = tuple(int(s) for s in shape), check_dtype(dtype)
+        out_shape, out_dtype = check_shape(shape, name), check_dtype(dtype)
         if op == "iota":
             attrs["iota_dimension"] = _dims([attrs.get("iota_dimension", 0)], name, len(out_shape),
                                             "iota_dimension")[0]
@@ -77,7 +106,7 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
                 out_dtype = "pred"
     elif op == "broadcast":
         _require(shape is not None, name, "broadcast needs the result shape")
-        out_shape = tuple(int(s) for s in shape)
+        out_shape = check_shape(shape, name)
         dims = _dims(attrs.get("dimensions", ()), name, len(out_shape))
         _require(len(dims) == len(shapes[0]), name,
                  f"broadcast dimensions {dims} must name one output dim per operand dim of {_fmt(shapes[0])}")
@@ -88,7 +117,7 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         out_dtype = dtypes[0]
     elif op in ("reshape", "bitcast"):
         _require(shape is not None, name, f"{op} needs the result shape")
-        out_shape = tuple(int(s) for s in shape)
+        out_shape = check_shape(shape, name)
         _require(prod(out_shape) == prod(shapes[0]), name,
                  f"cannot reshape {_fmt(shapes[0])} ({prod(shapes[0])} elements) to {_fmt(out_shape)}")
         out_dtype = dtypes[0]
@@ -103,8 +132,8 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         out_shape, out_dtype = shapes[0], dtypes[0]
     elif op == "slice":
         rank = len(shapes[0])
-        starts, limits = tuple(attrs.get("starts", ())), tuple(attrs.get("limits", ()))
-        strides = tuple(attrs.get("strides") or (1,) * rank)
+        starts, limits = _ints(attrs.get("starts", ()), name, "starts"), _ints(attrs.get("limits", ()), name, "limits")
+        strides = _ints(attrs.get("strides") or (1,) * rank, name, "strides")
         _require(len(starts) == len(limits) == len(strides) == rank, name, f"slice needs {rank} start:limit:stride")
         for s, l, st, n in zip(starts, limits, strides, shapes[0]):
             _require(0 <= s <= l <= n and st >= 1, name, f"slice [{s}:{l}:{st}] is outside a dim of size {n}")
@@ -127,8 +156,10 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
     elif op == "pad":
         rank = len(shapes[0])
         _require(shapes[1] == (), name, "pad value must be a scalar")
-        low, high = tuple(attrs.get("low", (0,) * rank)), tuple(attrs.get("high", (0,) * rank))
-        interior = tuple(attrs.get("interior", (0,) * rank))
+        low, high = _ints(attrs.get("low", (0,) * rank), name, "low"), _ints(attrs.get("high", (0,) * rank), name, "high")
+        interior = _ints(attrs.get("interior", (0,) * rank), name, "interior")
+        _require(len(low) == len(high) == len(interior) == rank, name,
+                 f"pad needs low, high and interior padding for each of the {rank} dims, got {low}, {high}, {interior}")
         attrs.update(low=low, high=high, interior=interior)
         out_shape = tuple(l + h + n + max(n - 1, 0) * i for l, h, n, i in zip(low, high, shapes[0], interior))
         out_dtype = dtypes[0]
@@ -137,15 +168,18 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         _require(dtypes[0] == dtypes[1], name, f"reduce of {dtypes[0]} with a {dtypes[1]} init value")
         reducer = attrs.get("reducer")
         _require(reducer in REDUCERS, name, f"reducer {reducer!r} is not one of {', '.join(REDUCERS)}")
+        _require(reducer not in ("and", "or") or dtypes[0] == "pred", name,
+                 f"reducer {reducer!r} needs pred values, got {dtypes[0]}: compare first (x != 0), or use max/min")
         dims = tuple(sorted(_dims(attrs.get("dimensions", ()), name, len(shapes[0]))))
         attrs["dimensions"] = dims
         out_shape = tuple(n for i, n in enumerate(shapes[0]) if i not in dims)
         out_dtype = dtypes[0]
     elif op == "dot":
         a, b = shapes
-        lb, lc = tuple(attrs.get("lhs_batch_dims", ())), tuple(attrs.get("lhs_contracting_dims", (len(a) - 1,)))
-        rb = tuple(attrs.get("rhs_batch_dims", ()))
-        rc = tuple(attrs.get("rhs_contracting_dims", (0,)))
+        lb = _dims(attrs.get("lhs_batch_dims", ()), name, len(a), "lhs_batch_dims")
+        lc = _dims(attrs.get("lhs_contracting_dims", (len(a) - 1,)), name, len(a), "lhs_contracting_dims")
+        rb = _dims(attrs.get("rhs_batch_dims", ()), name, len(b), "rhs_batch_dims")
+        rc = _dims(attrs.get("rhs_contracting_dims", (0,)), name, len(b), "rhs_contracting_dims")
         _require(len(lb) == len(rb) and len(lc) == len(rc), name, "dot needs as many lhs as rhs batch/contracting dims")
         for x, y in zip(lb + lc, rb + rc):
             _require(a[x] == b[y], name, f"dot dims do not agree: lhs {_fmt(a)} dim {x} vs rhs {_fmt(b)} dim {y}")
@@ -156,7 +190,7 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
     else:  # pragma: no cover - every op row has a rule above
         raise AStitchError(f"{name}: no shape rule for op {op!r}")
 
-    if shape is not None and tuple(int(s) for s in shape) != tuple(out_shape):
+    if shape is not None and check_shape(shape, name, "declared shape") != tuple(out_shape):
         raise AStitchError(f"{name}: declared shape {_fmt(shape)} but {op} of "
                            f"{', '.join(_fmt(s) for s in shapes) or 'nothing'} gives {_fmt(out_shape)}")
     if dtype is not None and d.kind != "dot" and check_dtype(dtype) != out_dtype:

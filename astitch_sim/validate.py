@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from .errors import AStitchError
 from .graph import shape_str
+from .plan import BARRIERS, SCHEMES
+
+#: most blocks one launch may have (CUDA's gridDim.x limit)
+MAX_GRID = 2**31 - 1
 
 
 def validate_plan(plan, barriers: bool = True) -> None:
@@ -25,8 +29,23 @@ def validate_plan(plan, barriers: bool = True) -> None:
     """
     g, gpu = plan.graph, plan.gpu
     produced = {p.name for p in g.inputs} | {n.name for n in g if n.op == "constant"}
+    written = set(produced)
     for k in plan.kernels:
         where = f"kernel {k.name}"
+        for field in ("grid", "block", "shared_bytes", "registers_per_thread"):
+            v = getattr(k, field)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise AStitchError(f"{where}: {field} must be an integer, got {v!r}; write plans with plan.to_json()")
+        if k.grid > MAX_GRID:
+            raise AStitchError(f"{where}: grid of {k.grid} blocks; CUDA launches at most {MAX_GRID} blocks. "
+                               "Use bigger blocks or a grid-stride loop (vertical packing)")
+        if k.shared_bytes < 0:
+            raise AStitchError(f"{where}: shared_bytes={k.shared_bytes} is negative")
+        for field in ("inputs", "outputs"):
+            bad = [n for n in getattr(k, field) if not isinstance(n, str) or n not in g]
+            if bad:
+                raise AStitchError(f"{where}: {field} name nodes that are not in graph {g.name!r}: {bad}")
+        written.update(k.outputs)
         if k.kind not in ("generated", "library"):
             raise AStitchError(f"{where}: kind {k.kind!r} is not generated or library")
         if not 1 <= k.block <= gpu.max_threads_per_block:
@@ -51,7 +70,11 @@ def validate_plan(plan, barriers: bool = True) -> None:
             if name not in produced:
                 raise AStitchError(f"{where}: reads {name} before any kernel computes it")
         if k.kind == "library":
+            if not isinstance(k.library_op, str) or k.library_op not in g:
+                raise AStitchError(f"{where}: library kernel computes {k.library_op!r}, which is not a node of "
+                                   f"graph {g.name!r}")
             produced.add(k.library_op)
+            written.add(k.library_op)
             continue
         if not k.stages:
             raise AStitchError(f"{where}: a generated kernel needs at least one stage")
@@ -62,8 +85,17 @@ def validate_plan(plan, barriers: bool = True) -> None:
             if (m.grid, m.block) != (k.grid, k.block):
                 raise AStitchError(f"{where}: stage {i} ({s.dominant}) maps onto {m.grid}x{m.block} "
                                    f"but the kernel launches {k.grid}x{k.block}")
+            if not isinstance(s.dominant, str) or s.dominant not in g:
+                raise AStitchError(f"{where}: stage {i} has unknown dominant node {s.dominant!r}")
+            if s.barrier_after not in BARRIERS:
+                raise AStitchError(f"{where}: stage {i} barrier_after={s.barrier_after!r}; use one of {BARRIERS}")
+            for n, times in s.recompute.items():
+                if not isinstance(n, str) or n not in g or isinstance(times, bool) or not isinstance(times, int) \
+                        or times < 1:
+                    raise AStitchError(f"{where}: stage {i} recompute entry {n!r}: {times!r} must name a graph node "
+                                       "and a count >= 1")
             for n in list(s.ops) + list(s.epilogue):
-                if n not in g:
+                if not isinstance(n, str) or n not in g:
                     raise AStitchError(f"{where}: stage {i} computes unknown node {n!r}")
                 computed_at.setdefault(n, i)
         for i, s in enumerate(k.stages):
@@ -81,8 +113,20 @@ def validate_plan(plan, barriers: bool = True) -> None:
                     for o in g[n].operands if o.name in computed_at and computed_at[o.name] < i
                     and o.name not in s.ops and o.name not in s.epilogue}
         for name, v in k.values.items():
+            if name not in g or v.node != name:
+                raise AStitchError(f"{where}: value entry {name!r} (node {v.node!r}) does not name a node of "
+                                   f"graph {g.name!r}")
             if v.space not in ("register", "shared", "global"):
                 raise AStitchError(f"{where}: value {name} lives in unknown space {v.space!r}")
+            if v.scheme not in SCHEMES:
+                raise AStitchError(f"{where}: value {name} has unknown stitch scheme {v.scheme!r}; use one of {SCHEMES}")
+            for field in ("stage", "offset", "nbytes"):
+                x = getattr(v, field)
+                if isinstance(x, bool) or not isinstance(x, int):
+                    raise AStitchError(f"{where}: value {name} {field} must be an integer, got {x!r}")
+            if not -1 <= v.stage < len(k.stages):
+                raise AStitchError(f"{where}: value {name} says stage {v.stage}, but the kernel has stages "
+                                   f"0..{len(k.stages) - 1} (-1: a kernel input)")
             if v.stage >= 0 and (name in crossing or v.output):
                 s = k.stages[v.stage]
                 whole = g[name].op == "reduce" or name in s.epilogue or tuple(g[name].shape) == tuple(s.mapping.domain)
@@ -98,6 +142,9 @@ def validate_plan(plan, barriers: bool = True) -> None:
     for o in g.outputs:
         if o.name not in produced:
             raise AStitchError(f"plan never computes graph output {o.name}")
+        if o.name not in written:
+            raise AStitchError(f"plan computes graph output {o.name} but no kernel lists it in its outputs, so it "
+                               "never reaches global memory: add it to the outputs of the kernel computing it")
 
 
 def _check_visible(kernel, name, producer, consumer, where, barriers=True) -> None:

@@ -107,7 +107,7 @@ def _valid_names() -> str:
 
 def check_shape(name: str, shape: dict) -> dict:
     """The full shape for workload ``name``: defaults overridden by ``shape``, every value a positive int."""
-    if name not in WORKLOADS:
+    if not isinstance(name, str) or name not in WORKLOADS:
         raise AStitchError(f"unknown workload {name!r}; the catalog has: {_valid_names()}")
     entry = WORKLOADS[name]
     unknown = [k for k in shape if k not in entry.defaults]

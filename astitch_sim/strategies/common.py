@@ -39,7 +39,9 @@ def xla_reduce_mapping(node, gpu) -> ThreadMapping:
 
     Row reduction: one block per row, the block as wide as the row (rounded up
     to whole warps, at most 1024 threads): <750000,32> -> 750000 blocks of 32
-    threads; <64,30000> -> 64 blocks of 1024.  Column reduction: tiles of 32
+    threads; <64,30000> -> 64 blocks of 1024.  A reduction of a whole tensor
+    to one value is spread over many blocks combined with atomics (one block
+    would leave the GPU idle; XLA does not do that).  Column reduction: tiles of 32
     columns x 32 row lanes; the reduced dim is split over blocks (partials
     combined with atomics) until about one wave of blocks is busy.
     """
@@ -48,6 +50,11 @@ def xla_reduce_mapping(node, gpu) -> ThreadMapping:
     if rs.kind == "row":
         m = ThreadMapping("rows", x.shape, rs.groups, block=1, grid=1, threads_per_row=1)
         tpr = min(gpu.max_threads_per_block, round_up(max(m.cols, 1), gpu.warp_size))
+        if m.rows == 1 and m.cols > 8 * tpr and node.attrs["reducer"] in ("sum", "max", "min"):
+            # a whole-tensor reduction: XLA spreads it over many blocks (atomics into the result)
+            splits = prev_pow2(min(gpu.blocks_per_wave(tpr), ceil(m.cols / (8 * tpr))))
+            return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=splits, threads_per_row=tpr,
+                                 splits=splits, combine="atomic")
         return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=max(1, min(m.rows, MAX_GRID)),
                              threads_per_row=tpr)
     return column_mapping(node, gpu, block=1024, fill_blocks=gpu.blocks_per_wave(1024), combine="atomic")
