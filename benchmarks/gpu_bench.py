@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import gc
 import hashlib
 import json
@@ -426,9 +427,8 @@ class PlanRunner:
     """A plan's kernels on device-resident buffers: one callable per plan kernel, each only enqueues.
 
     ``gpu_backend.run(plan, inputs)`` allocates, uploads, launches, synchronises and copies back on
-    every call -- right for using a plan, wrong for timing its kernels.  This runner does what ``run``
-    does, from gpu_backend's public pieces (``compile_plan``: the generated module's kernels and their
-    ``KernelSpec``/``ParamSpec``), but splits it: allocation and upload once (here), then
+    every call -- right for using a plan, wrong for timing its kernels.  This runner uses the steps
+    ``run`` is made of (``gpu_backend.prepare``): allocation and upload once (here), then
     ``launches[i]()`` enqueues plan kernel ``i`` -- preceded by the device-to-device refill of its
     split-reduction result buffers with the reduce's init value (the memset the cost model charges
     to that kernel) -- and ``fetch()`` runs them all and copies the outputs back.  What is timed is
@@ -437,78 +437,12 @@ class PlanRunner:
 
     def __init__(self, plan, inputs: list):
         import gpu_backend
-        from gpu_backend.launch import cooperative_limit, from_storage, simulator, to_storage
         from numba import cuda
-        from astitch_sim.dtypes import cast
-        from astitch_sim.errors import AStitchError
-        from astitch_sim.reference import bind_inputs
 
-        self.plan, self.sim, self.cuda = plan, simulator(), cuda
-        graph = plan.graph
-        host = bind_inputs(graph, inputs)
-        compiled = gpu_backend.compile_plan(plan)
-        device: dict = {}
-
-        def host_value(name):
-            node = graph[name]
-            if name in host:
-                return host[name]
-            if node.op == "constant":
-                return cast(np.broadcast_to(node.attrs["value"], node.shape), node.dtype)
-            raise AStitchError(f"{name} is read before any kernel computes it")
-
-        def init_value(reduce_name):
-            init = graph[reduce_name].operands[1]
-            return np.asarray(host_value(init.name)).reshape(()).item()
-
-        self.launches, self.names = [], []
-        for spec, fn in zip(compiled.generated.kernels, compiled.functions):
-            args, refills = [], []
-            for p in spec.params:
-                if p.role == "input":
-                    if p.node not in device:
-                        device[p.node] = cuda.to_device(to_storage(host_value(p.node), p.dtype, p.storage))
-                    args.append(device[p.node])
-                    continue
-                if p.role == "partials":
-                    args.append(cuda.device_array(int(np.prod(p.shape)), dtype=p.storage))
-                    continue
-                if p.fill_from:
-                    fill = cuda.to_device(to_storage(np.full(p.shape, init_value(p.fill_from)), p.dtype,
-                                                     p.storage))
-                    arr = cuda.device_array_like(fill)
-                    refills.append((arr, fill))
-                else:
-                    arr = cuda.device_array(max(1, int(np.prod(p.shape))), dtype=p.storage)
-                if p.role == "output":
-                    device[p.node] = arr
-                args.append(arr)
-            if spec.cooperative:
-                limit, why = cooperative_limit(fn, spec, args, plan)
-                if spec.grid > limit:
-                    raise AStitchError(f"kernel {spec.name}: grid barrier with {spec.grid} blocks but only {limit} "
-                                       f"can be resident ({why})")
-            self.launches.append(self._launcher(fn, spec, args, refills))
-            self.names.append(spec.name)
-        self._device, self._host_value, self._from_storage = device, host_value, from_storage
-
-    def _launcher(self, fn, spec, args, refills):
-        grid, block, coop = spec.grid, spec.block, spec.cooperative
-        if self.sim:
-            from gpu_backend.cudasim import launch
-
-            def go():
-                for arr, fill in refills:
-                    arr.copy_to_device(fill)
-                launch(fn, grid, block, args, coop)
-        else:
-            configured = fn[grid, block]
-
-            def go():
-                for arr, fill in refills:
-                    arr.copy_to_device(fill)     # device-to-device, async on the default stream
-                configured(*args)
-        return go
+        self.plan, self.sim, self.cuda = plan, gpu_backend.simulator(), cuda
+        self.prepared = gpu_backend.prepare(plan, inputs)
+        self.names = [k.name for k in self.prepared.kernels]
+        self.launches = [functools.partial(self.prepared.launch_kernel, i) for i in range(len(self.names))]
 
     def sync(self):
         self.cuda.synchronize()
@@ -518,25 +452,22 @@ class PlanRunner:
 
         ``times``: if a list, each launch is synchronised and its host wall time (us) appended
         (the simulator's only clock)."""
-        for f in self.launches:
-            t0 = time.perf_counter()
-            f()
-            if times is not None:
+        if times is None:
+            self.prepared.launch()
+        else:
+            t0 = [time.perf_counter()]
+
+            def lap(i):
                 self.sync()
-                times.append((time.perf_counter() - t0) * 1e6)
-        self.sync()
-        out = []
-        for o in self.plan.graph.outputs:
-            if o.name in self._device:
-                raw = self._device[o.name].copy_to_host().reshape(-1)[:o.size]
-                out.append(self._from_storage(raw, o.dtype, o.shape))
-            else:
-                out.append(np.array(self._host_value(o.name), copy=True).reshape(o.shape))
-        return out
+                now = time.perf_counter()
+                times.append((now - t0[0]) * 1e6)
+                t0[0] = now
+            self.prepared.launch(after_kernel=lap)
+        return self.prepared.outputs()
 
     def close(self):
         """Drop the device buffers now (Numba frees lazily; a 110M-element plan holds gigabytes)."""
-        self._device.clear()
+        self.prepared.release()
         self.launches = []
         gc.collect()
         if not self.sim:

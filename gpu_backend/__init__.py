@@ -10,6 +10,11 @@ Usage::
     outs = gpu_backend.run(plan, asim.workloads.workload_inputs(g))
     ref = asim.reference(g, asim.workloads.workload_inputs(g))
 
+    prepared = gpu_backend.prepare(plan, asim.workloads.workload_inputs(g))   # allocate + upload once
+    for _ in range(10):
+        prepared.launch()                            # all kernels, plan order; no copies, no sync
+    outs = prepared.outputs()                        # wait, copy back (graph output order)
+
 ``generate_source(plan)`` writes one ``@cuda.jit`` kernel per kernel of the
 plan, following the plan exactly (see :mod:`gpu_backend.codegen` for how each
 plan decision becomes code).  ``run(plan, inputs)`` validates the inputs,
@@ -18,10 +23,22 @@ split-reduction result buffers pre-filled with the reduce's init value),
 launches the kernels in plan order with each kernel's ``(grid, block)`` --
 cooperatively when it has a grid barrier, and only if the grid fits the blocks
 the device keeps resident (else :class:`~astitch_sim.AStitchError`) -- and
-returns the outputs in graph output order.  Compiled kernels are cached per
-plan (the hash of ``plan.to_json()``); the generated module is written to
-``$ASTITCH_GPU_CACHE`` (default ``<tmp>/astitch_gpu_backend``) so tracebacks
-show its lines.
+returns the outputs in graph output order.
+
+``run`` is three steps, public for whoever launches a plan many times (timing it:
+``benchmarks/gpu_bench.py``): ``prepared = prepare(plan, inputs)`` does everything
+up to the launches, once (a :class:`~gpu_backend.launch.PreparedPlan`);
+``prepared.launch()`` enqueues every kernel in plan order on those buffers --
+first copying each split reduction's result buffer back to the init value, on the
+device, so a second launch computes the same as the first -- with no host copies
+and no synchronisation (``launch(after_kernel=f)`` calls ``f(i)`` after enqueuing
+kernel ``i``, e.g. to record a CUDA event; ``launch_kernel(i)`` enqueues one);
+``prepared.outputs()`` waits and copies the outputs back; ``prepared.release()``
+drops the buffers.
+
+Compiled kernels are cached per plan (the hash of ``plan.to_json()``); the
+generated module is written to ``$ASTITCH_GPU_CACHE`` (default
+``<tmp>/astitch_gpu_backend``) so tracebacks show its lines.
 
 Simulator vs GPU -- what differs when ``NUMBA_ENABLE_CUDASIM=1`` (the kernels are the same source):
 
@@ -84,14 +101,8 @@ forces the simulator suite on a GPU machine.
 """
 from __future__ import annotations
 
-from .codegen import GeneratedModule, KernelSpec, ParamSpec
-from .launch import compile_plan, run, simulator
+from .codegen import GeneratedModule, KernelSpec, ParamSpec, generate_source
+from .launch import PreparedPlan, compile_plan, prepare, run, simulator
 
-
-def generate_source(plan) -> str:
-    """The Python source of the plan's Numba-CUDA kernels (one ``@cuda.jit`` function per kernel)."""
-    from .codegen import ModuleWriter
-    return ModuleWriter(plan).write().source
-
-
-__all__ = ["generate_source", "run", "compile_plan", "simulator", "GeneratedModule", "KernelSpec", "ParamSpec"]
+__all__ = ["generate_source", "run", "prepare", "PreparedPlan", "compile_plan", "simulator", "GeneratedModule",
+           "KernelSpec", "ParamSpec"]

@@ -16,7 +16,9 @@ from math import ceil
 from astitch_sim.graph import shape_str
 
 from . import exprs as E
-from .codegen import COMPUTE, KernelSpec, Lines, Names, ParamSpec, _STRUCTURAL
+from .dtypes import COMPUTE
+from .source import _STRUCTURAL, Lines, Names
+from .specs import KernelSpec, ParamSpec
 
 
 def write_library_kernel(mod, kernel, index: int, func: str):

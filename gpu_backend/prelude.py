@@ -21,7 +21,7 @@ Rules every helper keeps:
 * **One meaning per helper.**  Where an op means different things for floats
   and integers (``divide`` truncates for ints, ``not`` is logical for pred and
   bitwise for ints) there are two helpers and the code generator picks one by
-  dtype (``codegen.HELPER_BY_DTYPE``): Numba compiles a device function per
+  dtype (``dtypes.HELPER_BY_DTYPE``): Numba compiles a device function per
   argument type but cannot branch on it at run time.
 * **Storage formats.**  float16 values are computed in float32 and rounded with
   :func:`_f16` after every op; bfloat16 likewise with :func:`_bf16`, and is
@@ -387,7 +387,7 @@ def _bf16_value(bits):
     return buf.view(float32)[0]
 
 
-#: every helper a generated kernel may import (the code generator keeps the same list: codegen.HELPERS)
+#: every helper a generated kernel may import (the code generator keeps the same list: source.HELPERS)
 HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
            "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
            "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",

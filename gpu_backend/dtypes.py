@@ -1,0 +1,79 @@
+"""Element types: how each XLA dtype is stored in device memory, held in registers, and cast.
+
+* **Storage vs compute.**  ``STORAGE`` is the numpy dtype of an element in device
+  memory (bf16: its raw 16 bits in a ``uint16``), ``COMPUTE`` the type it has in
+  registers: f16 and bf16 are computed in float32 and rounded after every op
+  (``_f16``/``_bf16``), so a kernel's arithmetic is float32 either way.
+* **Casts.**  float32 math stays float32: every op result is cast back to its
+  node's type, except where Python/Numba already gives that type
+  (``_TYPE_PRESERVING`` float ops, the bool result of a compare).  Float ->
+  integer conversions saturate and send NaN to 0 (``_float_to_int``), as XLA does.
+* **Integer variants.**  An op-table helper whose integer meaning differs
+  (C-style division, integer power, bitwise not) is swapped for its integer
+  variant (``HELPER_BY_DTYPE``).
+
+:class:`CastEmitter` is the part of :class:`~gpu_backend.stage.StageWriter` that
+writes these casts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: XLA dtype -> numpy dtype of its elements in device memory (bf16: the raw 16 bits)
+STORAGE = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.uint16, "s64": np.int64,
+           "s32": np.int32, "s16": np.int16, "s8": np.int8, "u64": np.uint64, "u32": np.uint32,
+           "u16": np.uint16, "u8": np.uint8, "pred": np.bool_}
+#: XLA dtype -> the type its values have in registers (the name imported into the kernel module)
+COMPUTE = {"f64": "float64", "f32": "float32", "f16": "float32", "bf16": "float32", "s64": "int64",
+           "s32": "int32", "s16": "int16", "s8": "int8", "u64": "uint64", "u32": "uint32", "u16": "uint16",
+           "u8": "uint8", "pred": "bool_"}
+_STORAGE_NAME = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "uint16", "s64": "int64",
+                 "s32": "int32", "s16": "int16", "s8": "int8", "u64": "uint64", "u32": "uint32",
+                 "u16": "uint16", "u8": "uint8", "pred": "bool_"}
+_FLOATS = ("f64", "f32", "f16", "bf16")
+_BITS = {"s64": 64, "s32": 32, "s16": 16, "s8": 8, "u64": 64, "u32": 32, "u16": 16, "u8": 8}
+
+#: op-table helpers whose integer meaning differs: the generator picks the integer variant
+HELPER_BY_DTYPE = {"_divide": "_idivide", "_remainder": "_iremainder", "_power": "_ipower", "_not": "_invert"}
+
+#: float ops whose Python/Numba result already has the operand type (no cast needed)
+_TYPE_PRESERVING = {"add", "subtract", "multiply", "negate", "abs", "select", "clamp", "maximum", "minimum",
+                    "divide", "copy"}
+_BOOL_RESULT = {"compare", "and", "or", "xor", "not", "is-finite", "select"}
+
+
+class CastEmitter:
+    """Casts between register types (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
+
+    def cast(self, node, expr: str, force: bool = False) -> str:
+        """Bring an op's Python/Numba result back to the node's own type."""
+        dtype, op = node.dtype, node.op
+        if dtype == "f16":
+            return f"_f16({expr})"
+        if dtype == "bf16":
+            return f"_bf16({expr})"
+        if dtype == "pred":
+            return expr if (op in _BOOL_RESULT and not force) else f"bool_({expr})"
+        if dtype in ("f32", "f64") and op in _TYPE_PRESERVING and not force:
+            return expr
+        return f"{COMPUTE[dtype]}({expr})"
+
+    def convert(self, src: str, dst: str, x: str) -> str:
+        if dst == "pred":
+            return f"bool_({x} != 0)"
+        if dst in _FLOATS:
+            base = f"{COMPUTE[dst]}({x})"
+            return {"f16": f"_f16({base})", "bf16": f"_bf16({base})"}.get(dst, base)
+        if src in _FLOATS:
+            info = np.iinfo(STORAGE[dst])
+            lo = self.kw.mod.constant(float(info.min), "f64", f"{dst}_min")
+            hi = self.kw.mod.constant(float(info.max), "f64", f"{dst}_max")
+            return f"{COMPUTE[dst]}(_float_to_int({x}, {lo}, {hi}))"
+        return f"{COMPUTE[dst]}({x})"
+
+    def round_result(self, node, expr: str) -> str:
+        if node.dtype == "f16":
+            return f"_f16({expr})"
+        if node.dtype == "bf16":
+            return f"_bf16({expr})"
+        return expr

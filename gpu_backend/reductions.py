@@ -1,0 +1,193 @@
+"""Reductions: per-thread accumulation, the shared-memory tree, split combines, and the epilogue.
+
+Each thread accumulates its elements in iteration order; the threads of a task
+combine in a shared-memory tree (the upper half folds into the lower half, the
+half rounded up, so ``threads_per_row`` may be any count, e.g. XLA's 768 -- the
+same order as the SIMT model's ``simt.reduce.tree``); the task's first thread
+combines the total with the reduce's init value and runs the stage's epilogue.
+A task split over blocks combines by ``cuda.atomic`` into a result buffer the
+runtime pre-fills with the init value, or by partials in global scratch + grid
+barrier, as ``mapping.combine`` says.  The reduction scratch (``block * 8``
+bytes per reduce, as the plan reserves) gives thread ``t`` bytes ``8t..8t+7``:
+stages that reuse it with another element type never race.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import exprs as E
+from .dtypes import COMPUTE, STORAGE, _FLOATS
+from .values import Scope
+
+_REDUCER = {  # reducer -> (combine template, atomic function or None)
+    "sum": ("({0} + {1})", "add"),
+    "prod": ("({0} * {1})", None),
+    "max": ("_max({0}, {1})", "max"),
+    "min": ("_min({0}, {1})", "min"),
+    "and": ("({0} & {1})", None),
+    "or": ("({0} | {1})", None),
+}
+_ATOMIC_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64")
+
+
+class ReductionEmitter:
+    """Reductions and epilogues (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
+
+    def combine(self, node, a: str, b: str) -> str:
+        """One step of a reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
+        red = node.attrs["reducer"]
+        t = _REDUCER[red][0].format(a, b)
+        if node.dtype in _FLOATS:
+            return t
+        if node.dtype == "pred":
+            return t if red in ("and", "or", "max", "min") else f"bool_({t})"
+        return f"{COMPUTE[node.dtype]}({t})"
+
+    def identity(self, node) -> str:
+        red, dtype = node.attrs["reducer"], node.dtype
+        if red in ("sum", "or"):
+            v = 0
+        elif red in ("prod", "and"):
+            v = 1
+        elif dtype in _FLOATS:
+            v = -np.inf if red == "max" else np.inf
+        else:
+            info = np.iinfo(STORAGE[dtype])
+            v = info.min if red == "max" else info.max
+        return self.kw.mod.constant(v, dtype, f"{red}_identity_{dtype}")
+
+    def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
+        out, m = self.out, self.m
+        for r in self.reduces:
+            out(f"{red_scratch[r].at('tid')} = {self.acc_var[r]}")
+        if width <= 1:
+            out("# one thread per task: its partial is the task's total")
+            return
+        lanev, step = ("lane", 1) if rows_kind else ("row_lane", m.threads_per_row)
+        who = f"the {width} threads of each row" if rows_kind else f"the {width} row lanes of each column"
+        out("cuda.syncthreads()")
+        out(f"# shared-memory tree over {who}: the upper half folds into the lower half (half rounded up,"
+            " so any lane count works)")
+        out(f"n = {width}")
+        out("while n > 1:")
+        out.indent()
+        out("h = (n + 1) // 2")
+        out(f"if {lanev} < n - h:")
+        out.indent()
+        partner = "tid + h" if step == 1 else f"tid + h * {step}"
+        for r in self.reduces:
+            sv = red_scratch[r]
+            out(f"{sv.at('tid')} = {self.combine(self.g[r], sv.at('tid'), sv.at(partner))}")
+        out.dedent()
+        out("cuda.syncthreads()")
+        out("n = h")
+        out.dedent()
+
+    def split_buffers(self, r: str):
+        node = self.g[r]
+        m = self.m
+        v = self.kw.values[r]
+        if m.combine == "atomic":
+            if _REDUCER[node.attrs["reducer"]][1] is None:
+                self.fail(f"{r}: no atomic for reducer {node.attrs['reducer']}")
+            if node.dtype not in _ATOMIC_DTYPES:
+                self.fail(f"{r}: atomics on {node.dtype} are not supported by Numba (use f32/f64/s32/s64/u32/u64)")
+        # the result buffer: the output array, the Global value's array, or scratch -- pre-filled with init
+        if r in self.kw.array_of:
+            self.fail(f"split reduce {r}: its result buffer is already used elsewhere in the kernel")
+        role = "output" if v.output else "scratch"
+        comment = (f"split reduction result of {r}" + (", pre-filled with the init value (atomic combine)"
+                                                       if m.combine == "atomic" else ""))
+        name = self.kw.add_param(r, role, node.shape, node.dtype, "g_" + r,
+                                 fill_from=r if m.combine == "atomic" else "", comment=comment)
+        self.kw.array_of[r] = name
+        self.kw.result_of[r] = name
+        if m.combine == "grid_barrier":
+            pname = self.kw.add_param("", "partials", (max(1, node.size) * m.splits,), node.dtype if node.dtype
+                                      not in ("f16", "bf16") else "f32", "partials_" + r,
+                                      comment=f"one partial of {r} per task and split")
+            self.kw.partials_of[r] = pname
+
+    def split_partial(self, red_scratch, task_idx, part):
+        out = self.out
+        for r in self.reduces:
+            node = self.g[r]
+            flat = E.ravel(task_idx, node.shape)
+            total = red_scratch[r].at("tid")
+            if self.m.combine == "atomic":
+                fn = _REDUCER[node.attrs["reducer"]][1]
+                out(f"cuda.atomic.{fn}({self.kw.result_of[r]}, {flat}, {total})  # combine across the "
+                    f"{self.m.splits} blocks of the task")
+            else:
+                out(f"{self.kw.partials_of[r]}[{E.add(E.mul(flat, self.m.splits), part)}] = {total}  "
+                    "# this block's partial")
+
+    def sum_partials(self, task_idx, part):
+        out = self.out
+        for r in self.reduces:
+            node = self.g[r]
+            flat = E.ravel(task_idx, node.shape)
+            init = self.value(node.operands[1].name, (), Scope())
+            acc = self.kw.names.fresh("total_" + r)
+            partials = self.kw.partials_of[r]
+            out(f"{acc} = {partials}[{E.mul(flat, self.m.splits)}]")
+            out(f"for p in range(1, {self.m.splits}):  # every block folds the partials in the same order")
+            out.indent()
+            partial = f"{partials}[{E.add(E.mul(flat, self.m.splits), 'p')}]"
+            out(f"{acc} = {self.combine(node, acc, partial)}")
+            out.dedent()
+            out(f"{acc} = {self.combine(node, acc, init)}  # and the init value last")
+            final = self.round_result(node, acc)
+            cond = "part == 0" if part != 0 else True
+            if cond is not True:
+                out(f"if {cond}:")
+                out.indent()
+            out(f"{self.kw.result_of[r]}[{flat}] = {self.kw.store(node.dtype, final)}")
+            if cond is not True:
+                out.dedent()
+
+    def finish_tasks(self, red_scratch, m, tc, task_idx, part):
+        """The task's first thread: complete each reduce, store it, run the epilogue, store its values."""
+        out = self.out
+        self.phase = "epilogue"
+        scope = Scope()
+        self.it = None
+        for r in self.reduces:
+            node = self.g[r]
+            var = self.kw.names.fresh(r)
+            if red_scratch is not None:
+                init = self.value(node.operands[1].name, (), scope)
+                out(f"{var} = {self.round_result(node, self.combine(node, red_scratch[r].at('tid'), init))}"
+                    f"  # {self.describe(node)}")
+            else:
+                flat = E.ravel(task_idx, node.shape)
+                out(f"{var} = {self.kw.load(node.dtype, f'{self.kw.result_of[r]}[{flat}]')}  # {r}, complete")
+            self.result_var[r] = var
+        stores = []
+        for n in self.reduces:
+            stores.append(n)
+        for n in self.stage.epilogue:
+            self.value(n, task_idx, scope)
+            stores.append(n)
+        for n in stores:
+            node = self.g[n]
+            v = self.kw.values.get(n)
+            val = self.result_var.get(n) or scope.get((n, tuple(str(x) for x in task_idx)))
+            if val is None:
+                val = self.value(n, task_idx, scope)
+            split_result = n in self.kw.result_of
+            if v.space == "shared":
+                out(f"{self.kw.shared_view(n)}[{self.slot_of(m, tc)}] = {self.kw.store(node.dtype, val)}"
+                    f"  # Regional: for this block's later stages")
+            if (v.output or v.space == "global") and not split_result:
+                flat = E.ravel(task_idx, node.shape)
+                line = (f"{self.kw.global_array(n)}[{flat}] = {self.kw.store(node.dtype, val)}  # "
+                        + ("output" if v.output else "Global: for every block, after the grid barrier"))
+                if part != 0:
+                    out("if part == 0:")
+                    out(f"    {line}")
+                else:
+                    out(line)
+            if v.space == "register" and n in self.kw.read_later:
+                self.fail(f"{n} is computed once per task but kept in registers for a later stage")
+        self.phase = "element"
