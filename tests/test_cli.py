@@ -79,7 +79,6 @@ def test_show_dot(capsys):
 
 
 def test_show_hlo(capsys):
-    pytest.importorskip("astitch_sim.hlo")
     code, out, err = run(capsys, "show", "--hlo", str(FIXTURES / "layernorm.hlo"))
     assert code == 0, err
     assert "f32[64,128]" in out and "reduce[sum, dims=(1,)]" in out
@@ -137,7 +136,6 @@ def test_reference_inputs_npz(capsys, tmp_path, keys):
 
 
 def test_reference_hlo_with_inputs(capsys, tmp_path):
-    pytest.importorskip("astitch_sim.hlo")
     x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
     ones, zeros = np.ones(128, np.float32), np.zeros(128, np.float32)
     np.savez(tmp_path / "in.npz", in0=x, in1=ones, in2=zeros)
@@ -182,7 +180,6 @@ def test_binary_hlo_file_is_an_error(capsys):
 
 
 def test_malformed_hlo_is_an_error(capsys, tmp_path):
-    pytest.importorskip("astitch_sim.hlo")
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\n\nENTRY main {\n  ROOT x = f32[2]{0} frobnicate()\n}\n")
     code, _, err = run(capsys, "show", "--hlo", str(bad))
