@@ -101,11 +101,6 @@ def classify_reduce(node: Node) -> ReduceShape:
     return ReduceShape("column", (outer, red, inner))
 
 
-def domain_groups_for(node: Node) -> tuple:
-    """Row-major dims of ``node`` for a flat or elementwise rows view (respecting its layout)."""
-    return tuple(reversed(node.layout))
-
-
 def memory_clusters(graph: Graph) -> list[list[Node]]:
     """Connected groups of memory-intensive ops, split at compute-intensive ones (dot).
 

@@ -315,9 +315,6 @@ class Graph:
         raise AttributeError(f"Graph has no attribute {opname!r}")
 
     # -- views ------------------------------------------------------------------
-    def topo_order(self) -> list[Node]:
-        return list(self.nodes.values())
-
     def live_nodes(self) -> list[Node]:
         """Nodes some output depends on (dead code dropped), in topological order."""
         live, stack = set(), [o.name for o in self.outputs]

@@ -64,22 +64,3 @@ def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]
             mask &= (p >= 0) & (p < n)
         return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, operand.shape)), mask
     raise AStitchError(f"{node.name}: cannot propagate an index through {op} (it is not fusible)")
-
-
-def reduce_output_index(node, idx: tuple) -> tuple:
-    """The output index a reduce's input element ``idx`` accumulates into."""
-    dims = set(node.attrs["dimensions"])
-    return tuple(x for d, x in enumerate(idx) if d not in dims)
-
-
-def full_index(shape) -> tuple:
-    """Every index of ``shape`` in row-major order, as a tuple of flat arrays."""
-    n = int(np.prod(shape)) if shape else 1
-    return tuple(np.unravel_index(np.arange(n, dtype=np.int64), shape)) if shape else ()
-
-
-def flat(idx: tuple, shape) -> np.ndarray:
-    """Row-major flat position of ``idx`` in ``shape``."""
-    if not shape:
-        return np.zeros(1, dtype=np.int64)
-    return np.ravel_multi_index(tuple(np.asarray(x, dtype=np.int64) for x in idx), shape)

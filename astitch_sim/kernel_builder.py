@@ -21,7 +21,7 @@ from math import ceil
 import numpy as np
 
 from .errors import AStitchError
-from .indexing import full_index, operand_index
+from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 
 #: at most this many values per thread are kept in registers from one stage to a later one
@@ -111,7 +111,7 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
                 if o.op == "constant" and o.rank == 0:
                     continue
                 add(o.name, first_elem, tidx if o.rank else ())
-    return {k: v for k, v in found.items() if k not in in_ops or k in stage.ops}
+    return found
 
 
 def _first_element_of_task(stage: Stage, tasks: np.ndarray) -> np.ndarray:
@@ -218,7 +218,7 @@ def stage_membership(graph, stages, name: str = "kernel"):
     return stage_of, part_of, copies, consumers, needed_later
 
 
-def _place_values(graph, name, stages, escapes, stitch, allow_global, force_global):
+def _place_values(graph, name, stages, escapes, stitch, force_global):
     """Where every value of the kernel lives (register, shared, global) and which stages read it."""
     stage_of, part_of, copies, consumers, needed_later = stage_membership(graph, stages, name)
     values: dict[str, Value] = {}
@@ -243,8 +243,6 @@ def _place_values(graph, name, stages, escapes, stitch, allow_global, force_glob
                     is_block_local(graph, stages[i], stages[j], n, needed_later) for j in later):
                 v.space, v.scheme, placed = "shared", "regional", True
             if not placed:
-                if not allow_global:
-                    raise AStitchError(f"{name}: {n} would need Global stitching, which this strategy forbids")
                 v.space, v.scheme = "global", "global"
         elif stitch and graph[n].op == "reduce" and same and stages[i].mapping.threads_per_row > 1:
             # the reduced value is combined across the threads of a task in shared memory
@@ -293,7 +291,7 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
 
 
 def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
-                    allow_global: bool = True, force_global=None, notes=None) -> Kernel:
+                    force_global=None, notes=None) -> Kernel:
     """Finish a kernel from its stages; see the module docstring.
 
     ``escapes``: nodes computed here that must be written to global memory
@@ -312,7 +310,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     position = {n.name: i for i, n in enumerate(graph)}
     while True:
         stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs = _place_values(
-            graph, name, stages, escapes, stitch, allow_global, force_global)
+            graph, name, stages, escapes, stitch, force_global)
         again = _recompute_instead_of_storing(graph, stages, values, consumers, part_of, escapes, position) \
             if stitch else []
         if not again:

@@ -55,7 +55,6 @@ from .mapping import ThreadMapping
 SPACES = ("register", "shared", "global")
 SCHEMES = ("independent", "local", "regional", "global")
 BARRIERS = ("none", "block", "grid")
-KERNEL_KINDS = ("generated", "library")
 
 
 @dataclass
@@ -84,11 +83,9 @@ class Stage:
 
     @property
     def reduces(self) -> list:
-        return list(self.ops_of_kind("reduce"))
-
-    def ops_of_kind(self, kind):
+        """Reduce nodes of the stage (needs the graph, attached by Plan and assemble_kernel)."""
         g = getattr(self, "_graph", None)
-        return [n for n in self.ops if g is not None and g[n].op == kind]
+        return [n for n in self.ops if g is not None and g[n].op == "reduce"]
 
 
 @dataclass

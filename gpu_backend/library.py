@@ -21,6 +21,15 @@ from .source import _STRUCTURAL, Lines, Names
 from .specs import KernelSpec, ParamSpec
 
 
+
+def _operand_index(rank: int, *dims_and_values) -> list:
+    """An operand's index expressions: each (dims, values) pair puts values[i] at dimension dims[i]."""
+    idx = [None] * rank
+    for dims, values in dims_and_values:
+        for d, v in zip(dims, values):
+            idx[d] = v
+    return idx
+
 def write_library_kernel(mod, kernel, index: int, func: str):
     g = mod.graph
     node = g[kernel.library_op]
@@ -83,20 +92,8 @@ def write_library_kernel(mod, kernel, index: int, func: str):
         else:
             out(f"c{i} = {x}")
             kv.append(f"c{i}")
-    aidx = [None] * a.rank
-    for d, v in zip(lb, batch_v):
-        aidx[d] = v
-    for d, v in zip(lc, kv):
-        aidx[d] = v
-    for d, v in zip(lf, lfree_v):
-        aidx[d] = v
-    bidx = [None] * b.rank
-    for d, v in zip(rb, batch_v):
-        bidx[d] = v
-    for d, v in zip(rc, kv):
-        bidx[d] = v
-    for d, v in zip(rf, rfree_v):
-        bidx[d] = v
+    aidx = _operand_index(a.rank, (lb, batch_v), (lc, kv), (lf, lfree_v))
+    bidx = _operand_index(b.rank, (rb, batch_v), (rc, kv), (rf, rfree_v))
     av = _load(a.dtype, f"{ga}[{E.ravel(aidx, a.shape)}]")
     bv = _load(b.dtype, f"{gb}[{E.ravel(bidx, b.shape)}]")
     out(f"acc += {acc_t}({av}) * {acc_t}({bv})")
