@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from .errors import AStitchError
+from .flatindex import ravel, unravel
 
 
 def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]]:
@@ -36,8 +37,8 @@ def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]
     if op == "broadcast":
         return tuple(idx[d] for d in node.attrs["dimensions"]), None
     if op in ("reshape", "bitcast"):
-        flat = np.ravel_multi_index(idx, node.shape) if node.rank else np.zeros_like(idx[0] if idx else 0)
-        return tuple(np.unravel_index(flat, operand.shape)), None
+        flat = ravel(idx, node.shape) if node.rank else np.zeros_like(idx[0] if idx else 0)
+        return tuple(unravel(flat, operand.shape)), None
     if op == "transpose":
         perm = node.attrs["permutation"]
         out = [None] * len(perm)

@@ -21,6 +21,7 @@ from math import ceil
 import numpy as np
 
 from .errors import AStitchError
+from .flatindex import ravel, unravel
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 
@@ -70,7 +71,7 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
     task (the block that owns the task runs its epilogue).
     """
     domain = stage.mapping.domain
-    idx = tuple(np.asarray(a) for a in np.unravel_index(elems, domain)) if domain else ()
+    idx = tuple(np.asarray(a) for a in unravel(elems, domain)) if domain else ()
     found: dict = {}
 
     def add(name, ids, index):
@@ -105,7 +106,7 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
         tshape = task_shape(graph, stage)
         tasks = np.unique(stage.mapping.task_of(elems))
         first_elem = _first_element_of_task(stage, tasks)
-        tidx = tuple(np.unravel_index(tasks, tshape)) if tshape else ()
+        tidx = tuple(unravel(tasks, tshape)) if tshape else ()
         for e in stage.epilogue:
             for o in graph[e].operands:
                 if o.op == "constant" and o.rank == 0:
@@ -127,10 +128,10 @@ def _first_element_of_task(stage: Stage, tasks: np.ndarray) -> np.ndarray:
     multi = [None] * len(m.domain)
     for g, coord in zip(m.groups, view):
         sizes = [m.domain[d] for d in g]
-        parts = np.unravel_index(coord, sizes) if sizes else ()
+        parts = unravel(coord, sizes) if sizes else ()
         for d, p in zip(g, parts):
             multi[d] = p
-    return np.ravel_multi_index(tuple(multi), m.domain) if m.domain else np.zeros_like(tasks)
+    return ravel(tuple(multi), m.domain) if m.domain else np.zeros_like(tasks)
 
 
 def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) -> np.ndarray:
@@ -139,10 +140,10 @@ def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) ->
     m = stage.mapping
     if node in stage.epilogue or graph[node].op == "reduce":
         tshape = task_shape(graph, stage)
-        tasks = np.ravel_multi_index(index, tshape) if tshape else np.zeros(count, np.int64)
+        tasks = ravel(index, tshape) if tshape else np.zeros(count, np.int64)
         first = _first_element_of_task(stage, tasks)
         return m.locate(first)[0]
-    flat = np.ravel_multi_index(index, m.domain) if m.domain else np.zeros(count, np.int64)
+    flat = ravel(index, m.domain) if m.domain else np.zeros(count, np.int64)
     return m.locate(flat)[0]
 
 
@@ -170,7 +171,7 @@ def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str,
     if node not in r:
         return True
     ids, index = r[node]
-    return bool(np.array_equal(np.ravel_multi_index(index, producer.mapping.domain), ids))
+    return bool(np.array_equal(ravel(index, producer.mapping.domain), ids))
 
 
 def _recompute(graph, stage: Stage) -> dict:

@@ -32,6 +32,7 @@ from math import ceil, prod
 import numpy as np
 
 from .errors import AStitchError
+from .flatindex import unravel
 
 KINDS = ("flat", "rows", "columns")
 
@@ -136,7 +137,7 @@ class ThreadMapping:
     # -- where does an element go? -------------------------------------------------
     def view_index(self, flat_index: np.ndarray) -> tuple:
         """Flat domain index (row-major) -> the view coordinates (rows/cols, or outer/reduced/cols)."""
-        multi = np.unravel_index(np.asarray(flat_index, dtype=np.int64), self.domain)
+        multi = unravel(np.asarray(flat_index, dtype=np.int64), self.domain)
         coords = []
         for g in self.groups:
             c = np.zeros_like(np.asarray(flat_index, dtype=np.int64))

@@ -39,6 +39,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
+from ..flatindex import unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it
@@ -137,7 +138,7 @@ class Geometry:
         sample = np.unique(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
                                            [0, self.size - 1, self.size // 2]])).astype(np.int64)
         want = m.locate(sample)
-        multi = np.unravel_index(sample, self.shape)
+        multi = unravel(sample, self.shape)
         for (a0, a1), w in zip(comps, want):
             got = a0[tuple(multi[k] if a0.shape[k] != 1 else 0 for k in range(self.rank))] + \
                 a1[tuple(multi[k] if a1.shape[k] != 1 else 0 for k in range(self.rank))]

@@ -37,6 +37,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..flatindex import unravel
+
 SPACES = ("global", "shared", "register")
 KINDS = ("read", "write", "atomic")
 COLUMNS = ("kernel", "stage", "phase", "block_epoch", "grid_epoch", "block", "thread", "iteration",
@@ -160,7 +162,7 @@ class Trace:
                 name = self.nodes[int(c["node"][i])]
                 shape = self.shapes[name]
                 flat = int(c["element"][i])
-                elem = tuple(int(x) for x in np.unravel_index(flat, shape)) if shape else ()
+                elem = tuple(int(x) for x in unravel(flat, shape)) if shape else ()
                 out.append(TraceEvent(int(c["kernel"][i]), int(c["stage"][i]), PHASES[int(c["phase"][i])],
                                       int(c["block"][i]), int(c["thread"][i]), int(c["iteration"][i]),
                                       SPACES[int(c["space"][i])], KINDS[int(c["kind"][i])], name, elem, flat,

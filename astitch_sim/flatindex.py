@@ -1,0 +1,47 @@
+"""Flat <-> multi-dimensional indices, by plain integer arithmetic.
+
+Every reader of a Plan turns flat element numbers into per-dim indices and
+back (index propagation through a reshape, the block-locality check, the SIMT
+model's geometry).  numpy has ``unravel_index`` and ``ravel_multi_index`` for
+this, but ``np.unravel_index`` returns wrong indices in numpy 2.3 and 2.4 for
+an index array shaped ``(N, 1)`` with N > 8192 (its internal iterator buffer
+is 8192 elements): every element past 8192 came back as 8192, and a layernorm
+over 16k rows was silently wrong.  These two functions are what the index
+arithmetic of a GPU kernel does anyway (a divide and a remainder per dim), so
+they are also the honest model of it; they work on any array shape, any
+numpy version, and keep int64 throughout.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def unravel(flat, shape) -> tuple:
+    """Row-major multi-index of flat element numbers ``flat`` in an array of ``shape``.
+
+    Returns one int64 array per dim, each shaped like ``flat``; ``()`` for a scalar shape.
+    """
+    flat = np.asarray(flat, dtype=np.int64)
+    out = []
+    for extent in reversed(tuple(shape)):
+        extent = int(extent)
+        if extent > 0:
+            flat, rem = np.divmod(flat, extent)
+        else:                         # an empty dim: no element exists, keep the shapes consistent
+            rem = np.zeros_like(flat)
+        out.append(rem)
+    return tuple(reversed(out))
+
+
+def ravel(multi, shape) -> np.ndarray:
+    """Flat row-major element number of the multi-index ``multi`` (one index array per dim) in ``shape``.
+
+    The index arrays broadcast against each other; a scalar shape gives 0.
+    """
+    shape = tuple(int(s) for s in shape)
+    if not shape:
+        return np.zeros((), dtype=np.int64)
+    flat = np.zeros((), dtype=np.int64)
+    for idx, extent in zip(multi, shape):
+        flat = flat * extent + np.asarray(idx, dtype=np.int64)
+    return flat
