@@ -18,9 +18,10 @@ from .plan import Kernel, Plan, Stage, Value
 from .reference import random_inputs, reference
 from .workloads import WORKLOADS, list_workloads, workload
 from .compiler import STRATEGIES, compile
+from .strategies.options import AStitchOptions
 from .simt import SimResult, simulate
 
 __all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "ThreadMapping", "OPS",
            "Kernel", "Plan", "Stage", "Value", "random_inputs", "reference", "WORKLOADS", "list_workloads",
-           "workload", "STRATEGIES", "compile", "simulate", "SimResult"]
+           "workload", "STRATEGIES", "compile", "AStitchOptions", "simulate", "SimResult"]
 __version__ = "0.1.0"

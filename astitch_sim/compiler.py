@@ -1,4 +1,4 @@
-"""``compile(graph, strategy, gpu)``: the one entry point to every strategy."""
+"""``compile(graph, strategy, gpu, **options)``: the one entry point to every strategy."""
 from __future__ import annotations
 
 from .errors import AStitchError
@@ -8,21 +8,51 @@ from .hardware import gpu as get_gpu
 STRATEGIES = ("unfused", "xla", "tvm", "astitch")
 
 
-def compile(graph: Graph, strategy: str = "astitch", gpu="H100"):
+def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     """Plan ``graph`` with ``strategy`` (unfused | xla | tvm | astitch) for ``gpu`` (V100, A100, H100, H200).
 
     The returned Plan holds every decision; it is validated before it is returned.
+
+    ``options`` (astitch only) are what-if switches: each turns one AStitch
+    decision off, so you can see what that decision is worth (every switched
+    plan still computes the same values).  ``plan.options`` records the ones
+    that differ from the default.
+
+    ======================  =======  ==================================================
+    option                  default  when switched
+    ======================  =======  ==================================================
+    horizontal_packing      True     False: one row per block (the block as wide as the
+                                     row), as XLA does: <750000,32> -> 750000 blocks of 32
+    vertical_packing        True     False: the grid is never capped at one wave; a kernel
+                                     whose grid exceeds a wave cannot hold a grid barrier,
+                                     so it ends at each Global value instead
+    task_splitting          True     False: a row (column) never spans several blocks
+    regional_stitching      True     False: no value crosses stages in shared memory
+                                     (it goes through global memory + grid barrier)
+    global_stitching        True     False: no value crosses stages in global memory and
+                                     no grid barrier: the kernel ends there (more kernels)
+    register_reuse          True     False: no value stays in registers from one stage to
+                                     a later one (recomputed, or read from memory)
+    max_block_threads       1024     a power of two 32..1024: cap on threads per block
+    ======================  =======  ==================================================
+
+    An unknown option, a value of the wrong type, or an option given to another
+    strategy raises AStitchError.
     """
     if not isinstance(graph, Graph):
         raise AStitchError(f"compile needs a Graph (from asim.from_hlo or asim.workload), got {type(graph).__name__}")
     graph.validate()
     hw = get_gpu(gpu)
+    if options and strategy != "astitch":
+        raise AStitchError(f"what-if options ({', '.join(options)}) switch AStitch decisions off; they apply to "
+                           f"strategy='astitch' only, not {strategy!r}")
     if strategy in ("unfused", "xla", "tvm"):
         from .strategies.fusion import partition_plan
         plan = partition_plan(graph, hw, strategy)
     elif strategy == "astitch":
         from .strategies.astitch import astitch_plan
-        plan = astitch_plan(graph, hw)
+        from .strategies.options import AStitchOptions
+        plan = astitch_plan(graph, hw, AStitchOptions.from_kwargs(options))
     else:
         raise AStitchError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     return plan.validate()

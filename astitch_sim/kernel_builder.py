@@ -219,7 +219,7 @@ def stage_membership(graph, stages, name: str = "kernel"):
     return stage_of, part_of, copies, consumers, needed_later
 
 
-def _place_values(graph, name, stages, escapes, stitch, force_global):
+def _place_values(graph, name, stages, escapes, stitch, force_global, register_cap=REGISTER_VALUES_CAP):
     """Where every value of the kernel lives (register, shared, global) and which stages read it."""
     stage_of, part_of, copies, consumers, needed_later = stage_membership(graph, stages, name)
     values: dict[str, Value] = {}
@@ -228,26 +228,43 @@ def _place_values(graph, name, stages, escapes, stitch, force_global):
                            (x.name for x in graph[c].operands)):
         if n not in stage_of and not (graph[n].op == "constant" and graph[n].rank == 0):
             kernel_inputs.append(n)
-            values[n] = Value(n, "global", "global", stage=-1)
+            values[n] = Value(n, "global", "global", stage=-1, why="a kernel input: read from global memory")
 
     for n, i in stage_of.items():
         later = sorted(j for j in consumers.get(n, ()) if j > i)
         same = i in consumers.get(n, ())
-        v = Value(n, "register", "local" if same else "independent", stage=i, output=n in escapes)
+        v = Value(n, "register", "local" if same else "independent", stage=i, output=n in escapes,
+                  why="read in its own stage, from registers" if same else "no reader in this kernel")
         if later:
             placed = False
+            readers = (f"stage {later[0]} reads" if len(later) == 1 else
+                       f"stages {', '.join(map(str, later))} read")
+            per_task = part_of[n] == "epilogue" or (graph[n].op == "reduce" and stages[i].mapping.splits == 1)
             if all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later) for j in later) \
-                    and stages[i].mapping.elements_per_thread <= REGISTER_VALUES_CAP:
+                    and stages[i].mapping.elements_per_thread <= register_cap:
                 v.space, v.scheme, placed = "register", "local", True
-            elif n not in force_global and (part_of[n] == "epilogue" or (
-                    graph[n].op == "reduce" and stages[i].mapping.splits == 1)) and all(
+                v.why = f"{readers} it at the element the same thread computed: kept in registers"
+            elif n not in force_global and per_task and all(
                     is_block_local(graph, stages[i], stages[j], n, needed_later) for j in later):
                 v.space, v.scheme, placed = "shared", "regional", True
+                v.why = (f"{readers} it, and every block reads only what it computed itself (block-locality check): "
+                         "shared memory + block barrier")
             if not placed:
                 v.space, v.scheme = "global", "global"
+                v.why = (f"{readers} it, but " + (
+                    "it may not live in shared memory (Regional stitching off, or over the shared-memory budget)"
+                    if n in force_global and per_task else
+                    "blocks read parts that other blocks computed (block-locality check fails)" if per_task else
+                    "its threads did not compute the elements they read (another mapping)"
+                    if stages[i].mapping.elements_per_thread <= register_cap else
+                    "registers may not carry it to a later stage") + ": global memory + grid barrier")
         elif stitch and graph[n].op == "reduce" and same and stages[i].mapping.threads_per_row > 1:
             # the reduced value is combined across the threads of a task in shared memory
             v.scheme = "regional" if stages[i].mapping.splits == 1 else "global"
+            v.why = ("the threads of its task combine it in shared memory (a reduction tree)"
+                     if stages[i].mapping.splits == 1 else "its task is split over blocks: the parts meet in global memory")
+        if v.output:
+            v.why += "; written to global memory (a graph output or read by a later kernel)"
         values[n] = v
 
     return stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs
@@ -292,13 +309,15 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
 
 
 def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
-                    force_global=None, notes=None) -> Kernel:
+                    force_global=None, notes=None, register_values_cap=None) -> Kernel:
     """Finish a kernel from its stages; see the module docstring.
 
     ``escapes``: nodes computed here that must be written to global memory
     (graph outputs, values read by other kernels).  ``stitch``: may values
     cross stages (AStitch); XLA-like strategies build single-stage kernels.
     ``force_global``: values that must not be Regional (shared-memory demotion).
+    ``register_values_cap``: most values per thread kept in registers from one stage to
+    a later one (default :data:`REGISTER_VALUES_CAP`; 0: no register reuse across stages).
     A non-reduce op listed in several stages is recomputed in each (no value
     crosses stages for it).
     """
@@ -306,12 +325,13 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     for s in stages:
         s._graph = graph
     force_global = set(force_global or ())
+    register_cap = REGISTER_VALUES_CAP if register_values_cap is None else register_values_cap
     if len(stages) > 1 and not stitch:
         raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
     position = {n.name: i for i, n in enumerate(graph)}
     while True:
         stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs = _place_values(
-            graph, name, stages, escapes, stitch, force_global)
+            graph, name, stages, escapes, stitch, force_global, register_cap)
         again = _recompute_instead_of_storing(graph, stages, values, consumers, part_of, escapes, position) \
             if stitch else []
         if not again:
@@ -328,6 +348,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         s.sync_after_combine = bool(split_reads)
         for n in split_reads:
             values[n].space, values[n].scheme = "global", "global"
+            values[n].why = (f"split over {s.mapping.splits} blocks and read again in this kernel: combined in "
+                             "global memory, grid barrier after the combine")
     for n, v in values.items():
         if v.stage < 0 or v.space == "register":
             continue

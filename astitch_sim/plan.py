@@ -68,6 +68,7 @@ class Value:
     offset: int = 0             # shared: byte offset of this value's slot in the block's shared memory
     nbytes: int = 0             # shared: bytes per block; global scratch: bytes in all
     output: bool = False        # also written to global memory (a graph output or read by a later kernel)
+    why: str = ""               # the reason for its space and scheme, in words (the explorer shows it)
 
 
 @dataclass
@@ -138,6 +139,7 @@ class Plan:
     gpu: GPU
     kernels: list
     notes: list = field(default_factory=list)
+    options: dict = field(default_factory=dict)    # what-if switches compiled with (non-default only; see compile)
 
     def __post_init__(self):
         for k in self.kernels:
@@ -156,6 +158,32 @@ class Plan:
     def kernel_of(self, node: str) -> list:
         """Kernels that compute ``node`` (several if a strategy recomputes it)."""
         return [k for k in self.kernels if node in k.computed or k.library_op == node]
+
+    def transfers(self) -> list:
+        """How the value on every graph edge reaches its consumer: ``(producer, consumer, kernel, space)``.
+
+        One tuple per edge and per kernel that computes the consumer (a recomputed
+        consumer appears once per copy).  ``space``: ``register`` when the consumer's
+        stage computes the producer itself (Local, or recomputed there), else where
+        the kernel keeps the producer's value (``register``, ``shared``, ``global``);
+        ``global`` for a kernel input (a parameter, an array constant, another kernel's
+        result).  Scalar constants, folded into the code, have no edge.
+        """
+        out = []
+        for ki, k in enumerate(self.kernels):
+            if k.kind == "library":
+                out.extend((o.name, k.library_op, ki, "global") for o in self.graph[k.library_op].operands)
+                continue
+            for s in k.stages:
+                own = set(s.ops) | set(s.epilogue)
+                for c in list(s.ops) + list(s.epilogue):
+                    for o in self.graph[c].operands:
+                        if o.op == "constant" and o.rank == 0:
+                            continue
+                        v = k.values.get(o.name)
+                        space = "register" if o.name in own else (v.space if v is not None else "global")
+                        out.append((o.name, c, ki, space))
+        return list(dict.fromkeys(out))
 
     def scheme_counts(self) -> dict:
         out = {s: 0 for s in SCHEMES}
@@ -188,7 +216,8 @@ class Plan:
                              "sync_after_combine": s.sync_after_combine} for s in k.stages]
             kernels.append(kd)
         return {"format": "astitch-sim plan 1", "strategy": self.strategy, "gpu": self.gpu.name,
-                "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes)}
+                "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes),
+                "options": dict(self.options)}
 
     def to_json(self, indent: Optional[int] = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -216,7 +245,8 @@ class Plan:
                                       outputs=list(kd["outputs"]), shared_bytes=kd["shared_bytes"],
                                       registers_per_thread=kd["registers_per_thread"],
                                       library_op=kd["library_op"], notes=list(kd["notes"])))
-            return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])))
+            return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),
+                       dict(d.get("options", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             if isinstance(e, AStitchError):
                 raise

@@ -68,6 +68,8 @@ def format_plan(plan) -> str:
             f"{len(plan.library)} library kernel(s); schemes " +
             ", ".join(f"{k} {v}" for k, v in counts.items() if v))
     lines = [head]
+    if plan.options:
+        lines.append("what-if: " + ", ".join(f"{k}={v}" for k, v in plan.options.items()))
     for i, k in enumerate(plan.kernels):
         lines.extend(format_kernel(plan, k, i))
     return "\n".join(lines)

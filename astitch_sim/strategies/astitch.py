@@ -31,6 +31,14 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    registers per thread, compute blocks per wave with the planned shared memory,
    then relax the register cap to the most that keeps that wave count.
 
+What-if switches (``asim.compile(g, "astitch", gpu, **options)``, see
+:mod:`.options`): each step above that is a *decision* can be switched off --
+horizontal packing, vertical packing, task splitting, Regional and Global
+stitching, register reuse -- and the block size capped.  Without Global
+stitching (or when a grid barrier would need vertical packing that is off) a
+stitch scope becomes several kernels: it is cut before the first stage that
+would read a Global value, and each part is planned again on its own.
+
 Where we simplify the paper (documented, not hidden): blocks are capped at one
 wave only when a grid barrier needs it (otherwise the hardware dispatches the
 extra blocks itself); a Local op needed by two groups that map its element to
@@ -38,6 +46,7 @@ different threads is recomputed (cheap) or stored globally (expensive).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import ceil
 
 from ..errors import AStitchError
@@ -47,6 +56,7 @@ from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
 from .common import column_mapping, library_kernel, next_pow2, prev_pow2
+from .options import AStitchOptions
 
 BLOCK = 1024                 # "assume": 1024 threads per block
 ASSUMED_REGISTERS = 32       # "assume": 32 registers per thread
@@ -78,10 +88,28 @@ def _row_threads(cols: int, block: int = BLOCK) -> int:
     return min(block, next_pow2(cols))
 
 
-def _block_size(groups) -> int:
-    """Assume 1024 threads per block -- unless the whole problem has fewer elements (tiny shapes)."""
+def _block_size(groups, opts: AStitchOptions) -> int:
+    """Assume 1024 threads per block (or the what-if cap) -- unless the whole problem has fewer elements.
+
+    Without horizontal packing a block is as wide as the widest row: one row per block."""
+    cap = min(BLOCK, opts.max_block_threads)
+    rows = [_row_cols(gr.adopt or gr) for gr in groups if (gr.adopt or gr).kind == "rows"]
+    if not opts.horizontal_packing and rows:
+        return min(cap, max(32, max(_row_threads(c, cap) for c in rows)))
     biggest = max(_size(gr.domain) for gr in groups)
-    return min(BLOCK, max(32, next_pow2(biggest)))
+    return min(cap, max(32, next_pow2(biggest)))
+
+
+def _row_cols(gr) -> int:
+    return ThreadMapping("rows", gr.domain, gr.groups, block=1, grid=1, threads_per_row=1).cols
+
+
+def _may_split(gr, opts: AStitchOptions) -> bool:
+    """Task splitting is on, and (without Global stitching) needs no grid barrier: an atomic
+    combine whose result no epilogue of the same stage reads."""
+    if not opts.task_splitting:
+        return False
+    return opts.global_stitching or (_combine(gr.reducer_node) == "atomic" and not gr.epilogue)
 
 
 def _size(shape) -> int:
@@ -91,36 +119,48 @@ def _size(shape) -> int:
     return n
 
 
-def _natural_blocks(gr: _Group, gpu, wave: int, block: int) -> int:
+def _natural_blocks(gr: _Group, gpu, wave: int, block: int, opts: AStitchOptions, present=()) -> int:
     if gr.adopt is not None:
-        return 0
+        if gr.adopt in present:
+            return 0
+        return _natural_blocks(gr.adopt, gpu, wave, block, opts)   # its base is in an earlier kernel
     if gr.kind == "rows":
         probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
         rows, cols = probe.rows, probe.cols
-        rpb = block // _row_threads(cols, block)
+        rpb = block // _threads_per_row(cols, block, opts)
         # task splitting: few long rows -> spread each row over several blocks (the paper's rule)
-        if gr.reducer_node is not None and rows < wave and cols > block:
+        gr.splits = 1
+        if gr.reducer_node is not None and rows < wave and cols > block and _may_split(gr, opts):
             gr.splits = prev_pow2(max(1, min(wave // max(rows, 1), ceil(cols / block))))
         return ceil(rows / rpb) * gr.splits
     if gr.kind == "columns":
-        m = column_mapping(gr.reducer_node, gpu, block, wave, _combine(gr.reducer_node))
+        fill = wave if _may_split(gr, opts) else 1
+        m = column_mapping(gr.reducer_node, gpu, block, fill, _combine(gr.reducer_node))
         gr.splits = m.splits
         return m.grid
     return ceil(_size(gr.domain) / block)
+
+
+def _threads_per_row(cols: int, block: int, opts: AStitchOptions) -> int:
+    """Horizontal packing gives a row a power of two of threads (several rows per block); without it, the block."""
+    return _row_threads(cols, block) if opts.horizontal_packing else block
 
 
 def _combine(node) -> str:
     return "atomic" if node.attrs["reducer"] in ("sum", "max", "min") else "grid_barrier"
 
 
-def _mapping(gr: _Group, grid: int, made: dict, block: int) -> ThreadMapping:
+def _mapping(gr: _Group, grid: int, made: dict, block: int, opts: AStitchOptions) -> ThreadMapping:
     if gr.adopt is not None:
+        if id(gr.adopt) not in made:       # its base is in an earlier kernel: make the same mapping here
+            made[id(gr.adopt)] = _mapping(gr.adopt, grid, made, block, opts)
         return made[id(gr.adopt)]
     if gr.kind == "rows":
         probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
         combine = _combine(gr.reducer_node) if gr.splits > 1 else "none"
         return ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=grid,
-                             threads_per_row=_row_threads(probe.cols, block), splits=gr.splits, combine=combine)
+                             threads_per_row=_threads_per_row(probe.cols, block, opts), splits=gr.splits,
+                             combine=combine)
     if gr.kind == "columns":
         return ThreadMapping("columns", gr.domain, gr.groups, block=block, grid=grid, threads_per_row=min(32, block),
                              splits=gr.splits, combine=_combine(gr.reducer_node) if gr.splits > 1 else "none")
@@ -296,28 +336,101 @@ def _elementwise_group(graph, groups, d, cache):
     return _Group(d, "flat", d.shape, (tuple(range(len(d.shape))),))
 
 
-def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
+class _GridExceedsWave(Exception):
+    """Vertical packing is off and a kernel with a grid barrier has more blocks than one wave."""
+
+    def __init__(self, grid: int, wave: int):
+        super().__init__(grid, wave)
+        self.grid, self.wave = grid, wave
+
+
+def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions) -> list:
+    """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching)."""
     groups = _groups_for(graph, names, escapes)
-    block = _block_size(groups)
+    try:
+        return _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts)
+    except _GridExceedsWave as e:
+        kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index,
+                                    replace(opts, global_stitching=False))
+        kernels[0].notes.insert(0, f"vertical packing off: a grid barrier over {e.grid} blocks (> {e.wave} per "
+                                   "wave) would deadlock, so no Global stitching: the kernel ends at each "
+                                   "Global value")
+        return kernels
+
+
+def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts) -> list:
+    """Kernels over consecutive runs of ``groups``; without Global stitching a run ends before the first
+    stage that would read a Global value of an earlier stage (the kernel boundary is the grid barrier)."""
+    kernels, start = [], 0
+    while start < len(groups):
+        end = start + _reads_before_computed(groups[start:])
+        while True:
+            part = groups[start:end]
+            k, cut = _build_kernel(graph, gpu, part, _part_escapes(graph, groups, part, names, escapes),
+                                   index + len(kernels), opts)
+            if k is not None:
+                break
+            end = start + cut
+        kernels.append(k)
+        start = end
+    return kernels
+
+
+def _reads_before_computed(part: list) -> int:
+    """How many groups of ``part`` can share a kernel: a group that reads a value an earlier kernel made
+    cannot sit before a group of the same kernel that computes its own copy of that value."""
+    made, wanted = set(), set()
+    for j, g in enumerate(part):
+        mine = {n.name for n in list(g.ops) + list(g.epilogue)}
+        if j and mine & wanted:
+            return j
+        wanted |= {o.name for n in list(g.ops) + list(g.epilogue) for o in n.operands} - mine - made
+        made |= mine
+    return len(part)
+
+
+def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> set:
+    """Values of ``part`` written to global memory: the scope's escapes, and what the scope's other
+    groups read without computing it themselves."""
+    if len(part) == len(groups):
+        return escapes
+    computes = {id(g): {n.name for n in list(g.ops) + list(g.epilogue)} for g in groups}
+    mine = set().union(*(computes[id(g)] for g in part))
+    others = [g for g in groups if g not in part]
+    out = {n for n in mine if n in escapes}
+    for n in mine:
+        for u in graph[n].users:
+            if u.name in names and u.name not in mine and \
+                    any(u.name in computes[id(g)] and n not in computes[id(g)] for g in others):
+                out.add(n)
+    return out
+
+
+def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions):
+    """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel."""
+    present = set(groups)
+    block = _block_size(groups, opts)
     wave = gpu.blocks_per_wave(block, 0, ASSUMED_REGISTERS)
-    natural = max(_natural_blocks(gr, gpu, wave, block) for gr in groups)
-    max_split = max(gr.splits for gr in groups)
-    force_global: set = set()
+    natural = max(_natural_blocks(gr, gpu, wave, block, opts, present) for gr in groups)
+    max_split = max((gr.adopt or gr).splits for gr in groups)
+    # Regional stitching off: no value may live in shared memory across stages
+    force_global: set = set() if opts.regional_stitching else {n.name for gr in groups for n in gr.ops + gr.epilogue}
     cap = None
-    notes = []
+    notes = [_split_note(gr, wave, block) for gr in groups if gr.adopt is None and gr.splits > 1]
     for _ in range(64):
         grid = natural if cap is None else min(natural, cap)
         grid = max(max_split, grid // max_split * max_split)
         made: dict = {}
         stages = []
         for gr in groups:
-            m = _mapping(gr, grid, made, block)
+            m = _mapping(gr, grid, made, block, opts)
             made[id(gr)] = m
             ops = [n.name for n in gr.ops]
             stages.append(Stage(dominant=gr.dominant.name, ops=ops, mapping=m,
                                 epilogue=[n.name for n in gr.epilogue]))
         k = assemble_kernel(graph, f"stitch.{index}:{groups[-1].dominant.name}", stages, gpu, escapes,
-                            stitch=True, force_global=force_global, notes=list(notes))
+                            stitch=True, force_global=force_global, notes=list(notes),
+                            register_values_cap=None if opts.register_reuse else 0)
         budget = gpu.shared_per_block_default
         if k.shared_bytes > budget:
             regional = sorted((v for v in k.values.values() if v.space == "shared"), key=lambda v: -v.nbytes)
@@ -326,8 +439,17 @@ def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
                 notes.append(f"shared memory over the {budget // 1024} KiB budget: {regional[0].node} "
                              "demoted Regional -> Global")
                 continue
+        if not opts.global_stitching:
+            cut = next((i + 1 for i, s in enumerate(k.stages) if s.barrier_after == "grid" or s.sync_after_combine),
+                       None)
+            if cut is not None and cut < len(groups):
+                return None, cut
+            if k.global_barriers:      # pragma: no cover - _may_split keeps grid barriers out of one stage
+                raise AssertionError(f"astitch: {k.name} kept a grid barrier without Global stitching")
         base_wave = gpu.blocks_per_wave(block, k.shared_bytes, ASSUMED_REGISTERS)
         if k.global_barriers and k.grid > base_wave:
+            if not opts.vertical_packing:
+                raise _GridExceedsWave(k.grid, base_wave)
             cap = base_wave
             if not any("vertical packing" in n for n in notes):
                 notes.append(f"grid barrier: grid capped at one wave ({base_wave} blocks) by vertical packing")
@@ -343,8 +465,19 @@ def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
         k.registers_per_thread = relaxed
         k.notes.append(f"assume-relax-apply: {block} threads, {ASSUMED_REGISTERS} regs -> {base_wave} blocks per "
                        f"wave; register cap relaxed to {relaxed}")
-        return k
+        return k, None
     raise AssertionError("astitch: launch configuration did not settle")
+
+
+def _split_note(gr: _Group, wave: int, block: int) -> str:
+    """Why a task is split over blocks (the paper's rule, with this kernel's numbers)."""
+    if gr.kind == "rows":
+        m = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
+        rows = f"{m.rows} row" + ("s" if m.rows != 1 else "")
+        return (f"task splitting: {gr.dominant.name} has {rows} (< {wave} blocks per wave) of {m.cols} "
+                f"elements (> {block} threads): each row split over {gr.splits} blocks")
+    return (f"task splitting: {gr.dominant.name}'s reduced dim split over {gr.splits} blocks to fill the "
+            f"{wave} blocks of a wave")
 
 
 def _remote_stitch(graph, clusters: list) -> list:
@@ -366,7 +499,8 @@ def _remote_stitch(graph, clusters: list) -> list:
     return merged
 
 
-def astitch_plan(graph, gpu) -> Plan:
+def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
+    """The AStitch plan of ``graph``; ``opts`` switches single decisions off (see :mod:`.options`)."""
     position = {n.name: i for i, n in enumerate(graph)}
     clusters = sorted(memory_clusters(graph), key=lambda c: min(position[n.name] for n in c))
     scopes = _remote_stitch(graph, clusters)
@@ -397,7 +531,10 @@ def astitch_plan(graph, gpu) -> Plan:
             continue
         escapes = {n for n in names if n in outputs or any(u.name not in names for u in graph[n].users)}
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
-        kernels.append(_build_kernel(graph, gpu, names, escapes, len(kernels)))
+        kernels.extend(_build_kernels(graph, gpu, names, escapes, len(kernels), opts))
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
              f"{len(dots)} library kernel(s)"]
-    return Plan(graph, "astitch", gpu, kernels, notes)
+    changed = opts.changed()
+    if changed:
+        notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
+    return Plan(graph, "astitch", gpu, kernels, notes, options=changed)

@@ -1,0 +1,82 @@
+"""What-if switches of the AStitch strategy: turn off one decision at a time and see what it was worth.
+
+The paper's AStitch is a bundle of decisions -- pack short rows into one block,
+split long rows over blocks, pass values through shared memory (Regional) or
+global memory behind a grid barrier (Global), keep values in registers between
+stages, 1024-thread blocks.  Each switch below turns one of them off, so a
+learner (or the explorer's What-if view) can see what that decision buys in
+kernels, bytes and predicted time::
+
+    asim.compile(g, strategy="astitch", gpu="V100", global_stitching=False)
+
+Every switched plan is still a correct plan: it simulates to the numpy
+reference and passes ``plan.validate()``.  The switches a plan was compiled
+with are recorded in ``plan.options`` (only those that differ from the
+default; ``{}`` is the paper's AStitch).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
+
+from ..errors import AStitchError
+
+
+@dataclass(frozen=True)
+class AStitchOptions:
+    """The decisions of the AStitch strategy that can be switched off (all on by default)."""
+
+    horizontal_packing: bool = True
+    vertical_packing: bool = True
+    task_splitting: bool = True
+    regional_stitching: bool = True
+    global_stitching: bool = True
+    register_reuse: bool = True
+    max_block_threads: int = 1024
+
+    #: what each switch does when turned off (or, for the cap, lowered); the explorer shows these words
+    HELP: ClassVar[dict] = {
+        "horizontal_packing": "off: one row per block (a block as wide as the row), as XLA maps row "
+                              "reductions -- <750000,32> becomes 750000 blocks of 32 threads",
+        "vertical_packing": "off: the grid is never capped at one wave by looping blocks over several "
+                            "tasks; a kernel whose grid does not fit one wave cannot hold a grid barrier "
+                            "(it would deadlock), so it ends at each Global value instead",
+        "task_splitting": "off: a row (or column) is never split over several blocks -- <64,30000> runs "
+                          "on 64 blocks while the GPU could hold more",
+        "regional_stitching": "off: no value crosses stages through shared memory; values that would "
+                              "be Regional go through global memory behind a grid barrier",
+        "global_stitching": "off: no value crosses stages through global memory and no grid barrier: "
+                            "the kernel ends where a Global value would be needed (more kernels)",
+        "register_reuse": "off: no value is kept in registers from one stage to a later one; the "
+                          "later stage recomputes it (cheap ops) or reads it from memory",
+        "max_block_threads": "a cap on threads per block (a power of two, 32..1024) instead of "
+                             "AStitch's assumed 1024",
+    }
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type in (bool, "bool") and not isinstance(v, bool):
+                raise AStitchError(f"astitch option {f.name} must be True or False, got {v!r}")
+        cap = self.max_block_threads
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 32 or cap > 1024 or cap & (cap - 1):
+            raise AStitchError(f"astitch option max_block_threads must be a power of two from 32 to 1024, "
+                               f"got {cap!r}")
+
+    @classmethod
+    def known(cls) -> list:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_kwargs(cls, options: dict) -> "AStitchOptions":
+        """Options from ``compile``'s keywords; an unknown name is an AStitchError naming the known ones."""
+        unknown = [k for k in options if k not in cls.known()]
+        if unknown:
+            raise AStitchError(f"unknown astitch option(s) {', '.join(map(repr, unknown))}; the what-if options "
+                               f"are: {', '.join(cls.known())}")
+        return cls(**options)
+
+    def changed(self) -> dict:
+        """The options that differ from the paper's AStitch (what ``plan.options`` records)."""
+        default = AStitchOptions()
+        return {k: v for k, v in asdict(self).items() if getattr(default, k) != v}
