@@ -1,0 +1,71 @@
+"""Graph: the graph drawn with Graphviz, kernels as boxes, nodes coloured by stitch scheme,
+edges by the memory space their value travels through; pick a kernel or a node to highlight it."""
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import pictures
+from ..style import SPACE_WORD, esc, scheme_legend
+from . import node_picker
+
+
+def downloads(dot: str, stem: str, key: str) -> None:
+    """DOT always; SVG and PNG when the graphviz ``dot`` program is installed."""
+    cols = st.columns(3)
+    cols[0].download_button("DOT", dot, file_name=f"{stem}.dot", mime="text/vnd.graphviz", key=f"dl:{key}:dot")
+    svg = pictures.render(dot, "svg")
+    if svg is None:
+        cols[1].caption("SVG/PNG downloads need the graphviz `dot` program (`apt-get install graphviz`).")
+        return
+    cols[1].download_button("SVG", svg, file_name=f"{stem}.svg", mime="image/svg+xml", key=f"dl:{key}:svg")
+    cols[2].download_button("PNG", pictures.render(dot, "png") or b"", file_name=f"{stem}.png", mime="image/png",
+                            key=f"dl:{key}:png")
+
+
+def render(ctx):
+    plan = ctx.plan()
+    st.subheader(f"Graph: {ctx.graph.name} under {ctx.label(ctx.strategy)} -- {len(plan.kernels)} kernel(s)")
+    st.markdown(scheme_legend(), unsafe_allow_html=True)
+    left, right = st.columns([3, 1], gap="medium")
+    with right:
+        opts = [None] + list(range(len(plan.kernels)))
+        if st.session_state.get("graph_kernel") not in opts:
+            st.session_state["graph_kernel"] = None
+        k = st.selectbox("Highlight a kernel", opts, key="graph_kernel",
+                         format_func=lambda i: "(none)" if i is None else f"kernel {i}: {plan.kernels[i].name}")
+        node = node_picker(plan)
+        rankdir = "TB" if st.toggle("top to bottom", key="graph_tb") else "LR"
+        if node:
+            node_facts(plan, node)
+        elif k is not None:
+            kern = plan.kernels[k]
+            st.markdown(f"**kernel {k}** `{kern.name}`: grid {kern.grid} x block {kern.block}, "
+                        f"{len(kern.stages)} stage(s), {kern.global_barriers} grid barrier(s)")
+            for n in kern.notes:
+                st.markdown(f"<div class='why'>- {esc(n)}</div>", unsafe_allow_html=True)
+    dot = pictures.plan_dot(plan, kernel=k, node=node, rankdir=rankdir)
+    with left:
+        st.graphviz_chart(dot, width="stretch")
+        downloads(dot, f"{ctx.graph.name}-{ctx.strategy}", "graph")
+    st.caption("Scalar constants are folded into the code and not drawn. A double border marks a graph output; "
+               "an ellipse a parameter. Edge labels: reg = registers, smem = shared memory, global = global memory.")
+
+
+def node_facts(plan, node: str) -> None:
+    """What the plan says about one node: its kernel(s), scheme, space and why."""
+    g = plan.graph
+    n = g[node]
+    st.markdown(f"**{esc(node)}** `{n.op}` {n.dtype}{list(n.shape)}")
+    ks = plan.kernel_of(node)
+    if not ks:
+        st.markdown("an input of the graph (read from global memory by the kernels that use it)")
+    for k in ks:
+        i = plan.kernels.index(k)
+        v = k.values.get(node)
+        if k.kind == "library":
+            st.markdown(f"- kernel {i} (library GEMM)")
+            continue
+        stage = next((j for j, s in enumerate(k.stages) if node in s.ops or node in s.epilogue), None)
+        st.markdown(f"- kernel {i}, stage {stage}: **{v.scheme}**, lives in {SPACE_WORD[v.space]}")
+        if v.why:
+            st.markdown(f"<div class='why'>why: {esc(v.why)}</div>", unsafe_allow_html=True)

@@ -1,0 +1,143 @@
+"""Data movement: bytes per stage and memory space, an Nsight-style memory chart per strategy,
+and for tiny shapes a step-through of one thread's loads, stores and barriers (trace mode)."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from .. import charts, compute, pictures, state
+from ..style import SPACE_WORD, esc
+
+
+def per_stage(stats) -> pd.DataFrame:
+    rows = []
+    for i, k in enumerate(stats.kernels):
+        for s in k.stages:
+            label = f"k{i} s{s.stage} {s.dominant}"
+            for order, (kind, v) in enumerate((("global read", s.global_bytes_read),
+                                               ("global write", s.global_bytes_written),
+                                               ("shared read", s.shared_bytes_read),
+                                               ("shared write", s.shared_bytes_written))):
+                rows.append({"stage": label, "traffic": kind, "MiB": v / 2**20, "order": order})
+        if k.kind == "library":
+            rows.append({"stage": f"k{i} {k.name}", "traffic": "global read", "MiB": k.global_bytes_read / 2**20,
+                         "order": 0})
+            rows.append({"stage": f"k{i} {k.name}", "traffic": "global write",
+                         "MiB": k.global_bytes_written / 2**20, "order": 1})
+    return pd.DataFrame(rows)
+
+
+def render(ctx):
+    st.subheader("Data movement: where the bytes go")
+    shown = list(dict.fromkeys(["xla", ctx.strategy if ctx.strategy != "xla" else "astitch"]))
+    runs = ctx.runs("Data movement", shown)
+    if runs is None:
+        return
+    scale = max(max(r.stats.global_bytes_read, r.stats.global_bytes_written, r.stats.shared_bytes)
+                for r in runs.values())
+    panes = st.columns(len(shown), gap="large")
+    for pane, s in zip(panes, shown):
+        with pane:
+            st.graphviz_chart(pictures.memory_dot(ctx.label(s), runs[s].stats, scale), width="stretch")
+    st.caption("Arrow width grows with the bytes moved (log scale, the same for both pictures): switch the strategy "
+               "in the sidebar and watch the global-memory arrows shrink.")
+    st.markdown(f"**Bytes per stage, {ctx.label(ctx.strategy)}**")
+    df = per_stage(runs[ctx.strategy if ctx.strategy in runs else shown[-1]].stats)
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.altair_chart(charts.stacked_bytes(df, "stage", "MiB moved per stage"), width="stretch")
+    with right:
+        wide = df.pivot_table(index="stage", columns="traffic", values="MiB", sort=False).reset_index()
+        st.dataframe(wide, hide_index=True, width="stretch")
+    st.divider()
+    step_through(ctx)
+
+
+def _tiny_shape(ctx) -> dict | None:
+    if ctx.source.kind != "workload":
+        return None
+    shape = dict(ctx.source.shape)
+    out = {}
+    for k, v in shape.items():
+        out[k] = min(v, 8 if len(shape) > 1 else 64)
+    if ctx.source.name == "paper_fig7":
+        out = {"n": 4, "c": 8}
+    return out
+
+
+def step_through(ctx):
+    st.markdown("### Step through one thread (trace mode, tiny shapes)")
+    plan = ctx.plan()
+    if not compute.traceable(plan):
+        tiny = _tiny_shape(ctx)
+        st.info(f"The step-through records every thread's accesses, so it needs a tiny shape (at most "
+                f"{compute.TRACE_ELEMENTS:,} elements per stage); this one is bigger.")
+        if tiny:
+            st.button(f"Use a tiny shape: {', '.join(f'{k}={v}' for k, v in tiny.items())}",
+                      on_click=state.set_shape, args=(ctx.source.name, tiny), key="btn:tiny")
+        return
+    res = compute.trace_of(ctx.source, ctx.strategy, ctx.gpu, ctx.opts_for(ctx.strategy))
+    trace = res.trace
+    c = st.columns(4)
+    ki = c[0].selectbox("kernel", list(range(len(plan.kernels))), key="st_kernel",
+                        format_func=lambda i: f"{i}: {plan.kernels[i].name}")
+    k = plan.kernels[ki]
+    if k.kind == "library":
+        st.info("a library GEMM kernel: not traced per thread")
+        return
+    block = c[1].number_input("block", 0, max(0, k.grid - 1), 0, key="st_block")
+    thread = c[2].number_input("thread", 0, max(0, k.block - 1), 0, key="st_thread")
+    mine = trace.filter(kernel=ki, block=int(block), thread=int(thread))
+    events = mine.events
+    if not events:
+        st.warning(f"thread {thread} of block {block} touches no memory in this kernel (no element maps to it)")
+        return
+    steps = list(dict.fromkeys((e.stage, e.phase, e.iteration) for e in events))
+    n = c[3].slider("step", 1, len(steps), 1, key="st_step") if len(steps) > 1 else 1
+    stage, phase, it = steps[n - 1]
+    now = [e for e in events if (e.stage, e.phase, e.iteration) == (stage, phase, it)]
+    st.markdown(f"**step {n} of {len(steps)}: stage {stage} ({esc(phase)}), loop trip {it}**  --  "
+                f"block {block}, thread {thread}")
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.altair_chart(charts.step_picture(_cells(plan, events, now), "this step's loads and stores"),
+                        width="stretch")
+    with right:
+        lines = []
+        prev = None
+        for e in events:
+            if prev is not None and (e.block_epoch, e.grid_epoch) != (prev.block_epoch, prev.grid_epoch):
+                kind = "grid barrier (every block)" if e.grid_epoch != prev.grid_epoch else "block barrier"
+                lines.append(f"<div style='border-top:3px solid #c62828;margin:2px 0;color:#c62828'>"
+                             f"--- waits at a {kind} ---</div>")
+            verb = {"read": "loads", "write": "stores", "atomic": "atomically adds"}[e.kind]
+            where = f"@{e.address}" if e.address >= 0 else ""
+            elem = ",".join(map(str, e.element))
+            txt = f"s{e.stage} {e.phase} trip {e.iteration}: {verb} {e.node}[{elem}] {SPACE_WORD[e.space]} {where}"
+            hot = (e.stage, e.phase, e.iteration) == (stage, phase, it)
+            style = "background:#ffe6b3;font-weight:600" if hot else "color:#555"
+            lines.append(f"<div style='{style}'>{esc(txt)}</div>")
+            prev = e
+        st.markdown("<div class='srcview' style='white-space:normal;padding:0.4rem'>" + "".join(lines) + "</div>",
+                    unsafe_allow_html=True)
+    if res.races:
+        st.error(f"{len(res.races)} race(s): " + "; ".join(map(str, res.races[:3])))
+
+
+def _cells(plan, events, now) -> pd.DataFrame:
+    """64 elements of each tensor this thread touches (from its first), coloured by this step's accesses."""
+    g = plan.graph
+    rows = []
+    hit = {}
+    for e in now:
+        hit.setdefault((e.node, e.flat), f"{e.kind} {e.space}")
+    for name in dict.fromkeys(e.node for e in events):
+        size = 1
+        for d in g[name].shape:
+            size *= d
+        touched = [e.flat for e in events if e.node == name]
+        start = max(0, min(min(touched) // 16 * 16, size - 64))
+        for i in range(start, min(size, start + 64)):
+            rows.append({"tensor": f"{name} {list(g[name].shape)}", "i": i, "element": i,
+                         "access": hit.get((name, i), "-")})
+    return pd.DataFrame(rows)

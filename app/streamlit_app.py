@@ -1,0 +1,72 @@
+"""astitch-sim explorer: see how each strategy's plan moves data (``streamlit run app/streamlit_app.py``,
+or ``astitch explore``).  Opens on the paper's Figure 7 graph.
+
+Eight views of the same Plan (Compare, Graph, Kernel, Thread mapping, Data movement,
+Timeline, Code, What-if); the sidebar picks the graph, GPU, strategy and the what-if
+switches; the URL holds the whole state, so a link reproduces the view.  Bad input
+(malformed HLO, an unsupported op, a shape the GPU cannot run) shows the
+AStitchError's message, never a traceback.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import streamlit as st  # noqa: E402
+
+import astitch_sim as asim  # noqa: E402
+from explorer import compute, sidebar, state, style  # noqa: E402
+from explorer.views import Context, code, compare, graph, kernel, mapping, movement, timeline, whatif  # noqa: E402
+
+RENDER = {"Compare": compare.render, "Graph": graph.render, "Kernel": kernel.render,
+          "Thread mapping": mapping.render, "Data movement": movement.render, "Timeline": timeline.render,
+          "Code": code.render, "What-if": whatif.render}
+
+
+def show_error(e: Exception) -> None:
+    """An AStitchError's message as the page says it; anything else named plainly (no traceback)."""
+    if isinstance(e, asim.AStitchError):
+        st.error(f"**{type(e).__name__}:** {e}")
+    else:
+        st.error(f"**Unexpected {type(e).__name__}:** {e}. This is a bug in astitch-sim: please report it "
+                 "with the link in your address bar.")
+
+
+def main() -> None:
+    st.set_page_config(page_title="astitch-sim explorer", page_icon="🧵", layout="wide")
+    st.markdown(style.CSS, unsafe_allow_html=True)
+    state.seed_from_query()
+    st.sidebar.title("astitch-sim")
+    st.sidebar.caption("The AStitch compiler (ASPLOS'22) on a simulated GPU. No GPU needed.")
+    source = sidebar.graph_inputs()
+    sidebar.machine_inputs()
+    sidebar.what_if_inputs()
+    st.radio("View", state.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
+    if "_notice" in st.session_state:
+        st.warning(st.session_state.pop("_notice"))
+    if source is None:
+        st.info("Paste HLO text or upload a `.hlo` file in the sidebar (see *How to get HLO from JAX*), or pick "
+                "a catalog workload or an HLO example.")
+        return
+    state.write_query(source)
+    try:
+        g = compute.graph_of(source)
+    except Exception as e:          # AStitchError for bad HLO; never a traceback in the page
+        show_error(e)
+        return
+    ctx = Context(source, g, st.session_state["gpu"], st.session_state["strategy"], state.what_if_options())
+    sig = g.signature()
+    st.markdown(f"**{ctx.source.label}** on **{ctx.gpu}** &nbsp; `{sig if len(sig) < 150 else sig[:147] + '...'}`")
+    if ctx.options:
+        st.caption("what-if switches active for astitch: " + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
+    try:
+        RENDER[st.session_state["view"]](ctx)
+    except Exception as e:
+        if type(e).__name__ in ("StopException", "RerunException"):
+            raise
+        show_error(e)
+
+
+main()
