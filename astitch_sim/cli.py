@@ -541,12 +541,99 @@ def cmd_simulate(args) -> int:
 
 
 # ---------------------------------------------------------------------------
+# astitch explore
+# ---------------------------------------------------------------------------
+
+#: Streamlit settings for the explorer: no telemetry, no deploy button, the explorer's blue
+EXPLORE_FLAGS = ["--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
+                 "--theme.primaryColor", "#4e79a7", "--theme.base", "light"]
+
+
+def explorer_app() -> str:
+    """Path of ``app/streamlit_app.py`` in the source checkout this package runs from."""
+    from pathlib import Path
+    app = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+    if not app.is_file():
+        raise AStitchError("the explorer lives in app/ of the source checkout, which this installation does not "
+                           "have: clone the repository and run pip install -e '.[app]' in it")
+    return str(app)
+
+
+def add_explore_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "explore", formatter_class=_Formatter,
+        help="open the explorer (Streamlit) in your browser",
+        description="Start the astitch-sim explorer, a Streamlit page with eight views of the\n"
+                    "plans (Compare, Graph, Kernel, Thread mapping, Data movement, Timeline,\n"
+                    "Code, What-if). It opens on the paper's Figure 7 graph; --workload/--shape\n"
+                    "and the other options pick what it opens on.",
+        epilog="examples:\n"
+               "  astitch explore\n"
+               "  astitch explore --workload softmax --shape rows=64 cols=30000 --view 'Thread mapping'\n"
+               "  astitch explore --port 8600 --no-browser\n")
+    p.add_argument("-w", "--workload", metavar="NAME", help="catalog workload to open (default paper_fig7)")
+    p.add_argument("-s", "--shape", metavar="k=v", nargs="+", action="extend", default=[],
+                   help="its shape, e.g. --shape rows=64 cols=30000")
+    p.add_argument("--strategy", help="strategy to show (default astitch)")
+    p.add_argument("--gpu", type=_gpu_name, help="GPU preset (default V100)")
+    p.add_argument("--view", help="view to open, e.g. Compare, Graph, 'Thread mapping'")
+    p.add_argument("--port", type=_count(1), default=8501, help="port to serve on (default 8501)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser (print the address)")
+    p.add_argument("--dry-run", action="store_true", help="print the streamlit command and the address, do not run")
+    p.set_defaults(func=cmd_explore)
+    return p
+
+
+def explore_query(args) -> str:
+    from urllib.parse import urlencode
+    q = {}
+    if args.workload:
+        from .workloads import check_shape
+        shape = check_shape(args.workload, parse_shape(args.shape))
+        q["workload"] = args.workload
+        q["shape"] = ",".join(f"{k}:{v}" for k, v in shape.items())
+    elif args.shape:
+        raise AStitchError("--shape needs --workload (the explorer opens on paper_fig7 otherwise)")
+    for key in ("strategy", "gpu", "view"):
+        if getattr(args, key):
+            q[key] = getattr(args, key)
+    return urlencode(q)
+
+
+def cmd_explore(args) -> int:
+    import importlib.util
+    import subprocess
+    app = explorer_app()
+    query = explore_query(args)
+    url = f"http://localhost:{args.port}/" + (f"?{query}" if query else "")
+    cmd = [sys.executable, "-m", "streamlit", "run", app, "--server.port", str(args.port),
+           "--server.headless", "true"] + EXPLORE_FLAGS
+    if args.dry_run:
+        print(" ".join(cmd))
+        print(url)
+        return 0
+    if importlib.util.find_spec("streamlit") is None:
+        raise AStitchError("the explorer needs Streamlit: pip install -e '.[app]'")
+    print(f"astitch explore: serving {url}  (Ctrl-C stops it)", flush=True)
+    proc = subprocess.Popen(cmd)
+    if not args.no_browser:
+        import threading
+        import webbrowser
+        threading.Timer(2.5, lambda: webbrowser.open(url)).start()
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return 0
+
+
+# ---------------------------------------------------------------------------
 # the top-level parser
 # ---------------------------------------------------------------------------
 
 #: subcommand registrars, in help order; other modules append ``add_plan_parser`` etc.
 SUBCOMMANDS: list[Callable] = [add_workloads_parser, add_show_parser, add_reference_parser, add_plan_parser,
-                               add_simulate_parser]
+                               add_simulate_parser, add_explore_parser]
 
 DESCRIPTION = """\
 astitch-sim: the AStitch compiler (ASPLOS'22) as a teaching simulator.
@@ -567,6 +654,7 @@ examples:
   astitch show --hlo model.hlo                       # a graph from XLA HLO text
   astitch plan --workload paper_fig7 --strategy xla  # the kernels a strategy plans
   astitch simulate --workload softmax --compare      # all four strategies on the SIMT model
+  astitch explore                                    # the explorer in your browser (Figure 7)
 
 'astitch COMMAND --help' explains each command.
 """

@@ -45,8 +45,8 @@ def plan_dot(plan, kernel: int | None = None, node: str | None = None, rankdir: 
             owner.setdefault(n, i)
             copies[n] = copies.get(n, 0) + 1
     lines = [f"digraph {q(g.name)} {{", f"  rankdir={rankdir}; nodesep=0.25; ranksep=0.45; bgcolor=transparent;",
-             '  node [fontname="Helvetica", fontsize=13, style="filled,rounded", shape=box, penwidth=1.2];',
-             '  edge [fontname="Helvetica", fontsize=11, arrowsize=0.8];']
+             '  node [fontname="Helvetica", fontsize=16, style="filled,rounded", shape=box, penwidth=1.2, margin="0.12,0.04"];',
+             '  edge [fontname="Helvetica", fontsize=14, arrowsize=0.8];']
     outputs = {o.name for o in g.outputs}
 
     def node_line(n):
@@ -54,7 +54,7 @@ def plan_dot(plan, kernel: int | None = None, node: str | None = None, rankdir: 
         if n.name in owner:
             k = plan.kernels[owner[n.name]]
             scheme = k.schemes.get(n.name, "independent") if k.kind == "generated" else "independent"
-        label = f"{n.name}\\n{n.op}  {short_shape(n)}"
+        label = f"{n.name}\\n{short_shape(n)}" if n.op == "parameter" else f"{n.name}\\n{n.op}  {short_shape(n)}"
         if copies.get(n.name, 0) > 1:
             label += f"\\n(computed in {copies[n.name]} kernels)"
         attrs = {"label": label, "fillcolor": SCHEME_FILL[scheme] if scheme else INPUT_FILL}

@@ -26,15 +26,19 @@ def render(ctx):
     plan = ctx.plan()
     st.subheader(f"Graph: {ctx.graph.name} under {ctx.label(ctx.strategy)} -- {len(plan.kernels)} kernel(s)")
     st.markdown(scheme_legend(), unsafe_allow_html=True)
-    left, right = st.columns([3, 1], gap="medium")
-    with right:
+    top = st.columns([2, 2, 1], gap="medium")
+    with top[0]:
         opts = [None] + list(range(len(plan.kernels)))
         if st.session_state.get("graph_kernel") not in opts:
             st.session_state["graph_kernel"] = None
         k = st.selectbox("Highlight a kernel", opts, key="graph_kernel",
                          format_func=lambda i: "(none)" if i is None else f"kernel {i}: {plan.kernels[i].name}")
+    with top[1]:
         node = node_picker(plan)
-        rankdir = "TB" if st.toggle("top to bottom", key="graph_tb") else "LR"
+    with top[2]:
+        rankdir = "LR" if st.toggle("left to right", key="graph_lr") else "TB"
+    left, right = st.columns([4, 1], gap="medium")
+    with right:
         if node:
             node_facts(plan, node)
         elif k is not None:
