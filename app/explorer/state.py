@@ -21,7 +21,7 @@ SOURCES = ("Catalog workload", "HLO example", "Your HLO")
 DEFAULT_WORKLOAD = "paper_fig7"
 DEFAULT_GPU = "V100"            # the paper's GPU
 #: the explorer's default shapes keep every interaction under a second: at most this many input elements
-EXPLORER_ELEMENTS = 1 << 21
+EXPLORER_ELEMENTS = 1 << 20
 SWITCHES = [n for n in asim.AStitchOptions.known() if n != "max_block_threads"]
 
 

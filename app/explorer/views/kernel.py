@@ -36,9 +36,9 @@ def render(ctx):
         node = node_picker(plan, "Highlight a node")
     k = plan.kernels[i]
     gpu = asim.gpu(plan.gpu.name)
-    left, right = st.columns([3, 2], gap="large")
+    st.markdown(scheme_legend(), unsafe_allow_html=True)
+    left, right = st.columns([5, 3], gap="large")
     with left:
-        st.markdown(scheme_legend(), unsafe_allow_html=True)
         st.graphviz_chart(pictures.kernel_dot(plan, i, node=node), width="stretch")
     with right:
         occ = gpu.occupancy(k.block, k.shared_bytes, k.registers_per_thread)
@@ -56,7 +56,7 @@ def render(ctx):
         df["share"] = df["used"] / df["limit"]
         df["text"] = [f"{u:g} / {l:g}" for u, l in zip(df["used"].round(1), df["limit"].round(1))]
         bars = alt.Chart(df).mark_bar(color="#4e79a7").encode(
-            y=alt.Y("resource:N", title=None, sort=list(df["resource"])),
+            y=alt.Y("resource:N", title=None, sort=list(df["resource"]), axis=alt.Axis(labelLimit=260)),
             x=alt.X("share:Q", title="share of the GPU's limit", scale=alt.Scale(domain=[0, 1]),
                     axis=alt.Axis(format="%")),
             color=alt.condition(alt.datum.share > 1, alt.value("#c62828"), alt.value("#4e79a7")),
