@@ -24,11 +24,11 @@ gives the Graphviz version where ``dot`` is installed).
 =====================  =====================================================
 """
 from .backend import new_figure
-from .charts import compare_bars, draw_breakdown
+from .charts import STRATEGY_COLOURS, compare_bars, draw_breakdown
 from .mapping_figure import draw_mapping
 from .plan_figure import draw_plan, plan_layout
 from .timeline_figure import draw_timeline
 from .trace_figure import draw_accesses
 
 __all__ = ["draw_plan", "plan_layout", "draw_mapping", "draw_timeline", "draw_accesses", "compare_bars",
-           "draw_breakdown", "new_figure"]
+           "draw_breakdown", "new_figure", "STRATEGY_COLOURS"]

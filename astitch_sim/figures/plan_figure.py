@@ -17,7 +17,11 @@ everything it touches:
   recompute factor when the plan recomputes it per broadcast element (TVM).
 
 Scalar constants and their broadcasts (``k = 2.0; k.bcast = broadcast(k)``)
-are left out by default: they are free and only clutter the picture.
+are left out by default: they are free and only clutter the picture.  With
+``hide_moves=True`` every data-movement op (broadcast, reshape, transpose...,
+the op table's ``free`` class) inside a kernel is left out too, its operands
+wired straight to its users: HLO from JAX has many of them, and the picture of
+a real model is then about the ops that compute.
 
 :func:`plan_layout` computes the positions (pure Python, testable);
 :func:`draw_plan` draws them with matplotlib.
@@ -67,10 +71,16 @@ class Layout:
         return [b for b in self.boxes() if b.node == node and (lane is None or b.lane == lane)]
 
 
-def _hidden(graph, hide_scalars: bool) -> set:
-    if not hide_scalars:
-        return set()
+MOVE_OPS = ("copy", "broadcast", "reshape", "bitcast", "transpose", "slice", "concatenate", "reverse", "pad")
+
+
+def _hidden(graph, hide_scalars: bool, hide_moves: bool = False) -> set:
     out = set()
+    if hide_moves:
+        keep = {o.name for o in graph.outputs}
+        out |= {n.name for n in graph if n.op in MOVE_OPS and n.name not in keep}
+    if not hide_scalars:
+        return out
     for n in graph:
         if n.op == "constant" and n.rank == 0:
             out.add(n.name)
@@ -93,10 +103,22 @@ def _lane_title(plan, i, k):
     return f"kernel {i}", f"{k.grid} x {k.block} thr{extra}"
 
 
-def plan_layout(plan, hide_scalars: bool = True) -> Layout:
+def plan_layout(plan, hide_scalars: bool = True, hide_moves: bool = False) -> Layout:
     """Positions of every box of :func:`draw_plan` (rows top-down, x in box widths)."""
     g = plan.graph
-    hidden = _hidden(g, hide_scalars)
+    hidden = _hidden(g, hide_scalars, hide_moves)
+    cache: dict = {}
+
+    def sources(name):
+        """The visible nodes a value comes from, looking through hidden data-movement ops."""
+        if name not in hidden:
+            return [name]
+        if name not in cache:
+            node = g[name]
+            cache[name] = [] if (node.op == "constant" and node.rank == 0) else \
+                list(dict.fromkeys(v for o in node.operands for v in sources(o.name)))
+        return cache[name]
+
     outputs = {o.name for o in g.outputs}
     lanes, edges = [], []
     producer: dict = {}                      # node -> its compute Box in the lane that wrote it to global memory
@@ -106,8 +128,8 @@ def plan_layout(plan, hide_scalars: bool = True) -> Layout:
         here: dict = {}                      # node -> Box in this lane
         computed = [(n, s) for n, s in _lane_nodes(k) if n not in hidden]
         computed_names = {n for n, _ in computed}
-        # reads from global memory
-        reads = [n for n in k.inputs if n not in hidden and n not in computed_names]
+        # reads from global memory (through hidden moves: a broadcast parameter shows as the parameter)
+        reads = list(dict.fromkeys(v for n in k.inputs for v in sources(n) if v not in computed_names))
         for n in reads:
             src = producer.get(n)
             b = Box(i, n, "read", y=(src.y + 1) if src is not None else 0)
@@ -127,10 +149,17 @@ def plan_layout(plan, hide_scalars: bool = True) -> Layout:
                         lane.barriers.append((floor, kind))
                 current = s
             node = g[n]
+            preds = list(dict.fromkeys(v for o in node.operands for v in sources(o.name)))
+            for v in preds:                    # an operand reached through a hidden move is read too
+                if v not in here and v not in computed_names and (g[v].op == "parameter" or v in producer):
+                    src = producer.get(v)
+                    rb = Box(i, v, "read", y=(src.y + 1) if src is not None else 0)
+                    here[v] = rb
+                    lane.boxes.append(rb)
             ys = [floor]
-            for o in node.operands:
-                if o.name in here:
-                    ys.append(here[o.name].y + 1)
+            for v in preds:
+                if v in here:
+                    ys.append(here[v].y + 1)
             v = k.values.get(n)
             rc = k.stages[s].recompute.get(n, 1) if k.kind == "generated" else 1
             b = Box(i, n, "compute", y=max(ys), scheme=v.scheme if v else "independent", stage=s,
@@ -138,9 +167,9 @@ def plan_layout(plan, hide_scalars: bool = True) -> Layout:
             here[n] = b
             lane.boxes.append(b)
             stage_rows.setdefault(s, []).append(b.y)
-            for o in node.operands:
-                if o.name in here and o.name not in hidden:
-                    edges.append((here[o.name], b, "read" if here[o.name].role == "read" else "local"))
+            for v in preds:
+                if v in here:
+                    edges.append((here[v], b, "read" if here[v].role == "read" else "local"))
         # a read box sits just above its first reader
         for b in lane.boxes:
             if b.role == "read":
@@ -192,9 +221,10 @@ def _place_x(lanes, edges) -> None:
         x0 += width + 0.6
 
 
-def draw_plan(plan, ax=None, hide_scalars: bool = True, title: str | None = None, box_width: float = 1.55):
+def draw_plan(plan, ax=None, hide_scalars: bool = True, hide_moves: bool = False, title: str | None = None,
+              box_width: float = 1.55):
     """Draw ``plan`` in kernel lanes (see the module docstring); returns the Figure."""
-    lay = plan_layout(plan, hide_scalars)
+    lay = plan_layout(plan, hide_scalars, hide_moves)
     total_w = sum(l.width for l in lay.lanes) + 0.6 * (len(lay.lanes) - 1)
     fig, ax = figure_and_axes(ax, (max(5.0, 1.7 * total_w + 0.5), max(3.0, 0.75 * lay.rows + 1.6)))
     from matplotlib.patches import FancyBboxPatch, Patch

@@ -125,12 +125,14 @@ def names(value, what: str) -> list:
     return items
 
 
-def word(value, what: str, choices) -> str:
-    """One of ``choices`` (case-insensitive, a '-bound' suffix allowed)."""
+def word(value, what: str, choices, where: str) -> str:
+    """One of ``choices`` (case-insensitive).  The hint says ``where`` the valid names are, without
+    listing them (a list of every choice would contain the answer)."""
     answered(value, what)
     if not isinstance(value, str):
-        raise Wrong(f"{what} should be a string, one of {sorted(choices)}")
-    w = value.strip().lower().replace("-bound", "").replace(" bound", "")
-    if w not in choices:
-        raise Wrong(f"{what}: {value!r} is not one of {sorted(choices)}")
-    return w
+        raise Wrong(f"{what} should be a string: one of {where}")
+    w = value.strip()
+    lower = {c.lower(): c for c in choices}
+    if w.lower() not in lower:
+        raise Wrong(f"{what}: {value!r} is not one of {where}")
+    return lower[w.lower()]
