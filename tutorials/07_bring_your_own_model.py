@@ -312,7 +312,8 @@ test_q3_my_subgraph(my_subgraph)
 # **Deliverable:** a notebook (runs top to bottom in a fresh kernel) and a two-page report.
 # **Rubric (suggested):** correctness and checks 25%, inventory 20%, explanations 30%, sensitivity 10%,
 # improvement or critique 15%.
-#
+
+# %% [markdown]
 # ## Our numbers
 #
 # Predicted time of the four models under each strategy on the H100 preset (SIMT model; no GPU measurement
