@@ -73,7 +73,8 @@ def test_notebook_runs_and_its_checks_reject_wrong_answers(name, staged):
     student = nbformat.read(built / "student" / f"{name}.ipynb", as_version=4)
     src = "\n".join(c.source for c in student.cells)
     assert "# SOLUTION" not in src and "BEGIN QUESTION" not in src
-    assert src.count("grader.check(") == len(report["checked"])
+    code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+    assert code.count("grader.check(") == len(report["checked"])
     assert sorted(p.stem for p in (built / "student" / "tests").glob("*.py")) == sorted(report["checked"])
     assert list((built / "autograder").glob("*.zip"))
 

@@ -208,7 +208,9 @@ print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7
 # `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU.
 
 # %%
-results_dir = Path("..") / "benchmarks" / "results"
+# the repository's benchmarks/results, found from wherever inside the checkout this notebook runs
+results_dir = next(p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)
+                   if (p / "benchmarks" / "results").is_dir())
 measured = asim.gpu_measurements(str(results_dir))
 print(measured)
 

@@ -27,6 +27,7 @@ What ``run`` (and the test ``tests/test_tutorials.py``) verifies for each notebo
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -63,9 +64,14 @@ def notebook_from_source(py):
     """The notebook a .py source describes, outputs empty, with a kernelspec (otter needs one)."""
     jupytext = _jupytext()
     nb = jupytext.read(py)
+    seen: dict = {}
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        # cell ids from the content, so that re-syncing an unchanged cell changes nothing in git
+        digest = hashlib.sha1(f"{cell.cell_type}\n{cell.source}".encode()).hexdigest()[:12]
+        seen[digest] = seen.get(digest, 0) + 1
+        cell.id = digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
     nb.metadata.setdefault("kernelspec", {"display_name": "Python 3 (ipykernel)", "language": "python",
                                           "name": "python3"})
     return nb

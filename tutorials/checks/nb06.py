@@ -42,10 +42,13 @@ def q2_xla_kernels(xla_kernels):
 
 
 def _results_dir() -> str:
-    for cand in (os.path.join("..", "benchmarks", "results"), os.path.join("benchmarks", "results")):
-        if os.path.isdir(cand):
-            return cand
-    raise Wrong("cannot find benchmarks/results from here: run the notebook from the tutorials/ folder")
+    """benchmarks/results of the checkout the notebook runs in (the nearest one up from the working directory)."""
+    from pathlib import Path
+    for p in (Path.cwd(), *Path.cwd().parents):
+        if (p / "benchmarks" / "results").is_dir():
+            return str(p / "benchmarks" / "results")
+    raise Wrong("cannot find benchmarks/results above this folder: run the notebook inside a checkout of "
+                "astitch-sim")
 
 
 @exercise(wrong=[Derived(lambda env: len(env["rows"]), "prediction rows"),
@@ -64,4 +67,4 @@ def q3_measurements(n_measurements):
             raise Wrong("that counts the SIMT model's predictions; a measurement is a time taken on a GPU")
     if got < 0:
         raise Wrong("a count cannot be negative")
-    raise Wrong("that is not what asim.gpu_measurements finds in ../benchmarks/results (print(measured))")
+    raise Wrong("that is not what asim.gpu_measurements finds in the checkout's benchmarks/results (print(measured))")
