@@ -5,8 +5,6 @@ the solutions.  ``tutorials/build.py`` does the work (instructors run the same c
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 import nbformat

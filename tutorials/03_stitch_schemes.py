@@ -78,6 +78,17 @@ print(plan)
 figures.draw_plan(plan)
 
 # %% [markdown]
+# The same plan as Graphviz DOT (`plan.to_dot()`: one cluster per kernel, nodes filled by scheme), drawn
+# where the graphviz `dot` program is installed (`apt-get install graphviz`); elsewhere the DOT text prints.
+
+# %%
+import shutil
+from IPython.display import SVG
+
+dot = plan.to_dot()
+SVG(asim.viz.render_dot(dot)) if shutil.which("dot") else print(dot[:500] + "\n...")
+
+# %% [markdown]
 # Three stages, one per op group (a dominant -- here each reduce, then the output -- and the ops joined to
 # it through registers), separated by block barriers. `mean` and `rstd` are per-row values needed by every
 # element of their row: Regional, in shared memory. `xc = x - mean` is computed in stage 1 and used again in

@@ -45,7 +45,7 @@
 # !pip install -q -e "astitch-sim[tutorials]"
 # %cd astitch-sim/tutorials
 import math
-import numpy as np
+
 import astitch_sim as asim
 from astitch_sim import figures
 
