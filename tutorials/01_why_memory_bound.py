@@ -14,7 +14,7 @@
 # %% [raw]
 # # ASSIGNMENT CONFIG
 # name: 01_why_memory_bound
-# init_cell: true
+# init_cell: false
 # check_all_cell: false
 # export_cell: false
 # run_tests: false
@@ -48,9 +48,17 @@
 # !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
 # !pip install -q -e "astitch-sim[tutorials]"
 # %cd astitch-sim/tutorials
+from pathlib import Path
+
 import numpy as np
 import astitch_sim as asim
 from astitch_sim import figures
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("01_why_memory_bound.ipynb") if Path("tests").is_dir() else None
 
 # %% [markdown]
 # ## The workload: a BERT layernorm
@@ -204,11 +212,12 @@ for name, x in points.items():
 ax.set_xlabel("arithmetic intensity (flop / byte)")
 ax.set_ylabel("attainable GFLOP/s (V100 fp32)")
 ax.set_title("Roofline: memory-intensive ops sit far left of the ridge")
+print("how far left of the ridge:", {n: f"{peak / bw / x:.1f}x" for n, x in points.items() if x < peak / bw})
 fig
 
 # %% [markdown]
-# Every memory-intensive op sits one to two orders of magnitude left of the ridge: its time is its
-# bytes over the bandwidth. **So the only ways to make it faster are to move fewer bytes and to launch
+# Every memory-intensive op sits several to tens of times left of the ridge (printed above): its time is
+# its bytes over the bandwidth. **So the only ways to make it faster are to move fewer bytes and to launch
 # fewer kernels.** That is what fusion, and AStitch's stitching, are for.
 #
 # ## Kernel launches

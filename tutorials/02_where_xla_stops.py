@@ -14,7 +14,7 @@
 # %% [raw]
 # # ASSIGNMENT CONFIG
 # name: 02_where_xla_stops
-# init_cell: true
+# init_cell: false
 # check_all_cell: false
 # export_cell: false
 # run_tests: false
@@ -43,9 +43,17 @@
 # !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
 # !pip install -q -e "astitch-sim[tutorials]"
 # %cd astitch-sim/tutorials
+from pathlib import Path
+
 import numpy as np
 import astitch_sim as asim
 from astitch_sim import figures
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() else None
 
 # %% [markdown]
 # ## How XLA fuses

@@ -14,7 +14,7 @@
 # %% [raw]
 # # ASSIGNMENT CONFIG
 # name: 05_grid_barriers
-# init_cell: true
+# init_cell: false
 # check_all_cell: false
 # export_cell: false
 # run_tests: false
@@ -44,12 +44,20 @@
 # !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
 # !pip install -q -e "astitch-sim[tutorials]"
 # %cd astitch-sim/tutorials
+from pathlib import Path
+
 import dataclasses
 import numpy as np
 import astitch_sim as asim
 from astitch_sim import figures
 
 v100 = asim.gpu("V100")
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("05_grid_barriers.ipynb") if Path("tests").is_dir() else None
 
 # %% [markdown]
 # ## Why one wave

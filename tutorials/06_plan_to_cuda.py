@@ -14,7 +14,7 @@
 # %% [raw]
 # # ASSIGNMENT CONFIG
 # name: 06_plan_to_cuda
-# init_cell: true
+# init_cell: false
 # check_all_cell: false
 # export_cell: false
 # run_tests: false
@@ -62,6 +62,12 @@ import gpu_backend
 from astitch_sim import figures
 
 print("running kernels in", "Numba's CUDA simulator (CPU)" if gpu_backend.simulator() else "a real GPU")
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("06_plan_to_cuda.ipynb") if Path("tests").is_dir() else None
 
 # %% [markdown]
 # ## The same plan, as code

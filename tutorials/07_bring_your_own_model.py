@@ -14,7 +14,7 @@
 # %% [raw]
 # # ASSIGNMENT CONFIG
 # name: 07_bring_your_own_model
-# init_cell: true
+# init_cell: false
 # check_all_cell: false
 # export_cell: false
 # run_tests: false
@@ -53,6 +53,12 @@ import astitch_sim as asim
 from astitch_sim import figures
 
 HLO = Path("data") / "hlo"
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("07_bring_your_own_model.ipynb") if Path("tests").is_dir() else None
 
 # %% [markdown]
 # ## From JAX to HLO
