@@ -20,8 +20,11 @@ from .workloads import WORKLOADS, list_workloads, workload
 from .compiler import STRATEGIES, compile
 from .strategies.options import AStitchOptions
 from .simt import SimResult, simulate
+from .measured import gpu_measurements
+from . import figures
 
 __all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "ThreadMapping", "OPS",
            "Kernel", "Plan", "Stage", "Value", "random_inputs", "reference", "WORKLOADS", "list_workloads",
-           "workload", "STRATEGIES", "compile", "AStitchOptions", "simulate", "SimResult"]
+           "workload", "STRATEGIES", "compile", "AStitchOptions", "simulate", "SimResult", "gpu_measurements",
+           "figures"]
 __version__ = "0.1.0"

@@ -1,0 +1,153 @@
+"""The tutorials (tutorials/): each notebook runs top to bottom with its solutions in a fresh kernel, every
+check passes the solution through otter-grader's student path and rejects every registered wrong answer
+with a hint that does not contain the answer; the sources and notebooks agree; the student build strips
+the solutions.  ``tutorials/build.py`` does the work (instructors run the same code)."""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("tutorials_build", REPO / "tutorials" / "build.py")
+build = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build)
+
+NOTEBOOKS = [p.stem for p in build.sources()]
+
+
+def test_there_are_seven_notebooks_in_sequence():
+    assert len(NOTEBOOKS) >= 7
+    assert [n[:2] for n in NOTEBOOKS] == [f"{i:02d}" for i in range(1, len(NOTEBOOKS) + 1)]
+
+
+def test_notebooks_match_their_sources_and_carry_no_outputs():
+    assert build.out_of_sync() == []
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_structure(name):
+    nb = nbformat.read(REPO / "tutorials" / f"{name}.ipynb", as_version=4)
+    md = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    head = md[0]
+    assert "Learning goals" in head and "Prerequisites" in head and "minutes" in head
+    qs = build.questions(nb)
+    assert 2 <= len(qs) <= 4, qs
+    raw = [c.source for c in nb.cells if c.cell_type == "raw"]
+    for tag in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN TESTS", "END TESTS", "END QUESTION"):
+        assert sum(r.startswith(f"# {tag}") for r in raw) == len(qs), (name, tag)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    for q in qs:                                     # every question's test cell calls its check
+        assert any(f"def test_{q}(" in c and f"{build.module_of(name)}.{q}(" in c for c in code), q
+    assert any(s.startswith("## Our numbers") for s in md), "ends with a figure of our own numbers"
+    for c in code:                                   # the public API only
+        assert "from astitch_sim." not in c.replace("from astitch_sim import figures", "")
+        assert "._" not in c.replace("__", ""), "no private names in notebook cells"
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory):
+    return build.stage_copy(tmp_path_factory.mktemp("tutorials"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_and_its_checks_reject_wrong_answers(name, staged):
+    ipynb = staged / f"{name}.ipynb"
+    built = build.assign(ipynb, staged.parent / "dist" / name)
+    nb, report, seconds = build.execute(ipynb, built)
+    assert report["problems"] == [], "\n".join(report["problems"])
+    assert set(report["checked"]) == set(build.questions(nb))
+    assert all(n >= 2 for n in report["checked"].values()), report["checked"]
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    images = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              for o in c.outputs if "image/png" in o.get("data", {})]
+    last_code = max(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    assert images and images[-1] == last_code, "the notebook ends in a figure"
+    # the student version: solutions stripped, a grader.check per question, the tests beside it
+    student = nbformat.read(built / "student" / f"{name}.ipynb", as_version=4)
+    src = "\n".join(c.source for c in student.cells)
+    assert "# SOLUTION" not in src and "BEGIN QUESTION" not in src
+    code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+    assert len(re.findall(r"^grader\.check\(", code, re.M)) == len(report["checked"])
+    assert sorted(p.stem for p in (built / "student" / "tests").glob("*.py")) == sorted(report["checked"])
+    assert list((built / "autograder").glob("*.zip"))
+
+
+LAX_MASTER = '''# %% [raw]
+# # ASSIGNMENT CONFIG
+# name: 99_lax
+# init_cell: true
+# check_all_cell: false
+# export_cell: false
+# run_tests: false
+# tests:
+#   files: true
+#   ok_format: false
+# files:
+#   - checks
+
+# %% [markdown]
+# Learning goals, Prerequisites.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q1_answer
+# points: 1
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+answer = 42  # SOLUTION
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q1_answer(answer):
+    from checks import nb99
+    nb99.q1_answer(answer)
+
+test_q1_answer(answer)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+'''
+
+LAX_CHECKS = '''from .core import Wrong, exercise, integer
+
+@exercise(wrong=[41, 7])
+def q1_answer(answer):
+    got = integer(answer, "answer")
+    if got == 7:
+        raise Wrong("no: the answer is 42")     # a hint that gives the answer away
+    # 41 slips through: a check too lax to catch it
+'''
+
+
+@pytest.mark.slow
+def test_the_verifier_catches_a_lax_check_and_a_leaking_hint(tmp_path):
+    """The harness itself can fail: a check that accepts a wrong answer, or whose hint contains the
+    answer, is reported (so a green run of the real notebooks means something)."""
+    tut = build.stage_copy(tmp_path)
+    (tut / "checks" / "nb99.py").write_text(LAX_CHECKS)
+    src = tmp_path / "99_lax.py"
+    src.write_text(LAX_MASTER)
+    nbformat.write(build.notebook_from_source(src), tut / "99_lax.ipynb")
+    built = build.assign(tut / "99_lax.ipynb", tmp_path / "dist" / "99")
+    _, report, _ = build.execute(tut / "99_lax.ipynb", built)
+    problems = "\n".join(report["problems"])
+    assert "wrong answer {'answer': 41} accepted" in problems
+    assert "grader.check accepts wrong answer {'answer': 41}" in problems
+    assert "gives the answer away" in problems

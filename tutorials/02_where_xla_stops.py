@@ -1,0 +1,309 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [raw]
+# # ASSIGNMENT CONFIG
+# name: 02_where_xla_stops
+# init_cell: false
+# check_all_cell: false
+# export_cell: false
+# run_tests: false
+# tests:
+#   files: true
+#   ok_format: false
+# files:
+#   - checks
+
+# %% [markdown]
+# # 2. XLA's fusion, and where it stops
+#
+# *astitch-sim tutorials, part 2 of 7 -- about 45 minutes.*
+#
+# **Learning goals.** After this notebook you can
+# - state the two patterns at which XLA ends a fused kernel (a reduce whose result is broadcast; an
+#   expensive op whose result is broadcast) and say *why* each one stops a register-only fusion;
+# - build a graph with the builder API and predict, then check, how XLA partitions it;
+# - read the AStitch paper's **Figure 7** plan by plan (XLA 4 kernels, TVM 3, AStitch 1) and measure TVM's
+#   alternative, recomputation, in flops and predicted time.
+#
+# **Prerequisites.** Notebook 1 (roofline, launches, bytes; `print(plan)`, `res.stats`).
+
+# %%
+# On Colab, or anywhere astitch-sim is not installed yet, uncomment the next lines (see tutorials/README.md):
+# !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
+# !pip install -q -e "astitch-sim[tutorials]"
+# %cd astitch-sim/tutorials
+from pathlib import Path
+
+import numpy as np
+import astitch_sim as asim
+from astitch_sim import figures
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() else None
+
+# %% [markdown]
+# ## How XLA fuses
+#
+# XLA's loop fusion glues ops together **through registers, element by element**: the consumer's thread
+# computes its element's producers itself, at the index the consumer needs (*index propagation*). That is
+# free for elementwise chains -- one thread, one element, no communication. It stops working in two
+# places, both about a **one-to-many** dependency, where one produced value is needed by many elements
+# (`../shared/paper-notes.md`, "The problem"):
+#
+# 1. **a reduce followed by a broadcast**: a row's sum is needed by every element of the row, but it is
+#    produced by the cooperation of many threads. A consumer thread cannot compute it alone, and XLA has
+#    no way to hand it over inside a kernel, so the reduce's result leaves through global memory and a
+#    new kernel starts;
+# 2. **an expensive elementwise op followed by a broadcast**: the consumer thread *could* recompute it,
+#    but every element of the broadcast would redo the `exp`/`power`/`divide` -- XLA refuses and ends
+#    the kernel instead.
+#
+# Pattern 1 with the builder API: divide each row by its sum.
+
+# %%
+g1 = asim.Graph("normalize_rows")
+x = g1.parameter("x", (256, 1024))
+row_sum = g1.reduce(x, dims=(1,), reducer="sum", name="row_sum")
+g1.set_outputs(g1.divide(x, g1.broadcast(row_sum, (256, 1024), dimensions=(0,), name="row_sum.bcast"), name="y"))
+print(asim.compile(g1, strategy="xla", gpu="V100"))
+
+# %% [markdown]
+# Two kernels; the plan's `note:` says why the first one ends. Pattern 2: scale each row by `exp` of a
+# per-row value.
+
+# %%
+g2 = asim.Graph("scale_by_exp")
+x, v = g2.parameter("x", (256, 1024)), g2.parameter("v", (256,))
+e = g2.exponential(v, name="e")
+g2.set_outputs(g2.multiply(x, g2.broadcast(e, (256, 1024), dimensions=(0,), name="e.bcast"), name="y"))
+print(asim.compile(g2, strategy="xla", gpu="V100"))
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q1_my_graph
+# points: 1
+
+# %% [markdown]
+# **Exercise 1.** Build your own graph `my_graph` (any shapes, any names) in which XLA ends a kernel
+# **because of pattern 2 only**: no reduce anywhere, yet XLA needs more than one kernel. Then check what TVM
+# does with it. (Hint: which ops does the op table call expensive? `[n for n, o in asim.OPS.items() if
+# o.cost == "expensive"]`.)
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+my_graph = asim.Graph("gate_by_tanh")
+a = my_graph.parameter("a", (64, 512))
+gate = my_graph.tanh(my_graph.parameter("w", (512,)), name="gate")  # SOLUTION
+my_graph.set_outputs(my_graph.multiply(a, my_graph.broadcast(gate, (64, 512), dimensions=(1,)), name="out"))  # SOLUTION
+print(asim.compile(my_graph, "xla", "V100"))
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q1_my_graph(my_graph):
+    from checks import nb02
+    nb02.q1_my_graph(my_graph)
+
+test_q1_my_graph(my_graph)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## The paper's Figure 7
+#
+# The AStitch paper explains its idea on one 13-node graph (its **Figure 7**): two reductions, an
+# expensive `power` whose result is broadcast, and inputs used twice. `../shared/paper-notes.md` gives
+# the reconstruction the catalog builds:
+
+# %%
+fig7 = asim.workload("paper_fig7")          # N=128, C=256
+print(fig7)
+
+# %% [markdown]
+# The paper says XLA forms **4 kernels** for it, ending at `reduce.1`, `power.1`, `reduce.2` and
+# `multiply.1`, with `Pr.2` and `B.2` loaded again in later kernels. Our `xla` strategy, drawn:
+# one lane per kernel; grey dashed boxes are reads from global memory, red dashed arrows the round trips
+# through it.
+
+# %%
+plans = {s: asim.compile(fig7, strategy=s, gpu="V100") for s in asim.STRATEGIES}
+figures.draw_plan(plans["xla"])
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q2_xla_ends
+# points: 1
+
+# %% [markdown]
+# **Exercise 2.** List, in launch order, the node each of XLA's kernels for Figure 7 *ends at* (its last
+# node, whose result leaves the kernel). Read it off `print(plans["xla"])` or the picture.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+xla_ends = ["reduce.1", "power.1", "reduce.2", "multiply.1"]  # SOLUTION
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q2_xla_ends(xla_ends):
+    from checks import nb02
+    nb02.q2_xla_ends(xla_ends)
+
+test_q2_xla_ends(xla_ends)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## TVM's alternative: recompute
+#
+# TVM also stops at reduces, but it fuses pattern 2: the consumer recomputes the expensive op for every
+# element it needs. In Figure 7, `power.1` (shape `[128]`) is broadcast to `[256, 128]`, so each value is
+# computed 256 times -- and in two kernels. The plan printout marks it `(computed 256x per value)` and the
+# picture `x256`:
+
+# %%
+figures.draw_plan(plans["tvm"])
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q3_power_evaluations
+# points: 1
+
+# %% [markdown]
+# **Exercise 3.** In the whole TVM plan, how many times is **one** value of `power.1` evaluated? (Look at
+# every kernel that computes it; `stage.recompute` holds the per-kernel factor.)
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+power_evaluations = sum(st.recompute.get("power.1", 1) for k in plans["tvm"].kernels for st in k.stages  # SOLUTION
+                        if "power.1" in st.ops)  # SOLUTION
+power_evaluations
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q3_power_evaluations(power_evaluations):
+    from checks import nb02
+    nb02.q3_power_evaluations(power_evaluations)
+
+test_q3_power_evaluations(power_evaluations)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# What does recomputation cost, and what does it save? Simulate all four strategies (the paper's graph is
+# small: milliseconds each) and compare flops, traffic and predicted time.
+
+# %%
+inputs = asim.workloads.workload_inputs(fig7)
+truth = asim.reference(fig7, inputs)
+results = {}
+for s, p in plans.items():
+    results[s] = asim.simulate(p, inputs)
+    err = np.max(np.abs(results[s].outputs[0] - truth[0]) / (np.abs(truth[0]) + 1e-6))
+    st = results[s].stats
+    print(f"{s:8s} kernels={st.kernel_launches}  flops={st.flops:>9,}  global={st.global_bytes / 1024:7.1f} KiB  "
+          f"predicted={st.predicted_us:5.1f} us  max rel. error={err:.1e}")
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q4_flop_ratio
+# points: 1
+
+# %% [markdown]
+# **Exercise 4.** How many times XLA's flops does TVM's plan perform on Figure 7? (A ratio from the
+# simulated counters.) Then look at the predicted times: is the recomputation worth it on this graph?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+flop_ratio = results["tvm"].stats.flops / results["xla"].stats.flops  # SOLUTION
+flop_ratio
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q4_flop_ratio(flop_ratio):
+    from checks import nb02
+    nb02.q4_flop_ratio(flop_ratio)
+
+test_q4_flop_ratio(flop_ratio)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# On this small graph TVM still wins a little: one launch fewer outweighs the recomputed `power`. The
+# paper's point is that neither answer is good -- XLA pays launches and round trips, TVM pays flops that
+# grow with the broadcast. AStitch computes `power.1` **once** and hands it to every consumer through
+# global memory behind a grid barrier (notebooks 3 and 5):
+
+# %%
+figures.draw_plan(plans["astitch"])
+
+# %% [markdown]
+# ## Our numbers
+#
+# Figure 7 under the four strategies on the simulated V100, next to the paper's kernel counts (its
+# Figure 7 discussion: XLA 4, TVM 3, AStitch 1). Today's compilers have moved (`paper-notes.md`, "Where
+# others stand today": XLA now sends some normalisation "diamonds" to a Triton fusion), but a reduce
+# followed by a broadcast is still a kernel boundary in its native emitters.
+
+# %%
+paper_kernels = {"xla": 4, "tvm": 3, "astitch": 1}
+for s in paper_kernels:
+    print(f"{s:8s} paper Figure 7: {paper_kernels[s]} kernel(s)   ours: {len(plans[s].kernels)}")
+figures.compare_bars(results, metrics=("kernel_launches", "global_bytes", "flops", "predicted_us"),
+                     title="Figure 7 graph (N=128, C=256), simulated V100")

@@ -1,0 +1,329 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [raw]
+# # ASSIGNMENT CONFIG
+# name: 06_plan_to_cuda
+# init_cell: false
+# check_all_cell: false
+# export_cell: false
+# run_tests: false
+# tests:
+#   files: true
+#   ok_format: false
+# files:
+#   - checks
+
+# %% [markdown]
+# # 6. From plan to CUDA
+#
+# *astitch-sim tutorials, part 6 of 7 -- about 40 minutes.*
+#
+# **Learning goals.** After this notebook you can
+# - read the Numba-CUDA kernel that `gpu_backend` generates from a plan, and point at the line that
+#   carries each plan decision (stage loops, Local registers, Regional shared memory, block and grid
+#   barriers, the register cap);
+# - run the kernels in Numba's CUDA simulator (no GPU needed) and check them against numpy and the SIMT
+#   model;
+# - say what has and has not been **measured**: a prediction is not a measurement, and this project has no
+#   GPU measurements yet.
+#
+# **Prerequisites.** Notebooks 3 and 5; reading knowledge of CUDA (`threadIdx`, `__syncthreads`,
+# shared memory).
+
+# %%
+# On Colab, or anywhere astitch-sim is not installed yet, uncomment the next lines (see tutorials/README.md):
+# !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
+# !pip install -q -e "astitch-sim[tutorials]"
+# %cd astitch-sim/tutorials
+import ctypes.util
+import json
+import os
+import time
+from pathlib import Path
+
+# Numba decides at import whether numba.cuda is a real GPU or its CUDA simulator: choose before importing.
+if not (ctypes.util.find_library("cuda") or os.path.exists("/dev/nvidiactl")):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")     # no GPU driver here: simulate
+
+import numpy as np
+import astitch_sim as asim
+import gpu_backend
+from astitch_sim import figures
+
+print("running kernels in", "Numba's CUDA simulator (CPU)" if gpu_backend.simulator() else "a real GPU")
+
+# %%
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
+# follows each exercise; this instructor version runs the same checks in its test cells.
+import otter
+grader = otter.Notebook("06_plan_to_cuda.ipynb") if Path("tests").is_dir() else None
+
+# %% [markdown]
+# ## The same plan, as code
+#
+# The stitched layernorm of notebook 3 (2 rows of 16, one block of 32 threads). `generate_source` writes one
+# `@cuda.jit` kernel per plan kernel; every loop, barrier and memory space in it is the plan's decision,
+# written out, with the plan's words as comments.
+
+# %%
+g = asim.workload("layernorm", rows=2, cols=16)
+plan = asim.compile(g, strategy="astitch", gpu="V100")
+source = gpu_backend.generate_source(plan)
+print(source)
+
+# %% [markdown]
+# Things to find in it:
+# - `@jit(max_registers=...)`: the **apply** of assume-relax-apply (notebook 5);
+# - `s_mean = smem[...]`: the Regional value `mean`, a slot in the block's shared memory, written by the
+#   row's first thread (`if lane == 0`) and read by every thread of the row after `cuda.syncthreads()`;
+# - `r_xc`: the Local value `xc`, kept in the thread's registers from stage 1 to stage 2;
+# - the reduction trees: `red0` scratch in shared memory, halving with a barrier per step.
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q1_syncthreads
+# points: 1
+
+# %% [markdown]
+# **Exercise 1.** How many lines of the generated source call `cuda.syncthreads()`? The plan has only two
+# block barriers between stages (`plan.kernels[0].block_barriers`): where do the others come from?
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+syncthreads = sum(1 for line in source.splitlines() if "cuda.syncthreads()" in line)  # SOLUTION
+syncthreads
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q1_syncthreads(syncthreads):
+    from checks import nb06
+    nb06.q1_syncthreads(syncthreads)
+
+test_q1_syncthreads(syncthreads)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## Running it
+#
+# `gpu_backend.run(plan, inputs)` allocates device buffers, launches the kernels in plan order and copies the
+# outputs back. In the simulator every CUDA thread is a Python thread: slow, but the same kernel code.
+
+# %%
+inputs = asim.random_inputs(g)
+t0 = time.perf_counter()
+cuda_out = gpu_backend.run(plan, inputs)
+t_cuda = time.perf_counter() - t0
+t0 = time.perf_counter()
+simt_out = asim.simulate(plan, inputs).outputs
+t_simt = time.perf_counter() - t0
+ref = asim.reference(g, inputs)
+print(f"CUDA kernels vs numpy: max |diff| {np.max(np.abs(cuda_out[0] - ref[0])):.1e}   "
+      f"SIMT model vs numpy: {np.max(np.abs(simt_out[0] - ref[0])):.1e}")
+print(f"wall clock on this CPU: Numba CUDA simulator {t_cuda * 1e3:.0f} ms, SIMT model {t_simt * 1e3:.1f} ms")
+
+# %% [markdown]
+# An XLA plan becomes several kernels, launched one after the other; each reads what the previous wrote
+# from global memory.
+
+# %%
+xla_plan = asim.compile(g, strategy="xla", gpu="V100")
+xla_source = gpu_backend.generate_source(xla_plan)
+print(xla_source[:xla_source.index("@jit")])            # the module's header lists its kernels
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q2_xla_kernels
+# points: 1
+
+# %% [markdown]
+# **Exercise 2.** How many kernel functions does the generated module for `xla_plan` define? Count them in
+# the source (each is decorated with `@jit(...)`), and compare with `len(xla_plan.kernels)`.
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+xla_kernels = xla_source.count("\n@jit(")  # SOLUTION
+xla_kernels
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q2_xla_kernels(xla_kernels):
+    from checks import nb06
+    nb06.q2_xla_kernels(xla_kernels)
+
+test_q2_xla_kernels(xla_kernels)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# ## A grid barrier in code
+#
+# The Figure 7 graph at `N=32, C=64` stitches `power.1` Global across 2 blocks. A grid barrier needs a
+# **cooperative launch**; in the simulator, `gpu_backend` runs every thread of every block at once so that
+# `grid.sync()` is a real barrier over all of them (about 4 seconds here: 2048 Python threads).
+
+# %%
+g7 = asim.workload("paper_fig7", n=32, c=64)
+plan7 = asim.compile(g7, strategy="astitch", gpu="V100")
+source7 = gpu_backend.generate_source(plan7)
+for number, line in enumerate(source7.splitlines(), 1):
+    if "grid" in line and ("sync" in line or "this_grid" in line):
+        print(f"{number:4d}: {line.strip()}")
+inputs7 = asim.workloads.workload_inputs(g7)
+out7 = gpu_backend.run(plan7, inputs7)
+print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7)[0])))
+
+# %% [markdown]
+# ## Measured against predicted
+#
+# The test that matters for a cost model is a GPU: run every plan, time it, compare with the prediction.
+# `benchmarks/gpu_bench.py` does exactly that and writes `results.json` files under `benchmarks/results/`;
+# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU.
+
+# %%
+# the repository's benchmarks/results, found from wherever inside the checkout this notebook runs
+results_dir = next(p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)
+                   if (p / "benchmarks" / "results").is_dir())
+measured = asim.gpu_measurements(str(results_dir))
+print(measured)
+
+# %% [markdown]
+# **There are none.** No GPU has been lent to this project yet, so every time in these notebooks is a
+# *prediction* of the SIMT model's cost model, with constants that are estimates until calibrated
+# (`astitch_sim/simt/cost.py`, `benchmarks/README.md`). When a GPU run is committed, the cells below plot
+# measured against predicted without any change.
+#
+# What *is* committed: the SIMT model's predictions for the benchmark suite, with their provenance.
+
+# %%
+with open(results_dir / "simt_predictions.json") as f:
+    predictions = json.load(f)
+print(predictions["provenance"]["what"])
+print("made", predictions["provenance"]["date"], "at commit", predictions["provenance"]["git_commit"][:10])
+rows = predictions["rows"]
+cases = list(dict.fromkeys(r["case"] for r in rows if r["gpu"] == "H100"))
+pred = {(r["case"], r["strategy"]): r["predicted_us"] for r in rows if r["gpu"] == "H100"}
+
+# %% [raw]
+# # BEGIN QUESTION
+# name: q3_measurements
+# points: 1
+
+# %% [markdown]
+# **Exercise 3.** How many GPU-measured plan timings does this checkout hold? (Not predictions.)
+
+# %% [raw]
+# # BEGIN SOLUTION
+
+# %%
+n_measurements = len(measured.rows)  # SOLUTION
+n_measurements
+
+# %% [raw]
+# # END SOLUTION
+
+# %% [raw]
+# # BEGIN TESTS
+
+# %%
+def test_q3_measurements(n_measurements):
+    from checks import nb06
+    nb06.q3_measurements(n_measurements)
+
+test_q3_measurements(n_measurements)
+
+# %% [raw]
+# # END TESTS
+
+# %% [raw]
+# # END QUESTION
+
+# %% [markdown]
+# Predictions go stale when the compiler changes. Recompute one case live and compare with the file:
+
+# %%
+fig7 = asim.workload("paper_fig7")
+live = asim.simulate(asim.compile(fig7, "astitch", "H100"), asim.workloads.workload_inputs(fig7)).stats.predicted_us
+print(f"Figure 7, astitch, H100: file {pred[('paper Figure 7', 'astitch')]:.2f} us, live {live:.2f} us"
+      + ("" if abs(live - pred[("paper Figure 7", "astitch")]) < 0.05 else
+         "  -> the file is older than the code: python benchmarks/simt_predictions.py regenerates it"))
+
+# %% [markdown]
+# ## Our numbers
+#
+# Left: the SIMT model's predicted time of the benchmark suite on the H100 preset (committed file), XLA
+# against AStitch. Right: measured GPU time against the prediction -- an empty panel that says so while no
+# measurement exists -- and the one thing measured in this notebook: the wall clock of the two simulators on
+# this CPU for the same kernel (what each is good for: the SIMT model for sizes, the CUDA simulator for the
+# real kernel code).
+
+# %%
+fig = figures.new_figure((13, 4.2))
+ax1, ax2, ax3 = fig.subplots(1, 3, gridspec_kw={"width_ratios": [3, 2, 1.3]})
+y = np.arange(len(cases))
+for dy, s, colour in ((-0.2, "xla", "#4c72b0"), (0.2, "astitch", "#55a868")):
+    ax1.barh(y + dy, [pred[(c, s)] for c in cases], height=0.38, label=s, color=colour)
+ax1.set_yticks(y)
+ax1.set_yticklabels(cases, fontsize=7)
+ax1.invert_yaxis()
+ax1.set_xscale("log")
+ax1.set_xlabel("predicted us (SIMT model, H100 preset)")
+ax1.legend(fontsize=8)
+ax1.set_title("predictions (committed file)", fontsize=9)
+if measured.rows:
+    for m in measured.rows:
+        key = next((c for c in cases if any(r["case"] == c and r["workload"] == m.workload for r in rows)), None)
+        if key and (key, m.strategy) in pred:
+            ax2.loglog(pred[(key, m.strategy)], m.gpu_us, "o")
+    lo, hi = ax2.get_xlim()
+    ax2.plot([lo, hi], [lo, hi], color="grey", linestyle=":")
+    ax2.set_xlabel("predicted us")
+    ax2.set_ylabel(f"measured us ({', '.join(sorted({m.device for m in measured.rows}))})")
+    ax2.set_title("measured vs predicted", fontsize=9)
+else:
+    ax2.text(0.5, 0.5, "no GPU measurements\ncommitted yet\n(no GPU has been lent\nto this project)",
+             ha="center", va="center", fontsize=10, transform=ax2.transAxes)
+    ax2.set_xticks([])
+    ax2.set_yticks([])
+    ax2.set_title("measured vs predicted", fontsize=9)
+walls = [t_cuda * 1e3, t_simt * 1e3]
+ax3.bar(["CUDA\nsimulator", "SIMT\nmodel"], walls, color=["#dd8452", "#55a868"])
+for i, ms in enumerate(walls):
+    ax3.text(i, ms, f"{ms:.1f} ms", ha="center", va="bottom", fontsize=8)
+ax3.set_ylabel("ms on this CPU (measured)")
+ax3.set_title("layernorm 2x16, wall clock", fontsize=9)
+fig.tight_layout()
+fig

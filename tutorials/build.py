@@ -1,0 +1,316 @@
+"""Build, run and verify the tutorials (instructors, CI and authors use this one script).
+
+    python tutorials/build.py sync               # .py sources -> .ipynb (no outputs): after editing a .py
+    python tutorials/build.py check-sync         # exit 1 if an .ipynb differs from its .py
+    python tutorials/build.py student [--out D]  # otter assign: student notebooks (solutions stripped)
+                                                 #   and autograder zips, in D (default tutorials/dist)
+    python tutorials/build.py run [--out D] [NN ...]
+                                                 # execute the notebooks with their solutions in a fresh
+                                                 #   kernel, verify every check, keep executed copies
+                                                 #   (with outputs and figures) in D (default tutorials/dist/executed)
+
+The sources are the jupytext percent-format ``NN_*.py`` files (reviewable diffs);
+each is paired with an ``NN_*.ipynb`` committed *without outputs* (``sync``
+regenerates it). The ``.ipynb`` is the otter-grader *master* notebook: it holds
+the solutions and the tests; ``student`` turns it into what students get.
+
+What ``run`` (and the test ``tests/test_tutorials.py``) verifies for each notebook:
+1. it executes top to bottom in a fresh kernel (nbclient), solutions included,
+   so every check runs on the right answer;
+2. otter-grader's student path (``grader.check``) passes every question on
+   the notebook's own solution (the student build is made first);
+3. every plausible wrong answer registered with a check (``@exercise(wrong=[...])``)
+   is rejected, both by the test cell and by ``grader.check``, with a message that
+   does not contain the right answer;
+4. every question of the notebook has a check and every check a question.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TUTORIALS = Path(__file__).resolve().parent
+REPO = TUTORIALS.parent
+#: what a notebook run needs beside the notebooks (copied, so a run never writes into the checkout)
+SUPPORT = ("checks", "data")
+
+
+def sources() -> list:
+    """The notebook sources, in course order."""
+    return sorted(TUTORIALS.glob("[0-9][0-9]_*.py"))
+
+
+def module_of(path) -> str:
+    """``01_why_memory_bound.py`` -> ``nb01`` (its checks module)."""
+    return "nb" + Path(path).name[:2]
+
+
+def _jupytext():
+    try:
+        import jupytext
+    except ImportError:
+        raise SystemExit("this needs jupytext: pip install -e '.[tutorials]'") from None
+    return jupytext
+
+
+def notebook_from_source(py):
+    """The notebook a .py source describes, outputs empty, with a kernelspec (otter needs one)."""
+    jupytext = _jupytext()
+    nb = jupytext.read(py)
+    seen: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        # cell ids from the content, so that re-syncing an unchanged cell changes nothing in git
+        digest = hashlib.sha1(f"{cell.cell_type}\n{cell.source}".encode()).hexdigest()[:12]
+        seen[digest] = seen.get(digest, 0) + 1
+        cell.id = digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
+    nb.metadata.setdefault("kernelspec", {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                          "name": "python3"})
+    return nb
+
+
+def _cells(nb) -> list:
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+def out_of_sync() -> list:
+    """Sources whose .ipynb is missing, differs from the .py, or carries outputs."""
+    import nbformat
+    bad = []
+    for py in sources():
+        ipynb = py.with_suffix(".ipynb")
+        if not ipynb.exists():
+            bad.append(f"{ipynb.name}: missing (run python tutorials/build.py sync)")
+            continue
+        nb = nbformat.read(ipynb, as_version=4)
+        if _cells(nb) != _cells(notebook_from_source(py)):
+            bad.append(f"{ipynb.name}: differs from {py.name} (run python tutorials/build.py sync)")
+        if any(c.get("outputs") for c in nb.cells if c.cell_type == "code"):
+            bad.append(f"{ipynb.name}: has outputs; commit notebooks without outputs (build.py sync)")
+    return bad
+
+
+def sync() -> None:
+    import nbformat
+    for py in sources():
+        nb = notebook_from_source(py)
+        nb.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
+        nbformat.write(nb, py.with_suffix(".ipynb"))
+        print(f"wrote {py.with_suffix('.ipynb').relative_to(REPO)}")
+
+
+def stage_copy(dest: Path) -> Path:
+    """A copy of what the notebooks need, laid out as in the repository: dest/tutorials, dest/benchmarks."""
+    tut = dest / "tutorials"
+    tut.mkdir(parents=True, exist_ok=True)
+    for py in sources():
+        shutil.copy(py.with_suffix(".ipynb"), tut)
+    for name in SUPPORT:
+        src = TUTORIALS / name
+        if src.exists():
+            shutil.copytree(src, tut / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    results = REPO / "benchmarks" / "results"
+    if results.exists():
+        shutil.copytree(results, dest / "benchmarks" / "results", dirs_exist_ok=True)
+    return tut
+
+
+def assign(ipynb: Path, out: Path) -> Path:
+    """``otter assign`` one master notebook into ``out`` (student/ and autograder/); returns ``out``."""
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "otter", "assign", str(ipynb), str(out)]
+    proc = subprocess.run(cmd, cwd=ipynb.parent, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"otter assign {ipynb.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return out
+
+
+VERIFY = r'''
+import inspect as _inspect, json as _json, re as _re
+import otter as _otter
+from checks import core as _core
+
+def _forms(v):
+    """How the right answer could appear in a hint (numbers with word boundaries)."""
+    if isinstance(v, bool) or v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    try:
+        import numbers
+        if isinstance(v, numbers.Real):
+            f = float(v)
+            out = {f"{f:.3g}", f"{f:.4g}", f"{f:.2f}", repr(v)}
+            if f == int(f):
+                out.add(str(int(f)))
+            return sorted(out)
+    except Exception:
+        pass
+    if isinstance(v, dict):
+        return [f"{k}: {x}" for k, x in v.items()] or []
+    if isinstance(v, (list, tuple, set, frozenset)) and all(isinstance(x, str) for x in v):
+        return list(v)
+    return []
+
+def _leaks(msg, v):
+    forms = _forms(v)
+    if not forms:
+        return False
+    hits = [f for f in forms if _re.search(r"(?<![\w.])" + _re.escape(f) + r"(?![\w])", msg)]
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return bool(hits)
+    return len(hits) == len(forms)          # a collection: leaked when every item is named
+
+_report = {"checked": {}, "problems": []}
+_grader = _otter.Notebook(nb_path=__STUDENT_NB__, tests_dir=__TESTS_DIR__)
+for _name, _ex in _core.exercises(__MODULE__).items():
+    _test = globals().get("test_" + _name)
+    if _test is None:
+        _report["problems"].append(f"{_name}: the notebook has no test cell test_{_name}")
+        continue
+    _params = list(_inspect.signature(_test).parameters)
+    _right = {p: globals().get(p) for p in _params}
+    _res = _grader.check(_name, dict(globals()))
+    if not _res.passed_all:
+        _report["problems"].append(f"{_name}: grader.check fails on the notebook's solution: {_res}")
+    if not _ex.wrong:
+        _report["problems"].append(f"{_name}: no wrong answers registered")
+    _n = 0
+    for _args in _ex.wrong_arguments(dict(globals())):
+        _n += 1
+        try:
+            _test(**_args)
+        except AssertionError as _e:
+            _msg = str(_e)
+            if not _msg.strip():
+                _report["problems"].append(f"{_name}: wrong answer {_args} rejected with no message")
+            for _p, _v in _right.items():
+                if _p in _args and _leaks(_msg, _v):
+                    _report["problems"].append(f"{_name}: the hint for {_args} gives the answer away: {_msg}")
+        else:
+            _report["problems"].append(f"{_name}: wrong answer {_args} accepted")
+        _env = dict(globals()); _env.update(_args)
+        if _grader.check(_name, _env).passed_all:
+            _report["problems"].append(f"{_name}: grader.check accepts wrong answer {_args}")
+    _report["checked"][_name] = _n
+_questions = __QUESTIONS__
+_missing = sorted(set(_questions) - set(_report["checked"]))
+if _missing:
+    _report["problems"].append(f"questions without a registered check: {_missing}")
+print("VERIFY-REPORT " + _json.dumps(_report, default=str))
+'''
+
+
+def questions(nb) -> list:
+    """Question names of a master notebook (its ``# BEGIN QUESTION`` raw cells)."""
+    import yaml
+    out = []
+    for c in nb.cells:
+        if c.cell_type == "raw" and c.source.lstrip().startswith("# BEGIN QUESTION"):
+            out.append(yaml.safe_load(c.source.split("\n", 1)[1])["name"])
+    return out
+
+
+def execute(ipynb: Path, student: Path, timeout: int = 600) -> tuple:
+    """Execute a master notebook in a fresh kernel, then verify its checks in the same kernel.
+
+    Returns ``(executed notebook, report dict, seconds)``; raises on a failing cell.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(ipynb, as_version=4)
+    qs = questions(nb)
+    student_nb = student / "student" / ipynb.name
+    code = (VERIFY.replace("__STUDENT_NB__", repr(str(student_nb)))
+            .replace("__TESTS_DIR__", repr(str(student / "student" / "tests")))
+            .replace("__MODULE__", repr(module_of(ipynb))).replace("__QUESTIONS__", repr(qs)))
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(ipynb.parent)}})
+    t0 = time.time()
+    with client.setup_kernel():
+        for i, cell in enumerate(nb.cells):
+            client.execute_cell(cell, i)
+        extra = nbformat.v4.new_code_cell(code)
+        nb.cells.append(extra)
+        client.execute_cell(extra, len(nb.cells) - 1)
+    seconds = time.time() - t0
+    report = None
+    for out in nb.cells[-1].outputs:
+        text = out.get("text", "")
+        for line in text.splitlines():
+            if line.startswith("VERIFY-REPORT "):
+                report = json.loads(line[len("VERIFY-REPORT "):])
+    nb.cells.pop()                                    # the executed copy shows only the notebook itself
+    if report is None:
+        raise RuntimeError(f"{ipynb.name}: the verification cell printed no report: {nb.cells[-1]}")
+    return nb, report, seconds
+
+
+def run(selected=None, out: Path | None = None) -> int:
+    import nbformat
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="astitch-tutorials-") as tmp:
+        tut = stage_copy(Path(tmp))
+        for py in sources():
+            if selected and not any(py.name.startswith(s) for s in selected):
+                continue
+            ipynb = tut / py.with_suffix(".ipynb").name
+            built = assign(ipynb, Path(tmp) / "dist" / py.stem)
+            nb, report, seconds = execute(ipynb, built)
+            status = "ok" if not report["problems"] else "PROBLEMS"
+            print(f"{py.stem}: {status} in {seconds:.1f}s; wrong answers rejected per check: {report['checked']}")
+            for p in report["problems"]:
+                print(f"  - {p}")
+            failures += bool(report["problems"])
+            if out is not None:
+                out.mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, out / ipynb.name)
+    return failures
+
+
+def student(out: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="astitch-tutorials-") as tmp:
+        tut = stage_copy(Path(tmp))
+        for py in sources():
+            built = assign(tut / py.with_suffix(".ipynb").name, Path(tmp) / "dist" / py.stem)
+            dest = out / py.stem
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(built, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            print(f"{py.stem}: student/ and autograder/ in {dest.relative_to(Path.cwd()) if dest.is_relative_to(Path.cwd()) else dest}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("sync", help="write every .ipynb from its .py source (no outputs)")
+    sub.add_parser("check-sync", help="exit 1 if an .ipynb differs from its .py source")
+    s = sub.add_parser("student", help="otter assign: student notebooks and autograder zips")
+    s.add_argument("--out", type=Path, default=TUTORIALS / "dist")
+    r = sub.add_parser("run", help="execute and verify the notebooks; keep executed copies")
+    r.add_argument("--out", type=Path, default=TUTORIALS / "dist" / "executed")
+    r.add_argument("only", nargs="*", help="notebook numbers (01 02 ...); default all")
+    a = ap.parse_args(argv)
+    if a.cmd == "sync":
+        sync()
+        return 0
+    if a.cmd == "check-sync":
+        bad = out_of_sync()
+        print("\n".join(bad) or "all notebooks in sync with their sources")
+        return 1 if bad else 0
+    if a.cmd == "student":
+        student(a.out.resolve())
+        return 0
+    return 1 if run(a.only, a.out.resolve()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
