@@ -7,13 +7,18 @@
   reduce over the minor-most dims reads contiguous memory per task (row);
   over the major-most dims each task strides through memory (column);
 * memory-intensive clusters: maximal groups of memory-intensive ops between
-  compute-intensive ones (dot), the scope of one AStitch kernel.
+  library ops (dot, and the ops the stitcher cannot fuse: sort, topk, scatter,
+  reduce-window), the scope of one AStitch kernel;
+* what a library kernel reads: its operands from global memory -- or, for an
+  operand that is only a row-major reshape of a value already in memory, that
+  value's buffer as it is (a *view*: no kernel copies it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .graph import Graph, Node
+from .reducers import reduce_inputs
 
 #: ops that never need a kernel of their own: no data moves or the value is inlined
 FREE_OPS = ("parameter", "constant", "iota", "broadcast", "reshape", "bitcast", "copy")
@@ -23,8 +28,48 @@ def is_free(node: Node) -> bool:
     return node.op in FREE_OPS
 
 
+def is_boundary(node: Node) -> bool:
+    """A library op: it runs as its own kernel, and the stitcher plans around it."""
+    return node.kind == "library"
+
+
 def is_compute(node: Node) -> bool:
-    return node.kind == "dot"
+    """Compute-intensive (a matrix product)."""
+    return node.op == "dot"
+
+
+#: ops that only reinterpret their operand's bytes: a row-major reshape keeps every element's flat position
+VIEW_OPS = ("reshape", "bitcast")
+
+
+def in_memory(node: Node) -> bool:
+    """Values that are in global memory without any generated kernel writing them."""
+    return node.op == "parameter" or (node.op == "constant" and node.rank > 0) or is_boundary(node)
+
+
+def boundary_source(operand: Node) -> Node:
+    """The buffer a library kernel reads for ``operand``.
+
+    A chain of row-major reshapes/bitcasts of a value already in memory (a
+    parameter, an array constant, another library kernel's result) is read as a
+    view of that value -- ``x.reshape(B*T, D) @ w`` reads ``x`` itself, as cuBLAS
+    would.  Anything else (a broadcast such as ``jnp.repeat``'s, a transpose, a
+    computed value) is the operand itself, which an earlier kernel must write.
+    """
+    base = operand
+    while base.op in VIEW_OPS:
+        base = base.operands[0]
+    return base if base is not operand and in_memory(base) else operand
+
+
+def read_directly(node: Node, user: Node) -> bool:
+    """Does ``user`` read ``node``'s own values (not as a view of a buffer already in memory)?"""
+    return not (is_boundary(user) and boundary_source(node) is not node)
+
+
+def must_materialise(node: Node) -> bool:
+    """Does a library kernel read ``node`` itself from global memory (so some kernel must write it)?"""
+    return not in_memory(node) and any(is_boundary(u) and boundary_source(node) is node for u in node.users)
 
 
 def is_expensive(node: Node) -> bool:
@@ -38,9 +83,9 @@ def is_expanding_broadcast(node: Node) -> bool:
 
 def edge_class(producer: Node, consumer: Node) -> str:
     """Element-level dependency of ``consumer`` on ``producer``."""
-    if consumer.kind == "dot":
-        return "compute"
-    if consumer.op == "reduce" and consumer.operands[0] is producer:
+    if is_boundary(consumer):
+        return consumer.opdef.dependency
+    if consumer.op == "reduce" and producer in reduce_inputs(consumer):
         return "many-to-one"
     if is_expanding_broadcast(consumer):
         return "one-to-many"
@@ -102,12 +147,14 @@ def classify_reduce(node: Node) -> ReduceShape:
 
 
 def memory_clusters(graph: Graph) -> list[list[Node]]:
-    """Connected groups of memory-intensive ops, split at compute-intensive ones (dot).
+    """Connected groups of memory-intensive ops, split at library ops (dot, sort, scatter...).
 
     Two ops are in one cluster when one feeds the other directly; sources
-    (parameters, constants) do not connect clusters.
+    (parameters, constants) do not connect clusters.  A cluster of free ops only
+    (reshapes, broadcasts) needs no kernel -- unless it is an output or a library
+    kernel must read one of its values from memory (``jnp.repeat`` before a matmul).
     """
-    live = [n for n in graph.live_nodes() if n.op not in ("parameter", "constant") and not is_compute(n)]
+    live = [n for n in graph.live_nodes() if n.op not in ("parameter", "constant") and not is_boundary(n)]
     live_names = {n.name for n in live}
     parent = {n.name: n.name for n in live}
 
@@ -124,7 +171,7 @@ def memory_clusters(graph: Graph) -> list[list[Node]]:
     groups: dict[str, list[Node]] = {}
     for n in live:
         groups.setdefault(find(n.name), []).append(n)
-    return [g for g in groups.values() if any(not is_free(n) for n in g) or any(n in graph.outputs for n in g)]
+    return [g for g in groups.values() if any(not is_free(n) or n in graph.outputs or must_materialise(n) for n in g)]
 
 
 def ancestors(node: Node, cache: dict | None = None) -> set:

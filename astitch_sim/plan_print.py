@@ -32,9 +32,20 @@ def format_kernel(plan, k, index: int) -> list:
     g = plan.graph
     lines = []
     if k.kind == "library":
-        node = g[k.library_op]
-        lines.append(f"kernel {index}  {k.name}  [library]  grid={k.grid} block={k.block}")
-        lines.append(f"  {node}")
+        from .boundary import LIBRARY_OPS
+        head = g[k.library_op]
+        lib = LIBRARY_OPS.get(head.op)
+        what = f": {lib.stands_for}" if lib else ""
+        lines.append(f"kernel {index}  {k.name}  [library{what}]  grid={k.grid} block={k.block}")
+        for n in k.outputs or [k.library_op]:
+            lines.append(f"  {g[n]}")
+        reads = [f"{o} (as a view of {b})" for o, b in k.views.items()]
+        reads += [n for n in k.inputs if n not in k.views.values()]
+        if reads:
+            lines.append(f"  reads  {', '.join(reads)}  (global)")
+        lines.append(f"  writes {', '.join(k.outputs or [k.library_op])}  (global)")
+        if lib:
+            lines.append(f"  ---- kernel boundary: {head.op} is not stitched ({lib.why}) ----")
         return lines
     wave = plan.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
     waves = -(-k.grid // wave)
@@ -78,7 +89,7 @@ def plan_to_dot(plan) -> str:
     clusters, attrs = {}, {}
     seen = set()
     for i, k in enumerate(plan.kernels):
-        names = [n for n in (k.computed if k.kind == "generated" else [k.library_op]) if n not in seen]
+        names = [n for n in k.computed if n not in seen]
         seen.update(names)
         clusters[f"kernel {i}: {k.name}"] = names
         for n, sc in k.schemes.items():

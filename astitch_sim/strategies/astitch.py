@@ -41,8 +41,9 @@ from __future__ import annotations
 from math import ceil
 
 from ..errors import AStitchError
-from ..analysis import ancestors, classify_reduce, is_compute, is_expensive, is_free, is_one_to_many_producer, \
-    memory_clusters
+from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
+    is_one_to_many_producer, memory_clusters, read_directly
+from ..boundary import library_groups
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
@@ -143,7 +144,7 @@ def _groups_for(graph, names: set, escapes: set) -> list:
 
         def visit(x):
             for o in x.operands:
-                if o.name in seen or o.name not in names or o.op in ("parameter", "constant") or is_compute(o):
+                if o.name in seen or o.name not in names or o.op in ("parameter", "constant") or is_boundary(o):
                     continue
                 seen.add(o.name)
                 if o.name in home:
@@ -245,7 +246,7 @@ def _epilogue_merge(graph, groups, d, names, home):
                 seen.add(o.name)
                 if o.name in mine:
                     touches = True
-                elif o.op in ("parameter", "constant") or o.name not in names or o.name in home or is_compute(o):
+                elif o.op in ("parameter", "constant") or o.name not in names or o.name in home or is_boundary(o):
                     if o.rank and tuple(o.shape) != tuple(tshape):
                         ok = False
                 elif o.kind in ("elementwise",) or (o.op == "broadcast" and o.operands[0].rank == 0) \
@@ -370,12 +371,13 @@ def astitch_plan(graph, gpu) -> Plan:
     position = {n.name: i for i, n in enumerate(graph)}
     clusters = sorted(memory_clusters(graph), key=lambda c: min(position[n.name] for n in c))
     scopes = _remote_stitch(graph, clusters)
-    dots = [n for n in graph.live_nodes() if is_compute(n)]
+    libs = library_groups(graph.live_nodes())
     outputs = {o.name for o in graph.outputs}
-    units = [("stitch", s) for s in scopes] + [("library", {d.name}) for d in dots]
+    units = [("stitch", s) for s in scopes] + [("library", {n.name for n in group}) for group in libs]
 
     def deps(unit):
-        return {o.name for n in unit[1] for o in graph[n].operands if o.name not in unit[1]}
+        srcs = (boundary_source(o) if unit[0] == "library" else o for n in unit[1] for o in graph[n].operands)
+        return {o.name for o in srcs if o.name not in unit[1]}
 
     owner = {n: i for i, u in enumerate(units) for n in u[1]}
     ordered, done = [], set()
@@ -393,11 +395,12 @@ def astitch_plan(graph, gpu) -> Plan:
     kernels = []
     for kind, names in ordered:
         if kind == "library":
-            kernels.append(library_kernel(graph, graph[next(iter(names))], len(kernels)))
+            kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
             continue
-        escapes = {n for n in names if n in outputs or any(u.name not in names for u in graph[n].users)}
+        escapes = {n for n in names if n in outputs or any(u.name not in names and read_directly(graph[n], u)
+                                                           for u in graph[n].users)}
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
         kernels.append(_build_kernel(graph, gpu, names, escapes, len(kernels)))
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
-             f"{len(dots)} library kernel(s)"]
+             f"{len(libs)} library kernel(s)"]
     return Plan(graph, "astitch", gpu, kernels, notes)
