@@ -83,7 +83,7 @@ def np_topk(node, x):
 def infer_sort(operands, attrs, name, require):
     x = operands[0]
     dim = attrs.get("dimension")
-    require(isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) and 0 <= dim < max(x.rank, 1),
+    require(isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) and 0 <= dim < x.rank,
             name, f"sort dimension={dim!r} must be a dim of the operand (rank {x.rank})")
     for o in operands:
         require(o.shape == x.shape, name, "every operand of a sort must have the same shape")
