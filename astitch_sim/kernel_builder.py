@@ -21,6 +21,7 @@ from math import ceil
 import numpy as np
 
 from .errors import AStitchError
+from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
@@ -217,11 +218,15 @@ def stage_membership(graph, stages, name: str = "kernel"):
     for i, s in enumerate(stages):
         for n in s.ops:
             copies.setdefault(n, set()).add(i)
-            if n in stage_of and (graph[n].op == "reduce" or part_of[n] == "epilogue"):
+            if n in stage_of and (graph[n].op == "reduce" or part_of[n] == "epilogue") and \
+                    not is_scalar_of_inputs(graph[n]):
                 raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
             stage_of.setdefault(n, i)
             part_of.setdefault(n, "ops")
         for n in s.epilogue:
+            if n in stage_of and part_of[n] == "ops" and is_scalar_of_inputs(graph[n]):
+                copies[n].add(i)             # a scalar of inputs: every stage computes its own copy
+                continue
             if n in stage_of:
                 raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
             stage_of[n], part_of[n] = i, "epilogue"

@@ -103,7 +103,7 @@ def validate_plan(plan, barriers: bool = True) -> None:
                         j = computed_at[o.name]
                         if j > i:
                             raise AStitchError(f"{where}: stage {i} reads {o.name} which stage {j} computes later")
-                        if j < i:
+                        if j < i and o.name not in s.ops and o.name not in s.epilogue:   # not its own copy
                             _check_visible(k, o.name, j, i, where, barriers)
                     elif not (o.op == "constant" and o.rank == 0) and o.name not in produced:
                         raise AStitchError(f"{where}: {n} reads {o.name}, which is neither computed here nor an input")

@@ -42,7 +42,8 @@ from math import ceil
 
 from ..errors import AStitchError
 from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
-    is_one_to_many_producer, memory_clusters, read_directly
+    is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
+    with_rematerialised
 from ..boundary import library_groups
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
@@ -191,9 +192,10 @@ def _groups_for(graph, names: set, escapes: set) -> list:
             epi = None
         if epi is not None:
             gr, members = epi
-            gr.epilogue.extend(members)
             for m in members:
-                home[m.name] = gr
+                if m not in gr.epilogue:
+                    gr.epilogue.append(m)
+                home.setdefault(m.name, gr)
             continue
         gr = _elementwise_group(graph, groups, d, cache)
         if gr in groups and not joinable(gr, d):
@@ -244,7 +246,11 @@ def _epilogue_merge(graph, groups, d, names, home):
                 if o.name in seen or not ok:
                     continue
                 seen.add(o.name)
-                if o.name in mine:
+                if is_scalar_of_inputs(o) and o.name in names:     # recomputed per task, never stored
+                    if o not in gr.epilogue:
+                        visit(o)
+                        members.append(o)
+                elif o.name in mine:
                     touches = True
                 elif o.op in ("parameter", "constant") or o.name not in names or o.name in home or is_boundary(o):
                     if o.rank and tuple(o.shape) != tuple(tshape):
@@ -277,9 +283,9 @@ def _absorb_epilogue(graph, gr, names, home, cand_names):
             merged = _epilogue_merge(graph, [gr], u, names, home)
             if merged is not None:
                 for m in merged[1]:
-                    if m.name not in home:
+                    if m not in gr.epilogue and (m.name not in home or is_scalar_of_inputs(m)):
                         gr.epilogue.append(m)
-                        home[m.name] = gr
+                        home.setdefault(m.name, gr)
                         work.append(m)
 
 
@@ -397,8 +403,11 @@ def astitch_plan(graph, gpu) -> Plan:
         if kind == "library":
             kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
             continue
+        scope = with_rematerialised(names, graph)
         escapes = {n for n in names if n in outputs or any(u.name not in names and read_directly(graph[n], u)
+                                                           and (is_boundary(u) or not is_rematerialisable(graph[n]))
                                                            for u in graph[n].users)}
+        names = scope
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
         kernels.append(_build_kernel(graph, gpu, names, escapes, len(kernels)))
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
