@@ -24,19 +24,31 @@ How HLO maps onto the Graph:
   and its layout as attr ``layout`` (minor-to-major, HLO's ``{1,0}``);
 * ``reduce(x, init), to_apply=R`` becomes a reduce node whose ``reducer`` is read off
   region ``R``: its root must be one ``add | maximum | minimum | multiply | and | or``
-  of its two parameters (sum, max, min, prod, and, or);
+  of its two parameters (sum, max, min, prod, and, or); ``reduce-window`` likewise;
+* the variadic ``reduce(x, iota, init, init)`` of ``jnp.argmax``/``argmin``, ``sort``
+  (its comparator) and ``scatter`` (its combiner: a reducer, or ``assign`` when the
+  region returns the update) are identified by what their region *computes*: it is
+  run on probe values (NaNs, signed zeros, ties) and must agree with argmax/argmin,
+  a lexicographic order or a combiner exactly (:mod:`astitch_sim.regions`);
+* an instruction whose result is a tuple (variadic reduce, sort of several operands,
+  ``topk``) becomes one node per element, named ``<name>#<i>``, with attr ``result=i``;
+* ``gather``, ``scatter``, ``dynamic-slice`` (``dynamic_slice_sizes``), ``topk``
+  (``k``, ``largest``) and ``reduce-window`` (``window={size=.. stride=.. pad=..}``)
+  keep their attributes under HLO's names; each opcode's attribute parser is one
+  entry of the ``_ATTRS`` table;
 * ``call(args), to_apply=C`` (and ``fusion(args), calls=C``) is inlined: ``C``'s
   nodes are added under the name ``<call name>/<instruction name>``;
 * ``tuple(...)`` is a python list of values, ``get-tuple-element`` picks from it and
   ``opt-barrier`` (a rematerialisation fence) passes it through; an entry ROOT tuple
   gives several graph outputs, in order.
 
-Not supported (an AStitchError says so): variadic reduces (argmax style), reducer
-regions other than one binary op of the two parameters, ops outside the table
-(sort, gather, while, custom-call...), dynamic shapes, and elided constants ``{...}``.
+Not supported (an AStitchError says so): reducer regions other than one binary op of
+the two parameters or argmax/argmin, sort comparators other than lexicographic orders,
+variadic scatters and reduce-windows, window dilation, ops outside the table (while,
+conditional, custom-call, rng...), dynamic shapes, and elided constants ``{...}``.
 
 Every failure is an :class:`~astitch_sim.errors.AStitchError`; messages about a place
-in the text start with its line number: ``line 7: unsupported op 'sort' in 'sort.3' ...``.
+in the text start with its line number: ``line 7: unsupported op 'while' in 'while.3' ...``.
 """
 from __future__ import annotations
 

@@ -25,6 +25,10 @@ def _value_line(g, k, s, n, where) -> str:
     rc = s.recompute.get(n)
     if rc and rc > 1:
         tag += f"  (computed {rc}x per value)"
+    if node.kind == "indexed":
+        tag += "  (indexed load: run-time indices)"
+    elif node.op == "reduce" and len(node.operands) == 4:
+        tag += f"  ({node.attrs['reducer']}: a (value, index) reduce)"
     return f"  {where}{n:<18} {node.op:<14} {shape_str(node.shape, node.dtype):<16} {tag}"
 
 
