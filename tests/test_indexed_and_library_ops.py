@@ -125,6 +125,29 @@ def test_indexed_loads_and_argmax_are_stitched():
         np.testing.assert_array_equal(got, want)
 
 
+def test_an_argmax_is_never_split_over_blocks_even_beside_a_splittable_reduce():
+    """max and argmax of the same long rows share a stage (siblings); the pair reduce cannot be split, so the
+    stage is not, while a lone sum over the same rows still is (task splitting)."""
+    g = Graph("siblings")
+    x = g.parameter("x", (4, 32000))
+    c = g.parameter("c", (32000, 4))
+    g.set_outputs(g.reduce(x, 1, "max"), g.argmax(x, 1), g.reduce(c, 0, "sum"), g.argmin(c, 0))
+    lone = Graph("lone")
+    y = lone.parameter("x", (4, 32000))
+    lone.set_outputs(lone.reduce(y, 1, "sum"))
+    assert asim.compile(lone, "astitch").kernels[0].stages[0].mapping.splits > 1
+    ins = asim.random_inputs(g)
+    ref = asim.reference(g, ins)
+    for strategy in asim.STRATEGIES:
+        plan = asim.compile(g, strategy)
+        for k in plan.generated:
+            for st in k.stages:
+                if any(len(g[n].operands) == 4 for n in st.reduces):
+                    assert st.mapping.splits == 1, (strategy, k.name)
+        for got, want in zip(asim.simulate(plan, ins).outputs, ref):
+            np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
 def test_embedding_lookup_reads_only_the_rows_it_gathers():
     """The SIMT model counts the bytes a gather really touches, not the whole table."""
     g = Graph("embed")

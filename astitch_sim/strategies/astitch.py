@@ -45,6 +45,7 @@ from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary,
     is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
     with_rematerialised
 from ..boundary import library_groups
+from ..reducers import reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
@@ -101,18 +102,25 @@ def _natural_blocks(gr: _Group, gpu, wave: int, block: int) -> int:
         rows, cols = probe.rows, probe.cols
         rpb = block // _row_threads(cols, block)
         # task splitting: few long rows -> spread each row over several blocks (the paper's rule)
-        if gr.reducer_node is not None and rows < wave and cols > block:
+        if gr.reducer_node is not None and rows < wave and cols > block and _splittable(gr):
             gr.splits = prev_pow2(max(1, min(wave // max(rows, 1), ceil(cols / block))))
         return ceil(rows / rpb) * gr.splits
     if gr.kind == "columns":
-        m = column_mapping(gr.reducer_node, gpu, block, wave, _combine(gr.reducer_node))
+        m = column_mapping(gr.reducer_node, gpu, block, wave if _splittable(gr) else 1, _combine(gr))
         gr.splits = m.splits
         return m.grid
     return ceil(_size(gr.domain) / block)
 
 
-def _combine(node) -> str:
-    return "atomic" if node.attrs["reducer"] in ("sum", "max", "min") else "grid_barrier"
+def _splittable(gr: _Group) -> bool:
+    """May the group's tasks be split over blocks? Not if one of its reduces is an argmax/argmin."""
+    return all(reducer(r).splittable for r in gr.reduces) if gr.reduces else reducer(gr.reducer_node).splittable
+
+
+def _combine(gr: _Group) -> str:
+    """Split partials meet by atomics if every reduce of the group has one, else through a grid barrier."""
+    nodes = gr.reduces or [gr.reducer_node]
+    return "atomic" if all(reducer(r).atomic for r in nodes) else "grid_barrier"
 
 
 def _mapping(gr: _Group, grid: int, made: dict, block: int) -> ThreadMapping:
@@ -120,12 +128,12 @@ def _mapping(gr: _Group, grid: int, made: dict, block: int) -> ThreadMapping:
         return made[id(gr.adopt)]
     if gr.kind == "rows":
         probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
-        combine = _combine(gr.reducer_node) if gr.splits > 1 else "none"
+        combine = _combine(gr) if gr.splits > 1 else "none"
         return ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=grid,
                              threads_per_row=_row_threads(probe.cols, block), splits=gr.splits, combine=combine)
     if gr.kind == "columns":
         return ThreadMapping("columns", gr.domain, gr.groups, block=block, grid=grid, threads_per_row=min(32, block),
-                             splits=gr.splits, combine=_combine(gr.reducer_node) if gr.splits > 1 else "none")
+                             splits=gr.splits, combine=_combine(gr) if gr.splits > 1 else "none")
     return ThreadMapping("flat", gr.domain, gr.groups, block=block, grid=grid)
 
 

@@ -36,7 +36,7 @@ def flat_mapping(shape, block: int, grid: int | None = None) -> ThreadMapping:
                          grid=min(need, grid or MAX_GRID))
 
 
-def xla_reduce_mapping(node, gpu) -> ThreadMapping:
+def xla_reduce_mapping(node, gpu, siblings=()) -> ThreadMapping:
     """XLA's (2021) reduction mappings as the paper describes them.
 
     Row reduction: one block per row, the block as wide as the row (rounded up
@@ -49,17 +49,20 @@ def xla_reduce_mapping(node, gpu) -> ThreadMapping:
     """
     x = node.operands[0]
     rs = classify_reduce(node)
+    group = [node] + [s for s in siblings if s is not node]      # multi-output fusion: every reduce must fit
+    atomic = all(reducer(r).atomic for r in group)
     if rs.kind == "row":
         m = ThreadMapping("rows", x.shape, rs.groups, block=1, grid=1, threads_per_row=1)
         tpr = min(gpu.max_threads_per_block, round_up(max(m.cols, 1), gpu.warp_size))
-        if m.rows == 1 and m.cols > 8 * tpr and reducer(node).atomic:
+        if m.rows == 1 and m.cols > 8 * tpr and atomic:
             # a whole-tensor reduction: XLA spreads it over many blocks (atomics into the result)
             splits = prev_pow2(min(gpu.blocks_per_wave(tpr), ceil(m.cols / (8 * tpr))))
             return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=splits, threads_per_row=tpr,
                                  splits=splits, combine="atomic")
         return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=max(1, min(m.rows, MAX_GRID)),
                              threads_per_row=tpr)
-    return column_mapping(node, gpu, block=1024, fill_blocks=gpu.blocks_per_wave(1024), combine="atomic")
+    return column_mapping(node, gpu, block=1024, fill_blocks=gpu.blocks_per_wave(1024) if atomic else 1,
+                          combine="atomic")
 
 
 def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> ThreadMapping:

@@ -179,7 +179,7 @@ def partition_plan(graph, gpu, strategy: str) -> Plan:
             continue
         ops = sorted({n for r in g for n in members[r]}, key=position.get)
         if head.op == "reduce":
-            mapping = xla_reduce_mapping(head, gpu)
+            mapping = xla_reduce_mapping(head, gpu, [graph[r] for r in g])
         else:
             mapping = flat_mapping(head.shape, LOOP_BLOCK)
         stage = Stage(dominant=g[-1], ops=ops, mapping=mapping)
