@@ -78,6 +78,10 @@ def test_every_strategy_on_the_simt_model(name):
         res = asim.simulate(again, ins)
         for i, (got, want) in enumerate(zip(res.outputs, ref)):
             _exact(got, want, f"{name} {strategy} output {i}", 1e-6)
+        traced = asim.simulate(plan, ins, trace=True)          # per-thread accesses: no races, same values
+        assert not traced.races
+        for got, want in zip(traced.outputs, res.outputs):
+            _exact(got, want, f"{name} {strategy} traced", 0.0)
 
 
 @pytest.mark.parametrize("name", OP_FIXTURES)
