@@ -125,4 +125,22 @@ def test_gpt_plans_library_kernels_for_matmuls_and_stitches_the_rest(name, dots,
         stitched = [n for k in plan.generated for n in k.computed]
         assert not any(g[n].kind == "library" for n in stitched)
         launches[strategy] = len(plan.kernels)
+        assert max(k.shared_bytes for k in plan.kernels) <= plan.gpu.shared_per_block_default
     assert launches["astitch"] < launches["xla"] < launches["unfused"]
+
+
+@pytest.mark.slow
+def test_gpt_kernels_compile_with_numba_cuda_for_a_real_gpu(tmp_path):
+    """Every kernel the backend generates for the GPT (forward: xla and astitch; training step: astitch,
+    31 stitched stages of AdamW among them) passes Numba-CUDA's type inference and lowering to NVVM IR."""
+    import os
+    import subprocess
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
+    for strategies, name in (("xla,astitch", "gpt_forward"), ("astitch", "gpt_train_step")):
+        r = subprocess.run([sys.executable, "-m", "gpu_backend.typecheck", "--strategies", strategies,
+                            str(FIXTURES / "models" / f"{name}.hlo")], capture_output=True, text=True, env=env,
+                           cwd=root, timeout=900)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+        assert r.stdout.count("ok ") == len(strategies.split(","))

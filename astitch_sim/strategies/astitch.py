@@ -49,7 +49,7 @@ from ..reducers import reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
-from .common import column_mapping, library_kernel, next_pow2, prev_pow2
+from .common import column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 
 BLOCK = 1024                 # "assume": 1024 threads per block
 ASSUMED_REGISTERS = 32       # "assume": 32 registers per thread
@@ -137,7 +137,7 @@ def _mapping(gr: _Group, grid: int, made: dict, block: int) -> ThreadMapping:
     return ThreadMapping("flat", gr.domain, gr.groups, block=block, grid=grid)
 
 
-def _groups_for(graph, names: set, escapes: set) -> list:
+def _groups_for(graph, names: set, escapes: set, max_slots: int = 1 << 30) -> list:
     """Steps 2-4: candidates, dominant merging, Local ops; returns op groups in order."""
     order = [n for n in graph if n.name in names]
     cands = [n for n in order if n.op == "reduce" or n.name in escapes
@@ -183,7 +183,7 @@ def _groups_for(graph, names: set, escapes: set) -> list:
         if d.name in home:
             continue
         if d.op == "reduce":
-            gr = _sibling_group(graph, groups, d, cache)
+            gr = _sibling_group(graph, groups, d, cache, max_slots)
             if gr is not None and not joinable(gr, d):
                 gr = None
             if gr is None:
@@ -223,10 +223,13 @@ def _same_mapping(a: _Group, b: _Group) -> bool:
     return root_a is root_b
 
 
-def _sibling_group(graph, groups, d, cache):
-    """A group with a reduce over the same domain and dims that ``d`` does not depend on."""
+def _sibling_group(graph, groups, d, cache, max_slots):
+    """A group with a reduce over the same domain and dims that ``d`` does not depend on (and room for
+    ``d``'s reduction tree in shared memory: :func:`~astitch_sim.strategies.common.max_reduction_slots`)."""
     for gr in groups:
         if gr.adopt is not None or not gr.reduces:
+            continue
+        if sum(reduction_values(r) for r in gr.reduces) + reduction_values(d) > max_slots:
             continue
         r0 = gr.reduces[0]
         if (r0.operands[0].shape == d.operands[0].shape and r0.attrs["dimensions"] == d.attrs["dimensions"]
@@ -312,7 +315,7 @@ def _elementwise_group(graph, groups, d, cache):
 
 
 def _build_kernel(graph, gpu, names: set, escapes: set, index: int):
-    groups = _groups_for(graph, names, escapes)
+    groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     block = _block_size(groups)
     wave = gpu.blocks_per_wave(block, 0, ASSUMED_REGISTERS)
     natural = max(_natural_blocks(gr, gpu, wave, block) for gr in groups)

@@ -82,6 +82,18 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
                          threads_per_row=lanes_c, splits=splits, combine=combine if splits > 1 else "none")
 
 
+def max_reduction_slots(gpu) -> int:
+    """How many reduced values one stage may fold at once: their shared-memory trees (8 bytes per thread
+    each, blocks of up to ``max_threads_per_block``) must fit the default per-block budget (48 KiB), so a
+    multi-output fusion of many sibling reductions (the bias gradients of a training step) is split."""
+    return max(1, gpu.shared_per_block_default // (gpu.max_threads_per_block * 8))
+
+
+def reduction_values(node) -> int:
+    """Values a reduce folds per element (its tree's scratch slots): 1, or 2 for argmax/argmin."""
+    return len(node.operands) // 2
+
+
 def library_kernel(graph, nodes, index: int) -> Kernel:
     """A library op (and its sibling results) runs as one library kernel; the plan works around it.
 

@@ -26,6 +26,7 @@ from ..boundary import sibling_key
 from ..kernel_builder import assemble_kernel
 from ..plan import Plan, Stage
 from .common import LOOP_BLOCK, closure, escapes_of, flat_mapping, fusible_stop, is_work, library_kernel, \
+    max_reduction_slots, reduction_values, \
     xla_reduce_mapping
 
 
@@ -84,7 +85,7 @@ def _depends(graph, a: str, b: str, cache: dict) -> bool:
     return b in ancestors(graph[a], cache)
 
 
-def _group_siblings(graph, order: list, members: dict, strategy: str) -> list:
+def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots: int = 1 << 30) -> list:
     """XLA multi-output fusion: sibling reduces of one input share a kernel; so do the results of
     one library op (a sort's keys and values, top-k's values and indices)."""
     groups: list[list[str]] = []
@@ -105,6 +106,7 @@ def _group_siblings(graph, order: list, members: dict, strategy: str) -> list:
             for g in groups:
                 first = graph[g[0]]
                 if (first.op == "reduce" and first.operands[0].shape == node.operands[0].shape
+                        and sum(reduction_values(graph[x]) for x in g) + reduction_values(node) <= max_slots
                         and first.attrs["dimensions"] == node.attrs["dimensions"]
                         and first.operands[0].layout == node.operands[0].layout
                         and _shares_input(graph, members, g, r)
@@ -160,7 +162,8 @@ def partition_plan(graph, gpu, strategy: str) -> Plan:
     position = {n.name: i for i, n in enumerate(graph)}
     roots, members = _settle_roots(graph, live, strategy)
     order = sorted(roots, key=position.get)
-    groups = _order_groups(graph, _group_siblings(graph, order, members, strategy), members)
+    groups = _order_groups(graph, _group_siblings(graph, order, members, strategy, max_reduction_slots(gpu)),
+                           members)
     computed_by = {}
     for g in groups:
         for r in g:
