@@ -43,7 +43,7 @@ import numpy as np
 from .indexed import np_dynamic_slice, np_dynamic_update_slice, np_gather
 from .reducers import REDUCER_OF_OP, REDUCERS, fold_tree
 from .scatter import np_scatter
-from .sorting import np_sort, np_topk
+from .sorting import np_sort, np_topk, total_order_key
 from .windows import np_reduce_window
 
 try:  # scipy's erf is vectorised and exact; fall back to math.erf per element without it
@@ -259,7 +259,6 @@ def _reduce(node, *args):
 
 def _compare_total(node, a, b):
     """compare with ``type=TOTALORDER``: IEEE total order (-NaN < -inf < -0 < +0 < inf < +NaN)."""
-    from .sorting import total_order_key
     return _COMPARE[node.attrs["direction"]](total_order_key(a, False), total_order_key(b, False))
 
 
