@@ -7,13 +7,18 @@
   reduce over the minor-most dims reads contiguous memory per task (row);
   over the major-most dims each task strides through memory (column);
 * memory-intensive clusters: maximal groups of memory-intensive ops between
-  compute-intensive ones (dot), the scope of one AStitch kernel.
+  library ops (dot, and the ops the stitcher cannot fuse: sort, topk, scatter,
+  reduce-window), the scope of one AStitch kernel;
+* what a library kernel reads: its operands from global memory -- or, for an
+  operand that is only a row-major reshape of a value already in memory, that
+  value's buffer as it is (a *view*: no kernel copies it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .graph import Graph, Node
+from .reducers import reduce_inputs
 
 #: ops that never need a kernel of their own: no data moves or the value is inlined
 FREE_OPS = ("parameter", "constant", "iota", "broadcast", "reshape", "bitcast", "copy")
@@ -23,8 +28,48 @@ def is_free(node: Node) -> bool:
     return node.op in FREE_OPS
 
 
+def is_boundary(node: Node) -> bool:
+    """A library op: it runs as its own kernel, and the stitcher plans around it."""
+    return node.kind == "library"
+
+
 def is_compute(node: Node) -> bool:
-    return node.kind == "dot"
+    """Compute-intensive (a matrix product)."""
+    return node.op == "dot"
+
+
+#: ops that only reinterpret their operand's bytes: a row-major reshape keeps every element's flat position
+VIEW_OPS = ("reshape", "bitcast")
+
+
+def in_memory(node: Node) -> bool:
+    """Values that are in global memory without any generated kernel writing them."""
+    return node.op == "parameter" or (node.op == "constant" and node.rank > 0) or is_boundary(node)
+
+
+def boundary_source(operand: Node) -> Node:
+    """The buffer a library kernel reads for ``operand``.
+
+    A chain of row-major reshapes/bitcasts of a value already in memory (a
+    parameter, an array constant, another library kernel's result) is read as a
+    view of that value -- ``x.reshape(B*T, D) @ w`` reads ``x`` itself, as cuBLAS
+    would.  Anything else (a broadcast such as ``jnp.repeat``'s, a transpose, a
+    computed value) is the operand itself, which an earlier kernel must write.
+    """
+    base = operand
+    while base.op in VIEW_OPS:
+        base = base.operands[0]
+    return base if base is not operand and in_memory(base) else operand
+
+
+def read_directly(node: Node, user: Node) -> bool:
+    """Does ``user`` read ``node``'s own values (not as a view of a buffer already in memory)?"""
+    return not (is_boundary(user) and boundary_source(node) is not node)
+
+
+def must_materialise(node: Node) -> bool:
+    """Does a library kernel read ``node`` itself from global memory (so some kernel must write it)?"""
+    return not in_memory(node) and any(is_boundary(u) and boundary_source(node) is node for u in node.users)
 
 
 def is_expensive(node: Node) -> bool:
@@ -38,9 +83,9 @@ def is_expanding_broadcast(node: Node) -> bool:
 
 def edge_class(producer: Node, consumer: Node) -> str:
     """Element-level dependency of ``consumer`` on ``producer``."""
-    if consumer.kind == "dot":
-        return "compute"
-    if consumer.op == "reduce" and consumer.operands[0] is producer:
+    if is_boundary(consumer):
+        return consumer.opdef.dependency
+    if consumer.op == "reduce" and producer in reduce_inputs(consumer):
         return "many-to-one"
     if is_expanding_broadcast(consumer):
         return "one-to-many"
@@ -101,13 +146,44 @@ def classify_reduce(node: Node) -> ReduceShape:
     return ReduceShape("column", (outer, red, inner))
 
 
-def memory_clusters(graph: Graph) -> list[list[Node]]:
-    """Connected groups of memory-intensive ops, split at compute-intensive ones (dot).
+def library_levels(graph: Graph) -> dict:
+    """When each op can run relative to the library kernels: a *level* per live node.
 
-    Two ops are in one cluster when one feeds the other directly; sources
-    (parameters, constants) do not connect clusters.
+    A library op at level ``k`` runs after the memory-intensive ops of level ``k``
+    and before those of level ``k + 1``.  Library ops get their earliest level (the
+    longest chain of library ops above them); memory-intensive ops the *latest*
+    level that still comes before every library op reading them and no later than
+    their consumers (so ``m * b1`` of an Adam step joins the update that needs the
+    gradient, instead of a kernel of its own).  Graph outputs nobody reads go last.
     """
-    live = [n for n in graph.live_nodes() if n.op not in ("parameter", "constant") and not is_compute(n)]
+    live = graph.live_nodes()
+    asap: dict = {}
+    for n in live:
+        asap[n.name] = max((asap[o.name] + (1 if is_boundary(o) else 0) for o in n.operands), default=0)
+    last = max((asap[n.name] for n in live if is_boundary(n)), default=-1) + 1
+    level = {n.name: asap[n.name] for n in live if is_boundary(n)}
+    live_names = {n.name for n in live}
+    for n in reversed(live):
+        if is_boundary(n):
+            continue
+        users = [u for u in n.users if u.name in live_names]
+        level[n.name] = min([level[u.name] for u in users] + ([last] if not users or n in graph.outputs else []))
+    return level
+
+
+def memory_clusters(graph: Graph) -> list[list[Node]]:
+    """Groups of memory-intensive ops between library ops (dot, sort, scatter...): the scopes AStitch stitches.
+
+    Two ops are in one cluster when one feeds the other directly and both run at the
+    same level (:func:`library_levels`): a residual stream ``x`` that feeds a
+    layernorm before the attention's matmuls and the residual add after them splits
+    there, so no kernel both feeds a library op and waits for it.  Sources
+    (parameters, constants) do not connect clusters.  A cluster of free ops only
+    (reshapes, broadcasts) needs no kernel -- unless it is an output or a library
+    kernel must read one of its values from memory (``jnp.repeat`` before a matmul).
+    """
+    live = [n for n in graph.live_nodes() if n.op not in ("parameter", "constant") and not is_boundary(n)]
+    level = library_levels(graph)
     live_names = {n.name for n in live}
     parent = {n.name: n.name for n in live}
 
@@ -117,14 +193,43 @@ def memory_clusters(graph: Graph) -> list[list[Node]]:
             a = parent[a]
         return a
 
+    remat = {n.name for n in live if is_rematerialisable(n)}
     for n in live:
         for o in n.operands:
-            if o.name in live_names:
+            if o.name in live_names and o.name not in remat and level[o.name] == level[n.name]:
                 parent[find(o.name)] = find(n.name)
     groups: dict[str, list[Node]] = {}
     for n in live:
-        groups.setdefault(find(n.name), []).append(n)
-    return [g for g in groups.values() if any(not is_free(n) for n in g) or any(n in graph.outputs for n in g)]
+        if n.name not in remat or n in graph.outputs or must_materialise(n):
+            groups.setdefault(find(n.name), []).append(n)
+    return [g for g in groups.values() if any(not is_free(n) or n in graph.outputs or must_materialise(n) for n in g)]
+
+
+def is_rematerialisable(node: Node) -> bool:
+    """A free op of sources only (a broadcast constant, an iota, a reshape of a parameter): every kernel
+    that reads one computes it again for nothing, so it joins no cluster and ties no kernels together."""
+    if node.op not in FREE_OPS or node.op in ("parameter", "constant"):
+        return False
+    return all(o.op in ("parameter", "constant") or is_rematerialisable(o) for o in node.operands)
+
+
+def is_scalar_of_inputs(node: Node) -> bool:
+    """A scalar computed from kernel inputs only (Adam's ``1 - b1**t``): every thread that needs it computes it
+    again -- in an element loop or a reduction's epilogue -- instead of one thread storing it for the others."""
+    if node.rank or node.kind not in ("elementwise", "broadcast", "layout") or node.op in ("parameter", "constant"):
+        return False
+    return all(o.op in ("parameter", "constant") and o.rank == 0 or is_scalar_of_inputs(o) for o in node.operands)
+
+
+def with_rematerialised(names: set, graph: Graph) -> set:
+    """``names`` plus the rematerialisable nodes its members read (each kernel computes its own copy)."""
+    out, stack = set(names), [graph[n] for n in names]
+    while stack:
+        for o in stack.pop().operands:
+            if o.name not in out and is_rematerialisable(o):
+                out.add(o.name)
+                stack.append(o)
+    return out
 
 
 def ancestors(node: Node, cache: dict | None = None) -> set:

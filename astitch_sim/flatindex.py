@@ -10,6 +10,10 @@ over 16k rows was silently wrong.  These two functions are what the index
 arithmetic of a GPU kernel does anyway (a divide and a remainder per dim), so
 they are also the honest model of it; they work on any array shape, any
 numpy version, and keep int64 throughout.
+
+:func:`distinct` is ``np.unique`` of an integer array by sorting: numpy 2.3+
+finds unique values with a hash table, about 70 times slower than a sort for
+the millions of distinct addresses the SIMT model counts at real sizes.
 """
 from __future__ import annotations
 
@@ -45,3 +49,14 @@ def ravel(multi, shape) -> np.ndarray:
     for idx, extent in zip(multi, shape):
         flat = flat * extent + np.asarray(idx, dtype=np.int64)
     return flat
+
+
+def distinct(a) -> np.ndarray:
+    """The sorted distinct values of an integer array (``np.unique(a)``, by one sort)."""
+    s = np.sort(np.asarray(a).reshape(-1))
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]

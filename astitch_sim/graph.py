@@ -25,7 +25,8 @@ import numpy as np
 
 from .dtypes import cast, check_dtype, itemsize, xla_name
 from .errors import AStitchError
-from .ops import OP_ALIASES, OPS, REDUCERS, op_def
+from .ops import OP_ALIASES, OPS, op_def
+from .reducers import REDUCERS
 from .shapes import _ints, _is_int, check_shape, infer
 
 
@@ -75,7 +76,8 @@ class Node:
     def attr_str(self) -> str:
         a = self.attrs
         if self.op == "reduce":
-            return f"[{a['reducer']}, dims={tuple(a['dimensions'])}]"
+            res = f", result={a['result']}" if len(self.operands) > 2 else ""
+            return f"[{a['reducer']}, dims={tuple(a['dimensions'])}{res}]"
         if self.op == "constant":
             v = a["value"]
             return f"[{v.item()!r}]" if v.ndim == 0 else f"[{shape_str(v.shape)} array]"
@@ -86,9 +88,16 @@ class Node:
         keys = {"broadcast": ("dimensions",), "transpose": ("permutation",), "iota": ("iota_dimension",),
                 "slice": ("starts", "limits", "strides"), "concatenate": ("dimension",),
                 "pad": ("low", "high", "interior"),
-                "dot": ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")}
+                "dot": ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"),
+                "gather": ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim", "slice_sizes",
+                           "operand_batching_dims", "start_indices_batching_dims"),
+                "dynamic-slice": ("slice_sizes",),
+                "scatter": ("combiner", "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                            "index_vector_dim", "input_batching_dims", "scatter_indices_batching_dims"),
+                "sort": ("dimension", "orders", "result"), "topk": ("k", "largest", "result"),
+                "reduce-window": ("reducer", "window_dimensions", "window_strides", "padding_low", "padding_high")}
         shown = [f"{k}={tuple(a[k]) if isinstance(a[k], (list, tuple)) else a[k]}" for k in keys.get(self.op, ())
-                 if k in a]
+                 if k in a and a[k] != ()]
         return f"[{', '.join(shown)}]" if shown else ""
 
     def __str__(self) -> str:
@@ -256,14 +265,10 @@ class Graph:
     def reduce(self, x, dims, reducer: str = "sum", name=None) -> Node:
         """Reduce ``x`` over ``dims`` with ``sum|max|min|prod|and|or``; the init value is the identity."""
         x = self._as_node(x)
-        if not isinstance(reducer, str) or reducer not in REDUCERS:
-            raise AStitchError(f"reducer {reducer!r} is not one of {', '.join(REDUCERS)}")
-        identity = {"sum": 0, "prod": 1, "max": -np.inf, "min": np.inf, "and": True, "or": False}[reducer]
-        if x.dtype == "pred" and reducer in ("max", "min"):
-            identity = reducer == "min"
-        elif x.dtype not in ("f32", "f64", "f16", "bf16") and reducer in ("max", "min"):
-            info = np.iinfo(np.dtype(x.dtype.replace("s", "int").replace("u", "uint")))
-            identity = info.min if reducer == "max" else info.max
+        if not isinstance(reducer, str) or reducer not in REDUCERS or REDUCERS[reducer].values != 1:
+            raise AStitchError(f"reducer {reducer!r} is not one of {', '.join(r for r in REDUCERS if REDUCERS[r].values == 1)}"
+                               " (for argmax/argmin use g.argmax / g.argmin)")
+        identity = self._identity(reducer, x.dtype)
         where = name or "reduce"
         dims = _ints((dims,) if _is_int(dims) else dims, where, "reduce dims")
         bad = [d for d in dims if not -x.rank <= d < x.rank]
@@ -282,6 +287,191 @@ class Graph:
         return self.add_node("dot", (a, b), name=name, lhs_contracting_dims=_ints(lhs_contracting, w, "lhs_contracting"),
                              rhs_contracting_dims=_ints(rhs_contracting, w, "rhs_contracting"),
                              lhs_batch_dims=_ints(lhs_batch, w, "lhs_batch"), rhs_batch_dims=_ints(rhs_batch, w, "rhs_batch"))
+
+    # -- indexed loads (stitched: see indexed.py for XLA's exact semantics) ---------------------
+    def gather(self, operand, start_indices, *, offset_dims, collapsed_slice_dims, start_index_map, slice_sizes,
+               index_vector_dim=None, operand_batching_dims=(), start_indices_batching_dims=(), name=None) -> Node:
+        """XLA gather (every attribute as HLO spells it); start indices are integers, clamped into the operand.
+
+        ``index_vector_dim`` defaults to the rank of ``start_indices`` (one index per position).
+        Most code wants :meth:`take` or :meth:`take_along_axis`."""
+        w = name or "gather"
+        ivd = start_indices.rank if index_vector_dim is None and isinstance(start_indices, Node) else index_vector_dim
+        return self.add_node("gather", (operand, start_indices), name=name, offset_dims=_ints(offset_dims, w, "offset_dims"),
+                             collapsed_slice_dims=_ints(collapsed_slice_dims, w, "collapsed_slice_dims"),
+                             start_index_map=_ints(start_index_map, w, "start_index_map"), index_vector_dim=ivd,
+                             slice_sizes=_ints(slice_sizes, w, "slice_sizes"),
+                             operand_batching_dims=_ints(operand_batching_dims, w, "operand_batching_dims"),
+                             start_indices_batching_dims=_ints(start_indices_batching_dims, w,
+                                                               "start_indices_batching_dims"))
+
+    def take(self, x, indices, axis: int = 0, name=None) -> Node:
+        """``x`` indexed along ``axis`` by an integer array (an embedding lookup: ``table[ids]``).
+
+        Result shape: ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``; indices are clamped to
+        ``0..x.shape[axis]-1`` (XLA gather semantics; JAX normalises negative ones before)."""
+        x, axis = self._node_axis(x, axis, "take")
+        if not isinstance(indices, Node):
+            raise AStitchError(f"take: indices must be a Node of integers, got {type(indices).__name__}")
+        ir = indices.rank
+        offset = tuple(range(axis)) + tuple(range(axis + ir, x.rank - 1 + ir))
+        sizes = tuple(1 if d == axis else n for d, n in enumerate(x.shape))
+        return self.gather(x, indices, offset_dims=offset, collapsed_slice_dims=(axis,), start_index_map=(axis,),
+                           slice_sizes=sizes, index_vector_dim=ir, name=name)
+
+    def take_along_axis(self, x, indices, axis: int, name=None) -> Node:
+        """``jnp.take_along_axis``: ``out[..., i, ...] = x[..., indices[..., i, ...], ...]`` along ``axis``.
+
+        ``indices`` has ``x``'s rank and its shape off ``axis`` (cross-entropy with integer labels:
+        ``take_along_axis(logp, labels[:, None], 1)``); the result has ``indices``' shape."""
+        x, axis = self._node_axis(x, axis, "take_along_axis")
+        if not isinstance(indices, Node) or indices.rank != x.rank or any(
+                a != b for d, (a, b) in enumerate(zip(x.shape, indices.shape)) if d != axis):
+            raise AStitchError(f"take_along_axis: indices must be a Node of {x.name}'s rank and shape off axis "
+                               f"{axis} ({shape_str(x.shape)}), got "
+                               f"{shape_str(indices.shape) if isinstance(indices, Node) else type(indices).__name__}")
+        batch = tuple(d for d in range(x.rank) if d != axis)
+        return self.gather(x, indices, offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
+                           slice_sizes=(1,) * x.rank, index_vector_dim=x.rank, operand_batching_dims=batch,
+                           start_indices_batching_dims=batch, name=name)
+
+    def dynamic_slice(self, x, starts, sizes, name=None) -> Node:
+        """``lax.dynamic_slice``: the ``sizes`` slice at ``starts`` (ints or scalar integer Nodes), each start
+        clamped to ``0..dim-size`` (XLA semantics: a KV-cache read at a run-time position)."""
+        x = self._as_node(x)
+        w = name or "dynamic_slice"
+        return self.add_node("dynamic-slice", (x,) + self._starts(starts, x, w), name=name,
+                             slice_sizes=_ints(sizes, w, "sizes"))
+
+    def dynamic_update_slice(self, x, update, starts, name=None) -> Node:
+        """``lax.dynamic_update_slice``: ``x`` with ``update`` written at ``starts`` (clamped so it fits):
+        a KV-cache update at a run-time position."""
+        x = self._as_node(x)
+        w = name or "dynamic_update_slice"
+        return self.add_node("dynamic-update-slice", (x, update) + self._starts(starts, x, w), name=name)
+
+    def _starts(self, starts, x, where) -> tuple:
+        if not isinstance(starts, (list, tuple)):
+            raise AStitchError(f"{where}: starts must be a list with one int or scalar integer Node per dim of "
+                               f"{x.name} ({x.rank}), got {starts!r}")
+        return tuple(s if isinstance(s, Node) else self.constant(s, "s32") if _is_int(s) else
+                     self._bad_start(where, s) for s in starts)
+
+    @staticmethod
+    def _bad_start(where, s):
+        raise AStitchError(f"{where}: start {s!r} is neither an int nor a scalar integer Node")
+
+    def _node_axis(self, x, axis, where):
+        if not isinstance(x, Node):
+            raise AStitchError(f"{where}: expected a Node, got {type(x).__name__}")
+        if not _is_int(axis) or not -x.rank <= axis < x.rank:
+            raise AStitchError(f"{where}: axis {axis!r} out of range for {x.name} {shape_str(x.shape)}")
+        return x, axis % x.rank
+
+    # -- argmax / argmin: a two-value reduce (stitched like any reduce) -------------------------
+    def argmax(self, x, axis: int, index_dtype: str = "s32", name=None) -> Node:
+        """Index of the largest element along ``axis`` (the first one; a NaN counts as the largest, the first
+        NaN wins), as JAX lowers ``jnp.argmax``: a reduce of (x, iota) pairs."""
+        return self._arg(x, axis, index_dtype, "argmax", name)
+
+    def argmin(self, x, axis: int, index_dtype: str = "s32", name=None) -> Node:
+        """Index of the smallest element along ``axis`` (first one; NaN wins as for argmax)."""
+        return self._arg(x, axis, index_dtype, "argmin", name)
+
+    def _arg(self, x, axis, index_dtype, which, name):
+        x, axis = self._node_axis(x, axis, which)
+        index_dtype = check_dtype(index_dtype)
+        idx = self.iota(x.shape, axis, index_dtype)
+        init = self.constant(self._identity("max" if which == "argmax" else "min", x.dtype), x.dtype)
+        zero = self.constant(0, index_dtype)
+        return self.add_node("reduce", (x, idx, init, zero), name=name, dimensions=(axis,), reducer=which, result=1)
+
+    # -- library ops (each its own kernel: boundary.py) -----------------------------------------
+    def reduce_window(self, x, window, strides=None, padding=None, reducer: str = "sum", name=None) -> Node:
+        """XLA reduce-window: ``window`` sizes, ``strides`` (default 1), ``padding`` ((low, high) per dim,
+        default 0); padding positions are skipped; the init is the reducer's identity."""
+        x = self._as_node(x)
+        w = name or "reduce_window"
+        if not isinstance(reducer, str) or reducer not in REDUCERS or REDUCERS[reducer].values != 1:
+            raise AStitchError(f"{w}: reducer {reducer!r} is not one of sum, max, min, prod, and, or")
+        pads = padding if padding is not None else [(0, 0)] * x.rank
+        if not isinstance(pads, (list, tuple)) or any(not isinstance(p, (list, tuple)) or len(p) != 2 for p in pads):
+            raise AStitchError(f"{w}: padding must be one (low, high) pair per dim, got {padding!r}")
+        init = self.constant(self._identity(reducer, x.dtype), x.dtype)
+        return self.add_node("reduce-window", (x, init), name=name, reducer=reducer,
+                             window_dimensions=_ints(window, w, "window"),
+                             window_strides=_ints(strides, w, "strides") if strides is not None else None,
+                             padding_low=_ints([p[0] for p in pads], w, "padding"),
+                             padding_high=_ints([p[1] for p in pads], w, "padding"))
+
+    def cumsum(self, x, axis: int, reverse: bool = False, reducer: str = "sum", name=None) -> Node:
+        """``jnp.cumsum`` (or cumulative max/min/prod), as JAX lowers it: a reduce-window over the whole axis."""
+        x, axis = self._node_axis(x, axis, "cumsum")
+        n = x.shape[axis]
+        window = [n if d == axis else 1 for d in range(x.rank)]
+        pads = [((0, n - 1) if reverse else (n - 1, 0)) if d == axis and n else (0, 0) for d in range(x.rank)]
+        return self.reduce_window(x, window, padding=pads, reducer=reducer, name=name)
+
+    def sort(self, xs, dimension: int = -1, descending: bool = False, num_keys: int = 1, name=None) -> list:
+        """``lax.sort``: sort ``xs`` (a Node or a list of same-shape Nodes) along ``dimension`` by the first
+        ``num_keys`` of them (lexicographic, stable; JAX's order: -0 == 0, NaNs last), permuting the others
+        alike.  Returns one Node per operand (results ``#0``, ``#1``...)."""
+        xs = [xs] if isinstance(xs, Node) else list(xs) if isinstance(xs, (list, tuple)) else None
+        if not xs or not all(isinstance(x, Node) for x in xs):
+            raise AStitchError("sort needs a Node or a non-empty list of Nodes")
+        x0, dim = self._node_axis(xs[0], dimension, "sort")
+        if not _is_int(num_keys) or not 1 <= num_keys <= len(xs):
+            raise AStitchError(f"sort: num_keys={num_keys!r} must be 1..{len(xs)}")
+        orders = tuple(("desc" if descending else "asc") if i < num_keys else "" for i in range(len(xs)))
+        base = name or self._fresh("sort")
+        return [self.add_node("sort", xs, name=f"{base}#{i}", dimension=dim, orders=orders, result=i, is_stable=True)
+                for i in range(len(xs))]
+
+    def top_k(self, x, k: int, largest: bool = True, name=None) -> tuple:
+        """``lax.top_k``: the ``k`` largest of each last-dim row (NaNs first, ties to the lower index) and their
+        s32 indices: ``(values, indices)``."""
+        x = self._as_node(x)
+        base = name or self._fresh("topk")
+        return tuple(self.add_node("topk", (x,), name=f"{base}#{i}", k=k, largest=largest, result=i) for i in (0, 1))
+
+    def scatter(self, operand, indices, updates, *, update_window_dims, inserted_window_dims,
+                scatter_dims_to_operand_dims, index_vector_dim=None, input_batching_dims=(),
+                scatter_indices_batching_dims=(), combiner: str = "sum", name=None) -> Node:
+        """XLA scatter (attributes as HLO spells them); ``combiner`` is ``assign`` (last update wins) or a
+        reducer (``sum``...).  Updates whose window does not fit are dropped.  Most code wants :meth:`index_add`."""
+        w = name or "scatter"
+        ivd = indices.rank if index_vector_dim is None and isinstance(indices, Node) else index_vector_dim
+        return self.add_node("scatter", (operand, indices, updates), name=name, combiner=combiner,
+                             update_window_dims=_ints(update_window_dims, w, "update_window_dims"),
+                             inserted_window_dims=_ints(inserted_window_dims, w, "inserted_window_dims"),
+                             scatter_dims_to_operand_dims=_ints(scatter_dims_to_operand_dims, w,
+                                                                "scatter_dims_to_operand_dims"),
+                             index_vector_dim=ivd, input_batching_dims=_ints(input_batching_dims, w, "input_batching_dims"),
+                             scatter_indices_batching_dims=_ints(scatter_indices_batching_dims, w,
+                                                                 "scatter_indices_batching_dims"))
+
+    def index_add(self, x, indices, updates, axis: int = 0, combiner: str = "sum", name=None) -> Node:
+        """``x.at[indices].add(updates)`` along ``axis`` (the gradient of :meth:`take`: an embedding gradient).
+
+        ``updates`` has shape ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``; ``combiner="assign"``
+        is ``.at[].set`` (the last update wins).  Out-of-range indices are dropped."""
+        x, axis = self._node_axis(x, axis, "index_add")
+        if not isinstance(indices, Node) or not isinstance(updates, Node):
+            raise AStitchError("index_add: indices and updates must be Nodes")
+        ir = indices.rank
+        window = tuple(range(axis)) + tuple(range(axis + ir, updates.rank))
+        return self.scatter(x, indices, updates, update_window_dims=window, inserted_window_dims=(axis,),
+                            scatter_dims_to_operand_dims=(axis,), index_vector_dim=ir, combiner=combiner, name=name)
+
+    @staticmethod
+    def _identity(reducer, dtype):
+        identity = {"sum": 0, "prod": 1, "max": -np.inf, "min": np.inf, "and": True, "or": False}[reducer]
+        if dtype == "pred" and reducer in ("max", "min"):
+            return reducer == "min"
+        if dtype not in ("f32", "f64", "f16", "bf16") and reducer in ("max", "min"):
+            info = np.iinfo(np.dtype(dtype.replace("s", "int").replace("u", "uint")))
+            return info.min if reducer == "max" else info.max
+        return identity
 
     def _as_node(self, x, dtype="f32") -> Node:
         if isinstance(x, Node):

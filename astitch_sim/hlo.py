@@ -24,19 +24,31 @@ How HLO maps onto the Graph:
   and its layout as attr ``layout`` (minor-to-major, HLO's ``{1,0}``);
 * ``reduce(x, init), to_apply=R`` becomes a reduce node whose ``reducer`` is read off
   region ``R``: its root must be one ``add | maximum | minimum | multiply | and | or``
-  of its two parameters (sum, max, min, prod, and, or);
+  of its two parameters (sum, max, min, prod, and, or); ``reduce-window`` likewise;
+* the variadic ``reduce(x, iota, init, init)`` of ``jnp.argmax``/``argmin``, ``sort``
+  (its comparator) and ``scatter`` (its combiner: a reducer, or ``assign`` when the
+  region returns the update) are identified by what their region *computes*: it is
+  run on probe values (NaNs, signed zeros, ties) and must agree with argmax/argmin,
+  a lexicographic order or a combiner exactly (:mod:`astitch_sim.regions`);
+* an instruction whose result is a tuple (variadic reduce, sort of several operands,
+  ``topk``) becomes one node per element, named ``<name>#<i>``, with attr ``result=i``;
+* ``gather``, ``scatter``, ``dynamic-slice`` (``dynamic_slice_sizes``), ``topk``
+  (``k``, ``largest``) and ``reduce-window`` (``window={size=.. stride=.. pad=..}``)
+  keep their attributes under HLO's names; each opcode's attribute parser is one
+  entry of the ``_ATTRS`` table;
 * ``call(args), to_apply=C`` (and ``fusion(args), calls=C``) is inlined: ``C``'s
   nodes are added under the name ``<call name>/<instruction name>``;
 * ``tuple(...)`` is a python list of values, ``get-tuple-element`` picks from it and
   ``opt-barrier`` (a rematerialisation fence) passes it through; an entry ROOT tuple
   gives several graph outputs, in order.
 
-Not supported (an AStitchError says so): variadic reduces (argmax style), reducer
-regions other than one binary op of the two parameters, ops outside the table
-(sort, gather, while, custom-call...), dynamic shapes, and elided constants ``{...}``.
+Not supported (an AStitchError says so): reducer regions other than one binary op of
+the two parameters or argmax/argmin, sort comparators other than lexicographic orders,
+variadic scatters and reduce-windows, window dilation, ops outside the table (while,
+conditional, custom-call, rng...), dynamic shapes, and elided constants ``{...}``.
 
 Every failure is an :class:`~astitch_sim.errors.AStitchError`; messages about a place
-in the text start with its line number: ``line 7: unsupported op 'sort' in 'sort.3' ...``.
+in the text start with its line number: ``line 7: unsupported op 'while' in 'while.3' ...``.
 """
 from __future__ import annotations
 
@@ -51,7 +63,11 @@ import numpy as np
 from .dtypes import DTYPES, cast
 from .errors import AStitchError
 from .graph import Graph, Node, shape_str
-from .ops import OPS, REDUCER_OF_OP
+from .indexed import GATHER_ATTRS
+from .ops import OPS
+from .reducers import REDUCER_OF_OP
+from .regions import identify_pair_reducer, identify_sort_orders
+from .scatter import SCATTER_ATTRS
 
 __all__ = ["from_hlo", "from_hlo_file"]
 
@@ -641,60 +657,60 @@ class _Builder:
             if isinstance(v, list):
                 _err(ins.line, f"{op} {ins.name!r}: operand {o!r} is a tuple; pick an element with "
                                "get-tuple-element")
+        parse = _ATTRS.get(op, _no_attrs)
         if ins.type.is_tuple:
-            if op == "reduce":
-                _err(ins.line, f"reduce {ins.name!r} has {len(ops)} operands and a tuple result: a variadic "
-                               "reduce (argmax/argmin style) is not supported, only single-input reduces")
-            _err(ins.line, f"{op} {ins.name!r} has tuple type {ins.type}; only tuple, call and "
-                           "get-tuple-element may produce tuples")
-        attrs = self._attrs(ins, ops)
-        layout = ins.type.layout if ins.type.layout is not None else tuple(range(len(ins.type.shape) - 1, -1, -1))
+            if op not in _MULTI_RESULT:
+                _err(ins.line, f"{op} {ins.name!r} has tuple type {ins.type}; only tuple, call, get-tuple-element "
+                               f"and {', '.join(sorted(_MULTI_RESULT))} may produce tuples")
+            if any(e.is_tuple for e in ins.type.elements):
+                _err(ins.line, f"{op} {ins.name!r}: nested tuple type {ins.type} is not supported")
+            attrs = parse(self, ins, ops)
+            return [self._node(ins, op, ops, dict(attrs, result=i), t, f"{prefix}{ins.name}#{i}")
+                    for i, t in enumerate(ins.type.elements)]
+        return self._node(ins, op, ops, parse(self, ins, ops), ins.type, prefix + ins.name)
+
+    def _node(self, ins: Instr, op: str, ops: list, attrs: dict, typ: HloType, name: str) -> Node:
+        layout = typ.layout if typ.layout is not None else tuple(range(len(typ.shape) - 1, -1, -1))
         try:
-            return self.g.add_node(op, ops, shape=ins.type.shape, dtype=ins.type.dtype, name=prefix + ins.name,
-                                   layout=layout, **attrs)
+            return self.g.add_node(op, ops, shape=typ.shape, dtype=typ.dtype, name=name, layout=layout, **attrs)
         except AStitchError as e:
             raise AStitchError(f"line {ins.line}: {e}") from None
 
-    def _attrs(self, ins: Instr, ops: list) -> dict:
-        op = ins.opcode
-        if op == "parameter":
-            return {"index": self._param_number(ins)}
-        if op == "constant":
-            return {"value": _literal(ins)}
-        if op == "iota":
-            return {"iota_dimension": _int(_attr(ins, "iota_dimension", "0"), ins, "iota_dimension=")}
-        if op == "broadcast":
-            return {"dimensions": _int_list(ins, "dimensions")}
-        if op == "reverse":
-            return {"dimensions": _int_list(ins, "dimensions")}
-        if op == "transpose":
-            return {"permutation": _int_list(ins, "dimensions")}
-        if op == "concatenate":
-            dims = _int_list(ins, "dimensions")
-            if len(dims) != 1:
-                _err(ins.line, f"concatenate {ins.name!r} needs dimensions={{d}} with one dimension, got {dims}")
-            return {"dimension": dims[0]}
-        if op == "compare":
-            return {"direction": _word_attr(ins, "direction")}
-        if op == "slice":
-            return _slice_attrs(ins)
-        if op == "pad":
-            return _pad_attrs(ins)
-        if op == "dot":
-            return {k: _int_list(ins, k) for k in ("lhs_batch_dims", "lhs_contracting_dims",
-                                                   "rhs_batch_dims", "rhs_contracting_dims")}
-        if op == "reduce":
-            if len(ops) != 2:
-                _err(ins.line, f"reduce {ins.name!r} has {len(ops)} operands: a variadic reduce (argmax/argmin "
-                               "style) is not supported, only reduce(input, init)")
-            return {"dimensions": _int_list(ins, "dimensions"), "reducer": self._reducer(ins, ops[0])}
-        return {}
-
-    def _reducer(self, ins: Instr, x: Node) -> str:
-        region_name = _word_attr(ins, "to_apply")
+    # -- attribute parsers, one per opcode (the _ATTRS table below) ----------------------------
+    def _region(self, ins: Instr, key: str = "to_apply") -> Computation:
+        region_name = _word_attr(ins, key)
         region = self.comps.get(region_name)
         if region is None:
-            _err(ins.line, f"reduce {ins.name!r} applies unknown computation {region_name!r}")
+            _err(ins.line, f"{ins.opcode} {ins.name!r} applies unknown computation {region_name!r}")
+        return region
+
+    def _region_graph(self, ins: Instr, region: Computation) -> Graph:
+        """The region as a small Graph of its own (parameters in, ROOT out), to run on probe values."""
+        g = Graph(region.name)
+        try:
+            _Builder(self.comps, g).run(region)
+        except AStitchError as e:
+            _err(ins.line, f"{ins.opcode} {ins.name!r}: cannot read its region {region.name!r}: {e}")
+        return g
+
+    def _reduce_attrs(self, ins: Instr, ops: list) -> dict:
+        dims = _int_list(ins, "dimensions")
+        if len(ops) == 2:
+            return {"dimensions": dims, "reducer": self._reducer(ins, ops[0])}
+        if len(ops) != 4 or not ins.type.is_tuple:
+            _err(ins.line, f"reduce {ins.name!r} has {len(ops)} operands: astitch-sim reads reduce(input, init) "
+                           "and the two-input argmax/argmin reduce(values, indices, init, init); a variadic reduce "
+                           "of more inputs is not supported")
+        region = self._region(ins)
+        found = identify_pair_reducer(self._region_graph(ins, region), ops[0].dtype, ops[1].dtype)
+        if found is None:
+            _err(ins.line, f"reduce {ins.name!r}: its two-value region {region.name!r} is not argmax or argmin "
+                           "(checked on probe values: NaN first, then the larger/smaller value, ties to the lower "
+                           "index); other variadic reducers are not supported")
+        return {"dimensions": dims, "reducer": found}
+
+    def _reducer(self, ins: Instr, x: Node) -> str:
+        region = self._region(ins)
         params = [i for i in region.instrs if i.opcode == "parameter"]
         body = [i for i in region.instrs if i.opcode != "parameter"]
         root = next(i for i in region.instrs if i.name == region.root)
@@ -704,14 +720,59 @@ class _Builder:
               and all(p.type.shape == () and not p.type.is_tuple for p in params))
         if not ok:
             found = ", ".join(f"{i.opcode}" for i in body) or "no operation"
-            _err(ins.line, f"reduce {ins.name!r}: region {region_name!r} is not a recognised reducer "
+            _err(ins.line, f"{ins.opcode} {ins.name!r}: region {region.name!r} is not a recognised reducer "
                            f"(it has {len(params)} parameter(s) and computes {found}); astitch-sim reduces with "
                            "one add/maximum/minimum/multiply/and/or of the region's two parameters")
         reducer = REDUCER_OF_OP[root.opcode]
         if reducer in ("and", "or") and x.dtype != "pred":
-            _err(ins.line, f"reduce {ins.name!r}: a bitwise {reducer} reduce over {x.dtype} is not supported, "
-                           "only over pred")
+            _err(ins.line, f"{ins.opcode} {ins.name!r}: a bitwise {reducer} reduce over {x.dtype} is not "
+                           "supported, only over pred")
         return reducer
+
+    def _combiner(self, ins: Instr, x: Node) -> str:
+        """A scatter's region: returns the update (assign), or one binary op of old and new (a reducer)."""
+        region = self._region(ins)
+        params = sorted((i for i in region.instrs if i.opcode == "parameter"), key=self._param_number)
+        root = next(i for i in region.instrs if i.name == region.root)
+        if len(params) == 2 and root is params[1]:
+            return "assign"
+        return self._reducer(ins, x)
+
+    def _sort_attrs(self, ins: Instr, ops: list) -> dict:
+        dims = _int_list(ins, "dimensions")
+        if len(dims) != 1:
+            _err(ins.line, f"sort {ins.name!r} needs dimensions={{d}} with one dimension, got {dims}")
+        region = self._region(ins)
+        orders = identify_sort_orders(self._region_graph(ins, region), [o.dtype for o in ops])
+        if orders is None:
+            _err(ins.line, f"sort {ins.name!r}: comparator {region.name!r} is not a lexicographic order over its "
+                           "keys (ascending or descending, with JAX's NaN-last order or IEEE total order; checked on "
+                           "probe values); other comparators are not supported")
+        stable = _word_attr(ins, "is_stable", required=False)
+        return {"dimension": dims[0], "orders": orders, "is_stable": stable == "true"}
+
+    def _topk_attrs(self, ins: Instr, ops: list) -> dict:
+        largest = _word_attr(ins, "largest", required=False)
+        if largest not in (None, "true", "false"):
+            _err(ins.line, f"topk {ins.name!r}: largest= must be true or false, got {largest}")
+        return {"k": _int(_attr(ins, "k", required=True), ins, "k="), "largest": largest != "false"}
+
+    def _scatter_attrs(self, ins: Instr, ops: list) -> dict:
+        if len(ops) != 3 or ins.type.is_tuple:
+            _err(ins.line, f"scatter {ins.name!r} has {len(ops)} operands: only scatter(operand, indices, updates) "
+                           "of one array is supported")
+        attrs = {k: _int_list(ins, k) for k in SCATTER_ATTRS if k != "index_vector_dim"}
+        attrs["index_vector_dim"] = _int(_attr(ins, "index_vector_dim", required=True), ins, "index_vector_dim=")
+        attrs["combiner"] = self._combiner(ins, ops[0])
+        return attrs
+
+    def _window_attrs(self, ins: Instr, ops: list) -> dict:
+        if len(ops) != 2 or ins.type.is_tuple:
+            _err(ins.line, f"reduce-window {ins.name!r} has {len(ops)} operands: only reduce-window(input, init) "
+                           "of one array is supported")
+        attrs = _window(ins, len(ins.type.shape))
+        attrs["reducer"] = self._reducer(ins, ops[0])
+        return attrs
 
     def _inline(self, ins: Instr, ops: list, prefix: str, stack: list) -> Value:
         key = "calls" if ins.opcode == "fusion" else "to_apply"
@@ -729,6 +790,99 @@ class _Builder:
         result = self.emit(callee, ops, f"{prefix}{ins.name}/", stack + [callee_name])
         self._check_type(ins, result, ins.type, f"{ins.opcode} {ins.name!r}")
         return result
+
+
+def _no_attrs(builder, ins: Instr, ops: list) -> dict:
+    return {}
+
+
+def _ints_attrs(*keys, rename=None):
+    """A parser reading integer-list attributes ``keys`` (``rename`` maps an HLO key to the attr name)."""
+    rename = rename or {}
+
+    def parse(builder, ins, ops):
+        return {rename.get(k, k): _int_list(ins, k) for k in keys}
+    return parse
+
+
+def _concatenate_attrs(builder, ins, ops):
+    dims = _int_list(ins, "dimensions")
+    if len(dims) != 1:
+        _err(ins.line, f"concatenate {ins.name!r} needs dimensions={{d}} with one dimension, got {dims}")
+    return {"dimension": dims[0]}
+
+
+def _compare_attrs(builder, ins, ops):
+    attrs = {"direction": _word_attr(ins, "direction")}
+    kind = _word_attr(ins, "type", required=False)
+    if kind is not None:
+        attrs["type"] = kind
+    return attrs
+
+
+def _gather_attrs(builder, ins, ops):
+    attrs = {k: _int_list(ins, k) for k in GATHER_ATTRS if k != "index_vector_dim"}
+    attrs["index_vector_dim"] = _int(_attr(ins, "index_vector_dim", required=True), ins, "index_vector_dim=")
+    return attrs
+
+
+def _window(ins: Instr, rank: int) -> dict:
+    """``window={size=1x16 stride=1x2 pad=0_0x15_0}`` -> window_dimensions, window_strides, padding_low/high."""
+    v = _attr(ins, "window", required=True)
+    items = v.items if isinstance(v, Group) and v.open == "{" else None
+    if items is None:
+        _err(ins.line, f"{ins.name!r}: window= must look like {{size=1x16 pad=0_0x15_0}}, got {v}")
+    fields = {}
+    if len(items) % 3 or any(not isinstance(it, str) for it in items) or any(items[i + 1] != "=" for i in
+                                                                            range(0, len(items), 3)):
+        _err(ins.line, f"{ins.name!r}: window= must be key=value fields like {{size=1x16 pad=0_0x15_0}}, got {v}")
+    for i in range(0, len(items), 3):
+        fields[items[i]] = items[i + 2]
+    unknown = set(fields) - {"size", "stride", "pad", "lhs_dilate", "rhs_dilate"}
+    if unknown:
+        _err(ins.line, f"{ins.name!r}: unknown window field(s) {sorted(unknown)} in window={v}")
+    for key in ("lhs_dilate", "rhs_dilate"):
+        if key in fields and any(x != "1" for x in fields[key].split("x")):
+            _err(ins.line, f"{ins.name!r}: a window with {key}={fields[key]} (dilation) is not supported")
+
+    def nums(text, what):
+        return tuple(_int(x, ins, what) for x in text.split("x")) if text else ()
+    size = nums(fields.get("size", ""), "a window size")
+    pads = [p.split("_") for p in fields["pad"].split("x")] if "pad" in fields else [("0", "0")] * rank
+    if any(len(p) != 2 for p in pads):
+        _err(ins.line, f"{ins.name!r}: window pad= must be low_high per dim, joined by 'x'")
+    return {"window_dimensions": size, "window_strides": nums(fields.get("stride", ""), "a window stride") or
+            (1,) * rank, "padding_low": tuple(_int(p[0], ins, "a padding") for p in pads),
+            "padding_high": tuple(_int(p[1], ins, "a padding") for p in pads)}
+
+
+def _dynamic_slice_attrs(builder, ins, ops):
+    return {"slice_sizes": _int_list(ins, "dynamic_slice_sizes")}
+
+
+#: opcode -> parser of its attributes (ops not listed have none the simulator needs)
+_ATTRS = {
+    "parameter": lambda b, ins, ops: {"index": b._param_number(ins)},
+    "constant": lambda b, ins, ops: {"value": _literal(ins)},
+    "iota": lambda b, ins, ops: {"iota_dimension": _int(_attr(ins, "iota_dimension", "0"), ins, "iota_dimension=")},
+    "broadcast": _ints_attrs("dimensions"),
+    "reverse": _ints_attrs("dimensions"),
+    "transpose": _ints_attrs("dimensions", rename={"dimensions": "permutation"}),
+    "concatenate": _concatenate_attrs,
+    "compare": _compare_attrs,
+    "slice": lambda b, ins, ops: _slice_attrs(ins),
+    "pad": lambda b, ins, ops: _pad_attrs(ins),
+    "dot": _ints_attrs("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"),
+    "reduce": _Builder._reduce_attrs,
+    "gather": _gather_attrs,
+    "dynamic-slice": _dynamic_slice_attrs,
+    "scatter": _Builder._scatter_attrs,
+    "sort": _Builder._sort_attrs,
+    "topk": _Builder._topk_attrs,
+    "reduce-window": _Builder._window_attrs,
+}
+#: ops whose result may be a tuple: one node per element, attr ``result`` = its position
+_MULTI_RESULT = {"reduce", "sort", "topk"}
 
 
 def from_hlo(text: str, name: Optional[str] = None) -> Graph:

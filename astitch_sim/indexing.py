@@ -11,6 +11,11 @@ write the index arithmetic.
 Indices are tuples of numpy integer arrays (one per dim), so a whole stage is
 propagated at once.  ``mask`` (for concatenate and pad) says which elements
 really read that operand.
+
+Indexed ops (gather, dynamic-slice, dynamic-update-slice) read some operands at
+indices that are *values*: :func:`operand_index` (the compiler's view, before
+any value exists) answers ``None`` -- "anywhere" -- for those, and
+:func:`runtime_operand_index` computes them from the values (the SIMT model).
 """
 from __future__ import annotations
 
@@ -32,8 +37,12 @@ def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]
     if operand.rank == 0:
         return (), None
     kind = node.kind
-    if kind == "elementwise" or op == "reduce" and i == 0:
+    if kind == "elementwise" or op == "reduce" and i < len(node.operands) // 2:
         return idx, None
+    if kind == "indexed":
+        if op == "dynamic-update-slice" and i == 0:
+            return idx, None           # the operand where the update is not (a superset: every element)
+        return None, None              # read where index values say: unknown before run time
     if op == "broadcast":
         return tuple(idx[d] for d in node.attrs["dimensions"]), None
     if op in ("reshape", "bitcast"):
@@ -65,3 +74,29 @@ def operand_index(node, i: int, idx: tuple) -> tuple[tuple, Optional[np.ndarray]
             mask &= (p >= 0) & (p < n)
         return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, operand.shape)), mask
     raise AStitchError(f"{node.name}: cannot propagate an index through {op} (it is not fusible)")
+
+
+def runtime_operand_index(node, i: int, idx: tuple, fetch) -> tuple[tuple, Optional[np.ndarray]]:
+    """:func:`operand_index` for the operands an indexed op reads at value-dependent indices.
+
+    ``fetch(j, index)`` is the value of operand ``j`` at ``index`` (the index operands);
+    the result is clipped into the operand (a masked-out element still needs a legal index).
+    """
+    from . import indexed
+    op = node.op
+    clamp = lambda v, lo, hi: np.clip(np.asarray(v).astype(np.int64), lo, hi)     # noqa: E731
+    if op == "gather" and i == 0:
+        return indexed.gather_index(node, idx, lambda w: fetch(1, w), np.add, clamp), None
+    if op == "dynamic-slice" and i == 0:
+        return indexed.dynamic_slice_index(node, idx, lambda j: fetch(j, ()), np.add, clamp), None
+    if op == "dynamic-update-slice":
+        upd = node.operands[1]
+        starts = indexed.dynamic_starts(node, upd.shape, lambda j: fetch(j, ()), clamp)
+        pos = [np.asarray(x) - s for x, s in zip(idx, starts)]
+        inside = np.ones(np.broadcast_shapes(*(np.shape(p) for p in pos)), dtype=bool)
+        for p, n in zip(pos, upd.shape):
+            inside = inside & (p >= 0) & (p < n)
+        if i == 0:
+            return idx, ~inside
+        return tuple(np.clip(p, 0, max(n - 1, 0)) for p, n in zip(pos, upd.shape)), inside
+    return operand_index(node, i, idx)

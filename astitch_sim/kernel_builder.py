@@ -21,6 +21,7 @@ from math import ceil
 import numpy as np
 
 from .errors import AStitchError
+from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
@@ -39,6 +40,11 @@ def sample_domain(size: int, seed: int = 0) -> np.ndarray:
     k = LOCALITY_SAMPLE // 4
     parts = [np.arange(k), np.arange(size - k, size), rng.integers(0, size, LOCALITY_SAMPLE // 2)]
     return np.unique(np.concatenate(parts)).astype(np.int64)
+
+
+def reduction_slots(graph, stage: Stage) -> int:
+    """Per-thread 8-byte slots of reduction scratch a stage needs: one per reduced value (argmax: two)."""
+    return sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
 
 
 def task_shape(graph, stage: Stage) -> tuple:
@@ -65,7 +71,8 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
     """For sampled domain elements, the indices at which each node is read.
 
     Returns ``{node: (elem_ids, index_tuple)}``: element ``elem_ids[i]`` of the
-    stage's domain reads ``node`` at ``index_tuple[.][i]``.  Ops of the stage
+    stage's domain reads ``node`` at ``index_tuple[.][i]``; ``index_tuple`` is None
+    when the index depends on values (an indexed load: a gather reads anywhere).  Ops of the stage
     themselves appear too (where they are evaluated).  Epilogue reads are
     keyed by the task index, with ``elem_ids`` the first domain element of the
     task (the block that owns the task runs its epilogue).
@@ -76,10 +83,13 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
 
     def add(name, ids, index):
         ids = np.atleast_1d(ids)
-        index = tuple(np.broadcast_to(np.atleast_1d(a), ids.shape) for a in index)
+        if index is not None:
+            index = tuple(np.broadcast_to(np.atleast_1d(a), ids.shape) for a in index)
         if name in found:
             old_ids, old_idx = found[name]
-            found[name] = (np.concatenate([old_ids, ids]), tuple(np.concatenate([a, b]) for a, b in zip(old_idx, index)))
+            both = None if old_idx is None or index is None else \
+                tuple(np.concatenate([a, b]) for a, b in zip(old_idx, index))
+            found[name] = (np.concatenate([old_ids, ids]), both)
         else:
             found[name] = (ids, index)
 
@@ -94,7 +104,13 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
         for i, o in enumerate(node.operands):
             if o.op == "constant" and o.rank == 0:
                 continue
+            if index is None:                   # read somewhere unknown: so are its operands
+                add(o.name, ids, None)
+                continue
             oidx, mask = operand_index(node, i, index)
+            if oidx is None:                    # an indexed load: where depends on run-time values
+                add(o.name, ids, None)
+                continue
             if mask is not None:
                 oidx, oids = tuple(a[mask] for a in oidx), ids[mask]
             else:
@@ -154,6 +170,8 @@ def is_block_local(graph, producer: Stage, consumer: Stage, node: str, needed_la
     if node not in r:
         return True
     ids, index = r[node]
+    if index is None:          # read at a run-time index: no block can be proven to read only its own
+        return False
     cons_block = consumer.mapping.locate(ids)[0]
     first = producer_blocks(graph, producer, node, index, len(ids))
     held_by = producer.mapping.splits if (node in producer.epilogue or graph[node].op == "reduce") else 1
@@ -171,6 +189,8 @@ def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str,
     if node not in r:
         return True
     ids, index = r[node]
+    if index is None:
+        return False
     return bool(np.array_equal(ravel(index, producer.mapping.domain), ids))
 
 
@@ -198,11 +218,15 @@ def stage_membership(graph, stages, name: str = "kernel"):
     for i, s in enumerate(stages):
         for n in s.ops:
             copies.setdefault(n, set()).add(i)
-            if n in stage_of and (graph[n].op == "reduce" or part_of[n] == "epilogue"):
+            if n in stage_of and (graph[n].op == "reduce" or part_of[n] == "epilogue") and \
+                    not is_scalar_of_inputs(graph[n]):
                 raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
             stage_of.setdefault(n, i)
             part_of.setdefault(n, "ops")
         for n in s.epilogue:
+            if n in stage_of and part_of[n] == "ops" and is_scalar_of_inputs(graph[n]):
+                copies[n].add(i)             # a scalar of inputs: every stage computes its own copy
+                continue
             if n in stage_of:
                 raise AStitchError(f"{name}: {n} is computed in two stages of one kernel")
             stage_of[n], part_of[n] = i, "epilogue"
@@ -366,8 +390,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
 
     # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
     shared_bytes = _layout_shared(graph, stages, values, consumers)
-    scratch = max((len([n for n in s.ops if graph[n].op == "reduce"]) * s.mapping.block * 8 for s in stages),
-                  default=0)
+    scratch = max((reduction_slots(graph, s) * s.mapping.block * 8 for s in stages), default=0)
     shared_total = shared_bytes + scratch
 
     for s in stages:

@@ -7,11 +7,16 @@ own if-chain, so adding an op means adding one row (torch.fx / tinygrad style).
 Each row gives
   * ``kind``: how the op moves data -- ``source`` (parameter, constant, iota),
     ``elementwise``, ``broadcast``, ``reduce``, ``layout`` (reshape, transpose,
-    slice, concatenate: every output element is one input element), ``dot``
-    (compute-intensive, planned as a library kernel).
+    slice, concatenate: every output element is one input element),
+    ``indexed`` (gather, dynamic-slice, dynamic-update-slice: one input element
+    too, but where it is depends on index values read at run time), ``library``
+    (dot, sort, topk, scatter, reduce-window: ops the stitcher cannot fuse, each
+    planned as its own library kernel; ``boundary.py`` says why for each).
   * ``dependency``: the element-level dependency class from the AStitch paper
     between an op's operands and its result: ``one-to-one``, ``one-to-many``
-    (broadcast), ``many-to-one`` (reduce); ``compute`` for dot.
+    (broadcast), ``many-to-one`` (reduce); ``compute`` for dot; ``many-to-many``
+    for the other library ops (an output element depends on a whole row, or
+    on whichever updates land on it).
   * ``cost``: ``free`` (no instruction: bitcast-like), ``light``, ``expensive``
     (XLA's IsExpensive: division, transcendental functions...), ``compute``.
     The paper's fusion rules turn on light vs expensive.
@@ -34,6 +39,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
+
+from .indexed import np_dynamic_slice, np_dynamic_update_slice, np_gather
+from .reducers import REDUCER_OF_OP, REDUCERS, fold_tree
+from .scatter import np_scatter
+from .sorting import np_sort, np_topk, total_order_key
+from .windows import np_reduce_window
 
 try:  # scipy's erf is vectorised and exact; fall back to math.erf per element without it
     from scipy.special import erf as _erf
@@ -135,6 +146,8 @@ _COMPARE_SYMBOL = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE
 
 
 def _compare(node, a, b):
+    if node.attrs.get("type") == "TOTALORDER" and a.dtype.kind == "f":
+        return _compare_total(node, a, b)
     return _COMPARE[node.attrs["direction"]](a, b)
 
 
@@ -225,29 +238,28 @@ def _parameter(node):  # values come from the caller's inputs, never from the ta
     raise RuntimeError("parameters are bound by the interpreter")
 
 
-REDUCERS = {
-    "sum": (np.add, "add"),
-    "max": (np.maximum, "maximum"),
-    "min": (np.minimum, "minimum"),
-    "prod": (np.multiply, "multiply"),
-    "and": (np.logical_and, "and"),
-    "or": (np.logical_or, "or"),
-}
-#: binary op in a reduce's ``to_apply`` region -> the reducer it means
-REDUCER_OF_OP = {op: kind for kind, (_, op) in REDUCERS.items()}
-
-
 @_quiet
-def _reduce(node, x, init):
-    ufunc = REDUCERS[node.attrs["reducer"]][0]
+def _reduce(node, *args):
+    """XLA reduce: fold ``inputs`` over ``dimensions`` with the reducer, then fold the init values in."""
+    red = REDUCERS[node.attrs["reducer"]]
+    n = len(args) // 2
+    xs, inits = args[:n], args[n:]
     dims = tuple(node.attrs["dimensions"])
-    if not dims:
-        return ufunc(x, init)
-    if x.dtype == np.bool_:
-        part = ufunc.reduce(x, axis=dims)
-    else:
-        part = ufunc.reduce(x, axis=dims, dtype=x.dtype)
-    return ufunc(part, init)
+    result = node.attrs.get("result", 0)
+    if red.values == 1 and xs[0].dtype != np.bool_:
+        ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[red.name]
+        part = ufunc.reduce(xs[0], axis=dims, dtype=xs[0].dtype) if dims else xs[0]
+        return ufunc(part, inits[0])
+    kept = [d for d in range(xs[0].ndim) if d not in dims]
+    flat = tuple(np.transpose(x, kept + list(dims)).reshape([x.shape[d] for d in kept] + [-1]) for x in xs)
+    folded = fold_tree(flat, -1, red.combine, red.identity([x.dtype for x in xs]))
+    folded = red.combine(folded, tuple(np.broadcast_to(i, folded[0].shape) for i in inits))
+    return folded[result]
+
+
+def _compare_total(node, a, b):
+    """compare with ``type=TOTALORDER``: IEEE total order (-NaN < -inf < -0 < +0 < inf < +NaN)."""
+    return _COMPARE[node.attrs["direction"]](total_order_key(a, False), total_order_key(b, False))
 
 
 def _dot(node, a, b):
@@ -318,7 +330,7 @@ _ROWS = [
     _row("shift-left", E, "one-to-one", L, 1, 2, _binary(_shift_left), "_shl({0}, {1}, {bits})"),
     _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(_shift_right_arithmetic), "_sra({0}, {1}, {bits})"),
     _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1}, {bits})"),
-    _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction
+    _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction, type
     # ternary elementwise
     _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})"),
     _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})"),
@@ -331,9 +343,18 @@ _ROWS = [
     _row("concatenate", "layout", "one-to-one", "free", 0, None, _concatenate),
     _row("reverse", "layout", "one-to-one", "free", 0, 1, _reverse),
     _row("pad", "layout", "one-to-one", "free", 0, 2, _pad),
-    # reduction and compute-intensive
-    _row("reduce", "reduce", "many-to-one", L, 1, 2, _reduce),
-    _row("dot", "dot", "compute", "compute", 2, 2, _dot),
+    # indexed loads (runtime indices): stitched like layout ops
+    _row("gather", "indexed", "one-to-one", L, 2, 2, np_gather),
+    _row("dynamic-slice", "indexed", "one-to-one", L, 2, None, np_dynamic_slice),
+    _row("dynamic-update-slice", "indexed", "one-to-one", L, 2, None, np_dynamic_update_slice),
+    # reduction (several inputs and inits for argmax/argmin)
+    _row("reduce", "reduce", "many-to-one", L, 1, None, _reduce),
+    # library kernels: the stitcher plans around them (boundary.py says what each is)
+    _row("dot", "library", "compute", "compute", 2, 2, _dot),
+    _row("sort", "library", "many-to-many", L, 8, None, np_sort),
+    _row("topk", "library", "many-to-many", L, 8, 1, np_topk),
+    _row("scatter", "library", "many-to-many", L, 1, 3, np_scatter),
+    _row("reduce-window", "library", "many-to-many", L, 1, 2, np_reduce_window),
 ]
 
 OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}

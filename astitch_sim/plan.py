@@ -101,8 +101,9 @@ class Kernel:
     outputs: list = field(default_factory=list)    # nodes written to global memory
     shared_bytes: int = 0
     registers_per_thread: int = 32
-    library_op: Optional[str] = None               # library kernels: the dot node they compute
+    library_op: Optional[str] = None               # library kernels: the (first) library node they compute
     notes: list = field(default_factory=list)      # the strategy's reasons, in words
+    views: dict = field(default_factory=dict)      # library kernels: operand -> the buffer read as it (a reshape)
 
     @property
     def global_barriers(self) -> int:
@@ -128,7 +129,9 @@ class Kernel:
 
     @property
     def computed(self) -> list:
-        """Nodes this kernel computes, stage by stage."""
+        """Nodes this kernel computes, stage by stage (a library kernel: its library nodes)."""
+        if self.kind == "library":
+            return list(self.outputs)
         return [n for s in self.stages for n in list(s.ops) + list(s.epilogue)]
 
 
@@ -157,7 +160,7 @@ class Plan:
 
     def kernel_of(self, node: str) -> list:
         """Kernels that compute ``node`` (several if a strategy recomputes it)."""
-        return [k for k in self.kernels if node in k.computed or k.library_op == node]
+        return [k for k in self.kernels if node in k.computed]
 
     def transfers(self) -> list:
         """How the value on every graph edge reaches its consumer: ``(producer, consumer, kernel, space)``.
@@ -172,7 +175,8 @@ class Plan:
         out = []
         for ki, k in enumerate(self.kernels):
             if k.kind == "library":
-                out.extend((o.name, k.library_op, ki, "global") for o in self.graph[k.library_op].operands)
+                out.extend((o.name, c, ki, "global") for c in k.computed for o in self.graph[c].operands
+                           if not (o.op == "constant" and o.rank == 0))
                 continue
             for s in k.stages:
                 own = set(s.ops) | set(s.epilogue)
@@ -210,6 +214,7 @@ class Plan:
             kd = {f: getattr(k, f) for f in ("name", "kind", "grid", "block", "inputs", "outputs", "shared_bytes",
                                              "registers_per_thread", "library_op", "notes")}
             kd["values"] = {n: asdict(v) for n, v in k.values.items()}
+            kd["views"] = dict(k.views)
             kd["stages"] = [{"dominant": s.dominant, "ops": list(s.ops), "epilogue": list(s.epilogue),
                              "mapping": s.mapping.to_dict(), "barrier_after": s.barrier_after,
                              "recompute": dict(s.recompute),
@@ -244,7 +249,8 @@ class Plan:
                                       stages=stages, values=values, inputs=list(kd["inputs"]),
                                       outputs=list(kd["outputs"]), shared_bytes=kd["shared_bytes"],
                                       registers_per_thread=kd["registers_per_thread"],
-                                      library_op=kd["library_op"], notes=list(kd["notes"])))
+                                      library_op=kd["library_op"], notes=list(kd["notes"]),
+                                      views=dict(kd.get("views", {}))))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),
                        dict(d.get("options", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:

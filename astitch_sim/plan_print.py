@@ -25,6 +25,10 @@ def _value_line(g, k, s, n, where) -> str:
     rc = s.recompute.get(n)
     if rc and rc > 1:
         tag += f"  (computed {rc}x per value)"
+    if node.kind == "indexed":
+        tag += "  (indexed load: run-time indices)"
+    elif node.op == "reduce" and len(node.operands) == 4:
+        tag += f"  ({node.attrs['reducer']}: a (value, index) reduce)"
     return f"  {where}{n:<18} {node.op:<14} {shape_str(node.shape, node.dtype):<16} {tag}"
 
 
@@ -32,9 +36,20 @@ def format_kernel(plan, k, index: int) -> list:
     g = plan.graph
     lines = []
     if k.kind == "library":
-        node = g[k.library_op]
-        lines.append(f"kernel {index}  {k.name}  [library]  grid={k.grid} block={k.block}")
-        lines.append(f"  {node}")
+        from .boundary import LIBRARY_OPS
+        head = g[k.library_op]
+        lib = LIBRARY_OPS.get(head.op)
+        what = f": {lib.stands_for}" if lib else ""
+        lines.append(f"kernel {index}  {k.name}  [library{what}]  grid={k.grid} block={k.block}")
+        for n in k.outputs or [k.library_op]:
+            lines.append(f"  {g[n]}")
+        reads = [f"{o} (as a view of {b})" for o, b in k.views.items()]
+        reads += [n for n in k.inputs if n not in k.views.values()]
+        if reads:
+            lines.append(f"  reads  {', '.join(reads)}  (global)")
+        lines.append(f"  writes {', '.join(k.outputs or [k.library_op])}  (global)")
+        if lib:
+            lines.append(f"  ---- kernel boundary: {head.op} is not stitched ({lib.why}) ----")
         return lines
     wave = plan.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
     waves = -(-k.grid // wave)
@@ -80,7 +95,7 @@ def plan_to_dot(plan) -> str:
     clusters, attrs = {}, {}
     seen = set()
     for i, k in enumerate(plan.kernels):
-        names = [n for n in (k.computed if k.kind == "generated" else [k.library_op]) if n not in seen]
+        names = [n for n in k.computed if n not in seen]
         seen.update(names)
         clusters[f"kernel {i}: {k.name}"] = names
         for n, sc in k.schemes.items():

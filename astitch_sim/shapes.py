@@ -10,9 +10,14 @@ from math import prod
 
 import numpy as np
 
-from .dtypes import check_dtype
+from .dtypes import check_dtype, is_float
+from .indexed import infer_dynamic_slice, infer_dynamic_update_slice, infer_gather
+from .scatter import infer_scatter
+from .sorting import infer_sort, infer_topk
+from .windows import infer_reduce_window
 from .errors import AStitchError
-from .ops import COMPARE_DIRECTIONS, REDUCERS, op_def
+from .ops import COMPARE_DIRECTIONS, op_def
+from .reducers import REDUCERS
 
 
 def _fmt(shape, dtype=None):
@@ -90,6 +95,8 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         if op == "compare":
             _require(attrs.get("direction") in COMPARE_DIRECTIONS, name,
                      f"compare needs direction= one of {COMPARE_DIRECTIONS}, got {attrs.get('direction')!r}")
+            _require(attrs.get("type") in (None, "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"), name,
+                     f"compare type={attrs.get('type')!r} is not FLOAT, TOTALORDER, SIGNED or UNSIGNED")
             _require(dtypes[0] == dtypes[1], name, f"compare of {dtypes[0]} with {dtypes[1]}: convert one first")
             out_dtype = "pred"
         elif op == "convert":
@@ -164,16 +171,36 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         out_shape = tuple(l + h + n + max(n - 1, 0) * i for l, h, n, i in zip(low, high, shapes[0], interior))
         out_dtype = dtypes[0]
     elif op == "reduce":
-        _require(shapes[1] == (), name, f"reduce init value must be a scalar, got {_fmt(shapes[1])}")
-        _require(dtypes[0] == dtypes[1], name, f"reduce of {dtypes[0]} with a {dtypes[1]} init value")
+        n = len(operands) // 2
+        _require(len(operands) in (2, 4), name, f"reduce takes (input, init) or, for argmax/argmin, (values, "
+                 f"indices, value init, index init): 2 or 4 operands, got {len(operands)}")
         reducer = attrs.get("reducer")
         _require(reducer in REDUCERS, name, f"reducer {reducer!r} is not one of {', '.join(REDUCERS)}")
+        _require(REDUCERS[reducer].values == n, name, f"reducer {reducer!r} folds {REDUCERS[reducer].values} "
+                 f"value(s) per element but the reduce has {n} input(s)")
+        for x, init in zip(operands[:n], operands[n:]):
+            _require(init.shape == (), name, f"reduce init value must be a scalar, got {_fmt(init.shape)}")
+            _require(x.dtype == init.dtype, name, f"reduce of {x.dtype} with a {init.dtype} init value")
+            _require(x.shape == shapes[0], name, f"reduce inputs {', '.join(_fmt(s) for s in shapes[:n])} must "
+                     "have one shape")
         _require(reducer not in ("and", "or") or dtypes[0] == "pred", name,
                  f"reducer {reducer!r} needs pred values, got {dtypes[0]}: compare first (x != 0), or use max/min")
+        if n == 2:
+            _require(dtypes[1] != "pred" and not is_float(dtypes[1]), name,
+                     f"{reducer} needs integer indices as its second input, got {dtypes[1]}")
+        result = attrs.get("result", 0)
+        _require(_is_int(result) and 0 <= result < n, name, f"result={result!r} must pick one of the {n} "
+                 "reduced values")
         dims = tuple(sorted(_dims(attrs.get("dimensions", ()), name, len(shapes[0]))))
         attrs["dimensions"] = dims
-        out_shape = tuple(n for i, n in enumerate(shapes[0]) if i not in dims)
-        out_dtype = dtypes[0]
+        if n == 2:
+            attrs["result"] = int(result)
+        out_shape = tuple(n_ for i, n_ in enumerate(shapes[0]) if i not in dims)
+        out_dtype = dtypes[result]
+    elif op in _TABLE_RULES:
+        least = _LEAST_OPERANDS.get(op, 1)
+        _require(len(operands) >= least, name, f"{op} takes at least {least} operand(s), got {len(operands)}")
+        out_shape, out_dtype = _TABLE_RULES[op](operands, attrs, name)
     elif op == "dot":
         a, b = shapes
         lb = _dims(attrs.get("lhs_batch_dims", ()), name, len(a), "lhs_batch_dims")
@@ -193,6 +220,19 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
     if shape is not None and check_shape(shape, name, "declared shape") != tuple(out_shape):
         raise AStitchError(f"{name}: declared shape {_fmt(shape)} but {op} of "
                            f"{', '.join(_fmt(s) for s in shapes) or 'nothing'} gives {_fmt(out_shape)}")
-    if dtype is not None and d.kind != "dot" and check_dtype(dtype) != out_dtype:
+    if dtype is not None and op != "dot" and check_dtype(dtype) != out_dtype:
         raise AStitchError(f"{name}: declared dtype {dtype} but {op} of {', '.join(dtypes)} gives {out_dtype}")
     return tuple(out_shape), out_dtype
+
+
+#: shape rules of the indexed and library ops, kept next to each op's semantics
+_TABLE_RULES = {
+    "gather": lambda ops, attrs, name: infer_gather(ops, attrs, name, _ints, _dims),
+    "dynamic-slice": lambda ops, attrs, name: infer_dynamic_slice(ops, attrs, name, _ints),
+    "dynamic-update-slice": infer_dynamic_update_slice,
+    "scatter": lambda ops, attrs, name: infer_scatter(ops, attrs, name, _ints, _dims),
+    "sort": lambda ops, attrs, name: infer_sort(ops, attrs, name, _require),
+    "topk": lambda ops, attrs, name: infer_topk(ops, attrs, name, _require),
+    "reduce-window": lambda ops, attrs, name: infer_reduce_window(ops, attrs, name, _ints),
+}
+_LEAST_OPERANDS = {"dynamic-update-slice": 2}

@@ -70,11 +70,9 @@ def validate_plan(plan, barriers: bool = True) -> None:
             if name not in produced:
                 raise AStitchError(f"{where}: reads {name} before any kernel computes it")
         if k.kind == "library":
-            if not isinstance(k.library_op, str) or k.library_op not in g:
-                raise AStitchError(f"{where}: library kernel computes {k.library_op!r}, which is not a node of "
-                                   f"graph {g.name!r}")
-            produced.add(k.library_op)
-            written.add(k.library_op)
+            _check_library(g, k, where)
+            produced.update(k.outputs)
+            written.update(k.outputs)
             continue
         if not k.stages:
             raise AStitchError(f"{where}: a generated kernel needs at least one stage")
@@ -105,7 +103,7 @@ def validate_plan(plan, barriers: bool = True) -> None:
                         j = computed_at[o.name]
                         if j > i:
                             raise AStitchError(f"{where}: stage {i} reads {o.name} which stage {j} computes later")
-                        if j < i:
+                        if j < i and o.name not in s.ops and o.name not in s.epilogue:   # not its own copy
                             _check_visible(k, o.name, j, i, where, barriers)
                     elif not (o.op == "constant" and o.rank == 0) and o.name not in produced:
                         raise AStitchError(f"{where}: {n} reads {o.name}, which is neither computed here nor an input")
@@ -164,3 +162,39 @@ def _check_visible(kernel, name, producer, consumer, where, barriers=True) -> No
         raise AStitchError(f"{where}: {name} is read from global memory in stage {consumer} with no grid barrier "
                            f"after stage {producer}: blocks would read values other blocks have not written. "
                            "Add barrier_after='grid' (and keep the grid within one wave)")
+
+
+def _check_library(g, k, where) -> None:
+    """A library kernel computes library nodes that are results of one op, reading its operands (or views)."""
+    from .analysis import VIEW_OPS, is_boundary
+    from .boundary import sibling_key
+    if not isinstance(k.library_op, str) or k.library_op not in g:
+        raise AStitchError(f"{where}: library kernel computes {k.library_op!r}, which is not a node of "
+                           f"graph {g.name!r}")
+    outs = list(k.outputs) or [k.library_op]
+    if k.library_op not in outs:
+        raise AStitchError(f"{where}: library kernel lists outputs {outs} without its own node {k.library_op}")
+    head = g[k.library_op]
+    if not is_boundary(head):
+        raise AStitchError(f"{where}: {k.library_op} is a {head.op}, not a library op (dot, sort, topk, scatter, "
+                           "reduce-window): plan it in a generated kernel")
+    for n in outs:
+        if sibling_key(g[n]) != sibling_key(head):
+            raise AStitchError(f"{where}: {n} is not a result of the same {head.op} as {k.library_op}")
+    views = k.views if isinstance(k.views, dict) else None
+    if views is None:
+        raise AStitchError(f"{where}: views must be a dict (operand -> buffer), got {k.views!r}")
+    for o in head.operands:
+        if o.op == "constant" and o.rank == 0:
+            continue
+        src = views.get(o.name, o.name)
+        if src not in k.inputs:
+            raise AStitchError(f"{where}: operand {o.name} is read from {src}, which is not among the kernel's "
+                               f"inputs {k.inputs}")
+        if src != o.name:
+            base = o
+            while base.name != src and base.op in VIEW_OPS:
+                base = base.operands[0]
+            if base.name != src:
+                raise AStitchError(f"{where}: {o.name} is read as a view of {src}, but it is not a chain of "
+                                   "row-major reshapes of it")

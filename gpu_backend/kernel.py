@@ -14,6 +14,7 @@ import numpy as np
 
 from astitch_sim.errors import AStitchError
 from astitch_sim.graph import shape_str
+from astitch_sim.kernel_builder import reduction_slots
 from astitch_sim.plan import Kernel
 
 from . import exprs as E
@@ -182,8 +183,7 @@ class KernelWriter:
     # -- the kernel --------------------------------------------------------------------
     def write(self):
         k = self.k
-        scratch = max((len([n for n in s.ops if self.g[n].op == "reduce"]) * s.mapping.block * 8
-                       for s in k.stages), default=0)
+        scratch = max((reduction_slots(self.g, s) * s.mapping.block * 8 for s in k.stages), default=0)
         self.scratch_base = k.shared_bytes - scratch
         top = max((v.offset + v.nbytes for v in self.values.values() if v.space == "shared"), default=0)
         if self.scratch_base < top:

@@ -13,6 +13,8 @@ and the epilogue (:mod:`gpu_backend.reductions`).
 """
 from __future__ import annotations
 
+from astitch_sim.reducers import reduce_inputs
+
 from . import exprs as E
 
 
@@ -90,13 +92,17 @@ class LoopEmitter:
             self.fail(f"a task split over {splits} blocks needs combine atomic or grid_barrier, not {m.combine!r}")
 
         # reduction bookkeeping
-        self.acc_var = {r: self.kw.names.fresh("acc_" + r) for r in self.reduces}
-        red_scratch = {}
-        for i, r in enumerate(self.reduces):
-            red_scratch[r] = self.kw.scratch(i, g[r].dtype)
+        self.acc_var = {r: tuple(self.kw.names.fresh(("acc_" if k == 0 else "acci_") + r)
+                                 for k in range(len(reduce_inputs(g[r])))) for r in self.reduces}
+        red_scratch, slot = {}, 0
+        for r in self.reduces:
+            red_scratch[r] = tuple(self.kw.scratch(slot + k, x.dtype) for k, x in enumerate(reduce_inputs(g[r])))
+            slot += len(red_scratch[r])
         tree_width = tpr if rows_kind else rpb
         if split:
             for r in self.reduces:
+                if len(reduce_inputs(g[r])) > 1:
+                    self.fail(f"{r} ({g[r].attrs['reducer']}) is split over blocks; a pair reduce must not be")
                 self.split_buffers(r)
 
         def task_header():
@@ -139,7 +145,8 @@ class LoopEmitter:
             out(f"col_ok = {ok}")
             ok = "col_ok"
         for r in self.reduces:
-            out(f"{self.acc_var[r]} = {self.identity(g[r])}")
+            for acc, ident in zip(self.acc_var[r], self.identity(g[r])):
+                out(f"{acc} = {ident}")
         if I > 1:
             out(f"for inner in range({I}):  # {I} element(s) of the task per thread")
             out.indent()

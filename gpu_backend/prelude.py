@@ -387,8 +387,72 @@ def _bf16_value(bits):
     return buf.view(float32)[0]
 
 
+# -- orders: argmax/argmin pairs, IEEE total order, sort keys ------------------------------
+
+@cuda.jit(device=True)
+def _argmax_take(av, ai, bv, bi):
+    """Does pair (bv, bi) win over (av, ai) in an argmax?  NaN first, larger value, ties to the lower index."""
+    an = av != av
+    bn = bv != bv
+    if an or bn:
+        if an and bn:
+            return bi < ai
+        return bn
+    if bv > av:
+        return True
+    return bv == av and bi < ai
+
+
+@cuda.jit(device=True)
+def _argmin_take(av, ai, bv, bi):
+    """Does pair (bv, bi) win over (av, ai) in an argmin?  NaN first, smaller value, ties to the lower index."""
+    an = av != av
+    bn = bv != bv
+    if an or bn:
+        if an and bn:
+            return bi < ai
+        return bn
+    if bv < av:
+        return True
+    return bv == av and bi < ai
+
+
+@cuda.jit(device=True)
+def _tot_less(a, b):
+    """IEEE total order: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN (NaN payloads equal)."""
+    an = a != a
+    bn = b != b
+    if an or bn:
+        a_neg = math.copysign(1.0, a) < 0
+        b_neg = math.copysign(1.0, b) < 0
+        if an and bn:
+            return a_neg and not b_neg
+        if an:
+            return a_neg
+        return not b_neg
+    if a == b:
+        return a == 0 and math.copysign(1.0, a) < 0 and math.copysign(1.0, b) > 0
+    return a < b
+
+
+@cuda.jit(device=True)
+def _tot_eq(a, b):
+    """Equal in IEEE total order (NaNs of one sign are equal; -0.0 and +0.0 are not)."""
+    return not _tot_less(a, b) and not _tot_less(b, a)
+
+
+@cuda.jit(device=True)
+def _sort_less(a, b):
+    """JAX's sort comparator: ascending, -0.0 equal to 0.0, every NaN after every number."""
+    if a != a:
+        return False
+    if b != b:
+        return True
+    return a < b
+
+
 #: every helper a generated kernel may import (the code generator keeps the same list: source.HELPERS)
 HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
            "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
            "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",
-           "_bf16_bits", "_bf16_value")
+           "_bf16_bits", "_bf16_value", "_argmax_take", "_argmin_take", "_tot_less", "_tot_eq", "_sort_less")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from astitch_sim.reducers import reduce_inits, reduce_inputs
+
 from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, _FLOATS
 from .values import Scope
@@ -28,13 +30,15 @@ _REDUCER = {  # reducer -> (combine template, atomic function or None)
     "or": ("({0} | {1})", None),
 }
 _ATOMIC_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64")
+#: pair reducers -> the prelude helper that says whether the new pair wins
+_PAIR_TAKE = {"argmax": "_argmax_take", "argmin": "_argmin_take"}
 
 
 class ReductionEmitter:
     """Reductions and epilogues (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
 
     def combine(self, node, a: str, b: str) -> str:
-        """One step of a reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
+        """One step of a one-value reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
         red = node.attrs["reducer"]
         t = _REDUCER[red][0].format(a, b)
         if node.dtype in _FLOATS:
@@ -43,12 +47,35 @@ class ReductionEmitter:
             return t if red in ("and", "or", "max", "min") else f"bool_({t})"
         return f"{COMPUTE[node.dtype]}({t})"
 
-    def identity(self, node) -> str:
-        red, dtype = node.attrs["reducer"], node.dtype
+    def fold(self, node, dst: tuple, src: tuple, why: str):
+        """``dst = reduce(dst, src)`` as statements: one value, or an argmax/argmin (value, index) pair."""
+        red = node.attrs["reducer"]
+        if len(dst) == 1:
+            self.out(f"{dst[0]} = {self.combine(node, dst[0], src[0])}  # {why} ({red})")
+            return
+        self.out(f"if {_PAIR_TAKE[red]}({dst[0]}, {dst[1]}, {src[0]}, {src[1]}):  # {why} ({red}: NaN first, "
+                 "ties to the lower index)")
+        self.out(f"    {dst[0]} = {src[0]}")
+        self.out(f"    {dst[1]} = {src[1]}")
+
+    def identity(self, node) -> tuple:
+        """The accumulator's start value(s); argmax/argmin: the worst value and the largest index (never wins)."""
+        red = node.attrs["reducer"]
+        ins = reduce_inputs(node)
+        if len(ins) == 2:
+            worst = "max" if red == "argmax" else "min"
+            info = np.iinfo(STORAGE[ins[1].dtype])
+            return (self._identity_of(worst, ins[0].dtype),
+                    self.kw.mod.constant(info.max, ins[1].dtype, f"index_identity_{ins[1].dtype}"))
+        return (self._identity_of(red, node.dtype),)
+
+    def _identity_of(self, red, dtype) -> str:
         if red in ("sum", "or"):
             v = 0
         elif red in ("prod", "and"):
             v = 1
+        elif dtype == "pred":
+            v = red == "min"
         elif dtype in _FLOATS:
             v = -np.inf if red == "max" else np.inf
         else:
@@ -59,7 +86,8 @@ class ReductionEmitter:
     def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
         out, m = self.out, self.m
         for r in self.reduces:
-            out(f"{red_scratch[r].at('tid')} = {self.acc_var[r]}")
+            for sv, acc in zip(red_scratch[r], self.acc_var[r]):
+                out(f"{sv.at('tid')} = {acc}")
         if width <= 1:
             out("# one thread per task: its partial is the task's total")
             return
@@ -76,8 +104,9 @@ class ReductionEmitter:
         out.indent()
         partner = "tid + h" if step == 1 else f"tid + h * {step}"
         for r in self.reduces:
-            sv = red_scratch[r]
-            out(f"{sv.at('tid')} = {self.combine(self.g[r], sv.at('tid'), sv.at(partner))}")
+            svs = red_scratch[r]
+            self.fold(self.g[r], tuple(sv.at("tid") for sv in svs), tuple(sv.at(partner) for sv in svs),
+                      "fold the partner's partial")
         out.dedent()
         out("cuda.syncthreads()")
         out("n = h")
@@ -113,7 +142,7 @@ class ReductionEmitter:
         for r in self.reduces:
             node = self.g[r]
             flat = E.ravel(task_idx, node.shape)
-            total = red_scratch[r].at("tid")
+            total = red_scratch[r][0].at("tid")
             if self.m.combine == "atomic":
                 fn = _REDUCER[node.attrs["reducer"]][1]
                 out(f"cuda.atomic.{fn}({self.kw.result_of[r]}, {flat}, {total})  # combine across the "
@@ -155,9 +184,17 @@ class ReductionEmitter:
         for r in self.reduces:
             node = self.g[r]
             var = self.kw.names.fresh(r)
-            if red_scratch is not None:
+            if red_scratch is not None and len(red_scratch[r]) == 2:
+                inits = tuple(self.value(x.name, (), scope) for x in reduce_inits(node))
+                pair = (self.kw.names.fresh(r + "_value"), self.kw.names.fresh(r + "_index"))
+                for p, sv in zip(pair, red_scratch[r]):
+                    out(f"{p} = {sv.at('tid')}")
+                self.fold(node, pair, inits, "and the init value last")
+                k = node.attrs.get("result", 0)
+                out(f"{var} = {self.round_result(node, pair[k]) if k == 0 else pair[k]}  # {self.describe(node)}")
+            elif red_scratch is not None:
                 init = self.value(node.operands[1].name, (), scope)
-                out(f"{var} = {self.round_result(node, self.combine(node, red_scratch[r].at('tid'), init))}"
+                out(f"{var} = {self.round_result(node, self.combine(node, red_scratch[r][0].at('tid'), init))}"
                     f"  # {self.describe(node)}")
             else:
                 flat = E.ravel(task_idx, node.shape)

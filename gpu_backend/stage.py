@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from astitch_sim.graph import shape_str
+from astitch_sim.reducers import reduce_inputs
 
 from . import exprs as E
 from .dtypes import CastEmitter
@@ -54,7 +55,7 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
         self.it = None                          # expression of the thread's iteration (register arrays)
         self.phase = "element"
         self.dvars: dict = {}                   # domain dim -> its index variable (or constant)
-        self.acc_var: dict = {}                 # reduce -> its per-thread accumulator
+        self.acc_var: dict = {}                 # reduce -> its per-thread accumulator(s): (value,) or (value, index)
 
     def fail(self, msg):
         self.kw.fail(msg, self.si)
@@ -115,9 +116,8 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
         dom = self.m.domain
         for r in self.reduces:
             node = self.g[r]
-            val = self.value(node.operands[0].name, idx, scope)
-            acc = self.acc_var[r]
-            self.out(f"{acc} = {self.combine(node, acc, val)}  # accumulate {r} ({node.attrs['reducer']})")
+            vals = tuple(self.value(x.name, idx, scope) for x in reduce_inputs(node))
+            self.fold(node, self.acc_var[r], vals, f"accumulate {r}")
         for n, v, crosses in self.element_stores():
             node = self.g[n]
             if v.space == "shared":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from astitch_sim import indexed
 from astitch_sim.graph import shape_str
 from astitch_sim.ops import compare_scalar
 
@@ -21,6 +22,9 @@ from . import exprs as E
 from .dtypes import HELPER_BY_DTYPE, _BITS, _FLOATS
 
 _LAYOUT_OPS = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
+#: compare with type=TOTALORDER on floats (IEEE total order: -NaN < -inf < -0 < +0 < inf < +NaN)
+_TOTAL_ORDER = {"LT": "_tot_less({0}, {1})", "GT": "_tot_less({1}, {0})", "LE": "(not _tot_less({1}, {0}))",
+                "GE": "(not _tot_less({0}, {1}))", "EQ": "_tot_eq({0}, {1})", "NE": "(not _tot_eq({0}, {1}))"}
 
 
 class Scope:
@@ -101,6 +105,8 @@ class ValueEmitter:
             return self.assign(scope, key, n, self.cast(node, str(idx[d]), force=True), self.describe(node))
         if op in ("concatenate", "pad"):
             return self.branchy(node, idx, scope, key)
+        if node.kind == "indexed":
+            return self.indexed(node, idx, scope, key)
         if node.kind != "elementwise":
             self.fail(f"{n} ({op}) cannot be evaluated per element")
         args = [self.value(o.name, idx, scope) for o in node.operands]
@@ -117,6 +123,8 @@ class ValueEmitter:
     def template(self, node) -> str:
         op, dtype = node.op, node.dtype
         if op == "compare":
+            if node.attrs.get("type") == "TOTALORDER" and node.operands[0].dtype in _FLOATS:
+                return _TOTAL_ORDER[node.attrs["direction"]]
             return compare_scalar(node.attrs["direction"])
         t = node.opdef.scalar
         if t is None:
@@ -128,10 +136,34 @@ class ValueEmitter:
                 t = t.replace(f + "(", i + "(")
         return t
 
+    def indexed(self, node, idx, scope: Scope, key) -> str:
+        """gather / dynamic-slice / dynamic-update-slice: load the index values, clamp, load where they point
+        (astitch_sim.indexed holds the index arithmetic; here it runs on source expressions)."""
+        def fetch(j, where):
+            return self.value(node.operands[j].name, tuple(where), scope)
+
+        def clamp(v, lo, hi):
+            var = self.kw.names.fresh(f"start_{node.name}")
+            expr = str(lo) if lo == hi else f"min(max(int64({v}), {lo}), {hi})"
+            self.out(f"{var} = {expr}  # a start index of {node.name}, clamped into the operand (XLA semantics)")
+            return var
+
+        if node.op == "gather":
+            self.out(f"# {self.describe(node)}: an indexed load")
+            src = indexed.gather_index(node, idx, lambda w: fetch(1, w), E.add, clamp)
+            return self.value(node.operands[0].name, src, scope)
+        if node.op == "dynamic-slice":
+            self.out(f"# {self.describe(node)}: a load at run-time offsets")
+            src = indexed.dynamic_slice_index(node, idx, lambda j: fetch(j, ()), E.add, clamp)
+            return self.value(node.operands[0].name, src, scope)
+        upd = node.operands[1]
+        starts = indexed.dynamic_starts(node, upd.shape, lambda j: fetch(j, ()), clamp)
+        pos = tuple(E.sub(x, s) for x, s in zip(idx, starts))
+        inside = E.all_of([f"{s} <= {x} < {E.add(s, n)}" for x, s, n in zip(idx, starts, upd.shape)])
+        return self.emit_branches(node, [(inside, upd.name, pos), (True, node.operands[0].name, idx)], scope, key)
+
     def branchy(self, node, idx, scope: Scope, key) -> str:
         """concatenate / pad: the operand an element reads depends on where the element is."""
-        var = self.kw.names.fresh(node.name)
-        self.out(f"# {self.describe(node)}")
         if node.op == "concatenate":
             dim = node.attrs["dimension"]
             start = 0
@@ -153,6 +185,12 @@ class ValueEmitter:
                 conds.append(True if isinstance(p, int) and 0 <= p < n else
                              (False if isinstance(p, int) else f"0 <= {p} < {n}"))
             branches = [(E.all_of(conds), x.name, pos), (True, node.operands[1].name, ())]
+        return self.emit_branches(node, branches, scope, key)
+
+    def emit_branches(self, node, branches, scope: Scope, key) -> str:
+        """``if cond: var = operand[index] elif ...``: one branch per place an element may come from."""
+        var = self.kw.names.fresh(node.name)
+        self.out(f"# {self.describe(node)}")
         first = True
         for cond, o, oidx in branches:
             if cond is False:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import astitch_sim as asim
-from astitch_sim.flatindex import ravel, unravel
+from astitch_sim.flatindex import distinct, ravel, unravel
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -69,3 +69,12 @@ def test_no_module_uses_numpys_unravel_index():
                  for p in (ROOT / pkg).rglob("*.py") if "np.unravel_index(" in p.read_text()
                  or "np.ravel_multi_index(" in p.read_text()]
     assert not offenders, f"use astitch_sim.flatindex instead of numpy's index helpers in {offenders}"
+
+
+def test_distinct_is_np_unique_by_sorting():
+    rng = np.random.default_rng(0)
+    for a in (np.array([], np.int64), np.array([5]), rng.integers(-50, 50, 1000), rng.integers(0, 1 << 40, 50000),
+              np.arange(10)[::-1].copy(), np.zeros((3, 4), np.int32)):
+        got = distinct(a)
+        np.testing.assert_array_equal(got, np.unique(a))
+        assert got.dtype == np.asarray(a).dtype

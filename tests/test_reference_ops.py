@@ -663,6 +663,184 @@ def test_dot_mismatched_dims_is_an_error():
                lhs_contracting_dims=(1,), rhs_contracting_dims=(0,))
 
 
+# -- indexed loads and library ops (XLA semantics, against plain Python) ----------------------
+
+def _graph(*arrays_and_dtypes):
+    g = Graph("t")
+    return g, [g.parameter(f"p{i}", np.shape(a), dt) for i, (a, dt) in enumerate(arrays_and_dtypes)]
+
+
+def _total_key(v: float):
+    """IEEE total order of a float32 value as a Python int (NaNs of one sign equal)."""
+    if math.isnan(v):
+        return (1 << 40) if math.copysign(1, v) > 0 else -(1 << 40)
+    bits = struct.unpack("<i", struct.pack("<f", v))[0]
+    return bits if bits >= 0 else -(bits & 0x7FFFFFFF) - 1
+
+
+@covers("gather")
+@FAST
+@given(st.data())
+def test_take_clamps_indices_like_xla(data):
+    n, d = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
+    table = data.draw(f32_arrays((n, d)))
+    ids = data.draw(hnp.arrays(np.int32, data.draw(shapes(1, 2, 3)), elements=st.integers(-3 * n, 3 * n)))
+    g, (t, i) = _graph((table, "f32"), (ids, "s32"))
+    g.set_outputs(g.take(t, i, 0), g.take(g.transpose(t, (1, 0)), i, 1))
+    rows, cols = asim.reference(g, [table, ids])
+    want = np.array([table[min(max(int(k), 0), n - 1)] for k in ids.reshape(-1)]).reshape(ids.shape + (d,))
+    np.testing.assert_array_equal(rows, want)
+    np.testing.assert_array_equal(cols, np.moveaxis(want, -1, 0))
+
+
+@FAST
+@given(st.data())
+def test_gather_window_and_take_along_axis(data):
+    r, c = data.draw(st.integers(1, 5)), data.draw(st.integers(2, 6))
+    x = data.draw(f32_arrays((r, c)))
+    lab = data.draw(hnp.arrays(np.int32, (r, 1), elements=st.integers(-2 * c, 2 * c)))
+    starts = data.draw(hnp.arrays(np.int32, (3, 2), elements=st.integers(-4, 8)))
+    g, (p, l, s) = _graph((x, "f32"), (lab, "s32"), (starts, "s32"))
+    w = min(2, r), min(3, c)
+    win = g.gather(p, s, offset_dims=(1, 2), collapsed_slice_dims=(), start_index_map=(0, 1), slice_sizes=w,
+                   index_vector_dim=1)
+    g.set_outputs(g.take_along_axis(p, l, 1), win)
+    along, got = asim.reference(g, [x, lab, starts])
+    np.testing.assert_array_equal(along[:, 0], [x[i, min(max(int(lab[i, 0]), 0), c - 1)] for i in range(r)])
+    for k in range(3):
+        a = min(max(int(starts[k, 0]), 0), r - w[0])
+        b = min(max(int(starts[k, 1]), 0), c - w[1])
+        np.testing.assert_array_equal(got[k], x[a:a + w[0], b:b + w[1]])
+
+
+@covers("dynamic-slice", "dynamic-update-slice")
+@FAST
+@given(st.data())
+def test_dynamic_slices_clamp_their_starts(data):
+    shape = data.draw(shapes(1, 3, 5))
+    x = data.draw(f32_arrays(shape))
+    sizes = tuple(data.draw(st.integers(0, n)) for n in shape)
+    starts = [data.draw(st.integers(-6, 8)) for _ in shape]
+    upd = data.draw(f32_arrays(sizes))
+    g, ps = _graph((x, "f32"), (upd, "f32"), *[(np.int32(v), "s32") for v in starts])
+    g.set_outputs(g.dynamic_slice(ps[0], list(ps[2:]), sizes), g.dynamic_update_slice(ps[0], ps[1], list(ps[2:])))
+    sl, up = asim.reference(g, [x, upd] + [np.int32(v) for v in starts])
+    at = tuple(slice(min(max(v, 0), n - k), min(max(v, 0), n - k) + k) for v, n, k in zip(starts, shape, sizes))
+    np.testing.assert_array_equal(sl, x[at])
+    want = x.copy()
+    want[at] = upd
+    np.testing.assert_array_equal(up, want)
+
+
+@FAST
+@given(st.data())
+def test_argmax_argmin_first_nan_then_first_extreme(data):
+    x = data.draw(hnp.arrays(np.float32, data.draw(shapes(1, 3, 5)), elements=st.sampled_from(
+        [np.nan, -np.inf, -1.0, -0.0, 0.0, 2.0, np.inf])))
+    axis = data.draw(st.integers(0, x.ndim - 1))
+    g, (p,) = _graph((x, "f32"))
+    g.set_outputs(g.argmax(p, axis), g.argmin(p, axis))
+    amax, amin = asim.reference(g, [x])
+
+    def pick(row, better):
+        best = 0
+        for i, v in enumerate(row):
+            if np.isnan(row[best]):
+                break
+            if np.isnan(v) or better(v, row[best]):
+                best = i
+        return best
+    rows = np.moveaxis(x, axis, -1)
+    flat = rows.reshape(-1, x.shape[axis])
+    np.testing.assert_array_equal(amax, np.array([pick(r, lambda a, b: a > b) for r in flat]).reshape(rows.shape[:-1]))
+    np.testing.assert_array_equal(amin, np.array([pick(r, lambda a, b: a < b) for r in flat]).reshape(rows.shape[:-1]))
+
+
+@covers("reduce-window")
+@FAST
+@given(st.data())
+def test_cumsum_is_an_in_order_fold_and_windows_skip_padding(data):
+    x = data.draw(f32_arrays(data.draw(shapes(1, 2, 6))))
+    axis = data.draw(st.integers(0, x.ndim - 1))
+    g, (p,) = _graph((x, "f32"))
+    g.set_outputs(g.cumsum(p, axis), g.cumsum(p, axis, reverse=True), g.cumsum(p, axis, reducer="max"),
+                  g.reduce_window(p, [2] * x.ndim, [2] * x.ndim, [(1, 0)] * x.ndim, "sum"))
+    fwd, rev, cmax, win = asim.reference(g, [x])
+    rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+    want_f, want_r, want_m = [], [], []
+    for row in rows:
+        acc, accm = np.float32(0), np.float32(-np.inf)
+        for v in row:
+            acc, accm = np.float32(acc + v), max(accm, v)
+            want_f.append(acc)
+            want_m.append(accm)
+        out = []
+        for i in range(len(row)):                       # reverse: output i folds row[i:], in order
+            acc = np.float32(0)
+            for v in row[i:]:
+                acc = np.float32(acc + v)
+            out.append(acc)
+        want_r.extend(out)
+    back = lambda w: np.moveaxis(np.array(w, np.float32).reshape(np.moveaxis(x, axis, -1).shape), -1, axis)  # noqa
+    np.testing.assert_array_equal(fwd, back(want_f))
+    np.testing.assert_array_equal(rev, back(want_r))
+    np.testing.assert_array_equal(cmax, back(want_m))
+    for o in np.ndindex(win.shape):                     # window 2, stride 2, one padding element in front
+        acc = np.float32(0)
+        for w in np.ndindex(*([2] * x.ndim)):
+            src = tuple(2 * a + b - 1 for a, b in zip(o, w))
+            if all(0 <= s_ < n for s_, n in zip(src, x.shape)):
+                acc = np.float32(acc + x[src])
+        assert win[o] == acc
+
+
+@covers("sort", "topk")
+@FAST
+@given(st.data())
+def test_sort_and_top_k_orders(data):
+    vals = st.sampled_from([np.nan, -np.nan, -np.inf, -1.5, -0.0, 0.0, 1.0, 2.5, np.inf])
+    n = data.draw(st.integers(1, 7))
+    x = data.draw(hnp.arrays(np.float32, (2, n), elements=vals))
+    payload = np.arange(2 * n, dtype=np.int32).reshape(2, n)
+    k = data.draw(st.integers(0, n))
+    g, (p, q) = _graph((x, "f32"), (payload, "s32"))
+    sx, sp = g.sort([p, q], 1)
+    dx, dp = g.sort([p, q], 1, descending=True)
+    tv, ti = g.top_k(p, k)
+    g.set_outputs(sx, sp, dx, dp, tv, ti)
+    got = asim.reference(g, [x, payload])
+    for r in range(2):
+        canon = [(1, 0.0) if np.isnan(v) else (0, float(v) + 0.0) for v in x[r]]     # JAX: NaN last, -0 == 0
+        order = sorted(range(n), key=lambda i: canon[i])
+        np.testing.assert_array_equal(got[1][r], payload[r][order])
+        desc = sorted(range(n), key=lambda i: (-canon[i][0], -canon[i][1]))
+        np.testing.assert_array_equal(got[3][r], payload[r][desc])
+        top = sorted(range(n), key=lambda i: -_total_key(float(x[r, i])))[:k]          # stable: ties by index
+        np.testing.assert_array_equal(got[5][r], top)
+        np.testing.assert_array_equal(np.isnan(got[4][r]), np.isnan(x[r][top]))
+
+
+@covers("scatter")
+@FAST
+@given(st.data())
+def test_scatter_applies_updates_in_order_and_drops_out_of_range(data):
+    n, d = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 3))
+    x = data.draw(f32_arrays((n, d)))
+    ids = data.draw(hnp.arrays(np.int32, (data.draw(st.integers(1, 6)),), elements=st.integers(-2, n + 1)))
+    upd = data.draw(f32_arrays(ids.shape + (d,)))
+    g, (p, i, u) = _graph((x, "f32"), (ids, "s32"), (upd, "f32"))
+    g.set_outputs(*(g.index_add(p, i, u, 0, combiner=c) for c in ("sum", "assign", "max", "prod")))
+    got = asim.reference(g, [x, ids, upd])
+    ops = {"sum": lambda a, b: a + b, "assign": lambda a, b: b, "max": max, "prod": lambda a, b: a * b}
+    for (name, f), res in zip(ops.items(), got):
+        want = x.copy()
+        for j, k in enumerate(ids):
+            if 0 <= k < n:                      # out-of-range updates are dropped, not clamped
+                for c in range(d):
+                    want[k, c] = np.float32(f(want[k, c], upd[j, c]))
+        np.testing.assert_array_equal(res, want, err_msg=name)
+
+
 # -- inputs --------------------------------------------------------------------------------
 
 def _two_input_graph():

@@ -40,7 +40,7 @@ def plan_dot(plan, kernel: int | None = None, node: str | None = None, rankdir: 
         edges.setdefault((prod, cons), set()).add(space)
     owner, copies = {}, {}
     for i, k in enumerate(plan.kernels):
-        names = k.computed if k.kind == "generated" else [k.library_op]
+        names = k.computed
         for n in dict.fromkeys(names):
             owner.setdefault(n, i)
             copies[n] = copies.get(n, 0) + 1
@@ -107,7 +107,8 @@ def kernel_dot(plan, index: int, node: str | None = None) -> str:
              '  node [fontname="Helvetica", fontsize=13, shape=box, style="filled,rounded"];',
              '  edge [fontname="Helvetica", fontsize=11];']
     if k.kind == "library":
-        lines.append(f'  lib [label={q(k.library_op + " (vendor GEMM)")}, fillcolor="#e0e0e0"];')
+        what = k.notes[0] if k.notes else "library kernel"
+        lines.append(f'  lib [label={q(", ".join(k.computed) + chr(10) + what)}, fillcolor="#e0e0e0"];')
         lines.append("}")
         return "\n".join(lines)
     ins = ", ".join(k.inputs) or "(none)"

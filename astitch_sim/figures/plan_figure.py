@@ -92,7 +92,7 @@ def _hidden(graph, hide_scalars: bool, hide_moves: bool = False) -> set:
 def _lane_nodes(kernel) -> list:
     """(node, stage) computed by the kernel, in stage order."""
     if kernel.kind == "library":
-        return [(kernel.library_op, 0)]
+        return [(n, 0) for n in kernel.computed]
     return [(n, i) for i, s in enumerate(kernel.stages) for n in list(s.ops) + list(s.epilogue)]
 
 

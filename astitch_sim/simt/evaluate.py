@@ -9,8 +9,10 @@ broadcastable over the phase's domain -- one entry per dim of ``node``:
 * an op of this stage is computed from its operands, each read at the index
   the op table implies (``indexing.operand_index``): a broadcast drops dims, a
   transpose permutes them, a slice offsets them...  Data-movement ops cost
-  nothing; elementwise ops apply the op table's numpy function and count their
-  flops once per domain element (a broadcast Local op is recomputed per
+  nothing; an indexed load (gather, dynamic slices) first reads its index values,
+  then the operand where they point -- so its loads are counted at the addresses
+  the tokens or labels really touch; elementwise ops apply the op table's numpy
+  function and count their flops once per domain element (a broadcast Local op is recomputed per
   element, as TVM does, and counted that way);
 * anything else is *read* from where the plan says it lives
   (``KernelRun.read``): global memory, a block's shared memory, a thread's
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..dtypes import cast
 from ..errors import AStitchError
-from ..indexing import operand_index
+from ..indexing import operand_index, runtime_operand_index
 
 MOVES = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
 
@@ -111,6 +113,8 @@ class Evaluator:
             outside = ~m if mask is None else (~m) & mask
             p = self.value(node.operands[1].name, (), outside)
             return np.where(m, v, p).astype(v.dtype, copy=False)
+        if node.kind == "indexed":
+            return self.indexed(node, idx, mask)
         if node.kind == "elementwise":
             args = []
             for i, o in enumerate(node.operands):
@@ -120,6 +124,22 @@ class Evaluator:
             return cast(node.opdef.numpy(node, *args), node.dtype)
         raise AStitchError(f"kernel {self.run.kernel.name}: stage {self.i} cannot evaluate {node.name} ({op}) "
                            "per element inside a generated kernel")
+
+    def indexed(self, node, idx, mask):
+        """An indexed load: read the index operands (counted), then the operand where they point (counted)."""
+        def fetch(j, where):
+            return self.value(node.operands[j].name, self.intern(tuple(np.asarray(w) for w in where)), mask)
+
+        self.count_flops(node, mask)
+        both = (lambda m: m) if mask is None else (lambda m: mask if m is None else m & mask)
+        if node.op == "dynamic-update-slice":
+            xi, outside = runtime_operand_index(node, 0, idx, fetch)
+            ui, inside = runtime_operand_index(node, 1, idx, fetch)
+            kept = self.value(node.operands[0].name, idx, both(outside))
+            new = self.value(node.operands[1].name, self.intern(ui), both(inside))
+            return np.where(inside, new, kept).astype(kept.dtype, copy=False)
+        oidx, _ = runtime_operand_index(node, 0, idx, fetch)
+        return self.value(node.operands[0].name, self.intern(tuple(np.asarray(a) for a in oidx)), mask)
 
     def count_flops(self, node, mask):
         per = node.opdef.flops

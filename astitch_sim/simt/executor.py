@@ -38,8 +38,10 @@ is defined:
   ``combine="grid_barrier"``) -- the same count as ``Kernel.global_barriers``;
   ``tree_barriers``: ``steps + 1`` per block per task trip of a reduction tree;
 * ``KernelStats.memset_bytes``: result buffers filled with the init value before
-  atomics; library kernels (matrix products, run as numpy matmul): operand and
-  result bytes, ``2*M*N*K`` flops.
+  atomics.  Library kernels (dot, sort, topk, scatter, reduce-window) run their op's
+  numpy meaning and are charged what the library moves (``boundary.py``): each
+  operand and result once (a scatter: one more store per update), ``2*M*N*K``
+  flops for a GEMM.
 
 Thread exit: a thread never returns early -- it runs every stage's loops
 (possibly with no element) and reaches every barrier (``trace.py`` lists the
@@ -53,6 +55,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..boundary import traffic
 from ..dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
 from ..kernel_builder import stage_membership, stage_roots, task_shape
@@ -164,15 +167,25 @@ def _schedule(plan, kstats):
 
 
 def _run_library(graph, k, mem, ks) -> None:
-    node = graph[k.library_op]
-    args = [mem[o.name] for o in node.operands]
-    out = cast(node.opdef.numpy(node, *args), node.dtype)
-    mem.place(node.name, np.ascontiguousarray(out), node.nbytes)
-    lhs = node.operands[0]
-    K = prod(lhs.shape[d] for d in node.attrs.get("lhs_contracting_dims", ()))
-    ks.library_flops = 2 * node.size * K
-    ks.library_bytes_written = node.nbytes
-    ks.library_bytes = sum(o.nbytes for o in node.operands) + node.nbytes
+    """A library kernel: its op's numpy meaning on the operands in memory (read through its views),
+    charged what the library moves (``boundary.traffic``: each operand once, each result once)."""
+    nodes = [graph[n] for n in k.outputs]
+    args = []
+    for o in nodes[0].operands:
+        if o.op == "constant" and o.rank == 0:
+            args.append(cast(np.asarray(o.attrs["value"]), o.dtype).reshape(()))
+            continue
+        src = k.views.get(o.name, o.name)
+        if src not in mem:
+            raise AStitchError(f"kernel {k.name} reads {src} from global memory, but no kernel has written it")
+        args.append(np.asarray(mem[src]).reshape(o.shape))
+    for node in nodes:
+        out = cast(node.opdef.numpy(node, *args), node.dtype)
+        mem.place(node.name, np.ascontiguousarray(out), node.nbytes)
+    read, written, flops = traffic(nodes)
+    ks.library_flops = flops
+    ks.library_bytes_written = written
+    ks.library_bytes = read + written
 
 
 def _bookkeeping(graph, stages):
@@ -288,7 +301,7 @@ class KernelRun:
                 if tuple(node.operands[0].shape) != geom.shape:
                     raise AStitchError(f"kernel {k.name} stage {i}: reduce {r} runs over {node.operands[0].shape} "
                                        f"but the stage's domain is {geom.shape}")
-                reduce_inputs[r] = ev.value(node.operands[0].name, geom.idx)
+                reduce_inputs[r] = tuple(ev.value(x.name, geom.idx) for x in node.operands[:len(node.operands) // 2])
                 continue
             if tuple(node.shape) != geom.shape:
                 if r in needed_here:
@@ -525,18 +538,18 @@ class KernelRun:
 
     # -- reductions ------------------------------------------------------------------------------
     def run_reduce(self, i, s, st, geom, node, values):
-        init_node = node.operands[1]
         epi = self.epilogue_geometry(i)
         ev = Evaluator(self, i, s, epi, "combine", st)
-        init = ev.value(init_node.name, ())
+        init = tuple(ev.value(x.name, ()) for x in node.operands[len(node.operands) // 2:])
         res = run_reduce(node, values, init, geom)
         m = geom.mapping
         T, S, lanes = m.rows, m.splits, res["lanes"]
         size = itemsize(node.dtype)
+        pair = sum(itemsize(x.dtype) for x in node.operands[:len(node.operands) // 2])   # argmax: value + index
         st.flops += node.opdef.flops * geom.size + T * S * (lanes - 1) + T * S
         if lanes > 1:                                      # the shared-memory tree
-            st.shared_bytes_written += size * T * S * (2 * lanes - 1)
-            st.shared_bytes_read += size * T * S * 2 * (lanes - 1)
+            st.shared_bytes_written += pair * T * S * (2 * lanes - 1)
+            st.shared_bytes_read += pair * T * S * 2 * (lanes - 1)
             if size > 4:
                 st.shared_bank_conflicts += T * S * (4 * lanes - 3) // 32
             st.tree_barriers += m.grid * m.task_iterations * (res["steps"] + 1)
@@ -548,7 +561,7 @@ class KernelRun:
                 raise AStitchError(f"kernel {self.kernel.name}: split reduce {node.name} combines with atomics but "
                                    "its result is neither an output nor Global: nobody could read it")
             arr = self.mem[node.name]
-            arr[...] = np.broadcast_to(init, arr.shape)
+            arr[...] = np.broadcast_to(init[0], arr.shape)
             self.memset_bytes += node.size * size
             arr[...] = res["result"]
             self.account(ev, epi, self._global_access("atomic", node.name, epi.idx, identity=True))

@@ -54,6 +54,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..flatindex import distinct
 from .geometry import support
 
 SECTOR = 32
@@ -200,12 +201,12 @@ def _gap_ok(values: np.ndarray, other: np.ndarray) -> bool:
     """Distinct ``values`` spaced more than ``other``'s range apart: sums never collide."""
     if values.size <= 1 or other.size == 0:
         return True
-    u = np.unique(values)
+    u = distinct(values)
     return u.size == values.size and int(np.diff(u).min()) > int(other.max() - other.min())
 
 
 def _distinct(a: np.ndarray) -> int:
-    return int(np.unique(a).size)
+    return int(distinct(a).size)
 
 
 def count(geom, acc: Access) -> dict:
@@ -268,11 +269,11 @@ def _dedup_separable(geom, F_X, F_Y, selx, sely):
     const_y = F_Y.size == 0 or (F_Y == F_Y[0]).all()
     if const_y:
         # element depends on x only: pairs (B_X + B_Y, F_X)
-        if not _gap_ok(np.unique(B_X), B_Y):
+        if not _gap_ok(distinct(B_X), B_Y):
             return None
         return distinct_pairs(*_as_pairs(B_X, F_X))[0] * _distinct(B_Y)
     if const_x:
-        if not _gap_ok(np.unique(B_X), B_Y):
+        if not _gap_ok(distinct(B_X), B_Y):
             return None
         return _distinct(B_X) * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     # element depends on both: injective -> every lane access is a distinct element
@@ -395,15 +396,15 @@ def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT):
         B_X, B_Y = geom.block_parts()
         bx, fx, by, fy = B_X[selx], F_X[selx], B_Y[sely], F_Y[sely]
         if fy.size == 0 or (fy == fy[0]).all():
-            px = np.unique(bx * K + fx + (fy[0] if fy.size else 0))
-            ub = np.unique(by)
+            px = distinct(bx * K + fx + (fy[0] if fy.size else 0))
+            ub = distinct(by)
             if px.size * ub.size <= limit:
-                return np.unique((px[:, None] + ub[None, :] * K).ravel())
+                return distinct((px[:, None] + ub[None, :] * K).ravel())
         elif fx.size == 0 or (fx == fx[0]).all():
-            py = np.unique(by * K + fy + (fx[0] if fx.size else 0))
-            ub = np.unique(bx)
+            py = distinct(by * K + fy + (fx[0] if fx.size else 0))
+            ub = distinct(bx)
             if py.size * ub.size <= limit:
-                return np.unique((py[:, None] + ub[None, :] * K).ravel())
+                return distinct((py[:, None] + ub[None, :] * K).ravel())
     n = geom.count(acc.mask)
     if n > limit:
         return None
@@ -411,7 +412,7 @@ def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT):
     if acc.mask is not None:
         sel = geom.full(acc.mask)
         F, B = F[sel], B[sel]
-    return np.unique(B * K + F)
+    return distinct(B * K + F)
 
 
 def union_bytes(reads: list, K: int) -> int:
@@ -420,7 +421,7 @@ def union_bytes(reads: list, K: int) -> int:
     for geom, acc in reads:
         k = pair_keys(geom, acc, K)
         (big.append((geom, acc)) if k is None else keys.append(k))
-    small = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    small = distinct(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     if not big:
         return int(small.size)
     if len(big) == 1:
@@ -432,7 +433,7 @@ def union_bytes(reads: list, K: int) -> int:
             return geom.size + int(np.count_nonzero(owner != b))
     for geom, acc in big:
         keys.append(pair_keys(geom, acc, K, limit=1 << 62))
-    return int(np.unique(np.concatenate(keys)).size)
+    return int(distinct(np.concatenate(keys)).size)
 
 
 # ---------------------------------------------------------------------------

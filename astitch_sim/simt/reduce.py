@@ -14,33 +14,20 @@ from numpy's pairwise sum exactly as a GPU's would:
    to a global scratch, a grid barrier, and every split block folds all of them.
 
 Unsplit tasks fold the init value in at the end (``op(result, init)``, like
-XLA's reduce semantics and the numpy reference).
+XLA's reduce semantics and the numpy reference).  An argmax/argmin folds
+(value, index) pairs the same way, every level on both arrays at once.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..dtypes import cast, numpy_dtype
-from ..ops import REDUCERS
+from ..reducers import reducer
 
 
-def identity(reducer: str, dtype) -> np.ndarray:
-    """The value a thread's accumulator starts from (neutral for the reducer)."""
-    dt = np.dtype(dtype)
-    if dt == np.bool_:
-        return np.array(reducer == "and")
-    if reducer == "sum":
-        return np.zeros((), dt)
-    if reducer == "prod":
-        return np.ones((), dt)
-    if dt.kind == "f":
-        return np.array(-np.inf if reducer == "max" else np.inf, dt)
-    info = np.iinfo(dt)
-    return np.array(info.min if reducer == "max" else info.max, dt)
-
-
-def ufunc_of(node):
-    return REDUCERS[node.attrs["reducer"]][0]
+def identity(node) -> tuple:
+    """The values a thread's accumulator starts from (one per reduced input; holes in the tree hold them)."""
+    return reducer(node).identity([numpy_dtype(x.dtype) for x in node.operands[:len(node.operands) // 2]])
 
 
 def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
@@ -64,57 +51,65 @@ def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
     return dense.reshape(T, S, I, lanes)
 
 
-def per_thread(dense: np.ndarray, ufunc, ident) -> np.ndarray:
-    """Each thread folds its elements in iteration order -> ``[task, part, lane]``."""
-    acc = np.broadcast_to(ident, dense[:, :, 0, :].shape).astype(dense.dtype)
-    for i in range(dense.shape[2]):
-        acc = ufunc(acc, dense[:, :, i, :])
-    return np.asarray(acc, dtype=dense.dtype)
+def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
+    """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value."""
+    acc = tuple(np.broadcast_to(i, d[:, :, 0, :].shape).astype(d.dtype) for i, d in zip(ident, dense))
+    for i in range(dense[0].shape[2]):
+        acc = combine(acc, tuple(d[:, :, i, :] for d in dense))
+    return tuple(np.asarray(a, dtype=d.dtype) for a, d in zip(acc, dense))
 
 
-def tree(acc: np.ndarray, ufunc) -> np.ndarray:
-    """Shared-memory tree over the last axis (lanes) -> ``[task, part]``; returns the step count too."""
-    acc = np.array(acc, copy=True)
-    n, steps = acc.shape[-1], 0
+def tree(acc: tuple, combine) -> tuple:
+    """Shared-memory tree over the last axis (lanes) -> ``[task, part]`` per value; returns the step count too."""
+    acc = [np.array(a, copy=True) for a in acc]
+    n, steps = acc[0].shape[-1], 0
     while n > 1:
         h = (n + 1) // 2
-        acc[..., :n - h] = ufunc(acc[..., :n - h], acc[..., h:n])
+        merged = combine(tuple(a[..., :n - h] for a in acc), tuple(a[..., h:n] for a in acc))
+        for a, mv in zip(acc, merged):
+            a[..., :n - h] = mv
         n, steps = h, steps + 1
-    return acc[..., 0], steps
+    return tuple(a[..., 0] for a in acc), steps
 
 
-def combine(partial: np.ndarray, init, ufunc, combine: str) -> np.ndarray:
-    """Across split blocks: ``[task, part]`` -> ``[task]`` (see the module docstring)."""
-    S = partial.shape[1]
+def combine_splits(partial: tuple, init: tuple, combine, how: str) -> tuple:
+    """Across split blocks: ``[task, part]`` -> ``[task]`` per value (see the module docstring)."""
+    S = partial[0].shape[1]
+    col = lambda p: tuple(x[:, p] for x in partial)     # noqa: E731
     if S == 1:
-        return ufunc(partial[:, 0], init)
-    if combine == "atomic":
-        out = np.broadcast_to(init, partial.shape[:1]).astype(partial.dtype)
+        return combine(col(0), tuple(np.broadcast_to(i, partial[0].shape[:1]) for i in init))
+    if how == "atomic":
+        out = tuple(np.broadcast_to(i, x.shape[:1]).astype(x.dtype) for i, x in zip(init, partial))
         for p in range(S):                        # atomics land in part order
-            out = ufunc(out, partial[:, p])
+            out = combine(out, col(p))
         return out
-    out = partial[:, 0]
+    out = col(0)
     for p in range(1, S):
-        out = ufunc(out, partial[:, p])
-    return ufunc(out, init)
+        out = combine(out, col(p))
+    return combine(out, tuple(np.broadcast_to(i, out[0].shape) for i in init))
 
 
 def run_reduce(node, values, init, geom) -> dict:
-    """All three levels for one reduce node; returns results and the shape of the work."""
+    """All three levels for one reduce node; returns its result (the ``result`` component) and the work's shape.
+
+    ``values``: the reduced input(s) at the stage's elements (a tuple for argmax/argmin);
+    ``init``: the init value(s)."""
     m = geom.mapping
-    dtype = numpy_dtype(node.dtype)
-    values = np.asarray(values)
-    if values.dtype != dtype:
-        values = values.astype(dtype)
-    ufunc = ufunc_of(node)
-    ident = identity(node.attrs["reducer"], dtype)
+    red = reducer(node)
+    n = len(node.operands) // 2
+    values = values if isinstance(values, tuple) else (values,)
+    init = init if isinstance(init, tuple) else (init,)
+    dtypes = [numpy_dtype(x.dtype) for x in node.operands[:n]]
+    values = tuple(np.asarray(v).astype(d, copy=False) for v, d in zip(values, dtypes))
+    ident = identity(node)
     layout = geom.reduce_layout()
-    dense = lay_out(values, layout, geom, m, ident)
+    dense = tuple(lay_out(v, layout, geom, m, i) for v, i in zip(values, ident))
     with np.errstate(all="ignore"):
-        acc = per_thread(dense, ufunc, ident)
-        partial, steps = tree(acc, ufunc)
-        init = np.asarray(init, dtype=dtype)
-        result = combine(partial, init, ufunc, m.combine)
-    result = cast(np.asarray(result, dtype=dtype), node.dtype)
-    partial = cast(np.asarray(partial, dtype=dtype), node.dtype)
+        acc = per_thread(dense, red.combine, ident)
+        partial, steps = tree(acc, red.combine)
+        init = tuple(np.asarray(i, dtype=d) for i, d in zip(init, dtypes))
+        result = combine_splits(partial, init, red.combine, m.combine)
+    k = node.attrs.get("result", 0)
+    result = cast(np.asarray(result[k], dtype=dtypes[k]), node.dtype)
+    partial = cast(np.asarray(partial[k], dtype=dtypes[k]), node.dtype)
     return {"result": result.reshape(node.shape), "partial": partial, "lanes": layout[4], "steps": steps}

@@ -50,12 +50,15 @@ from dataclasses import replace
 from math import ceil
 
 from ..errors import AStitchError
-from ..analysis import ancestors, classify_reduce, is_compute, is_expensive, is_free, is_one_to_many_producer, \
-    memory_clusters
+from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
+    is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
+    with_rematerialised
+from ..boundary import library_groups
+from ..reducers import reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
-from .common import column_mapping, library_kernel, next_pow2, prev_pow2
+from .common import column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 
 BLOCK = 1024                 # "assume": 1024 threads per block
@@ -107,9 +110,9 @@ def _row_cols(gr) -> int:
 def _may_split(gr, opts: AStitchOptions) -> bool:
     """Task splitting is on, and (without Global stitching) needs no grid barrier: an atomic
     combine whose result no epilogue of the same stage reads."""
-    if not opts.task_splitting:
+    if not opts.task_splitting or not _splittable(gr):
         return False
-    return opts.global_stitching or (_combine(gr.reducer_node) == "atomic" and not gr.epilogue)
+    return opts.global_stitching or (_combine(gr) == "atomic" and not gr.epilogue)
 
 
 def _size(shape) -> int:
@@ -135,7 +138,7 @@ def _natural_blocks(gr: _Group, gpu, wave: int, block: int, opts: AStitchOptions
         return ceil(rows / rpb) * gr.splits
     if gr.kind == "columns":
         fill = wave if _may_split(gr, opts) else 1
-        m = column_mapping(gr.reducer_node, gpu, block, fill, _combine(gr.reducer_node))
+        m = column_mapping(gr.reducer_node, gpu, block, fill, _combine(gr))
         gr.splits = m.splits
         return m.grid
     return ceil(_size(gr.domain) / block)
@@ -146,8 +149,15 @@ def _threads_per_row(cols: int, block: int, opts: AStitchOptions) -> int:
     return _row_threads(cols, block) if opts.horizontal_packing else block
 
 
-def _combine(node) -> str:
-    return "atomic" if node.attrs["reducer"] in ("sum", "max", "min") else "grid_barrier"
+def _splittable(gr: _Group) -> bool:
+    """May the group's tasks be split over blocks? Not if one of its reduces is an argmax/argmin."""
+    return all(reducer(r).splittable for r in gr.reduces) if gr.reduces else reducer(gr.reducer_node).splittable
+
+
+def _combine(gr: _Group) -> str:
+    """Split partials meet by atomics if every reduce of the group has one, else through a grid barrier."""
+    nodes = gr.reduces or [gr.reducer_node]
+    return "atomic" if all(reducer(r).atomic for r in nodes) else "grid_barrier"
 
 
 def _mapping(gr: _Group, grid: int, made: dict, block: int, opts: AStitchOptions) -> ThreadMapping:
@@ -157,17 +167,17 @@ def _mapping(gr: _Group, grid: int, made: dict, block: int, opts: AStitchOptions
         return made[id(gr.adopt)]
     if gr.kind == "rows":
         probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
-        combine = _combine(gr.reducer_node) if gr.splits > 1 else "none"
+        combine = _combine(gr) if gr.splits > 1 else "none"
         return ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=grid,
                              threads_per_row=_threads_per_row(probe.cols, block, opts), splits=gr.splits,
                              combine=combine)
     if gr.kind == "columns":
         return ThreadMapping("columns", gr.domain, gr.groups, block=block, grid=grid, threads_per_row=min(32, block),
-                             splits=gr.splits, combine=_combine(gr.reducer_node) if gr.splits > 1 else "none")
+                             splits=gr.splits, combine=_combine(gr) if gr.splits > 1 else "none")
     return ThreadMapping("flat", gr.domain, gr.groups, block=block, grid=grid)
 
 
-def _groups_for(graph, names: set, escapes: set) -> list:
+def _groups_for(graph, names: set, escapes: set, max_slots: int = 1 << 30) -> list:
     """Steps 2-4: candidates, dominant merging, Local ops; returns op groups in order."""
     order = [n for n in graph if n.name in names]
     cands = [n for n in order if n.op == "reduce" or n.name in escapes
@@ -183,7 +193,7 @@ def _groups_for(graph, names: set, escapes: set) -> list:
 
         def visit(x):
             for o in x.operands:
-                if o.name in seen or o.name not in names or o.op in ("parameter", "constant") or is_compute(o):
+                if o.name in seen or o.name not in names or o.op in ("parameter", "constant") or is_boundary(o):
                     continue
                 seen.add(o.name)
                 if o.name in home:
@@ -213,7 +223,7 @@ def _groups_for(graph, names: set, escapes: set) -> list:
         if d.name in home:
             continue
         if d.op == "reduce":
-            gr = _sibling_group(graph, groups, d, cache)
+            gr = _sibling_group(graph, groups, d, cache, max_slots)
             if gr is not None and not joinable(gr, d):
                 gr = None
             if gr is None:
@@ -230,9 +240,10 @@ def _groups_for(graph, names: set, escapes: set) -> list:
             epi = None
         if epi is not None:
             gr, members = epi
-            gr.epilogue.extend(members)
             for m in members:
-                home[m.name] = gr
+                if m not in gr.epilogue:
+                    gr.epilogue.append(m)
+                home.setdefault(m.name, gr)
             continue
         gr = _elementwise_group(graph, groups, d, cache)
         if gr in groups and not joinable(gr, d):
@@ -252,10 +263,13 @@ def _same_mapping(a: _Group, b: _Group) -> bool:
     return root_a is root_b
 
 
-def _sibling_group(graph, groups, d, cache):
-    """A group with a reduce over the same domain and dims that ``d`` does not depend on."""
+def _sibling_group(graph, groups, d, cache, max_slots):
+    """A group with a reduce over the same domain and dims that ``d`` does not depend on (and room for
+    ``d``'s reduction tree in shared memory: :func:`~astitch_sim.strategies.common.max_reduction_slots`)."""
     for gr in groups:
         if gr.adopt is not None or not gr.reduces:
+            continue
+        if sum(reduction_values(r) for r in gr.reduces) + reduction_values(d) > max_slots:
             continue
         r0 = gr.reduces[0]
         if (r0.operands[0].shape == d.operands[0].shape and r0.attrs["dimensions"] == d.attrs["dimensions"]
@@ -283,9 +297,13 @@ def _epilogue_merge(graph, groups, d, names, home):
                 if o.name in seen or not ok:
                     continue
                 seen.add(o.name)
-                if o.name in mine:
+                if is_scalar_of_inputs(o) and o.name in names:     # recomputed per task, never stored
+                    if o not in gr.epilogue:
+                        visit(o)
+                        members.append(o)
+                elif o.name in mine:
                     touches = True
-                elif o.op in ("parameter", "constant") or o.name not in names or o.name in home or is_compute(o):
+                elif o.op in ("parameter", "constant") or o.name not in names or o.name in home or is_boundary(o):
                     if o.rank and tuple(o.shape) != tuple(tshape):
                         ok = False
                 elif o.kind in ("elementwise",) or (o.op == "broadcast" and o.operands[0].rank == 0) \
@@ -316,9 +334,9 @@ def _absorb_epilogue(graph, gr, names, home, cand_names):
             merged = _epilogue_merge(graph, [gr], u, names, home)
             if merged is not None:
                 for m in merged[1]:
-                    if m.name not in home:
+                    if m not in gr.epilogue and (m.name not in home or is_scalar_of_inputs(m)):
                         gr.epilogue.append(m)
-                        home[m.name] = gr
+                        home.setdefault(m.name, gr)
                         work.append(m)
 
 
@@ -346,7 +364,7 @@ class _GridExceedsWave(Exception):
 
 def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions) -> list:
     """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching)."""
-    groups = _groups_for(graph, names, escapes)
+    groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     try:
         return _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts)
     except _GridExceedsWave as e:
@@ -504,12 +522,13 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     position = {n.name: i for i, n in enumerate(graph)}
     clusters = sorted(memory_clusters(graph), key=lambda c: min(position[n.name] for n in c))
     scopes = _remote_stitch(graph, clusters)
-    dots = [n for n in graph.live_nodes() if is_compute(n)]
+    libs = library_groups(graph.live_nodes())
     outputs = {o.name for o in graph.outputs}
-    units = [("stitch", s) for s in scopes] + [("library", {d.name}) for d in dots]
+    units = [("stitch", s) for s in scopes] + [("library", {n.name for n in group}) for group in libs]
 
     def deps(unit):
-        return {o.name for n in unit[1] for o in graph[n].operands if o.name not in unit[1]}
+        srcs = (boundary_source(o) if unit[0] == "library" else o for n in unit[1] for o in graph[n].operands)
+        return {o.name for o in srcs if o.name not in unit[1]}
 
     owner = {n: i for i, u in enumerate(units) for n in u[1]}
     ordered, done = [], set()
@@ -527,13 +546,17 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     kernels = []
     for kind, names in ordered:
         if kind == "library":
-            kernels.append(library_kernel(graph, graph[next(iter(names))], len(kernels)))
+            kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
             continue
-        escapes = {n for n in names if n in outputs or any(u.name not in names for u in graph[n].users)}
+        scope = with_rematerialised(names, graph)
+        escapes = {n for n in names if n in outputs or any(u.name not in names and read_directly(graph[n], u)
+                                                           and (is_boundary(u) or not is_rematerialisable(graph[n]))
+                                                           for u in graph[n].users)}
+        names = scope
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
         kernels.extend(_build_kernels(graph, gpu, names, escapes, len(kernels), opts))
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
-             f"{len(dots)} library kernel(s)"]
+             f"{len(libs)} library kernel(s)"]
     changed = opts.changed()
     if changed:
         notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in changed.items()))

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from math import ceil
 
-from ..analysis import classify_reduce, is_compute, is_free
+from ..analysis import classify_reduce, is_boundary, is_free
+from ..boundary import library_op, reads_of, views_of
+from ..reducers import reducer
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Value
 
@@ -34,7 +36,7 @@ def flat_mapping(shape, block: int, grid: int | None = None) -> ThreadMapping:
                          grid=min(need, grid or MAX_GRID))
 
 
-def xla_reduce_mapping(node, gpu) -> ThreadMapping:
+def xla_reduce_mapping(node, gpu, siblings=()) -> ThreadMapping:
     """XLA's (2021) reduction mappings as the paper describes them.
 
     Row reduction: one block per row, the block as wide as the row (rounded up
@@ -47,17 +49,20 @@ def xla_reduce_mapping(node, gpu) -> ThreadMapping:
     """
     x = node.operands[0]
     rs = classify_reduce(node)
+    group = [node] + [s for s in siblings if s is not node]      # multi-output fusion: every reduce must fit
+    atomic = all(reducer(r).atomic for r in group)
     if rs.kind == "row":
         m = ThreadMapping("rows", x.shape, rs.groups, block=1, grid=1, threads_per_row=1)
         tpr = min(gpu.max_threads_per_block, round_up(max(m.cols, 1), gpu.warp_size))
-        if m.rows == 1 and m.cols > 8 * tpr and node.attrs["reducer"] in ("sum", "max", "min"):
+        if m.rows == 1 and m.cols > 8 * tpr and atomic:
             # a whole-tensor reduction: XLA spreads it over many blocks (atomics into the result)
             splits = prev_pow2(min(gpu.blocks_per_wave(tpr), ceil(m.cols / (8 * tpr))))
             return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=splits, threads_per_row=tpr,
                                  splits=splits, combine="atomic")
         return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=max(1, min(m.rows, MAX_GRID)),
                              threads_per_row=tpr)
-    return column_mapping(node, gpu, block=1024, fill_blocks=gpu.blocks_per_wave(1024), combine="atomic")
+    return column_mapping(node, gpu, block=1024, fill_blocks=gpu.blocks_per_wave(1024) if atomic else 1,
+                          combine="atomic")
 
 
 def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> ThreadMapping:
@@ -71,27 +76,47 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
     # split the reduced dim only when each split still has real work (>= 64 rows)
     splits = max(1, min(fill_blocks // max(tiles, 1), probe.cols // max(lanes * 4, 64)))
     splits = prev_pow2(splits)
-    if splits > 1 and node.attrs["reducer"] not in ("sum", "max", "min") and combine == "atomic":
-        splits = 1   # no atomic for prod/and/or: keep each column in one block
+    if splits > 1 and (not reducer(node).splittable or (combine == "atomic" and not reducer(node).atomic)):
+        splits = 1   # no atomic for prod/and/or, no split at all for argmax: keep each column in one block
     return ThreadMapping("columns", x.shape, rs.groups, block=block, grid=max(1, min(tiles, MAX_GRID // splits)) * splits,
                          threads_per_row=lanes_c, splits=splits, combine=combine if splits > 1 else "none")
 
 
-def library_kernel(graph, node, index: int) -> Kernel:
-    """A matrix product runs as a vendor-library kernel (cuBLAS-like); we plan around it."""
-    out = node.shape
-    m = out[-2] if len(out) >= 2 else 1
-    n = out[-1] if out else 1
-    batch = 1
-    for s in out[:-2]:
-        batch *= s
-    grid = batch * ceil(m / 128) * ceil(n / 128)
-    values = {o.name: Value(o.name, "global", "global", stage=-1) for o in node.operands}
-    values[node.name] = Value(node.name, "global", "independent", stage=0, output=True)
-    return Kernel(name=f"library.{index}:{node.name}", kind="library", grid=max(1, grid), block=256,
-                  values=values, inputs=[o.name for o in node.operands], outputs=[node.name],
-                  shared_bytes=0, registers_per_thread=128, library_op=node.name,
-                  notes=["matrix product: vendor library GEMM (cuBLAS-like), 128x128 tiles"])
+def max_reduction_slots(gpu) -> int:
+    """How many reduced values one stage may fold at once: their shared-memory trees (8 bytes per thread
+    each, blocks of up to ``max_threads_per_block``) must fit the default per-block budget (48 KiB), so a
+    multi-output fusion of many sibling reductions (the bias gradients of a training step) is split."""
+    return max(1, gpu.shared_per_block_default // (gpu.max_threads_per_block * 8))
+
+
+def reduction_values(node) -> int:
+    """Values a reduce folds per element (its tree's scratch slots): 1, or 2 for argmax/argmin."""
+    return len(node.operands) // 2
+
+
+def library_kernel(graph, nodes, index: int) -> Kernel:
+    """A library op (and its sibling results) runs as one library kernel; the plan works around it.
+
+    It reads its operands from global memory -- an operand that is only a row-major
+    reshape of a value in memory is read as that value's buffer (``views``) -- and
+    writes every result there.
+    """
+    nodes = list(nodes)
+    lib = library_op(nodes[0])
+    grid, block = lib.launch(nodes)
+    reads = reads_of(nodes)
+    values = {n: Value(n, "global", "global", stage=-1) for n in reads}
+    for n in nodes:
+        values[n.name] = Value(n.name, "global", "independent", stage=0, output=True)
+    views = views_of(nodes)
+    notes = [f"{nodes[0].op}: library kernel, {lib.stands_for}; not stitched: {lib.why}"]
+    if views:
+        notes.append("reads " + ", ".join(f"{o} as a view of {b} (a row-major reshape: no copy)"
+                                          for o, b in views.items()))
+    return Kernel(name=f"library.{index}:{nodes[0].name}", kind="library", grid=grid, block=block,
+                  values=values, inputs=reads, outputs=[n.name for n in nodes], shared_bytes=0,
+                  registers_per_thread=128 if nodes[0].op == "dot" else 32, library_op=nodes[0].name,
+                  notes=notes, views=views)
 
 
 def escapes_of(graph, nodes: set, readers_elsewhere: set) -> set:
@@ -117,8 +142,8 @@ def closure(root, stop) -> list:
 
 
 def fusible_stop(node) -> bool:
-    """Fusion never crosses these: inputs, constants, and compute-intensive ops."""
-    return node.op in ("parameter", "constant") or is_compute(node)
+    """Fusion never crosses these: inputs, constants, and library ops."""
+    return node.op in ("parameter", "constant") or is_boundary(node)
 
 
 def is_work(node) -> bool:

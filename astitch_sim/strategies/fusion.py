@@ -20,10 +20,13 @@ What differs between strategies is only which nodes are roots:
 """
 from __future__ import annotations
 
-from ..analysis import ancestors, is_compute, is_expensive, is_free, is_one_to_many_producer
+from ..analysis import ancestors, boundary_source, is_boundary, is_expensive, is_free, is_one_to_many_producer, \
+    must_materialise
+from ..boundary import sibling_key
 from ..kernel_builder import assemble_kernel
 from ..plan import Plan, Stage
 from .common import LOOP_BLOCK, closure, escapes_of, flat_mapping, fusible_stop, is_work, library_kernel, \
+    max_reduction_slots, reduction_values, \
     xla_reduce_mapping
 
 
@@ -33,10 +36,10 @@ def _initial_roots(graph, live, strategy) -> set:
         if n.op not in ("parameter", "constant"):
             roots.add(n.name)
     for n in live:
-        if n.op == "reduce" or is_compute(n):
+        if n.op == "reduce" or is_boundary(n):
             roots.add(n.name)
-        if any(is_compute(u) for u in n.users) and not fusible_stop(n):
-            roots.add(n.name)            # feeds a matrix product: must be in memory
+        if must_materialise(n) and not fusible_stop(n):
+            roots.add(n.name)            # a library kernel reads it from memory
         if strategy == "unfused" and is_work(n):
             roots.add(n.name)
         if strategy == "xla" and is_one_to_many_producer(n):
@@ -49,7 +52,7 @@ def _members(graph, roots: set) -> dict:
     out = {}
     for r in roots:
         node = graph[r]
-        if is_compute(node):
+        if is_boundary(node):
             continue
         out[r] = [n.name for n in closure(node, lambda o: fusible_stop(o) or o.name in roots)]
     return out
@@ -82,17 +85,28 @@ def _depends(graph, a: str, b: str, cache: dict) -> bool:
     return b in ancestors(graph[a], cache)
 
 
-def _group_siblings(graph, order: list, members: dict, strategy: str) -> list:
-    """XLA multi-output fusion: sibling reduces of one input share a kernel."""
+def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots: int = 1 << 30) -> list:
+    """XLA multi-output fusion: sibling reduces of one input share a kernel; so do the results of
+    one library op (a sort's keys and values, top-k's values and indices)."""
     groups: list[list[str]] = []
     cache: dict = {}
+    library: dict = {}
     for r in order:
         node = graph[r]
         placed = False
+        if is_boundary(node):
+            key = sibling_key(node)
+            if key in library:
+                library[key].append(r)
+            else:
+                library[key] = [r]
+                groups.append(library[key])
+            continue
         if strategy != "unfused" and node.op == "reduce":
             for g in groups:
                 first = graph[g[0]]
                 if (first.op == "reduce" and first.operands[0].shape == node.operands[0].shape
+                        and sum(reduction_values(graph[x]) for x in g) + reduction_values(node) <= max_slots
                         and first.attrs["dimensions"] == node.attrs["dimensions"]
                         and first.operands[0].layout == node.operands[0].layout
                         and _shares_input(graph, members, g, r)
@@ -112,14 +126,25 @@ def _shares_input(graph, members, group, r) -> bool:
     return any(mine & leaves(x) for x in group)
 
 
+def _read_values(graph, mine: set) -> list:
+    """Values a kernel computing ``mine`` reads from outside (a library kernel: through its views)."""
+    out = []
+    for n in mine:
+        node = graph[n]
+        for o in node.operands:
+            src = boundary_source(o) if is_boundary(node) else o
+            if src.name not in mine:
+                out.append(src)
+    return out
+
+
 def _order_groups(graph, groups: list, members: dict) -> list:
     """Kernels in dependency order: a kernel runs after every kernel whose results it reads."""
     produced_by = {r: i for i, g in enumerate(groups) for r in g}
     needs = []
     for g in groups:
         mine = {n for r in g for n in members.get(r, [r])}
-        deps = {produced_by[o.name] for n in mine for o in graph[n].operands
-                if o.name not in mine and o.name in produced_by}
+        deps = {produced_by[o.name] for o in _read_values(graph, mine) if o.name in produced_by}
         needs.append(deps)
     ordered, done = [], set()
     while len(ordered) < len(groups):
@@ -137,7 +162,8 @@ def partition_plan(graph, gpu, strategy: str) -> Plan:
     position = {n.name: i for i, n in enumerate(graph)}
     roots, members = _settle_roots(graph, live, strategy)
     order = sorted(roots, key=position.get)
-    groups = _order_groups(graph, _group_siblings(graph, order, members, strategy), members)
+    groups = _order_groups(graph, _group_siblings(graph, order, members, strategy, max_reduction_slots(gpu)),
+                           members)
     computed_by = {}
     for g in groups:
         for r in g:
@@ -146,20 +172,17 @@ def partition_plan(graph, gpu, strategy: str) -> Plan:
     read_elsewhere = set()
     for g in groups:
         mine = {n for r in g for n in members.get(r, [r])}
-        for n in mine:
-            for o in graph[n].operands:
-                if o.name not in mine and o.op not in ("parameter", "constant"):
-                    read_elsewhere.add(o.name)
+        read_elsewhere |= {o.name for o in _read_values(graph, mine) if o.op not in ("parameter", "constant")}
 
     kernels = []
     for g in groups:
         head = graph[g[0]]
-        if is_compute(head):
-            kernels.append(library_kernel(graph, head, len(kernels)))
+        if is_boundary(head):
+            kernels.append(library_kernel(graph, [graph[r] for r in g], len(kernels)))
             continue
         ops = sorted({n for r in g for n in members[r]}, key=position.get)
         if head.op == "reduce":
-            mapping = xla_reduce_mapping(head, gpu)
+            mapping = xla_reduce_mapping(head, gpu, [graph[r] for r in g])
         else:
             mapping = flat_mapping(head.shape, LOOP_BLOCK)
         stage = Stage(dominant=g[-1], ops=ops, mapping=mapping)
