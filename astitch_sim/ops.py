@@ -243,6 +243,9 @@ def _reduce(node, x, init):
     dims = tuple(node.attrs["dimensions"])
     if not dims:
         return ufunc(x, init)
+    if any(x.shape[d] == 0 for d in dims):
+        # XLA: a reduce over nothing is its init value (max has no numpy identity, so say it directly)
+        return np.full(node.shape, init, dtype=x.dtype)
     if x.dtype == np.bool_:
         part = ufunc.reduce(x, axis=dims)
     else:
