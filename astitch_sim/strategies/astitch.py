@@ -46,7 +46,7 @@ from ..analysis import ancestors, classify_reduce, is_compute, is_expensive, is_
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
-from .common import column_mapping, library_kernel, next_pow2, prev_pow2
+from .common import column_mapping, has_atomic, library_kernel, next_pow2, prev_pow2
 
 BLOCK = 1024                 # "assume": 1024 threads per block
 ASSUMED_REGISTERS = 32       # "assume": 32 registers per thread
@@ -110,7 +110,8 @@ def _natural_blocks(gr: _Group, gpu, wave: int, block: int) -> int:
 
 
 def _combine(node) -> str:
-    return "atomic" if node.attrs["reducer"] in ("sum", "max", "min") else "grid_barrier"
+    """Split partials meet through atomics where the type has them, else through global scratch and a grid barrier."""
+    return "atomic" if has_atomic(node) else "grid_barrier"
 
 
 def _mapping(gr: _Group, grid: int, made: dict, block: int) -> ThreadMapping:

@@ -34,6 +34,17 @@ def flat_mapping(shape, block: int, grid: int | None = None) -> ThreadMapping:
                          grid=min(need, grid or MAX_GRID))
 
 
+#: element types a kernel can combine with atomics (CUDA atomicAdd/Max/Min on 32- and 64-bit integers and
+#: floats).  16-bit floats have an atomicAdd on recent GPUs but no atomicMax/Min, 8- and 16-bit integers and
+#: pred none, and Numba exposes none of them: split reductions of those types combine another way.
+ATOMIC_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64")
+
+
+def has_atomic(node) -> bool:
+    """Can the partial results of reduce ``node`` from several blocks be combined with atomics?"""
+    return node.attrs["reducer"] in ("sum", "max", "min") and node.dtype in ATOMIC_DTYPES
+
+
 def xla_reduce_mapping(node, gpu) -> ThreadMapping:
     """XLA's (2021) reduction mappings as the paper describes them.
 
@@ -50,7 +61,7 @@ def xla_reduce_mapping(node, gpu) -> ThreadMapping:
     if rs.kind == "row":
         m = ThreadMapping("rows", x.shape, rs.groups, block=1, grid=1, threads_per_row=1)
         tpr = min(gpu.max_threads_per_block, round_up(max(m.cols, 1), gpu.warp_size))
-        if m.rows == 1 and m.cols > 8 * tpr and node.attrs["reducer"] in ("sum", "max", "min"):
+        if m.rows == 1 and m.cols > 8 * tpr and has_atomic(node):
             # a whole-tensor reduction: XLA spreads it over many blocks (atomics into the result)
             splits = prev_pow2(min(gpu.blocks_per_wave(tpr), ceil(m.cols / (8 * tpr))))
             return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=splits, threads_per_row=tpr,
@@ -71,8 +82,8 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
     # split the reduced dim only when each split still has real work (>= 64 rows)
     splits = max(1, min(fill_blocks // max(tiles, 1), probe.cols // max(lanes * 4, 64)))
     splits = prev_pow2(splits)
-    if splits > 1 and node.attrs["reducer"] not in ("sum", "max", "min") and combine == "atomic":
-        splits = 1   # no atomic for prod/and/or: keep each column in one block
+    if splits > 1 and not has_atomic(node) and combine == "atomic":
+        splits = 1   # no atomic for prod/and/or or 16-bit types: keep each column in one block
     return ThreadMapping("columns", x.shape, rs.groups, block=block, grid=max(1, min(tiles, MAX_GRID // splits)) * splits,
                          threads_per_row=lanes_c, splits=splits, combine=combine if splits > 1 else "none")
 
