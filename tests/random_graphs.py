@@ -6,22 +6,26 @@ broadcast back", the normalisation pattern AStitch stitches) and says
 
 * which operand dtypes it takes (``dtypes``: a family of ``FLOAT``, ``INT``,
   ``PRED``) -- operands of another dtype are converted first;
-* the operand *domain* it needs (``domain``): ``positive`` (log, sqrt, rsqrt,
-  the base of power), ``nonzero`` (a float divisor), ``unit`` (``|x| < 1``: tan),
-  ``bounded`` (``|x| <= 8``: exp, so results stay finite) -- a domain adapter
-  (``abs(x) + 0.5``, ``tanh(x)``...) is put in front of the operand, as a
-  numerically careful model would;
+* the *domain* each operand needs (``domains``): ``positive`` (log, sqrt,
+  rsqrt, the base of power), ``nonzero`` (a float divisor), ``unit``
+  (``|x| < 1``: tan), ``bounded`` (``|x| <= 8``: exp, so results stay finite) --
+  a domain adapter (``abs(x) + 0.5``, ``tanh(x)``...) is put in front of the
+  operand, as a numerically careful model would;
 * ``build(gen, operands) -> node``: how the node is made (attributes drawn
   from the hypothesis ``draw``);
 * ``weight``: how often it is drawn.
 
 New ops (gather, argmax-style variadic reduce, reduce-window, dynamic slices,
-sort, scatter...) plug in as new rows: an arity, the dtypes they take, a domain
-and a build function; nothing else here changes.
+sort, scatter...) plug in as new rows: an arity, the dtypes they take, their
+operands' domains and a build function; nothing else here changes.  (The
+oracle in ``error_bounds.py`` needs a rule for a new op too: its numpy meaning
+is in the op table already; an index map, or a derivative bound, is one more
+entry there.)
 
 Shapes come from dimension classes: 0, 1, primes (that divide no block size),
 powers of two, and long rows past 2^13 and 2^16 elements; every tensor stays
-under ``MAX_ELEMENTS`` so an example runs in a fraction of a second.
+under ``MAX_ELEMENTS`` so an example runs in a fraction of a second (the
+``tiny`` family under ``TINY_ELEMENTS``, for Numba's CUDA simulator).
 Parameters may be outputs, outputs may feed other outputs, some nodes are dead
 code, and inputs are shared between branches.  Inputs are drawn per parameter
 from one of several distributions (normal, wide, small or full-range
@@ -51,12 +55,21 @@ MAX_ELEMENTS = 1 << 17
 #: (hypothesis favours the first entries of a list: typical sizes come first, 0 and 1 are never far)
 SMALL_DIMS = (13, 32, 1, 7, 64, 0, 2, 3, 5, 31, 37, 1, 4, 8, 33, 127, 128, 256)
 LONG_DIMS = (8193, 65537, 12289, 8191, 70001)
+TINY_DIMS = (3, 8, 1, 5, 0, 2, 7, 13, 32, 33)
+TINY_ELEMENTS = 256
 
 
 # -- shapes -----------------------------------------------------------------------------------------------
 
-def shapes(draw, long_rows: bool = False) -> tuple:
-    """A shape: rank 0-4 of small dims, or (for long rows) one long dim with at most a few short ones."""
+def shapes(draw, long_rows: bool = False, tiny: bool = False) -> tuple:
+    """A shape: rank 0-4 of small dims, or (for long rows) one long dim with at most a few short ones,
+    or (tiny) at most ``TINY_ELEMENTS`` elements, for Numba's CUDA simulator (0.1 ms per thread)."""
+    if tiny:
+        dims = []
+        for _ in range(draw(st.sampled_from((2, 1, 3, 0)))):
+            d = draw(st.sampled_from(TINY_DIMS))
+            dims.append(d if prod(dims + [d]) <= TINY_ELEMENTS else 1)
+        return tuple(dims)
     if long_rows:
         n = draw(st.sampled_from(LONG_DIMS))
         lead = draw(st.lists(st.sampled_from((1, 2, 3)), min_size=0, max_size=1))
@@ -74,8 +87,8 @@ def shapes(draw, long_rows: bool = False) -> tuple:
     return tuple(dims)
 
 
-def _fits(shape) -> bool:
-    return prod(shape) <= MAX_ELEMENTS
+def _fits(shape, limit=MAX_ELEMENTS) -> bool:
+    return prod(shape) <= limit
 
 
 # -- the generator state ------------------------------------------------------------------------------------
@@ -86,9 +99,9 @@ class Gen:
     draw: Callable
     g: asim.Graph
     pool: list = field(default_factory=list)
-    params: list = field(default_factory=list)
     input_kinds: dict = field(default_factory=dict)
     long_rows: bool = False
+    limit: int = MAX_ELEMENTS            # largest tensor an op may make
     counter: int = 0
 
     def name(self, base: str) -> str:
@@ -98,7 +111,6 @@ class Gen:
     def param(self, shape, dtype) -> asim.Node:
         p = self.g.parameter(self.name("p"), shape, dtype)
         self.input_kinds[p.name] = self.draw(st.sampled_from(INPUT_KINDS[_family(dtype)]))
-        self.params.append(p)
         self.pool.append(p)
         return p
 
@@ -183,12 +195,11 @@ INPUT_KINDS = {"float": ("normal", "normal", "normal", "wide", "specials"),
 @dataclass(frozen=True)
 class OpRow:
     name: str
-    arity: int                      # operands drawn from the pool (the builder may add more)
+    arity: int                      # operands drawn from the pool, all of the first one's shape and dtype
     dtypes: tuple                   # operand dtypes it accepts
-    build: Callable                 # (gen, operands) -> node
-    domain: str = "any"             # positive | nonzero | unit | bounded | any (first operand)
+    build: Callable                 # (gen, operands) -> node; the builder may add more nodes
+    domains: tuple = ()             # per operand: positive | nonzero | unit | bounded | any (default)
     weight: int = 1
-    same_shape: bool = True         # elementwise: every operand of the first's shape
 
 
 def _unary(op):
@@ -306,7 +317,7 @@ def _broadcast(gen, xs):
     it = iter(extra)
     for d in range(rank):
         shape[d] = x.shape[where.index(d)] if d in where else next(it)
-    if not _fits(shape):
+    if not _fits(shape, gen.limit):
         return None
     return gen.g.add_node("broadcast", (x,), shape=tuple(shape), name=gen.name("bc"), dimensions=tuple(where))
 
@@ -383,7 +394,7 @@ def _concatenate(gen, xs):
                 parts.append(gen.param(shape, x.dtype))
     order = gen.draw(st.permutations(range(len(parts))))
     total = tuple(sum(p.shape[dim] for p in parts) if d == dim else s for d, s in enumerate(x.shape))
-    if not _fits(total):
+    if not _fits(total, gen.limit):
         return None
     return gen.g.add_node("concatenate", tuple(parts[i] for i in order), name=gen.name("cat"), dimension=dim)
 
@@ -393,7 +404,7 @@ def _pad(gen, xs):
     low = tuple(gen.draw(st.integers(0, 3)) for _ in x.shape)
     high = tuple(gen.draw(st.integers(0, 3)) for _ in x.shape)
     shape = tuple(n + a + b for n, a, b in zip(x.shape, low, high))
-    if not _fits(shape):
+    if not _fits(shape, gen.limit):
         return None
     return gen.g.add_node("pad", (x, gen.scalar(x.dtype)), name=gen.name("pad"), low=low, high=high,
                           interior=(0,) * x.rank)
@@ -426,30 +437,31 @@ FLOAT_UNARY = [("negate", "any"), ("abs", "any"), ("sign", "any"), ("exponential
                ("tan", "unit"), ("is-finite", "any")]
 FLOAT_BINARY = [("add", 3), ("subtract", 3), ("multiply", 3), ("divide", 2), ("maximum", 2), ("minimum", 2),
                 ("remainder", 1), ("atan2", 1), ("power", 1)]
+#: operand domains of the binary float ops (a divisor away from 0, a positive base)
+FLOAT_BINARY_DOMAINS = {"divide": ("any", "nonzero"), "remainder": ("any", "nonzero"), "power": ("positive", "any")}
 INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "and", "or", "xor",
               "shift-left", "shift-right-arithmetic", "shift-right-logical", "power"]
 
 #: the table: one row per op or idiom (the first rows are the ones hypothesis reaches for most)
 OPS: list[OpRow] = (
-    [OpRow("reduce+broadcast", 1, ALL, _reduce_back, weight=6, same_shape=False),
-     OpRow("reduce", 1, ALL, _reduce, weight=6, same_shape=False),
-     OpRow("broadcast", 1, ALL, _broadcast, weight=3, same_shape=False)]
-    + [OpRow(op, 2, FLOAT, _binary(op), "nonzero" if op in ("divide", "remainder") else
-             ("positive" if op == "power" else "any"), weight=w) for op, w in FLOAT_BINARY]
-    + [OpRow(op, 1, FLOAT, _unary(op), domain, weight=2 if op in ("exponential", "log", "tanh") else 1)
+    [OpRow("reduce+broadcast", 1, ALL, _reduce_back, weight=6),
+     OpRow("reduce", 1, ALL, _reduce, weight=6),
+     OpRow("broadcast", 1, ALL, _broadcast, weight=3)]
+    + [OpRow(op, 2, FLOAT, _binary(op), FLOAT_BINARY_DOMAINS.get(op, ()), weight=w) for op, w in FLOAT_BINARY]
+    + [OpRow(op, 1, FLOAT, _unary(op), (domain,), weight=2 if op in ("exponential", "log", "tanh") else 1)
        for op, domain in FLOAT_UNARY]
     + [OpRow("compare", 2, ALL, _compare, weight=2),
        OpRow("select", 1, ALL, _select, weight=2),
        OpRow("clamp", 1, FLOAT + INT, _clamp),
        OpRow("convert", 1, ALL, _convert, weight=3),
-       OpRow("reshape", 1, ALL, _reshape, weight=2, same_shape=False),
-       OpRow("transpose", 1, ALL, _transpose, weight=2, same_shape=False),
-       OpRow("reverse", 1, ALL, _reverse, same_shape=False),
-       OpRow("slice", 1, ALL, _slice, weight=2, same_shape=False),
-       OpRow("concatenate", 1, ALL, _concatenate, weight=2, same_shape=False),
-       OpRow("pad", 1, ALL, _pad, same_shape=False),
-       OpRow("iota", 1, ALL, _iota, same_shape=False),
-       OpRow("array constant", 0, ALL, _array_constant, same_shape=False)]
+       OpRow("reshape", 1, ALL, _reshape, weight=2),
+       OpRow("transpose", 1, ALL, _transpose, weight=2),
+       OpRow("reverse", 1, ALL, _reverse),
+       OpRow("slice", 1, ALL, _slice, weight=2),
+       OpRow("concatenate", 1, ALL, _concatenate, weight=2),
+       OpRow("pad", 1, ALL, _pad),
+       OpRow("iota", 1, ALL, _iota),
+       OpRow("array constant", 0, ALL, _array_constant)]
     + [OpRow(f"{op}/int", 2, INT, _binary(op)) for op in INT_BINARY]
     + [OpRow(f"{op}/int", 1, INT, _unary(op)) for op in ("negate", "abs", "sign", "not")]
     + [OpRow(f"{op}/pred", 2, PRED, _binary(op)) for op in ("and", "or", "xor")]
@@ -466,11 +478,9 @@ def apply(gen: Gen, row: OpRow) -> Optional[asim.Node]:
     if x is None:
         return None
     x = gen.to_dtype(x, row.dtypes)
-    x = gen.in_domain(x, row.domain)
-    operands = [x]
-    for _ in range(row.arity - 1):
-        y = gen.like(x)
-        operands.append(gen.in_domain(y, row.domain if row.name in ("power",) else "any"))
+    operands = [x] + [gen.like(x) for _ in range(row.arity - 1)]
+    domains = tuple(row.domains) + ("any",) * (row.arity - len(row.domains))
+    operands = [gen.in_domain(o, d) for o, d in zip(operands, domains)]
     out = row.build(gen, tuple(operands))
     if out is None:
         return None
@@ -527,13 +537,14 @@ FAMILY_BOOST = {"long_rows": {"reshape": 4, "transpose": 2, "slice": 2, "reduce+
 @st.composite
 def cases(draw, family: str = "mixed", max_ops: int = 8) -> Case:
     """A random graph and inputs.  ``family``: ``mixed`` (everything), ``float`` (float dtypes only),
-    ``long_rows`` (rows and columns past 2^13 and 2^16 elements), ``int`` (integer and boolean graphs)."""
+    ``long_rows`` (rows and columns past 2^13 and 2^16 elements), ``int`` (integer and boolean graphs),
+    ``tiny`` (everything, at most ``TINY_ELEMENTS`` per tensor: for Numba's CUDA simulator)."""
     g = asim.Graph("random")
-    gen = Gen(draw, g, long_rows=family == "long_rows")
+    gen = Gen(draw, g, long_rows=family == "long_rows", limit=TINY_ELEMENTS if family == "tiny" else MAX_ELEMENTS)
     dtypes = {"float": ("f32", "f32", "bf16", "f16"), "int": ("s32", "s8", "u8", "s64", "pred", "u32", "s16"),
               "long_rows": ("f32", "f32", "bf16", "s32")}.get(family, PARAM_DTYPES)
     for _ in range(draw(st.integers(1, 3))):
-        gen.param(shapes(draw, gen.long_rows), draw(st.sampled_from(dtypes)))
+        gen.param(shapes(draw, gen.long_rows, family == "tiny"), draw(st.sampled_from(dtypes)))
     rows = [r for r in OPS if family != "int" or set(r.dtypes) & set(INT + PRED)]
     if family == "float":
         rows = [r for r in OPS if set(r.dtypes) & set(FLOAT) and r.name not in ("convert",)]

@@ -184,6 +184,28 @@ def test_random_graphs_with_long_rows(case, sample, typechecker):
     run_case(case, typechecker, sample == 0)
 
 
+#: tiny random graphs run by the Numba backend in the CUDA simulator (0.1 ms per simulated thread)
+NUMBA_EXAMPLES = 300 if THOROUGH else 20
+
+
+@settings(PROPERTY, max_examples=NUMBA_EXAMPLES)
+@given(case=cases("tiny"), other=st.sampled_from(("unfused", "xla", "tvm")))
+def test_random_tiny_graphs_in_the_numba_backend(case, other):
+    """The generated kernels themselves, run in Numba's CUDA simulator: the astitch plan and one other per
+    example, every output held to the same rule as the SIMT model's."""
+    import gpu_backend
+    g, inputs = case.graph, case.inputs
+    ref = asim.reference(g, inputs)
+    plans = {s: asim.compile(g, s, "H100") for s in ("astitch", other)}
+    ev = ExactEvaluation(g, inputs, plan_depths(g, plans.values()))
+    expected = [expect(ev, o, r) for o, r in zip(g.outputs, ref)]
+    for strategy, plan in plans.items():
+        for i, (exp, got, r) in enumerate(zip(expected, gpu_backend.run(plan, inputs), ref)):
+            assert got.shape == r.shape and got.dtype == r.dtype, (strategy, i, got.dtype, got.shape)
+            rep = check(exp, got, f"numba {strategy} output {i} ({g.outputs[i].name})")
+            assert rep.wrong == 0, f"{rep}\n  " + "\n  ".join(rep.failures) + f"\n{plan}"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report_typechecks(typechecker):
     yield
@@ -254,3 +276,20 @@ def test_float_to_64_bit_integer_conversion_saturates():
             assert np.array_equal(got, w), (strategy, got, w)
         for got, w in zip(gpu_backend.run(plan, [v]), want):
             assert np.array_equal(got, w), (strategy, "numba", got, w)
+
+
+def test_concatenate_of_one_operand_twice_in_the_numba_backend():
+    """Found by the Numba property test: ``concatenate(a, b, a)`` generated code that read ``a`` everywhere,
+    because the code generator took the first ``a`` for the last operand (``o is operands[-1]``) and made it
+    the unconditional branch.  Operands are told apart by position now (gpu_backend/values.py)."""
+    import gpu_backend
+    g = asim.Graph("cat_twice")
+    a = g.parameter("a", (2, 3), "f32")
+    b = g.parameter("b", (2, 1), "f32")
+    g.set_outputs(g.negate(g.concatenate([a, b, a], 1)), g.concatenate([b, b], 0))
+    ins = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[100.0], [200.0]], np.float32)]
+    want = asim.reference(g, ins)
+    assert want[0][0].tolist() == [-0.0, -1.0, -2.0, -100.0, -0.0, -1.0, -2.0]
+    for strategy in asim.STRATEGIES:
+        for got, w in zip(gpu_backend.run(asim.compile(g, strategy, "H100"), ins), want):
+            assert np.array_equal(got, w), (strategy, got, w)
