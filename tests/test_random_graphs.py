@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 import astitch_sim as asim
 from error_bounds import ExactEvaluation, check, check_oracle, expect, plan_depths
-from random_graphs import cases
+from random_graphs import Case, cases
 
 ROOT = Path(__file__).resolve().parents[1]
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -293,3 +293,24 @@ def test_concatenate_of_one_operand_twice_in_the_numba_backend():
     for strategy in asim.STRATEGIES:
         for got, w in zip(gpu_backend.run(asim.compile(g, strategy, "H100"), ins), want):
             assert np.array_equal(got, w), (strategy, got, w)
+
+
+def test_sibling_reduce_does_not_pull_a_later_groups_value_into_its_epilogue():
+    """Found by the integer property test: ``red10`` joins ``red4``'s stage as a sibling (same input, same
+    dims), and the stage's epilogue then absorbed ``nrm8 = max(red4, broadcast(red6))`` -- but ``red6`` (a sum
+    over ``red4``) is computed by a *later* stage, so the plan read it before it existed and validate refused
+    it ("stage 0 reads red6 which stage 1 computes later").  An op joins an epilogue only if it reads nothing
+    a later group computes (strategies/astitch.py: _absorb_epilogue)."""
+    g = asim.Graph("sibling_epilogue")
+    p = g.parameter("p", (64, 3))
+    red4 = g.reduce(p, (0,), "max", name="red4")
+    red6 = g.reduce(red4, (0,), "sum", name="red6")
+    nrm8 = g.maximum(red4, g.broadcast(red6, (3,), ()), name="nrm8")
+    red10 = g.reduce(p, (0,), "sum", name="red10")
+    nrm12 = g.multiply(p, g.broadcast(red10, (64, 3), (1,)), name="nrm12")
+    g.set_outputs(nrm12, g.reduce(nrm8, (0,), "sum", name="red20"))
+    inputs = asim.random_inputs(g, 0)
+    plan = asim.compile(g, "astitch", "H100")           # raised AStitchError before the fix
+    where = {n: i for i, s in enumerate(plan.kernels[0].stages) for n in list(s.ops) + list(s.epilogue)}
+    assert where["nrm8"] > where["red6"]
+    run_case(Case(g, inputs, "regression"))

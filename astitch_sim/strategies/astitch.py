@@ -184,7 +184,7 @@ def _groups_for(graph, names: set, escapes: set) -> list:
             gr.ops.extend(local_ops(d, gr))
             gr.ops.append(d)
             home[d.name] = gr
-            _absorb_epilogue(graph, gr, names, home, cand_names)
+            _absorb_epilogue(graph, gr, names, home, cand_names, joinable)
             continue
         epi = _epilogue_merge(graph, groups, d, names, home)
         if epi is not None and not joinable(epi[0], d):
@@ -266,13 +266,19 @@ def _epilogue_merge(graph, groups, d, names, home):
     return None
 
 
-def _absorb_epilogue(graph, gr, names, home, cand_names):
-    """Local ops on a reduce's result (``mean = sum * 1/n``) run once per row in the group's epilogue."""
+def _absorb_epilogue(graph, gr, names, home, cand_names, joinable):
+    """Local ops on a reduce's result (``mean = sum * 1/n``) run once per row in the group's epilogue.
+
+    Only ops that read nothing a *later* group computes: a reduce that joined an earlier group as a
+    sibling must not pull in an op that also reads a later group's result (that value does not exist
+    yet when this group's epilogue runs)."""
     work = list(gr.reduces) + list(gr.epilogue)
     while work:
         x = work.pop(0)
         for u in x.users:
             if u.name not in names or u.name in home or u.name in cand_names or u.kind != "elementwise":
+                continue
+            if not joinable(gr, u):
                 continue
             merged = _epilogue_merge(graph, [gr], u, names, home)
             if merged is not None:
