@@ -4,6 +4,7 @@ from __future__ import annotations
 from .errors import AStitchError
 from .graph import Graph
 from .hardware import gpu as get_gpu
+from .zero_size import eliminate_zero_size
 
 STRATEGIES = ("unfused", "xla", "tvm", "astitch")
 
@@ -12,6 +13,10 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     """Plan ``graph`` with ``strategy`` (unfused | xla | tvm | astitch) for ``gpu`` (V100, A100, H100, H200).
 
     The returned Plan holds every decision; it is validated before it is returned.
+
+    Values with no elements (a 0-length dimension) are removed first, as XLA does
+    (``astitch_sim.zero_size``): then ``plan.graph`` is the rewritten graph, same
+    parameters and output names, and no kernel iterates over an empty domain.
 
     ``options`` (astitch only) are what-if switches: each turns one AStitch
     decision off, so you can see what that decision is worth (every switched
@@ -46,6 +51,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     if options and strategy != "astitch":
         raise AStitchError(f"what-if options ({', '.join(options)}) switch AStitch decisions off; they apply to "
                            f"strategy='astitch' only, not {strategy!r}")
+    graph, zero_notes = eliminate_zero_size(graph)
     if strategy in ("unfused", "xla", "tvm"):
         from .strategies.fusion import partition_plan
         plan = partition_plan(graph, hw, strategy)
@@ -55,4 +61,5 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
         plan = astitch_plan(graph, hw, AStitchOptions.from_kwargs(options))
     else:
         raise AStitchError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    plan.notes[:0] = zero_notes
     return plan.validate()

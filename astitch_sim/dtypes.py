@@ -104,7 +104,12 @@ def cast(a, dtype: str) -> np.ndarray:
         info = np.iinfo(target)
         with np.errstate(invalid="ignore"):
             t = np.trunc(np.nan_to_num(a.astype(np.float64), nan=0.0))
-        return np.clip(t, info.min, info.max).astype(target)
+        # saturate in the float domain first: float(2**63 - 1) is 2**63, which no longer fits an int64
+        high, low = t >= float(info.max), t <= float(info.min)
+        out = np.where(high | low, 0.0, t).astype(target)
+        out[high] = info.max
+        out[low] = info.min
+        return out
     if a.dtype == target:
         return a
     with np.errstate(over="ignore", invalid="ignore"):

@@ -13,9 +13,11 @@ The grammar accepted here (a practical subset of XLA's HLO text format)::
 Names may carry XLA's old ``%`` prefix (``%add.3``); ``/*index=5*/`` comments and
 ``// line comments`` are skipped.  ``parameter(N)`` holds the parameter number and
 ``constant(...)`` a literal: ``1``, ``-inf``, ``nan``, ``true``, or nested braces
-``{ {1, 2}, {3, 4} }``.  Attributes the simulator does not need (``metadata``,
-``sharding``, ``frontend_attributes``, ``backend_config``, ``origin``, anything
-unknown) are parsed as balanced values and dropped.
+``{ {1, 2}, {3, 4} }``, or an empty one for a shape with a 0-length dimension
+(``f32[0,64] constant({  })``, as JAX lowers an empty batch).  Attributes the
+simulator does not need (``metadata``, ``sharding``, ``frontend_attributes``,
+``backend_config``, ``origin``, anything unknown) are parsed as balanced values
+and dropped.
 
 How HLO maps onto the Graph:
 
@@ -522,6 +524,9 @@ def _literal(ins: Instr) -> np.ndarray:
 
     walk(items[0], 0)
     want = ins.type.shape
+    if not flat and 0 in shape and tuple(shape) == tuple(want[:len(shape)]) and shape[-1] == 0:
+        # an empty literal: XLA prints f32[0,64] as {  } and f32[3,0] as { {}, {}, {} } (no inner sizes)
+        return cast(np.zeros(want), ins.type.dtype)
     if tuple(shape) != tuple(want) and not (not want and not shape):
         if "..." in flat:
             _err(ins.line, f"constant {ins.name!r} was printed elided ({{...}}): print the HLO with large "

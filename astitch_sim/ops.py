@@ -246,6 +246,9 @@ def _reduce(node, *args):
     xs, inits = args[:n], args[n:]
     dims = tuple(node.attrs["dimensions"])
     result = node.attrs.get("result", 0)
+    if any(xs[0].shape[d] == 0 for d in dims):
+        # XLA: a reduce over nothing is its init value (max has no numpy identity, so say it directly)
+        return np.full(node.shape, inits[result], dtype=xs[result].dtype)
     if red.values == 1 and xs[0].dtype != np.bool_:
         ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[red.name]
         part = ufunc.reduce(xs[0], axis=dims, dtype=xs[0].dtype) if dims else xs[0]

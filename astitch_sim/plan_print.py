@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .graph import shape_str
 from .viz import graph_to_dot
+from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
 SPACE_WORD = {"register": "registers", "shared": "shared memory", "global": "global memory"}
@@ -85,6 +86,7 @@ def format_plan(plan) -> str:
     lines = [head]
     if plan.options:
         lines.append("what-if: " + ", ".join(f"{k}={v}" for k, v in plan.options.items()))
+    lines.extend(f"  note: {n}" for n in plan.notes if n.startswith(ZERO_SIZE_NOTE))
     for i, k in enumerate(plan.kernels):
         lines.extend(format_kernel(plan, k, i))
     return "\n".join(lines)

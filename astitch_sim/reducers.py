@@ -111,6 +111,20 @@ def reducer(node) -> Reducer:
     return REDUCERS[node.attrs["reducer"]]
 
 
+#: element types a kernel can combine with atomics (CUDA atomicAdd/Max/Min on 32- and 64-bit integers and
+#: floats).  16-bit floats have an atomicAdd on recent GPUs but no atomicMax/Min, 8- and 16-bit integers and
+#: pred none, and Numba exposes none of them: split reductions of those types combine another way.
+ATOMIC_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64")
+
+
+def has_atomic(node) -> bool:
+    """Can the partial results of reduce ``node`` from several blocks be combined with atomics?
+
+    Both the reducer (sum, max, min have one; prod, and, or, argmax do not) and the
+    element type (``ATOMIC_DTYPES``) must allow it."""
+    return reducer(node).atomic and node.dtype in ATOMIC_DTYPES
+
+
 def reduce_inputs(node) -> tuple:
     """The arrays a reduce folds (one, or two for argmax): the first half of its operands."""
     return node.operands[:len(node.operands) // 2]

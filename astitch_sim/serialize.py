@@ -57,7 +57,8 @@ def graph_from_dict(d: dict) -> Graph:
         for nd in d["nodes"]:
             attrs = dict(nd["attrs"])
             if nd["op"] == "constant":
-                attrs["value"] = _decode_value(attrs["value"], nd["dtype"])
+                # an empty array's JSON ([] or [[], []]) does not say its inner sizes: the node's shape does
+                attrs["value"] = _decode_value(attrs["value"], nd["dtype"]).reshape(nd["shape"])
             for k, v in list(attrs.items()):
                 if isinstance(v, list) and k != "value":
                     attrs[k] = tuple(v)

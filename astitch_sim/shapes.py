@@ -81,6 +81,9 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
     if d.kind == "source":
         _require(shape is not None and dtype is not None, name, f"{op} needs an explicit shape and dtype")
         out_shape, out_dtype = check_shape(shape, name), check_dtype(dtype)
+        if op == "constant" and "value" in attrs and np.shape(attrs["value"]) != out_shape:
+            raise AStitchError(f"{name}: constant value has shape {_fmt(np.shape(attrs['value']))} but the node "
+                               f"is declared {_fmt(out_shape, out_dtype)}")
         if op == "iota":
             attrs["iota_dimension"] = _dims([attrs.get("iota_dimension", 0)], name, len(out_shape),
                                             "iota_dimension")[0]

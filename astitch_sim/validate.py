@@ -6,7 +6,8 @@ Checked here, each failure an AStitchError naming the kernel, the rule and the f
   and at least one block fits on an SM (occupancy);
 * a kernel with a grid barrier launches no more blocks than fit in one wave --
   otherwise blocks wait at the barrier for blocks that can never start: deadlock;
-* every stage uses the kernel's launch shape and a mapping that covers its domain;
+* every stage uses the kernel's launch shape and a mapping that covers its domain,
+  and that domain has elements (zero-size values never reach a kernel: zero_size.py);
 * every value is computed before it is read, and a value read from shared or
   global memory by a later stage has the block or grid barrier that makes it visible.
 """
@@ -80,6 +81,10 @@ def validate_plan(plan, barriers: bool = True) -> None:
         for i, s in enumerate(k.stages):
             m = s.mapping
             m.check(gpu)
+            if m.size == 0:
+                raise AStitchError(f"{where}: stage {i} ({s.dominant}) iterates over the empty domain "
+                                   f"{shape_str(m.domain)}: no kernel computes a value with no elements. "
+                                   "asim.compile removes them (astitch_sim.zero_size); recompile the graph")
             if (m.grid, m.block) != (k.grid, k.block):
                 raise AStitchError(f"{where}: stage {i} ({s.dominant}) maps onto {m.grid}x{m.block} "
                                    f"but the kernel launches {k.grid}x{k.block}")

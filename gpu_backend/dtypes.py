@@ -64,6 +64,8 @@ class CastEmitter:
         if dst in _FLOATS:
             base = f"{COMPUTE[dst]}({x})"
             return {"f16": f"_f16({base})", "bf16": f"_bf16({base})"}.get(dst, base)
+        if src in _FLOATS and dst in ("s64", "u64"):        # 2**63 / 2**64 are not representable as the type
+            return f"_float_to_{dst}({x})"
         if src in _FLOATS:
             info = np.iinfo(STORAGE[dst])
             lo = self.kw.mod.constant(float(info.min), "f64", f"{dst}_min")

@@ -134,6 +134,7 @@ class PreparedPlan:
     def __init__(self, plan: Plan, inputs, probe: bool = False):
         if not isinstance(plan, Plan):
             raise AStitchError(f"gpu_backend.run needs a Plan (from asim.compile), got {type(plan).__name__}")
+        plan.validate()              # the same rules simulate() enforces: launch shapes, barriers, no empty domain
         graph = plan.graph
         self.plan, self.host = plan, bind_inputs(graph, inputs)
         try:

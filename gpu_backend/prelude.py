@@ -350,6 +350,33 @@ def _float_to_int(x, lo, hi):
     return t
 
 
+@cuda.jit(device=True)
+def _float_to_s64(x):
+    """float -> s64 as XLA converts: like ``_float_to_int``, but 2**63 (what ``float(2**63 - 1)`` rounds to)
+    is already out of range, so the saturated value is produced as an integer, never through a float."""
+    if x != x:
+        return int64(0)
+    t = _trunc(x)
+    if t >= 9.223372036854775808e18:
+        return int64(9223372036854775807)
+    if t < -9.223372036854775808e18:
+        return int64(-9223372036854775807 - 1)
+    return int64(t)
+
+
+@cuda.jit(device=True)
+def _float_to_u64(x):
+    """float -> u64 as XLA converts: truncate, saturate at 0 and 2**64 - 1 (made as an integer), NaN -> 0."""
+    if x != x:
+        return uint64(0)
+    t = _trunc(x)
+    if t >= 1.8446744073709551616e19:
+        return uint64(18446744073709551615)
+    if t <= 0.0:
+        return uint64(0)
+    return uint64(t)
+
+
 # -- narrow float formats --------------------------------------------------------------
 
 @cuda.jit(device=True)
@@ -454,5 +481,6 @@ def _sort_less(a, b):
 #: every helper a generated kernel may import (the code generator keeps the same list: source.HELPERS)
 HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
            "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
-           "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",
-           "_bf16_bits", "_bf16_value", "_argmax_take", "_argmin_take", "_tot_less", "_tot_eq", "_sort_less")
+           "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_float_to_s64",
+           "_float_to_u64", "_f16", "_bf16", "_bf16_bits", "_bf16_value", "_argmax_take", "_argmin_take", "_tot_less",
+           "_tot_eq", "_sort_less")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from astitch_sim.reducers import reduce_inits, reduce_inputs
+from astitch_sim.reducers import ATOMIC_DTYPES, reduce_inits, reduce_inputs
 
 from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, _FLOATS
@@ -29,7 +29,7 @@ _REDUCER = {  # reducer -> (combine template, atomic function or None)
     "and": ("({0} & {1})", None),
     "or": ("({0} | {1})", None),
 }
-_ATOMIC_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64")
+_ATOMIC_DTYPES = ATOMIC_DTYPES        # the planner's rule (astitch_sim.reducers), so plan and code agree
 #: pair reducers -> the prelude helper that says whether the new pair wins
 _PAIR_TAKE = {"argmax": "_argmax_take", "argmin": "_argmin_take"}
 

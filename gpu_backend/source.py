@@ -16,8 +16,9 @@ import re
 #: source needs no numba; tests check the prelude defines exactly these)
 HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt", "_logistic", "_trunc", "_floor", "_ceil",
            "_round_afz", "_round_even", "_divide", "_remainder", "_power", "_max", "_min", "_not", "_invert",
-           "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_f16", "_bf16",
-           "_bf16_bits", "_bf16_value", "_argmax_take", "_argmin_take", "_tot_less", "_tot_eq", "_sort_less")
+           "_idivide", "_iremainder", "_ipower", "_shl", "_sra", "_srl", "_float_to_int", "_float_to_s64",
+           "_float_to_u64", "_f16", "_bf16", "_bf16_bits", "_bf16_value", "_argmax_take", "_argmin_take", "_tot_less",
+           "_tot_eq", "_sort_less")
 
 #: names the kernel's own structure uses (and the module's imports): never given to a graph node
 _STRUCTURAL = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",

@@ -168,9 +168,9 @@ class ValueEmitter:
             dim = node.attrs["dimension"]
             start = 0
             branches = []
-            for o in node.operands:
+            for i, o in enumerate(node.operands):
                 end = start + o.shape[dim]
-                last = o is node.operands[-1]
+                last = i == len(node.operands) - 1      # by position: one node may be several operands
                 branches.append((True if last else E.lt(idx[dim], end), o.name,
                                  tuple(E.sub(x, start) if d == dim else x for d, x in enumerate(idx))))
                 start = end

@@ -29,6 +29,16 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis profiles.  ``ci`` (the default) keeps the property suite (tests/test_random_graphs.py) at 100
+# examples per test, a few hundred in all; ``thorough`` runs 2000 per test (thousands in all, about an hour):
+#     HYPOTHESIS_PROFILE=thorough python -m pytest tests/test_random_graphs.py
+# Tests that set their own max_examples keep it under either profile.
+settings.register_profile("ci", max_examples=100, deadline=None)
+settings.register_profile("thorough", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def _gpu_present() -> bool:

@@ -120,6 +120,7 @@ def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
             mem.place(n.name, cast(np.asarray(n.attrs["value"]), n.dtype).reshape(n.shape), n.nbytes)
     recorder = TraceRecorder(graph) if trace else None
     kstats, divergence = [], []
+    last_read = _last_reader(plan)
     for ki, k in enumerate(plan.kernels):
         ks = KernelStats(k.name, k.kind, k.grid, k.block, k.shared_bytes, k.registers_per_thread)
         if k.kind == "library":
@@ -130,12 +131,30 @@ def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
             ks.memset_bytes = run.memset_bytes
             divergence.extend(run.divergence)
         kstats.append(ks)
+        if not trace:
+            for name in [n for n, last in last_read.items() if last == ki]:
+                mem.release(name)
     outputs = [_output(graph, o, mem) for o in graph.outputs]
     stats = SimStats(kstats)
     timeline = _schedule(plan, kstats)
     tr = recorder.finish() if recorder else None
     races = find_races(tr) if tr is not None else []
     return SimResult(outputs, stats, timeline, tr, races, divergence, plan)
+
+
+def _last_reader(plan) -> dict:
+    """Buffers a kernel writes that no later kernel reads and that are not graph outputs: ``{name: the
+    index of the kernel after which they are dead}``.  The model frees them then (their addresses stay
+    taken, like a buffer the runtime keeps), so a real-size unfused graph does not hold every
+    intermediate of the run in host memory at once."""
+    outputs = {o.name for o in plan.graph.outputs}
+    written, last = {}, {}
+    for ki, k in enumerate(plan.kernels):
+        for n in k.inputs:
+            last[n] = ki
+        for n in list(k.outputs) + ([k.library_op] if k.library_op else []):
+            written.setdefault(n, ki)
+    return {n: max(last.get(n, w), w) for n, w in written.items() if n not in outputs}
 
 
 def _output(graph, node, mem) -> np.ndarray:

@@ -310,11 +310,18 @@ def _count_flat(geom, acc):
     total = m.grid * m.block
     iters = -(-n_all // total)
     if acc.identity and acc.mask is None and acc.extra.get("logical") is None:
-        # element e at base + s*e: a warp's lanes are contiguous, its sectors run first..last
-        first = np.arange(0, n_all, 32, dtype=np.int64)
-        last = np.minimum(first + 31, n_all - 1)
-        sectors = int(((acc.base + s * last) // SECTOR - (acc.base + s * first) // SECTOR + 1).sum())
-        return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": int(first.size), "conflicts": 0}
+        # element e at base + s*e: a warp's lanes are contiguous, its sectors run first..last; every full
+        # warp starts at the same address modulo 32 (base + 32*s*w), so all full warps touch as many sectors
+        full, rest = divmod(n_all, 32)
+        r0 = acc.base % SECTOR
+        sectors = full * ((r0 + s * 31) // SECTOR + 1) + (((r0 + s * (rest - 1)) // SECTOR + 1) if rest else 0)
+        return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": full + (1 if rest else 0),
+                "conflicts": 0}
+    if FLAT_STRUCTURED:
+        out = _count_flat_structured(geom, acc)
+        if out is not None:
+            PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
+            return out
     F = acc.flat(geom)
     sel = geom.full(acc.mask) if acc.mask is not None else None
     n = int(sel.sum()) if sel is not None else n_all
@@ -337,6 +344,101 @@ def _count_flat(geom, acc):
     else:
         out["bytes"] = s * n
     return out
+
+
+#: use the outer x inner decomposition of flat accesses (tests switch it off to compare with the plain count)
+FLAT_STRUCTURED = True
+
+
+def _split_flat(geom, acc):
+    """An ``outer x inner`` view of a flat access: the domain's dims split at ``k`` so that every index
+    term and the mask depend on outer dims only or on inner dims only, and a warp (32 consecutive
+    elements) never spans two outer positions (the inner size is a multiple of 32).
+
+    Returns ``(F_o, F_i, m_o, m_i)`` (index and mask over the outer and the inner grid, flattened) for
+    the cheapest such split, or None.
+    """
+    shape, rank = geom.shape, geom.rank
+    best = None
+    for k in range(1, rank):
+        P = int(np.prod(shape[k:]))
+        if P % 32:
+            continue
+        outer, inner = set(range(k)), set(range(k, rank))
+        parts = [set(support(t, rank)) for t in acc.terms]
+        if acc.mask is not None:
+            parts.append(set(support(acc.mask, rank)))
+        if not all(p <= outer or p <= inner for p in parts):
+            continue
+        cost = int(np.prod(shape[:k])) + 32 * P
+        if best is None or cost < best[0]:
+            best = (cost, k)
+    if best is None:
+        return None
+    k = best[1]
+    outer, inner = tuple(range(k)), tuple(range(k, rank))
+    F_o = np.zeros(int(np.prod(shape[:k])), np.int64)
+    F_i = np.zeros(int(np.prod(shape[k:])), np.int64)
+    for t in acc.terms:
+        if set(support(t, rank)) <= set(outer):
+            F_o = F_o + geom.flat_part(np.asarray(t, np.int64), outer)
+        else:
+            F_i = F_i + geom.flat_part(np.asarray(t, np.int64), inner)
+    m_o = m_i = None
+    if acc.mask is not None:
+        if set(support(acc.mask, rank)) <= set(outer):
+            m_o = geom.flat_part(acc.mask, outer)
+        else:
+            m_i = geom.flat_part(acc.mask, inner)
+    return F_o, F_i, m_o, m_i
+
+
+def _count_flat_structured(geom, acc):
+    """Exact counters of a flat access with an outer x inner structure (``_split_flat``), in
+    ``O(outer + 32 * inner)`` instead of ``O(elements)``: every warp lies in one outer position,
+    so its sectors depend on that position only through the start address modulo 32 (as in
+    ``_count_separable``).  A block's distinct elements (the dedup byte count) are found the same
+    way when a block lies inside one outer position, or reads one element per outer position;
+    anything else returns None (the plain count runs)."""
+    sp = _split_flat(geom, acc)
+    if sp is None:
+        return None
+    F_o, F_i, m_o, m_i = sp
+    m = geom.mapping
+    s = acc.itemsize
+    sel_o = np.ones(F_o.size, bool) if m_o is None else np.asarray(m_o, bool)
+    sel_i = np.ones(F_i.size, bool) if m_i is None else np.asarray(m_i, bool)
+    n_o, n_i = int(sel_o.sum()), int(sel_i.sum())
+    out = {"n": n_o * n_i, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n_o * n_i == 0:
+        return out
+    Fo, Fi = F_o[sel_o], F_i[sel_i]
+    pos_i = np.flatnonzero(sel_i)
+    W_i = pos_i // 32
+    rho, cnt = np.unique((acc.base + s * Fo) % SECTOR, return_counts=True)
+    for r, c in zip(rho.tolist(), cnt.tolist()):
+        pairs, warps = distinct_pairs(W_i, (r + s * Fi) // SECTOR)
+        out["sectors"] += c * pairs
+    out["requests"] = n_o * warps
+    if not acc.dedup or acc.identity:
+        out["bytes"] = s * n_o * n_i
+        return out
+    P = F_i.size
+    one_trip = m.grid * m.block >= geom.size
+    if one_trip and P % m.block == 0:
+        # a block holds `block` consecutive inner positions of one outer position: its distinct elements
+        # are the distinct inner offsets of its chunk (the outer offset only shifts them)
+        out["bytes"] = s * n_o * distinct_pairs(pos_i // m.block, Fi)[0]
+        return out
+    if one_trip and m.block % P == 0 and (Fi == Fi[0]).all():
+        # a block holds block/P whole outer positions and reads one element per outer position
+        pos_o = np.flatnonzero(sel_o)
+        out["bytes"] = s * distinct_pairs(pos_o // (m.block // P), Fo)[0]
+        return out
+    if _distinct(Fo) == Fo.size and _distinct(Fi) == Fi.size and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
+        out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
+        return out
+    return None
 
 
 def _count_dense(geom, acc):
@@ -470,6 +572,10 @@ class GlobalMemory:
             self.top += -(-max(nbytes, 1) // ALIGN) * ALIGN
         self.arrays[name] = array
         return array
+
+    def release(self, name: str) -> None:
+        """Drop a dead buffer's values; its address range stays allocated (bases never move)."""
+        self.arrays.pop(name, None)
 
     def __contains__(self, name) -> bool:
         return name in self.arrays

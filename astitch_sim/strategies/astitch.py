@@ -54,7 +54,7 @@ from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary,
     is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
     with_rematerialised
 from ..boundary import library_groups
-from ..reducers import reducer
+from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
@@ -157,7 +157,7 @@ def _splittable(gr: _Group) -> bool:
 def _combine(gr: _Group) -> str:
     """Split partials meet by atomics if every reduce of the group has one, else through a grid barrier."""
     nodes = gr.reduces or [gr.reducer_node]
-    return "atomic" if all(reducer(r).atomic for r in nodes) else "grid_barrier"
+    return "atomic" if all(has_atomic(r) for r in nodes) else "grid_barrier"
 
 
 def _mapping(gr: _Group, grid: int, made: dict, block: int, opts: AStitchOptions) -> ThreadMapping:
@@ -233,7 +233,7 @@ def _groups_for(graph, names: set, escapes: set, max_slots: int = 1 << 30) -> li
             gr.ops.extend(local_ops(d, gr))
             gr.ops.append(d)
             home[d.name] = gr
-            _absorb_epilogue(graph, gr, names, home, cand_names)
+            _absorb_epilogue(graph, gr, names, home, cand_names, joinable)
             continue
         epi = _epilogue_merge(graph, groups, d, names, home)
         if epi is not None and not joinable(epi[0], d):
@@ -323,13 +323,19 @@ def _epilogue_merge(graph, groups, d, names, home):
     return None
 
 
-def _absorb_epilogue(graph, gr, names, home, cand_names):
-    """Local ops on a reduce's result (``mean = sum * 1/n``) run once per row in the group's epilogue."""
+def _absorb_epilogue(graph, gr, names, home, cand_names, joinable):
+    """Local ops on a reduce's result (``mean = sum * 1/n``) run once per row in the group's epilogue.
+
+    Only ops that read nothing a *later* group computes: a reduce that joined an earlier group as a
+    sibling must not pull in an op that also reads a later group's result (that value does not exist
+    yet when this group's epilogue runs)."""
     work = list(gr.reduces) + list(gr.epilogue)
     while work:
         x = work.pop(0)
         for u in x.users:
             if u.name not in names or u.name in home or u.name in cand_names or u.kind != "elementwise":
+                continue
+            if not joinable(gr, u):
                 continue
             merged = _epilogue_merge(graph, [gr], u, names, home)
             if merged is not None:

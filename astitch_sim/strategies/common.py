@@ -5,7 +5,7 @@ from math import ceil
 
 from ..analysis import classify_reduce, is_boundary, is_free
 from ..boundary import library_op, reads_of, views_of
-from ..reducers import reducer
+from ..reducers import has_atomic, reducer
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Value
 
@@ -50,7 +50,7 @@ def xla_reduce_mapping(node, gpu, siblings=()) -> ThreadMapping:
     x = node.operands[0]
     rs = classify_reduce(node)
     group = [node] + [s for s in siblings if s is not node]      # multi-output fusion: every reduce must fit
-    atomic = all(reducer(r).atomic for r in group)
+    atomic = all(has_atomic(r) for r in group)
     if rs.kind == "row":
         m = ThreadMapping("rows", x.shape, rs.groups, block=1, grid=1, threads_per_row=1)
         tpr = min(gpu.max_threads_per_block, round_up(max(m.cols, 1), gpu.warp_size))
@@ -76,8 +76,8 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
     # split the reduced dim only when each split still has real work (>= 64 rows)
     splits = max(1, min(fill_blocks // max(tiles, 1), probe.cols // max(lanes * 4, 64)))
     splits = prev_pow2(splits)
-    if splits > 1 and (not reducer(node).splittable or (combine == "atomic" and not reducer(node).atomic)):
-        splits = 1   # no atomic for prod/and/or, no split at all for argmax: keep each column in one block
+    if splits > 1 and (not reducer(node).splittable or (combine == "atomic" and not has_atomic(node))):
+        splits = 1   # no atomic for prod/and/or or 16-bit types, no split at all for argmax: one block per column
     return ThreadMapping("columns", x.shape, rs.groups, block=block, grid=max(1, min(tiles, MAX_GRID // splits)) * splits,
                          threads_per_row=lanes_c, splits=splits, combine=combine if splits > 1 else "none")
 
