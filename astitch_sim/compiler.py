@@ -6,11 +6,14 @@ from .graph import Graph
 from .hardware import gpu as get_gpu
 from .zero_size import eliminate_zero_size
 
-STRATEGIES = ("unfused", "xla", "tvm", "astitch")
+from .strategies.registry import REGISTRY, strategy_named
+
+#: the names of the registered strategies, in the order comparisons show them (strategies/registry.py)
+STRATEGIES = tuple(REGISTRY)
 
 
 def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
-    """Plan ``graph`` with ``strategy`` (unfused | xla | tvm | astitch) for ``gpu`` (V100, A100, H100, H200).
+    """Plan ``graph`` with ``strategy`` (one of ``STRATEGIES``: unfused, xla, tvm, astitch...) for ``gpu`` (V100, A100, H100, H200).
 
     The returned Plan holds every decision; it is validated before it is returned.
 
@@ -48,18 +51,13 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
         raise AStitchError(f"compile needs a Graph (from asim.from_hlo or asim.workload), got {type(graph).__name__}")
     graph.validate()
     hw = get_gpu(gpu)
-    if options and strategy != "astitch":
-        raise AStitchError(f"what-if options ({', '.join(options)}) switch AStitch decisions off; they apply to "
-                           f"strategy='astitch' only, not {strategy!r}")
+    row = strategy_named(strategy)
+    if options and row.options_type is None:
+        takes = [s.name for s in REGISTRY.values() if s.options_type is not None]
+        raise AStitchError(f"options ({', '.join(options)}) switch planning decisions; strategy {strategy!r} takes "
+                           f"none (strategies with options: {', '.join(takes)})")
+    parsed = row.options_type.from_kwargs(options) if row.options_type is not None else None
     graph, zero_notes = eliminate_zero_size(graph)
-    if strategy in ("unfused", "xla", "tvm"):
-        from .strategies.fusion import partition_plan
-        plan = partition_plan(graph, hw, strategy)
-    elif strategy == "astitch":
-        from .strategies.astitch import astitch_plan
-        from .strategies.options import AStitchOptions
-        plan = astitch_plan(graph, hw, AStitchOptions.from_kwargs(options))
-    else:
-        raise AStitchError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    plan = row.planner(graph, hw, parsed)
     plan.notes[:0] = zero_notes
     return plan.validate()
