@@ -436,7 +436,7 @@ def test_cooperative_grid_larger_than_a_wave_is_refused():
         s["mapping"]["grid"] = big
     bad = asim.Plan.from_json(json.dumps(d))
     assert bad.kernels[0].cooperative
-    with pytest.raises(AStitchError, match=rf"stitch\.0:multiply\.1.*{big} blocks.*only \d+ can be resident"):
+    with pytest.raises(AStitchError, match=rf"stitch\.0:multiply\.1.*{big} blocks.*only \d+ (blocks of \d+ threads .*fit|can be resident)"):
         gpu_backend.run(bad, workload_inputs(g, 0))
 
 
