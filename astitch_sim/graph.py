@@ -408,7 +408,7 @@ class Graph:
         """``jnp.cumsum`` (or cumulative max/min/prod), as JAX lowers it: a reduce-window over the whole axis."""
         x, axis = self._node_axis(x, axis, "cumsum")
         n = x.shape[axis]
-        window = [n if d == axis else 1 for d in range(x.rank)]
+        window = [max(n, 1) if d == axis else 1 for d in range(x.rank)]    # an empty axis: windows are >= 1
         pads = [((0, n - 1) if reverse else (n - 1, 0)) if d == axis and n else (0, 0) for d in range(x.rank)]
         return self.reduce_window(x, window, padding=pads, reducer=reducer, name=name)
 

@@ -254,7 +254,8 @@ def _reduce(node, *args):
         part = ufunc.reduce(xs[0], axis=dims, dtype=xs[0].dtype) if dims else xs[0]
         return ufunc(part, inits[0])
     kept = [d for d in range(xs[0].ndim) if d not in dims]
-    flat = tuple(np.transpose(x, kept + list(dims)).reshape([x.shape[d] for d in kept] + [-1]) for x in xs)
+    n = int(np.prod([xs[0].shape[d] for d in dims], dtype=np.int64))   # not -1: kept dims may be empty
+    flat = tuple(np.transpose(x, kept + list(dims)).reshape([x.shape[d] for d in kept] + [n]) for x in xs)
     folded = fold_tree(flat, -1, red.combine, red.identity([x.dtype for x in xs]))
     folded = red.combine(folded, tuple(np.broadcast_to(i, folded[0].shape) for i in inits))
     return folded[result]

@@ -12,7 +12,11 @@ node                                   becomes
 =====================================  ===========================================
 any non-parameter with no elements     an empty constant (``f32[0,64] {}``)
 reduce over a 0-length dimension       ``broadcast(init)``: a reduce over nothing
-                                       is its init value
+                                       is its init value (argmax/argmin: the init
+                                       pair's component)
+reduce-window of an empty operand      ``broadcast(init)`` (windows of padding only)
+dynamic-update-slice, empty update     ``copy(operand)``: nothing is written
+scatter of no updates                  ``copy(operand)``: nothing is written
 pad of an empty operand                ``broadcast(padding value)``
 concatenate with empty operands        concatenate of the non-empty ones only
 dot whose contracted dims are empty    ``broadcast(0)``: an empty sum
@@ -57,9 +61,22 @@ def _fill(g: Graph, node: Node, scalar: Node) -> Node:
 
 
 def _reduce_rule(g, node, ops, names):
-    x, init = node.operands
-    if x.size == 0:
-        return _fill(g, node, ops[1])            # a reduce over nothing is its init value
+    half = len(node.operands) // 2               # (x, init), or (x, iota, init_x, init_i) for argmax/argmin
+    if node.operands[0].size == 0:               # a reduce over nothing is its init value (argmax: the init pair)
+        return _fill(g, node, ops[half + node.attrs.get("result", 0)])
+    return None
+
+
+def _unchanged_operand(g, node, ops, names):
+    """A dynamic-update-slice of an empty update, a scatter of no updates: the operand as it is."""
+    if node.operands[0].size == 0:
+        return None
+    return g.add_node("copy", (ops[0],), shape=node.shape, dtype=node.dtype, name=node.name)
+
+
+def _reduce_window_rule(g, node, ops, names):
+    if node.operands[0].size == 0:
+        return _fill(g, node, ops[1])            # every window holds only padding: the init value
     return None
 
 
@@ -94,6 +111,9 @@ RULES: dict[str, tuple[Callable, str]] = {
     "pad": (_pad_rule, "padding an empty operand gives only padding"),
     "concatenate": (_concatenate_rule, "empty operands add nothing"),
     "dot": (_dot_rule, "a sum of no products is 0"),
+    "dynamic-update-slice": (_unchanged_operand, "an empty update changes nothing"),
+    "scatter": (_unchanged_operand, "no updates change nothing"),
+    "reduce-window": (_reduce_window_rule, "a window over nothing but padding is its init value"),
 }
 
 

@@ -315,11 +315,13 @@ class ExactEvaluation:
             if is_float(node.dtype):              # f16 counts only to 65504
                 B = np.where(np.abs(X) + B > BIGGEST[node.dtype], np.inf, B)
             return Val(X, B, np.zeros((), bool))
-        if op in ("reduce", "dot"):
+        if op in ("reduce", "dot") or op in new_ops.WHOLE_OPS:
             full = self.whole(node)
             if node.rank == 0:
                 return full
             return Val(*(a[tuple(idx)] if np.ndim(a) else a for a in (full.X, full.B, full.O)))
+        if op in new_ops.INDEXED_AT:
+            return new_ops.INDEXED_AT[op](self, node, idx)
         if op in ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice"):
             oidx, _ = operand_index(node, 0, idx)
             return self.at(node.operands[0], tuple(oidx))
@@ -443,7 +445,10 @@ class ExactEvaluation:
         saved = (self.memo, self.keep)
         self.memo, self.keep = {}, []
         try:
-            v = self._reduce(node) if node.op == "reduce" else self._dot(node)
+            if new_ops.is_pair_reduce(node) or node.op in new_ops.WHOLE_OPS:
+                v = new_ops.whole(self, node)
+            else:
+                v = self._reduce(node) if node.op == "reduce" else self._dot(node)
         finally:
             self.memo, self.keep = saved
         self.cache[node.name] = v
@@ -567,6 +572,8 @@ def order_sensitive(node) -> bool:
         if n.op in ("reduce", "dot") and is_float(n.dtype):
             return True
         if n.op in LIBRARY_FUNCTIONS and is_float(n.dtype):
+            return True
+        if new_ops.order_sensitive_op(n):
             return True
         stack.extend(n.operands)
     return False
@@ -813,3 +820,7 @@ def check(exp: Expected, got, name=None, max_failures=5) -> Report:
 def check_output(ev: ExactEvaluation, node, got, ref, name=None) -> Report:
     """:func:`expect` then :func:`check`, for one plan."""
     return check(expect(ev, node, ref), got, name or node.name)
+
+
+# the rules for gather, dynamic slices, argmax/argmin and the library ops (sort, topk, reduce-window, scatter)
+import error_bounds_ops as new_ops  # noqa: E402  (it imports Val, U... from this module)

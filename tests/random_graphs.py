@@ -125,6 +125,22 @@ class Gen:
             i = max(i, len(cands) - 1 - self.draw(st.integers(0, 2)))
         return cands[min(i, len(cands) - 1)]
 
+    def indices(self, shape, n: int) -> asim.Node:
+        """Integer indices into a dim of ``n``: a new parameter whose values are in range, a few past either
+        end (gather and dynamic slices clamp them, scatter drops them) or crowded into a few values
+        (colliding scatter updates); sometimes an existing integer value of that shape (any values)."""
+        old = self.pick(INDEX_DTYPES, shape)
+        if old is not None and self.draw(st.integers(0, 4)) == 0:
+            return old
+        dtype = self.draw(st.sampled_from(INDEX_DTYPES))
+        lo, hi = self.draw(st.sampled_from(((0, n - 1), (-3, n + 3), (0, min(n - 1, 2)), (-1, n))))
+        if dtype.startswith("u"):
+            lo = max(lo, 0)
+        top = int(np.iinfo(np.dtype(cast(np.zeros(()), dtype).dtype)).max)
+        p = self.g.parameter(self.name("ix"), shape, dtype)
+        self.input_kinds[p.name] = ("index", lo, min(max(hi, lo), top))
+        return p
+
     def scalar(self, dtype, value=None) -> asim.Node:
         if value is None:
             value = self.draw(st.sampled_from(SCALARS[_family(dtype)]))
@@ -185,6 +201,8 @@ def _family(dtype) -> str:
 SCALARS = {"float": (0.5, -1.5, 2.0, 3.0, 1e-3, 100.0, -0.25, 1.0, 7.0),
            "int": (0, 1, 2, 3, -1, 7, 100, -128, 127),
            "pred": (True, False)}
+#: dtypes of index operands (JAX uses s32; any integer type is allowed)
+INDEX_DTYPES = ("s32", "s32", "s32", "s64", "u32", "u8", "s8")
 INPUT_KINDS = {"float": ("normal", "normal", "normal", "wide", "specials"),
                "int": ("small", "small", "full"),
                "pred": ("bits",)}
@@ -470,6 +488,216 @@ OPS: list[OpRow] = (
 ROWS_NEEDING_RANK = {"transpose", "reverse", "slice", "concatenate", "pad", "iota"}
 
 
+# -- the ops real models add (issue 9, point 3): indexed loads, argmax, and the library ops ----------------
+#: the Numba backend's library kernels are plain (a rank sort, an O(window) fold per output, a scatter applied
+#: in order by one thread per element): in the CUDA simulator their rows stay at most this long
+TINY_LIBRARY_ROW = 64
+#: rows of the O(n^2) library ops (reverse cumsum, general windows) the oracle folds one window step at a time
+WINDOW_ROW = 256
+
+
+def _tiny(gen) -> bool:
+    return gen.limit <= TINY_ELEMENTS
+
+
+def _take(gen, xs):
+    """``x[ids]`` along an axis (embedding lookups), or a gather of a window of ``w`` starting at ``ids``."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    n = x.shape[axis]
+    if n == 0:                                   # XLA clamps into [0, n - 1]: no element to read
+        return None
+    ishape = tuple(gen.draw(st.lists(st.sampled_from((3, 1, 7, 0, 13, 2)), min_size=1, max_size=2)))
+    ids = gen.indices(ishape, n)
+    if gen.draw(st.integers(0, 3)) == 0:         # a window of w elements per index: start clamped to [0, n - w]
+        w = gen.draw(st.integers(1, n))
+        out = x.shape[:axis] + ishape + (w,) + x.shape[axis + 1:]
+        if not _fits(out, gen.limit):
+            return None
+        ir = len(ishape)
+        offset = tuple(range(axis)) + tuple(range(axis + ir, x.rank + ir))
+        sizes = tuple(w if d == axis else m for d, m in enumerate(x.shape))
+        return gen.g.gather(x, ids, offset_dims=offset, collapsed_slice_dims=(), start_index_map=(axis,),
+                            slice_sizes=sizes, index_vector_dim=ir, name=gen.name("gw"))
+    if not _fits(x.shape[:axis] + ishape + x.shape[axis + 1:], gen.limit):
+        return None
+    return gen.g.take(x, ids, axis, name=gen.name("take"))
+
+
+def _take_along_axis(gen, xs):
+    """``take_along_axis(x, ids, axis)`` (integer-label cross-entropy); sometimes the ids are an argmax."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    n = x.shape[axis]
+    if x.size == 0:              # the batching dims' slice size is 1: XLA allows no empty dim here
+        return None
+    if gen.draw(st.integers(0, 3)) == 0 and x.dtype != "pred":        # pick the best: argmax, then gather it
+        best = gen.g.argmax(x, axis, name=gen.name("am"))
+        keep = tuple(d for d in range(x.rank) if d != axis)
+        ids = gen.g.broadcast(best, tuple(1 if d == axis else m for d, m in enumerate(x.shape)), keep,
+                              name=gen.name("amb"))
+    else:
+        m = gen.draw(st.sampled_from((1, 2, 5, 0)))
+        ids = gen.indices(tuple(m if d == axis else k for d, k in enumerate(x.shape)), n)
+    return gen.g.take_along_axis(x, ids, axis, name=gen.name("tal"))
+
+
+def _start(gen, n, size):
+    """A start index for a dim of ``n`` and a slice of ``size``: a constant or a run-time scalar, sometimes
+    out of range (XLA clamps it to [0, n - size])."""
+    if gen.draw(st.booleans()):
+        return gen.draw(st.sampled_from((0, 1, n - size, n, -2, n + 5)))
+    return gen.indices((), max(n - size + 1, 1))
+
+
+def _dynamic_slice(gen, xs):
+    (x,) = xs
+    sizes = tuple(gen.draw(st.integers(0, n)) for n in x.shape)
+    starts = [_start(gen, n, s) for n, s in zip(x.shape, sizes)]
+    return gen.g.dynamic_slice(x, starts, sizes, name=gen.name("ds"))
+
+
+def _dynamic_update_slice(gen, xs):
+    """A KV-cache update: ``x`` with a block written at a run-time position."""
+    (x,) = xs
+    shape = tuple(gen.draw(st.integers(0, n)) for n in x.shape)
+    src = gen.pick((x.dtype,), shape)
+    if src is None or gen.draw(st.booleans()):
+        src = gen.param(shape, x.dtype) if gen.draw(st.booleans()) else gen.g.slice(
+            x, (0,) * x.rank, shape, (1,) * x.rank, name=gen.name("sl"))
+    starts = [_start(gen, n, s) for n, s in zip(x.shape, shape)]
+    return gen.g.dynamic_update_slice(x, src, starts, name=gen.name("dus"))
+
+
+def _argmax(gen, xs):
+    """argmax / argmin along an axis, as JAX lowers them: a reduce of (x, iota) pairs; the index and, as
+    often, the value are used."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    which = gen.draw(st.sampled_from(("argmax", "argmin")))
+    index_dtype = gen.draw(st.sampled_from(("s32", "s32", "s64")))
+    g = gen.g
+    iota = g.iota(x.shape, axis, index_dtype)
+    ident = {"argmax": "max", "argmin": "min"}[which]
+    init = g.constant(g._identity(ident, x.dtype), x.dtype)
+    zero = g.constant(0, index_dtype)
+    base = gen.name(which[3:])
+    index = g.add_node("reduce", (x, iota, init, zero), name=f"{base}i", dimensions=(axis,), reducer=which,
+                       result=1)
+    if gen.draw(st.booleans()):
+        value = g.add_node("reduce", (x, iota, init, zero), name=f"{base}v", dimensions=(axis,), reducer=which,
+                           result=0)
+        gen.pool.append(value)
+    return index
+
+
+def _cumsum(gen, xs):
+    """``jnp.cumsum`` (forward or reverse), or cumulative max/min/prod: a reduce-window over a whole axis."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    n = x.shape[axis]
+    reverse = gen.draw(st.integers(0, 3)) == 0
+    if (_tiny(gen) and n > TINY_LIBRARY_ROW) or (reverse and n > WINDOW_ROW):
+        return None
+    reducer = gen.draw(st.sampled_from(("sum", "sum", "sum", "max", "min", "prod")))
+    if reducer == "prod" and x.dtype in FLOAT:
+        x = gen.in_domain(x, "unit")
+    return gen.g.cumsum(x, axis, reverse=reverse, reducer=reducer, name=gen.name("cum"))
+
+
+def _reduce_window(gen, xs):
+    """A small sliding window (pooling-like): sizes, strides and padding per dim."""
+    (x,) = xs
+    window = tuple(gen.draw(st.sampled_from((1, 2, 3))) for _ in x.shape)
+    strides = tuple(gen.draw(st.sampled_from((1, 1, 2))) for _ in x.shape)
+    pads = [(gen.draw(st.integers(0, 2)), gen.draw(st.integers(0, 2))) for _ in x.shape]
+    if any(n > WINDOW_ROW for n in x.shape) or (_tiny(gen) and x.size > TINY_LIBRARY_ROW):
+        return None
+    reducer = "or" if x.dtype == "pred" else gen.draw(st.sampled_from(("sum", "max", "min")))
+    return gen.g.reduce_window(x, window, strides, pads, reducer=reducer, name=gen.name("rw"))
+
+
+def _sort_row_ok(gen, x, axis) -> bool:
+    return not (_tiny(gen) and x.shape[axis] > TINY_LIBRARY_ROW)
+
+
+def _sort(gen, xs):
+    """``jnp.sort`` ascending or descending along an axis (NaNs last, -0 == 0, stable)."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    if not _sort_row_ok(gen, x, axis):
+        return None
+    return gen.g.sort(x, axis, descending=gen.draw(st.booleans()), name=gen.name("sort"))[0]
+
+
+def _argsort(gen, xs):
+    """``jnp.argsort``: a sort of (x, iota) by x; or a two-key sort carrying a third operand along."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    if not _sort_row_ok(gen, x, axis):
+        return None
+    iota = gen.g.iota(x.shape, axis, "s32")
+    if gen.draw(st.booleans()):
+        ops, keys = [x, iota], 1
+    else:
+        ops, keys = [x, gen.like(x), iota], 2
+    res = gen.g.sort(ops, axis, descending=gen.draw(st.booleans()), num_keys=keys, name=gen.name("asort"))
+    if gen.draw(st.booleans()):
+        gen.pool.append(res[0])
+    return res[-1]
+
+
+def _topk(gen, xs):
+    """``lax.top_k``: the k largest (or smallest) of each last-dim row, values and s32 indices."""
+    (x,) = xs
+    n = x.shape[-1]
+    if not _sort_row_ok(gen, x, x.rank - 1):
+        return None
+    k = gen.draw(st.sampled_from(tuple(sorted({0, 1, min(n, 3), n})))) if n else 0
+    values, indices = gen.g.top_k(x, k, largest=gen.draw(st.integers(0, 3)) > 0, name=gen.name("topk"))
+    gen.pool.append(values)
+    return indices
+
+
+def _scatter(gen, xs):
+    """``x.at[ids].add(u)`` (the gradient of a gather: updates collide), ``.set`` (the last wins), ``.max``/
+    ``.min``; indices past either end drop their update."""
+    (x,) = xs
+    axis = gen.draw(st.integers(0, x.rank - 1))
+    n = x.shape[axis]
+    ishape = tuple(gen.draw(st.lists(st.sampled_from((3, 1, 7, 0, 13, 2)), min_size=1, max_size=2)))
+    ushape = x.shape[:axis] + ishape + x.shape[axis + 1:]
+    limit = TINY_LIBRARY_ROW if _tiny(gen) else 4096
+    if prod(ushape) > limit or (_tiny(gen) and x.size > TINY_ELEMENTS):
+        return None
+    ids = gen.indices(ishape, max(n, 1))
+    if x.dtype == "pred":
+        combiner = gen.draw(st.sampled_from(("or", "and", "assign")))
+    else:
+        combiner = gen.draw(st.sampled_from(("sum", "sum", "assign", "max", "min")))
+    if gen.draw(st.booleans()) and n:             # the updates are a gather of x at the same ids (a gradient)
+        updates = gen.g.take(x, ids, axis, name=gen.name("take"))
+    else:
+        updates = gen.pick((x.dtype,), ushape) or gen.param(ushape, x.dtype)
+    return gen.g.index_add(x, ids, updates, axis, combiner=combiner, name=gen.name("sc"))
+
+
+#: the rows for them (index operands are drawn by :meth:`Gen.indices`)
+MODEL_OPS = [OpRow("take", 1, ALL, _take, weight=2),
+             OpRow("take_along_axis", 1, ALL, _take_along_axis, weight=2),
+             OpRow("dynamic-slice", 1, ALL, _dynamic_slice),
+             OpRow("dynamic-update-slice", 1, ALL, _dynamic_update_slice),
+             OpRow("argmax", 1, FLOAT + INT, _argmax, weight=2),
+             OpRow("cumsum", 1, FLOAT + INT, _cumsum, weight=2),
+             OpRow("reduce-window", 1, ALL, _reduce_window),
+             OpRow("sort", 1, ALL, _sort),
+             OpRow("argsort", 1, FLOAT + INT, _argsort),
+             OpRow("topk", 1, FLOAT + INT, _topk),
+             OpRow("scatter", 1, ALL, _scatter, weight=2)]
+OPS += MODEL_OPS
+ROWS_NEEDING_RANK |= {r.name for r in MODEL_OPS}
+
+
 def apply(gen: Gen, row: OpRow) -> Optional[asim.Node]:
     """Apply one table row: pick operands, convert and adapt them, build; None if it does not fit."""
     if row.arity == 0:
@@ -507,7 +735,9 @@ def make_inputs(gen: Gen, seed: int) -> list:
     for p in gen.g.inputs:
         kind = gen.input_kinds[p.name]
         shape, dt = p.shape, p.dtype
-        if kind == "normal":
+        if isinstance(kind, tuple):                   # ("index", lo, hi)
+            v = rng.integers(kind[1], kind[2], size=shape, endpoint=True)
+        elif kind == "normal":
             v = rng.standard_normal(shape)
         elif kind == "wide":
             v = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)

@@ -314,3 +314,30 @@ def test_sibling_reduce_does_not_pull_a_later_groups_value_into_its_epilogue():
     where = {n: i for i, s in enumerate(plan.kernels[0].stages) for n in list(s.ops) + list(s.epilogue)}
     assert where["nrm8"] > where["red6"]
     run_case(Case(g, inputs, "regression"))
+
+
+def test_zero_size_operands_of_the_model_ops():
+    """Found by the model-op rows of this suite: an argmax over an empty axis crashed the zero-size pass with a
+    bare ValueError (it unpacked a reduce as (x, init)); a dynamic-update-slice of an empty update, a scatter of
+    no updates and a reduce-window of an empty operand were refused ("no zero-size rule"); the reference
+    crashed on a reduce over no dims of an empty pred tensor (reshape with -1); and ``g.cumsum`` over an empty
+    axis made a window of size 0, which reduce-window refuses."""
+    g = asim.Graph("empty_model_ops")
+    e = g.parameter("e", (3, 0), "f32")
+    x = g.parameter("x", (4, 5), "f32")
+    u = g.parameter("u", (0, 2), "f32")
+    ids = g.parameter("ids", (0,), "s32")
+    b = g.parameter("b", (2, 0), "pred")
+    pos = g.parameter("pos", (), "s32")
+    am = g.argmax(e, 1)
+    red = g.add_node("reduce", (b, g.constant(True, "pred")), dimensions=(), reducer="and")
+    g.set_outputs(am, g.dynamic_update_slice(x, u, [pos, pos]), g.index_add(x, ids, g.take(x, ids, 0), 0),
+                  g.cumsum(e, 1), red)
+    ins = [np.zeros((3, 0), np.float32), np.arange(20, dtype=np.float32).reshape(4, 5), np.zeros((0, 2), np.float32),
+           np.zeros((0,), np.int32), np.zeros((2, 0), bool), np.int32(1)]
+    ref = asim.reference(g, ins)
+    assert ref[0].tolist() == [0, 0, 0] and np.array_equal(ref[1], ins[1]) and np.array_equal(ref[2], ins[1])
+    for strategy in asim.STRATEGIES:
+        plan = asim.compile(g, strategy, "H100")
+        for got, want in zip(asim.simulate(plan, ins).outputs, ref):
+            assert got.shape == want.shape and np.array_equal(got, want), (strategy, got, want)
