@@ -366,9 +366,14 @@ def add_plan_parser(sub) -> argparse.ArgumentParser:
                "  astitch plan --workload paper_fig7 --strategy astitch --gpu V100\n"
                "  astitch plan --workload softmax --shape rows=750000 cols=32 --strategy xla\n"
                "  astitch plan --workload layernorm --json > layernorm.plan.json\n"
-               "  astitch plan --workload paper_fig7 --dot | dot -Tsvg > fig7.svg\n")
+               "  astitch plan --workload paper_fig7 --dot | dot -Tsvg > fig7.svg\n"
+               "  astitch plan --workload paper_fig7 --gpu V100 --ptxas     (real registers and spills)\n")
     add_graph_arguments(p)
     add_strategy_gpu_arguments(p)
+    p.add_argument("--ptxas", action="store_true",
+                   help="compile every kernel to machine code with NVIDIA's ptxas (no GPU needed; the test extra "
+                        "installs it) and apply its real register and shared-memory numbers "
+                        "(gpu_backend.apply_compiler: relaxes a register cap the code spills at)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the plan as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the plan as Graphviz DOT")
@@ -379,6 +384,9 @@ def add_plan_parser(sub) -> argparse.ArgumentParser:
 def cmd_plan(args) -> int:
     from .compiler import compile as compile_graph
     plan = compile_graph(load_graph(args), args.strategy, args.gpu)
+    if args.ptxas:
+        from gpu_backend import apply_compiler     # the backend, only when asked (it imports numba)
+        plan = apply_compiler(plan, progress=True)
     print(plan.to_json() if args.json else plan.to_dot() if args.dot else plan)
     return 0
 

@@ -50,6 +50,7 @@ from typing import Optional
 from .errors import AStitchError
 from .graph import Graph, shape_str
 from .hardware import GPU, gpu as get_gpu
+from .machine import MachineResources
 from .mapping import ThreadMapping
 
 SPACES = ("register", "shared", "global")
@@ -104,6 +105,7 @@ class Kernel:
     library_op: Optional[str] = None               # library kernels: the (first) library node they compute
     notes: list = field(default_factory=list)      # the strategy's reasons, in words
     views: dict = field(default_factory=dict)      # library kernels: operand -> the buffer read as it (a reshape)
+    machine: Optional[MachineResources] = None     # what ptxas reported (gpu_backend.apply_compiler); None: estimate
 
     @property
     def global_barriers(self) -> int:
@@ -215,6 +217,8 @@ class Plan:
                                              "registers_per_thread", "library_op", "notes")}
             kd["values"] = {n: asdict(v) for n, v in k.values.items()}
             kd["views"] = dict(k.views)
+            if k.machine is not None:
+                kd["machine"] = k.machine.to_dict()
             kd["stages"] = [{"dominant": s.dominant, "ops": list(s.ops), "epilogue": list(s.epilogue),
                              "mapping": s.mapping.to_dict(), "barrier_after": s.barrier_after,
                              "recompute": dict(s.recompute),
@@ -250,7 +254,9 @@ class Plan:
                                       outputs=list(kd["outputs"]), shared_bytes=kd["shared_bytes"],
                                       registers_per_thread=kd["registers_per_thread"],
                                       library_op=kd["library_op"], notes=list(kd["notes"]),
-                                      views=dict(kd.get("views", {}))))
+                                      views=dict(kd.get("views", {})),
+                                      machine=MachineResources.from_dict(kd["machine"]) if kd.get("machine")
+                                      else None))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),
                        dict(d.get("options", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:

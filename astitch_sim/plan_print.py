@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .graph import shape_str
+from .machine import blocks_per_wave as resident_blocks
 from .viz import graph_to_dot
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 
@@ -42,6 +43,8 @@ def format_kernel(plan, k, index: int) -> list:
         lib = LIBRARY_OPS.get(head.op)
         what = f": {lib.stands_for}" if lib else ""
         lines.append(f"kernel {index}  {k.name}  [library{what}]  grid={k.grid} block={k.block}")
+        if k.machine is not None:
+            lines.append(f"  {k.machine.describe()}")
         for n in k.outputs or [k.library_op]:
             lines.append(f"  {g[n]}")
         reads = [f"{o} (as a view of {b})" for o, b in k.views.items()]
@@ -52,13 +55,15 @@ def format_kernel(plan, k, index: int) -> list:
         if lib:
             lines.append(f"  ---- kernel boundary: {head.op} is not stitched ({lib.why}) ----")
         return lines
-    wave = plan.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
+    wave = resident_blocks(plan.gpu, k)
     waves = -(-k.grid // wave)
     head = (f"kernel {index}  {k.name}  grid={k.grid} block={k.block}  shared={_kib(k.shared_bytes)}  "
-            f"regs={k.registers_per_thread}  waves={waves}")
+            f"regs={k.registers_per_thread}{'' if k.machine else ' (estimate)'}  waves={waves}")
     if k.global_barriers:
         head += f"  grid barriers={k.global_barriers} (cooperative, {k.grid}<={wave} blocks resident)"
     lines.append(head)
+    if k.machine is not None:
+        lines.append(f"  {k.machine.describe()}")
     if k.inputs:
         lines.append(f"  reads  {', '.join(k.inputs)}  (global)")
     for i, s in enumerate(k.stages):

@@ -14,6 +14,7 @@ Checked here, each failure an AStitchError naming the kernel, the rule and the f
 from __future__ import annotations
 
 from .errors import AStitchError
+from .machine import blocks_per_wave as resident_blocks
 from .graph import shape_str
 from .plan import BARRIERS, SCHEMES
 
@@ -61,10 +62,14 @@ def validate_plan(plan, barriers: bool = True) -> None:
             raise AStitchError(f"{where}: {k.registers_per_thread} registers per thread; {gpu.name} allows "
                                f"1..{gpu.max_registers_per_thread}")
         wave = gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)  # raises if nothing fits
+        shared, regs, whose = k.shared_bytes, k.registers_per_thread, ""
+        if k.machine is not None:      # ptxas's real numbers (gpu_backend.apply_compiler) decide residency
+            wave = resident_blocks(gpu, k)
+            shared, regs, whose = k.machine.shared_total, k.machine.registers, f" per {k.machine.tool}"
         if k.global_barriers and k.grid > wave:
             raise AStitchError(
                 f"{where}: a grid barrier with {k.grid} blocks, but only {wave} blocks of {k.block} threads "
-                f"({k.shared_bytes} B shared, {k.registers_per_thread} registers) fit on {gpu.name} at once: "
+                f"({shared} B shared, {regs} registers{whose}) fit on {gpu.name} at once: "
                 f"the resident blocks would wait forever for blocks that cannot start (deadlock). "
                 f"Launch at most {wave} blocks (vertical packing) or split the kernel at the barrier")
         for name in k.inputs:

@@ -106,3 +106,7 @@ from .launch import PreparedPlan, compile_plan, prepare, run, simulator
 
 __all__ = ["generate_source", "run", "prepare", "PreparedPlan", "compile_plan", "simulator", "GeneratedModule",
            "KernelSpec", "ParamSpec"]
+
+from .apply import apply_compiler  # noqa: E402  (after the backend's own names: it builds on them)
+
+__all__ += ["apply_compiler"]

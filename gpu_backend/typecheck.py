@@ -19,8 +19,9 @@ from __future__ import annotations
 import sys
 
 
-def _patch_device_query(cc):
-    """Numba asks the current device for its compute capability when it compiles a device function."""
+def patch_device_query(cc):
+    """Numba asks the current device for its compute capability when it compiles a device function
+    (and a grid group); answer ``cc`` without a driver."""
     import numba.cuda.dispatcher as disp
 
     class _Device:
@@ -41,7 +42,7 @@ def check_plan(plan, cc=(9, 0)) -> list:
     from numba.np import numpy_support
 
     from .launch import compile_plan
-    _patch_device_query(cc)
+    patch_device_query(cc)
     compiled = compile_plan(plan)
     out = []
     for spec, fn in zip(compiled.generated.kernels, compiled.functions):

@@ -1,0 +1,126 @@
+"""Assume-relax-apply with the real compiler: check a plan's register assumption against ptxas, fix it.
+
+AStitch (ASPLOS'22, section 5) sizes a kernel's launch before it knows the kernel's
+real register use: it *assumes* a register count, derives how many blocks stay
+resident per SM (so the one-wave grid a grid barrier needs), *relaxes* the count
+to the largest that keeps that occupancy, and *applies* it as the compiler's cap.
+The compiler core does the first two with an estimate; :func:`apply_compiler`
+does the rest with NVIDIA's ``ptxas``:
+
+1. compile every kernel with the plan's cap (``-maxrregcount``, Numba's ``max_registers``);
+2. if the code fits (no spills), keep the cap and record ptxas's numbers;
+3. if it spills, compile without the cap to learn what the code needs, and relax the
+   plan's registers to that -- unless the kernel is cooperative and fewer blocks would
+   then stay resident than its grid has (its grid barriers would deadlock): then relax
+   only as far as the whole grid stays in one wave, and say so if spills remain;
+4. check every cooperative kernel's grid against CUDA's occupancy rules with the
+   real registers and the real shared memory (the kernel's own plus what the linked
+   device runtime adds).
+
+The returned plan is a copy with ``Kernel.machine`` set (``print(plan)`` shows
+"ptxas sm_90: 40 registers, 0 spills ...") and each relaxation written in the
+kernel's notes; it validates like any plan, and ``gpu_backend.run`` launches it
+with the relaxed caps.  Without the toolchain it raises
+:class:`~gpu_backend.toolchain.ToolchainMissing` (an AStitchError) saying how to
+install it; the plan's registers then stay the strategy's estimate (``regs=32
+(estimate)`` in ``print(plan)``).
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from astitch_sim.errors import AStitchError
+from astitch_sim.machine import MachineResources
+from astitch_sim.plan import Plan
+
+from .machine_code import arch_of, assemble, kernel_ptx
+
+
+def _progress_printer(enabled):
+    if callable(enabled):
+        return enabled
+    if not enabled:
+        return None
+    start = time.monotonic()
+
+    def show(i, n, name):
+        print(f"\r[ptxas {i + 1}/{n}] {name[:60]:<60} {time.monotonic() - start:5.1f}s", end="" if i + 1 < n else "\n",
+              file=sys.stderr, flush=True)
+    return show
+
+
+def _fits(gpu, k, res: MachineResources) -> tuple:
+    """(fits, blocks per wave) for ``k`` with ptxas's numbers; a block that cannot fit at all: (False, 0)."""
+    try:
+        wave = gpu.blocks_per_wave(k.block, res.shared_total, max(1, res.registers))
+    except AStitchError:
+        return False, 0
+    return (not k.cooperative or k.grid <= wave), wave
+
+
+def apply_compiler(plan: Plan, arch: str | None = None, progress=False) -> Plan:
+    """A copy of ``plan`` whose register caps ptxas has checked (and relaxed where the code spilled).
+
+    ``arch`` (``"sm_90"``) defaults to the plan's GPU preset; ``progress=True``
+    prints one line per kernel on stderr (or pass ``progress(i, n, name)``).
+    Raises AStitchError if a cooperative kernel's grid cannot stay in one wave with
+    the real numbers even at the plan's own cap (re-plan with a smaller block).
+    """
+    if not isinstance(plan, Plan):
+        raise AStitchError(f"apply_compiler needs a Plan (from asim.compile), got {type(plan).__name__}")
+    arch = arch or arch_of(plan.gpu)
+    out = Plan.from_json(plan.to_json())
+    gpu = out.gpu
+    show = _progress_printer(progress)
+    ptxs = kernel_ptx(out, arch)
+    for i, (spec, ptx) in enumerate(ptxs):
+        k = out.kernels[spec.index]
+        if show is not None:
+            show(i, len(ptxs), k.name)
+
+        def compile_at(cap):
+            return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative)["resources"])
+
+        assumed = k.registers_per_thread
+        res = compile_at(assumed)
+        if res.spills:
+            res = _relax(gpu, k, compile_at, res, assumed, arch)
+        fits, wave = _fits(gpu, k, res)
+        if not fits:
+            raise AStitchError(
+                f"{k.name}: ptxas ({arch}) needs {res.registers} registers and {res.shared_total} B shared per block "
+                f"({res.shared_static} B the kernel's own + {res.shared_runtime} B CUDA's device runtime): only "
+                f"{wave} blocks of {k.block} threads stay resident, but the cooperative grid has {k.grid} (its grid "
+                f"barriers would deadlock). Re-plan with smaller blocks (asim.compile(..., max_block_threads=...)) "
+                f"or without grid barriers (global_stitching=False)")
+        k.machine = res
+        k.registers_per_thread = res.max_registers      # the cap applied (Numba's max_registers)
+    out.notes.append(f"machine code: every kernel compiled with ptxas for {arch} (gpu_backend.apply_compiler)")
+    return out.validate()
+
+
+def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str) -> MachineResources:
+    """The kernel spilled at the assumed cap: raise the cap to what the code needs, if the grid allows."""
+    free = compile_at(gpu.max_registers_per_thread)
+    need = max(free.registers, assumed + 1)
+    relaxed = compile_at(need)
+    ok, wave = _fits(gpu, k, relaxed)
+    before = gpu.blocks_per_wave(k.block, capped.shared_total, assumed)
+    if ok and not relaxed.spills:
+        k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code spilled "
+                       f"{capped.spills} B per thread there; needs {relaxed.registers}: cap relaxed to {need} "
+                       f"({before} -> {wave} blocks per wave" +
+                       (f", the cooperative grid of {k.grid} still fits)" if k.cooperative else ")"))
+        return relaxed
+    # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid
+    best = capped
+    for cap in range(need - 1, assumed, -1):
+        trial = compile_at(cap)
+        if _fits(gpu, k, trial)[0]:
+            best = trial
+            break
+    k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; a cap "
+                   f"above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid "
+                   f"resident, so the cap is {best.max_registers} and {best.spills} B per thread still spill")
+    return best
