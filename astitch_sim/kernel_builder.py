@@ -371,7 +371,11 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         if need == at.barrier_after:
             fenced[later[0] - 1].append((n, v.space, later[0]))
     for i, why in fenced.items():
-        stages[i].barrier_why = "; ".join(f"stage {j} reads {n} from {space} memory" for n, space, j in why)
+        groups: dict = {}
+        for n, space, j in why:
+            groups.setdefault((j, space), []).append(n)
+        stages[i].barrier_why = "; ".join(f"stage {j} reads {', '.join(ns)} from {space} memory"
+                                          for (j, space), ns in groups.items())
 
     # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
     shared_bytes = _layout_shared(graph, stages, values, consumers)
