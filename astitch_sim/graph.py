@@ -27,7 +27,7 @@ from .dtypes import cast, check_dtype, itemsize, xla_name
 from .errors import AStitchError
 from .ops import OP_ALIASES, OPS, op_def
 from .reducers import REDUCERS
-from .shapes import _ints, _is_int, check_shape, infer
+from .shapes import check_shape, infer, int_list, is_int
 
 
 def shape_str(shape, dtype: Optional[str] = None) -> str:
@@ -146,7 +146,7 @@ class Graph:
         if op == "parameter":
             index = attrs.setdefault("index", len(self.inputs))
             taken = {p.attrs["index"]: p.name for p in self.inputs}
-            if not _is_int(index) or index < 0 or index in taken:
+            if not is_int(index) or index < 0 or index in taken:
                 del self.nodes[name], self._users[name]
                 raise AStitchError(f"parameter {name!r}: index {index!r} is "
                                    + (f"already taken by {taken[index]!r}" if index in taken else "not an int >= 0")
@@ -223,27 +223,27 @@ class Graph:
                                    "needs at least the operand's rank")
             dimensions = tuple(range(len(shape) - x.rank, len(shape)))
         return self.add_node("broadcast", (x,), shape=shape, name=name,
-                             dimensions=_ints(dimensions, name or "broadcast", "dimensions"))
+                             dimensions=int_list(dimensions, name or "broadcast", "dimensions"))
 
     def reshape(self, x, shape, name=None) -> Node:
         return self.add_node("reshape", (x,), shape=shape, name=name)
 
     def transpose(self, x, permutation, name=None) -> Node:
         return self.add_node("transpose", (x,), name=name,
-                             permutation=_ints(permutation, name or "transpose", "permutation"))
+                             permutation=int_list(permutation, name or "transpose", "permutation"))
 
     def convert(self, x, dtype: str, name=None) -> Node:
         return self.add_node("convert", (x,), dtype=check_dtype(dtype), name=name)
 
     def slice(self, x, starts, limits, strides=None, name=None) -> Node:
         w = name or "slice"
-        return self.add_node("slice", (x,), name=name, starts=_ints(starts, w, "starts"),
-                             limits=_ints(limits, w, "limits"), strides=_ints(strides, w, "strides") if strides else None)
+        return self.add_node("slice", (x,), name=name, starts=int_list(starts, w, "starts"),
+                             limits=int_list(limits, w, "limits"), strides=int_list(strides, w, "strides") if strides else None)
 
     def concatenate(self, xs, dimension: int, name=None) -> Node:
         if not isinstance(xs, (list, tuple)):
             raise AStitchError(f"concatenate needs a list of Nodes, got {type(xs).__name__}")
-        if not _is_int(dimension):
+        if not is_int(dimension):
             raise AStitchError(f"concatenate dimension must be an int, got {dimension!r}")
         return self.add_node("concatenate", tuple(xs), name=name, dimension=dimension)
 
@@ -270,7 +270,7 @@ class Graph:
                                " (for argmax/argmin use g.argmax / g.argmin)")
         identity = self._identity(reducer, x.dtype)
         where = name or "reduce"
-        dims = _ints((dims,) if _is_int(dims) else dims, where, "reduce dims")
+        dims = int_list((dims,) if is_int(dims) else dims, where, "reduce dims")
         bad = [d for d in dims if not -x.rank <= d < x.rank]
         if bad:
             raise AStitchError(f"{where}: reduce dims {dims} out of range for {x.name} {shape_str(x.shape)} "
@@ -284,9 +284,9 @@ class Graph:
             raise AStitchError(f"dot needs two Nodes, got {type(a).__name__} and {type(b).__name__}")
         w = name or "dot"
         lhs_contracting = (a.rank - 1,) if lhs_contracting is None else lhs_contracting
-        return self.add_node("dot", (a, b), name=name, lhs_contracting_dims=_ints(lhs_contracting, w, "lhs_contracting"),
-                             rhs_contracting_dims=_ints(rhs_contracting, w, "rhs_contracting"),
-                             lhs_batch_dims=_ints(lhs_batch, w, "lhs_batch"), rhs_batch_dims=_ints(rhs_batch, w, "rhs_batch"))
+        return self.add_node("dot", (a, b), name=name, lhs_contracting_dims=int_list(lhs_contracting, w, "lhs_contracting"),
+                             rhs_contracting_dims=int_list(rhs_contracting, w, "rhs_contracting"),
+                             lhs_batch_dims=int_list(lhs_batch, w, "lhs_batch"), rhs_batch_dims=int_list(rhs_batch, w, "rhs_batch"))
 
     # -- indexed loads (stitched: see indexed.py for XLA's exact semantics) ---------------------
     def gather(self, operand, start_indices, *, offset_dims, collapsed_slice_dims, start_index_map, slice_sizes,
@@ -297,12 +297,12 @@ class Graph:
         Most code wants :meth:`take` or :meth:`take_along_axis`."""
         w = name or "gather"
         ivd = start_indices.rank if index_vector_dim is None and isinstance(start_indices, Node) else index_vector_dim
-        return self.add_node("gather", (operand, start_indices), name=name, offset_dims=_ints(offset_dims, w, "offset_dims"),
-                             collapsed_slice_dims=_ints(collapsed_slice_dims, w, "collapsed_slice_dims"),
-                             start_index_map=_ints(start_index_map, w, "start_index_map"), index_vector_dim=ivd,
-                             slice_sizes=_ints(slice_sizes, w, "slice_sizes"),
-                             operand_batching_dims=_ints(operand_batching_dims, w, "operand_batching_dims"),
-                             start_indices_batching_dims=_ints(start_indices_batching_dims, w,
+        return self.add_node("gather", (operand, start_indices), name=name, offset_dims=int_list(offset_dims, w, "offset_dims"),
+                             collapsed_slice_dims=int_list(collapsed_slice_dims, w, "collapsed_slice_dims"),
+                             start_index_map=int_list(start_index_map, w, "start_index_map"), index_vector_dim=ivd,
+                             slice_sizes=int_list(slice_sizes, w, "slice_sizes"),
+                             operand_batching_dims=int_list(operand_batching_dims, w, "operand_batching_dims"),
+                             start_indices_batching_dims=int_list(start_indices_batching_dims, w,
                                                                "start_indices_batching_dims"))
 
     def take(self, x, indices, axis: int = 0, name=None) -> Node:
@@ -341,7 +341,7 @@ class Graph:
         x = self._as_node(x)
         w = name or "dynamic_slice"
         return self.add_node("dynamic-slice", (x,) + self._starts(starts, x, w), name=name,
-                             slice_sizes=_ints(sizes, w, "sizes"))
+                             slice_sizes=int_list(sizes, w, "sizes"))
 
     def dynamic_update_slice(self, x, update, starts, name=None) -> Node:
         """``lax.dynamic_update_slice``: ``x`` with ``update`` written at ``starts`` (clamped so it fits):
@@ -354,7 +354,7 @@ class Graph:
         if not isinstance(starts, (list, tuple)):
             raise AStitchError(f"{where}: starts must be a list with one int or scalar integer Node per dim of "
                                f"{x.name} ({x.rank}), got {starts!r}")
-        return tuple(s if isinstance(s, Node) else self.constant(s, "s32") if _is_int(s) else
+        return tuple(s if isinstance(s, Node) else self.constant(s, "s32") if is_int(s) else
                      self._bad_start(where, s) for s in starts)
 
     @staticmethod
@@ -364,7 +364,7 @@ class Graph:
     def _node_axis(self, x, axis, where):
         if not isinstance(x, Node):
             raise AStitchError(f"{where}: expected a Node, got {type(x).__name__}")
-        if not _is_int(axis) or not -x.rank <= axis < x.rank:
+        if not is_int(axis) or not -x.rank <= axis < x.rank:
             raise AStitchError(f"{where}: axis {axis!r} out of range for {x.name} {shape_str(x.shape)}")
         return x, axis % x.rank
 
@@ -399,10 +399,10 @@ class Graph:
             raise AStitchError(f"{w}: padding must be one (low, high) pair per dim, got {padding!r}")
         init = self.constant(self._identity(reducer, x.dtype), x.dtype)
         return self.add_node("reduce-window", (x, init), name=name, reducer=reducer,
-                             window_dimensions=_ints(window, w, "window"),
-                             window_strides=_ints(strides, w, "strides") if strides is not None else None,
-                             padding_low=_ints([p[0] for p in pads], w, "padding"),
-                             padding_high=_ints([p[1] for p in pads], w, "padding"))
+                             window_dimensions=int_list(window, w, "window"),
+                             window_strides=int_list(strides, w, "strides") if strides is not None else None,
+                             padding_low=int_list([p[0] for p in pads], w, "padding"),
+                             padding_high=int_list([p[1] for p in pads], w, "padding"))
 
     def cumsum(self, x, axis: int, reverse: bool = False, reducer: str = "sum", name=None) -> Node:
         """``jnp.cumsum`` (or cumulative max/min/prod), as JAX lowers it: a reduce-window over the whole axis."""
@@ -420,7 +420,7 @@ class Graph:
         if not xs or not all(isinstance(x, Node) for x in xs):
             raise AStitchError("sort needs a Node or a non-empty list of Nodes")
         x0, dim = self._node_axis(xs[0], dimension, "sort")
-        if not _is_int(num_keys) or not 1 <= num_keys <= len(xs):
+        if not is_int(num_keys) or not 1 <= num_keys <= len(xs):
             raise AStitchError(f"sort: num_keys={num_keys!r} must be 1..{len(xs)}")
         orders = tuple(("desc" if descending else "asc") if i < num_keys else "" for i in range(len(xs)))
         base = name or self._fresh("sort")
@@ -442,12 +442,12 @@ class Graph:
         w = name or "scatter"
         ivd = indices.rank if index_vector_dim is None and isinstance(indices, Node) else index_vector_dim
         return self.add_node("scatter", (operand, indices, updates), name=name, combiner=combiner,
-                             update_window_dims=_ints(update_window_dims, w, "update_window_dims"),
-                             inserted_window_dims=_ints(inserted_window_dims, w, "inserted_window_dims"),
-                             scatter_dims_to_operand_dims=_ints(scatter_dims_to_operand_dims, w,
+                             update_window_dims=int_list(update_window_dims, w, "update_window_dims"),
+                             inserted_window_dims=int_list(inserted_window_dims, w, "inserted_window_dims"),
+                             scatter_dims_to_operand_dims=int_list(scatter_dims_to_operand_dims, w,
                                                                 "scatter_dims_to_operand_dims"),
-                             index_vector_dim=ivd, input_batching_dims=_ints(input_batching_dims, w, "input_batching_dims"),
-                             scatter_indices_batching_dims=_ints(scatter_indices_batching_dims, w,
+                             index_vector_dim=ivd, input_batching_dims=int_list(input_batching_dims, w, "input_batching_dims"),
+                             scatter_indices_batching_dims=int_list(scatter_indices_batching_dims, w,
                                                                  "scatter_indices_batching_dims"))
 
     def index_add(self, x, indices, updates, axis: int = 0, combiner: str = "sum", name=None) -> Node:

@@ -121,7 +121,7 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
     if stage.epilogue:
         tshape = task_shape(graph, stage)
         tasks = np.unique(stage.mapping.task_of(elems))
-        first_elem = _first_element_of_task(stage, tasks)
+        first_elem = stage.mapping.first_element_of_task(tasks)
         tidx = tuple(unravel(tasks, tshape)) if tshape else ()
         for e in stage.epilogue:
             for o in graph[e].operands:
@@ -131,25 +131,6 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
     return found
 
 
-def _first_element_of_task(stage: Stage, tasks: np.ndarray) -> np.ndarray:
-    """Flat domain index of the first element of each reduction task."""
-    m = stage.mapping
-    shape = tuple(m.extent(i) for i in range(len(m.groups)))
-    if m.kind == "rows":
-        view = (tasks, np.zeros_like(tasks))
-    else:
-        inner = m.extent(2)
-        view = (tasks // max(inner, 1), np.zeros_like(tasks), tasks % max(inner, 1))
-    # view coordinates -> domain multi-index (inverse of ThreadMapping.view_index)
-    multi = [None] * len(m.domain)
-    for g, coord in zip(m.groups, view):
-        sizes = [m.domain[d] for d in g]
-        parts = unravel(coord, sizes) if sizes else ()
-        for d, p in zip(g, parts):
-            multi[d] = p
-    return ravel(tuple(multi), m.domain) if m.domain else np.zeros_like(tasks)
-
-
 def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) -> np.ndarray:
     """First block of ``stage`` that holds ``node`` at ``index``; a split task is held by
     ``splits`` consecutive blocks (its epilogue runs in each of them)."""
@@ -157,7 +138,7 @@ def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) ->
     if node in stage.epilogue or graph[node].op == "reduce":
         tshape = task_shape(graph, stage)
         tasks = ravel(index, tshape) if tshape else np.zeros(count, np.int64)
-        first = _first_element_of_task(stage, tasks)
+        first = stage.mapping.first_element_of_task(tasks)
         return m.locate(first)[0]
     flat = ravel(index, m.domain) if m.domain else np.zeros(count, np.int64)
     return m.locate(flat)[0]
@@ -346,8 +327,6 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     crosses stages for it).
     """
     notes = list(notes or [])
-    for s in stages:
-        s._graph = graph
     force_global = set(force_global or ())
     register_cap = REGISTER_VALUES_CAP if register_values_cap is None else register_values_cap
     if len(stages) > 1 and not stitch:
@@ -365,7 +344,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     # barriers: strongest need between a producer stage and its first later consumer
     rank = {"none": 0, "block": 1, "grid": 2}
     for s in stages:
-        s.barrier_after = "none"
+        s.barrier_after, s.barrier_why = "none", ""
+    fenced: dict[int, list] = {}          # stage -> the values its barrier makes visible, and to whom
     for i, s in enumerate(stages):
         split_reads = [n for n in s.ops if graph[n].op == "reduce" and s.mapping.splits > 1
                        and (s.epilogue or any(j > i for j in consumers.get(n, ())))]
@@ -387,6 +367,15 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         at = stages[later[0] - 1]
         if rank[need] > rank[at.barrier_after]:
             at.barrier_after = need
+            fenced[later[0] - 1] = []
+        if need == at.barrier_after:
+            fenced[later[0] - 1].append((n, v.space, later[0]))
+    for i, why in fenced.items():
+        groups: dict = {}
+        for n, space, j in why:
+            groups.setdefault((j, space), []).append(n)
+        stages[i].barrier_why = "; ".join(f"stage {j} reads {', '.join(ns)} from {space} memory"
+                                          for (j, space), ns in groups.items())
 
     # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
     shared_bytes = _layout_shared(graph, stages, values, consumers)
@@ -404,9 +393,30 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
                      if v.stage >= 0 and v.space == "register" and n in needed_later)
     registers = min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages))
     outputs = [n for n in stage_of if n in escapes]
+    _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))
     return Kernel(name=name, kind="generated", grid=grid, block=block, stages=stages, values=values,
                   inputs=kernel_inputs, outputs=outputs, shared_bytes=shared_total,
-                  registers_per_thread=registers, notes=notes)
+                  registers_per_thread=registers, notes=notes, scratch_offset=shared_bytes, scratch_bytes=scratch)
+
+
+def _record_bookkeeping(graph, stages, values, consumers, needed_later, outputs) -> None:
+    """Write into the stages and values what every reader of the plan needs, so none works it out again:
+    which stages read each value, the values live into later stages, each stage's reduces, task shape,
+    root ops, reduction-scratch slots, and whether a grid barrier sits inside it (a split combine)."""
+    for n, v in values.items():
+        v.read_by = tuple(sorted(consumers.get(n, ())))
+    for i, s in enumerate(stages):
+        own = [n for n in list(s.ops) + list(s.epilogue) if n in values and values[n].stage == i]
+        s.reduces = tuple(n for n in s.ops if graph[n].op == "reduce")
+        s.task_shape = tuple(graph[s.reduces[0]].shape) if s.reduces else ()
+        s.live_out = tuple(n for n in own if n in needed_later)
+        stored = {n for n in own if n in needed_later or n in outputs or values[n].space == "global"}
+        s.roots = tuple(stage_roots(graph, s, stored))
+        s.scratch_slots = reduction_slots(graph, s)
+        # the split-reduce barrier rule, in one place: partials meet after a grid barrier (combine
+        # grid_barrier), and a result read again in the kernel needs one more after the combine
+        s.grid_syncs = int(bool(s.reduces) and s.mapping.splits > 1 and s.mapping.combine == "grid_barrier") + \
+            int(s.sync_after_combine)
 
 
 def _layout_shared(graph, stages, values, consumers) -> int:

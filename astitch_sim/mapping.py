@@ -32,7 +32,7 @@ from math import ceil, prod
 import numpy as np
 
 from .errors import AStitchError
-from .flatindex import unravel
+from .flatindex import ravel, unravel
 
 KINDS = ("flat", "rows", "columns")
 
@@ -183,6 +183,23 @@ class ThreadMapping:
             o, _, c = self.view_index(flat_index)
             return o * self.extent(2) + c
         return np.asarray(flat_index)
+
+    def first_element_of_task(self, tasks) -> np.ndarray:
+        """Flat domain index of the first element of each reduction task (the inverse of :meth:`task_of`
+        at view coordinate 0 of the reduced group)."""
+        tasks = np.asarray(tasks, dtype=np.int64)
+        if self.kind == "rows":
+            view = (tasks, np.zeros_like(tasks))
+        else:
+            inner = max(self.extent(2), 1)
+            view = (tasks // inner, np.zeros_like(tasks), tasks % inner)
+        multi = [None] * len(self.domain)          # view coordinates -> domain multi-index
+        for g, coord in zip(self.groups, view):
+            sizes = [self.domain[d] for d in g]
+            parts = unravel(coord, sizes) if sizes else ()
+            for d, p in zip(g, parts):
+                multi[d] = p
+        return ravel(tuple(multi), self.domain) if self.domain else np.zeros_like(tasks)
 
     def check(self, gpu=None) -> None:
         """Raise AStitchError if the mapping cannot cover its domain with its launch shape."""

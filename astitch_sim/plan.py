@@ -53,6 +53,9 @@ from .hardware import GPU, gpu as get_gpu
 from .machine import MachineResources
 from .mapping import ThreadMapping
 
+#: the JSON format written by :meth:`Plan.to_json` (2: the planner's bookkeeping is recorded, see Stage)
+PLAN_FORMAT = "astitch-sim plan 2"
+
 SPACES = ("register", "shared", "global")
 SCHEMES = ("independent", "local", "regional", "global")
 BARRIERS = ("none", "block", "grid")
@@ -70,6 +73,15 @@ class Value:
     nbytes: int = 0             # shared: bytes per block; global scratch: bytes in all
     output: bool = False        # also written to global memory (a graph output or read by a later kernel)
     why: str = ""               # the reason for its space and scheme, in words (the explorer shows it)
+    read_by: tuple = ()         # stages of the kernel that read it (a stage computing its own copy does not)
+
+    def __post_init__(self):
+        self.read_by = tuple(self.read_by)
+
+    @property
+    def read_later(self) -> tuple:
+        """Stages after the computing one that read the value (empty for a kernel input)."""
+        return tuple(j for j in self.read_by if j > self.stage) if self.stage >= 0 else ()
 
 
 @dataclass
@@ -82,12 +94,18 @@ class Stage:
     barrier_after: str = "none"                    # none | block | grid
     recompute: dict = field(default_factory=dict)  # node -> evaluations per value (>1: TVM-style recomputation)
     sync_after_combine: bool = False               # split reduce read inside the kernel: grid barrier after combine
+    # -- bookkeeping the planner records so that no reader works it out again (kernel_builder.assemble_kernel) --
+    reduces: tuple = ()             # reduce nodes of ``ops``, in order
+    task_shape: tuple = ()          # shape of the reduction results (what the epilogue runs over); () without reduces
+    roots: tuple = ()               # ops evaluated directly at domain elements (everything else is reached from them)
+    live_out: tuple = ()            # values this stage computes that a later stage reads (live into later stages)
+    scratch_slots: int = 0          # 8-byte reduction-scratch slots per thread (one per reduced value; argmax: two)
+    grid_syncs: int = 0             # grid barriers inside the stage (split combine, sync_after_combine)
+    barrier_why: str = ""           # why ``barrier_after`` is what it is, in words
 
-    @property
-    def reduces(self) -> list:
-        """Reduce nodes of the stage (needs the graph, attached by Plan and assemble_kernel)."""
-        g = getattr(self, "_graph", None)
-        return [n for n in self.ops if g is not None and g[n].op == "reduce"]
+    def __post_init__(self):
+        for f in ("reduces", "task_shape", "roots", "live_out"):
+            setattr(self, f, tuple(getattr(self, f)))
 
 
 @dataclass
@@ -105,15 +123,26 @@ class Kernel:
     library_op: Optional[str] = None               # library kernels: the (first) library node they compute
     notes: list = field(default_factory=list)      # the strategy's reasons, in words
     views: dict = field(default_factory=dict)      # library kernels: operand -> the buffer read as it (a reshape)
+    scratch_offset: int = 0                        # byte offset of the reduction scratch in shared memory
+    scratch_bytes: int = 0                         # bytes of reduction scratch (shared with every stage)
     machine: Optional[MachineResources] = None     # what ptxas reported (gpu_backend.apply_compiler); None: estimate
 
     @property
     def global_barriers(self) -> int:
         """Grid-wide barriers in the kernel: between stages, and inside split reductions."""
         between = sum(1 for s in self.stages if s.barrier_after == "grid")
-        inside = sum(1 for s in self.stages if s.sync_after_combine or
-                     (s.mapping.splits > 1 and s.mapping.combine == "grid_barrier" and s.reduces))
+        inside = sum(s.grid_syncs for s in self.stages)
         return between + inside
+
+    @property
+    def stage_of(self) -> dict:
+        """node -> the (first) stage computing it, for every node this kernel computes."""
+        return {n: v.stage for n, v in self.values.items() if v.stage >= 0}
+
+    @property
+    def live_later(self) -> set:
+        """Values some later stage reads (the union of the stages' ``live_out``)."""
+        return {n for s in self.stages for n in s.live_out}
 
     @property
     def block_barriers(self) -> int:
@@ -145,11 +174,6 @@ class Plan:
     kernels: list
     notes: list = field(default_factory=list)
     options: dict = field(default_factory=dict)    # what-if switches compiled with (non-default only; see compile)
-
-    def __post_init__(self):
-        for k in self.kernels:
-            for s in k.stages:
-                s._graph = self.graph
 
     # -- summaries -------------------------------------------------------------
     @property
@@ -214,17 +238,20 @@ class Plan:
         kernels = []
         for k in self.kernels:
             kd = {f: getattr(k, f) for f in ("name", "kind", "grid", "block", "inputs", "outputs", "shared_bytes",
-                                             "registers_per_thread", "library_op", "notes")}
-            kd["values"] = {n: asdict(v) for n, v in k.values.items()}
+                                             "registers_per_thread", "library_op", "notes", "scratch_offset",
+                                             "scratch_bytes")}
+            kd["values"] = {n: {**asdict(v), "read_by": list(v.read_by)} for n, v in k.values.items()}
             kd["views"] = dict(k.views)
             if k.machine is not None:
                 kd["machine"] = k.machine.to_dict()
             kd["stages"] = [{"dominant": s.dominant, "ops": list(s.ops), "epilogue": list(s.epilogue),
                              "mapping": s.mapping.to_dict(), "barrier_after": s.barrier_after,
-                             "recompute": dict(s.recompute),
-                             "sync_after_combine": s.sync_after_combine} for s in k.stages]
+                             "barrier_why": s.barrier_why, "recompute": dict(s.recompute),
+                             "sync_after_combine": s.sync_after_combine, "grid_syncs": s.grid_syncs,
+                             "reduces": list(s.reduces), "task_shape": list(s.task_shape), "roots": list(s.roots),
+                             "live_out": list(s.live_out), "scratch_slots": s.scratch_slots} for s in k.stages]
             kernels.append(kd)
-        return {"format": "astitch-sim plan 1", "strategy": self.strategy, "gpu": self.gpu.name,
+        return {"format": PLAN_FORMAT, "strategy": self.strategy, "gpu": self.gpu.name,
                 "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes),
                 "options": dict(self.options)}
 
@@ -237,7 +264,11 @@ class Plan:
         if not isinstance(d, dict):
             raise AStitchError(f"a plan dict must be a dict written by plan.to_dict(), got {type(d).__name__}")
         try:
-            if d.get("format") != "astitch-sim plan 1":
+            if d.get("format") == "astitch-sim plan 1":
+                raise AStitchError("this plan JSON (format 'astitch-sim plan 1') predates the recorded bookkeeping "
+                                   "(stage reads, live values, scratch layout); compile the graph again and write "
+                                   "it with plan.to_json()")
+            if d.get("format") != PLAN_FORMAT:
                 raise AStitchError(f"not an astitch-sim plan (format {d.get('format')!r}); "
                                    "write plans with plan.to_json()")
             graph = graph_from_dict(d["graph"])
@@ -245,8 +276,10 @@ class Plan:
             for kd in d["kernels"]:
                 stages = [Stage(dominant=s["dominant"], ops=list(s["ops"]), epilogue=list(s["epilogue"]),
                                 mapping=ThreadMapping.from_dict(s["mapping"]), barrier_after=s["barrier_after"],
-                                recompute=dict(s["recompute"]),
-                                sync_after_combine=bool(s.get("sync_after_combine", False)))
+                                recompute=dict(s["recompute"]), sync_after_combine=bool(s["sync_after_combine"]),
+                                grid_syncs=s["grid_syncs"], barrier_why=s["barrier_why"],
+                                reduces=s["reduces"], task_shape=s["task_shape"], roots=s["roots"],
+                                live_out=s["live_out"], scratch_slots=s["scratch_slots"])
                       for s in kd["stages"]]
                 values = {n: Value(**v) for n, v in kd["values"].items()}
                 kernels.append(Kernel(name=kd["name"], kind=kd["kind"], grid=kd["grid"], block=kd["block"],
@@ -254,7 +287,8 @@ class Plan:
                                       outputs=list(kd["outputs"]), shared_bytes=kd["shared_bytes"],
                                       registers_per_thread=kd["registers_per_thread"],
                                       library_op=kd["library_op"], notes=list(kd["notes"]),
-                                      views=dict(kd.get("views", {})),
+                                      views=dict(kd["views"]), scratch_offset=kd["scratch_offset"],
+                                      scratch_bytes=kd["scratch_bytes"],
                                       machine=MachineResources.from_dict(kd["machine"]) if kd.get("machine")
                                       else None))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),

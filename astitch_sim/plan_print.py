@@ -24,6 +24,8 @@ def _value_line(g, k, s, n, where) -> str:
             tag += f" -> {SPACE_WORD[v.space]}"
         if v.output:
             tag += " -> output"
+        if v.read_later:
+            tag += f" -> stage{'s' if len(v.read_later) > 1 else ''} {', '.join(map(str, v.read_later))}"
     rc = s.recompute.get(n)
     if rc and rc > 1:
         tag += f"  (computed {rc}x per value)"
@@ -32,6 +34,16 @@ def _value_line(g, k, s, n, where) -> str:
     elif node.op == "reduce" and len(node.operands) == 4:
         tag += f"  ({node.attrs['reducer']}: a (value, index) reduce)"
     return f"  {where}{n:<18} {node.op:<14} {shape_str(node.shape, node.dtype):<16} {tag}"
+
+
+def _shared_layout(k) -> str:
+    """The block's shared memory as the plan lays it out: Regional values at their offsets, then the
+    reduction scratch (values whose lifetimes do not overlap share bytes)."""
+    parts = [f"{v.node}@{v.offset} ({_kib(v.nbytes)})" for v in sorted(k.values.values(), key=lambda v: v.offset)
+             if v.space == "shared"]
+    if k.scratch_bytes:
+        parts.append(f"reduction scratch@{k.scratch_offset} ({_kib(k.scratch_bytes)})")
+    return ", ".join(parts)
 
 
 def format_kernel(plan, k, index: int) -> list:
@@ -66,6 +78,9 @@ def format_kernel(plan, k, index: int) -> list:
         lines.append(f"  {k.machine.describe()}")
     if k.inputs:
         lines.append(f"  reads  {', '.join(k.inputs)}  (global)")
+    layout = _shared_layout(k)
+    if layout:
+        lines.append(f"  shared {layout}")
     for i, s in enumerate(k.stages):
         lines.append(f"  stage {i}: dominant {s.dominant}  -- {s.mapping.describe()}")
         for n in s.ops:
@@ -75,7 +90,8 @@ def format_kernel(plan, k, index: int) -> list:
         for n in s.epilogue:
             lines.append(_value_line(g, k, s, n, "  epilogue "))
         if s.barrier_after != "none":
-            lines.append(f"  ---- {s.barrier_after} barrier " + "-" * 30)
+            why = f" ({s.barrier_why}) " if s.barrier_why else " "
+            lines.append(f"  ---- {s.barrier_after} barrier{why}" + "-" * max(4, 30 - len(why)))
     if k.outputs:
         lines.append(f"  writes {', '.join(k.outputs)}  (global)")
     for note in k.notes:

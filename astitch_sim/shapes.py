@@ -34,22 +34,22 @@ def _require(cond, name, message):
 MAX_ELEMENTS = 2**31 - 1
 
 
-def _is_int(v) -> bool:
+def is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _ints(value, name, what):
+def int_list(value, name, what):
     """A tuple of python ints from a sequence of ints (no bools, floats, strings or None)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray, range)):
         raise AStitchError(f"{name}: {what} must be a tuple of integers, got {value!r}")
-    if not all(_is_int(v) for v in value):
+    if not all(is_int(v) for v in value):
         raise AStitchError(f"{name}: {what} {tuple(value)!r} must all be integers")
     return tuple(int(v) for v in value)
 
 
 def check_shape(shape, name, what="shape"):
     """A static shape: a tuple of non-negative ints whose product fits ``MAX_ELEMENTS``."""
-    dims = _ints(shape, name, what)
+    dims = int_list(shape, name, what)
     _require(all(d >= 0 for d in dims), name, f"{what} {_fmt(dims)} has a negative dimension")
     _require(prod(dims) <= MAX_ELEMENTS, name,
              f"{what} {_fmt(dims)} has {prod(dims)} elements, more than the {MAX_ELEMENTS} one tensor may hold "
@@ -58,7 +58,7 @@ def check_shape(shape, name, what="shape"):
 
 
 def _dims(value, name, rank, what="dimensions"):
-    dims = _ints(value, name, what)
+    dims = int_list(value, name, what)
     _require(all(0 <= d < rank for d in dims), name, f"{what} {dims} out of range for rank {rank}")
     _require(len(set(dims)) == len(dims), name, f"{what} {dims} repeat a dimension")
     return dims
@@ -142,8 +142,8 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
         out_shape, out_dtype = shapes[0], dtypes[0]
     elif op == "slice":
         rank = len(shapes[0])
-        starts, limits = _ints(attrs.get("starts", ()), name, "starts"), _ints(attrs.get("limits", ()), name, "limits")
-        strides = _ints(attrs.get("strides") or (1,) * rank, name, "strides")
+        starts, limits = int_list(attrs.get("starts", ()), name, "starts"), int_list(attrs.get("limits", ()), name, "limits")
+        strides = int_list(attrs.get("strides") or (1,) * rank, name, "strides")
         _require(len(starts) == len(limits) == len(strides) == rank, name, f"slice needs {rank} start:limit:stride")
         for s, l, st, n in zip(starts, limits, strides, shapes[0]):
             _require(0 <= s <= l <= n and st >= 1, name, f"slice [{s}:{l}:{st}] is outside a dim of size {n}")
@@ -166,8 +166,8 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
     elif op == "pad":
         rank = len(shapes[0])
         _require(shapes[1] == (), name, "pad value must be a scalar")
-        low, high = _ints(attrs.get("low", (0,) * rank), name, "low"), _ints(attrs.get("high", (0,) * rank), name, "high")
-        interior = _ints(attrs.get("interior", (0,) * rank), name, "interior")
+        low, high = int_list(attrs.get("low", (0,) * rank), name, "low"), int_list(attrs.get("high", (0,) * rank), name, "high")
+        interior = int_list(attrs.get("interior", (0,) * rank), name, "interior")
         _require(len(low) == len(high) == len(interior) == rank, name,
                  f"pad needs low, high and interior padding for each of the {rank} dims, got {low}, {high}, {interior}")
         attrs.update(low=low, high=high, interior=interior)
@@ -192,7 +192,7 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
             _require(dtypes[1] != "pred" and not is_float(dtypes[1]), name,
                      f"{reducer} needs integer indices as its second input, got {dtypes[1]}")
         result = attrs.get("result", 0)
-        _require(_is_int(result) and 0 <= result < n, name, f"result={result!r} must pick one of the {n} "
+        _require(is_int(result) and 0 <= result < n, name, f"result={result!r} must pick one of the {n} "
                  "reduced values")
         dims = tuple(sorted(_dims(attrs.get("dimensions", ()), name, len(shapes[0]))))
         attrs["dimensions"] = dims
@@ -230,12 +230,12 @@ def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):
 
 #: shape rules of the indexed and library ops, kept next to each op's semantics
 _TABLE_RULES = {
-    "gather": lambda ops, attrs, name: infer_gather(ops, attrs, name, _ints, _dims),
-    "dynamic-slice": lambda ops, attrs, name: infer_dynamic_slice(ops, attrs, name, _ints),
+    "gather": lambda ops, attrs, name: infer_gather(ops, attrs, name, int_list, _dims),
+    "dynamic-slice": lambda ops, attrs, name: infer_dynamic_slice(ops, attrs, name, int_list),
     "dynamic-update-slice": infer_dynamic_update_slice,
-    "scatter": lambda ops, attrs, name: infer_scatter(ops, attrs, name, _ints, _dims),
+    "scatter": lambda ops, attrs, name: infer_scatter(ops, attrs, name, int_list, _dims),
     "sort": lambda ops, attrs, name: infer_sort(ops, attrs, name, _require),
     "topk": lambda ops, attrs, name: infer_topk(ops, attrs, name, _require),
-    "reduce-window": lambda ops, attrs, name: infer_reduce_window(ops, attrs, name, _ints),
+    "reduce-window": lambda ops, attrs, name: infer_reduce_window(ops, attrs, name, int_list),
 }
 _LEAST_OPERANDS = {"dynamic-update-slice": 2}

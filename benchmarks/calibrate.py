@@ -183,7 +183,7 @@ def override_constants(gpu_name: str, values: dict):
     table = cost.COST_CONSTANTS
     had = gpu_name in table
     old = table.get(gpu_name)
-    base = dict(old if had else table[cost._DEFAULT])
+    base = dict(old if had else table[cost.DEFAULT_PRESET])
     table[gpu_name] = {**base, **values}
     try:
         yield
@@ -490,7 +490,7 @@ def summary_lines(cc: dict, label: str) -> list:
 
 def snippet(gpu_name: str, fitted: dict, source: str, banner: str = "") -> str:
     """The COST_CONSTANTS entry to paste into astitch_sim/simt/cost.py (``banner``: why it must not be)."""
-    entry = dict(cost.COST_CONSTANTS.get(gpu_name, cost.COST_CONSTANTS[cost._DEFAULT]))
+    entry = dict(cost.COST_CONSTANTS.get(gpu_name, cost.COST_CONSTANTS[cost.DEFAULT_PRESET]))
     entry.update(fitted)
     body = ",\n".join(f"        {k}={_fmt(v)}" for k, v in entry.items())
     warn = f"    # NOT A CALIBRATION -- {banner}\n" if banner else ""

@@ -88,7 +88,7 @@ def log(msg: str) -> None:
 # mode: GPU or simulator (decided before numba.cuda is imported)
 # ---------------------------------------------------------------------------
 
-def _gpu_present() -> bool:
+def gpu_present() -> bool:
     """Is a CUDA GPU usable by numba?  Probed in a subprocess so this process can still pick the simulator."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return False
@@ -111,7 +111,7 @@ def choose_mode(simulator: Optional[bool]) -> str:
                              "NUMBA_ENABLE_CUDASIM=1 before anything imports numba.cuda to use the simulator")
         return "simulator" if sim else "gpu"
     if simulator is None:
-        simulator = not _gpu_present()
+        simulator = not gpu_present()
         if simulator:
             log("no CUDA GPU found: running in Numba's CUDA simulator at tiny shapes (" + SIM_NOTE + ")")
     if simulator:

@@ -69,23 +69,23 @@ Where each part lives (one idea per module; this module re-exports their names):
 """
 from __future__ import annotations
 
-from .dtypes import (_BITS, _BOOL_RESULT, _FLOATS, _STORAGE_NAME, _TYPE_PRESERVING, COMPUTE, HELPER_BY_DTYPE,
+from .dtypes import (BITS, BOOL_RESULT, FLOATS, STORAGE_NAME, TYPE_PRESERVING, COMPUTE, HELPER_BY_DTYPE,
                      STORAGE, CastEmitter)
 from .kernel import STATIC_SHARED_LIMIT, KernelWriter, Scratch
 from .loops import LoopEmitter
 from .module import ModuleWriter
-from .reductions import _ATOMIC_DTYPES, _REDUCER, ReductionEmitter
+from .reductions import ATOMIC_DTYPES, REDUCER_CODE, ReductionEmitter
 from .slots import SlotMixin
-from .source import _STRUCTURAL, HELPERS, Lines, Names, ident
+from .source import RESERVED_NAMES, HELPERS, Lines, Names, ident
 from .specs import GeneratedModule, KernelSpec, ParamSpec
-from .stage import StageWriter, _scheme_words
-from .values import _LAYOUT_OPS, Scope, ValueEmitter
+from .stage import StageWriter, scheme_words
+from .values import LAYOUT_OPS, Scope, ValueEmitter
 
 __all__ = ["generate_source", "ModuleWriter", "KernelWriter", "StageWriter", "GeneratedModule", "KernelSpec",
            "ParamSpec", "HELPERS", "HELPER_BY_DTYPE", "STORAGE", "COMPUTE", "STATIC_SHARED_LIMIT", "Lines",
            "Names", "Scope", "Scratch", "ident", "CastEmitter", "LoopEmitter", "ReductionEmitter", "SlotMixin",
-           "ValueEmitter", "_BITS", "_BOOL_RESULT", "_FLOATS", "_STORAGE_NAME", "_TYPE_PRESERVING",
-           "_ATOMIC_DTYPES", "_REDUCER", "_STRUCTURAL", "_scheme_words", "_LAYOUT_OPS"]
+           "ValueEmitter", "BITS", "BOOL_RESULT", "FLOATS", "STORAGE_NAME", "TYPE_PRESERVING",
+           "ATOMIC_DTYPES", "REDUCER_CODE", "RESERVED_NAMES", "scheme_words", "LAYOUT_OPS"]
 
 
 def generate_source(plan) -> str:

@@ -6,7 +6,7 @@
   (``_f16``/``_bf16``), so a kernel's arithmetic is float32 either way.
 * **Casts.**  float32 math stays float32: every op result is cast back to its
   node's type, except where Python/Numba already gives that type
-  (``_TYPE_PRESERVING`` float ops, the bool result of a compare).  Float ->
+  (``TYPE_PRESERVING`` float ops, the bool result of a compare).  Float ->
   integer conversions saturate and send NaN to 0 (``_float_to_int``), as XLA does.
 * **Integer variants.**  An op-table helper whose integer meaning differs
   (C-style division, integer power, bitwise not) is swapped for its integer
@@ -27,19 +27,19 @@ STORAGE = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.u
 COMPUTE = {"f64": "float64", "f32": "float32", "f16": "float32", "bf16": "float32", "s64": "int64",
            "s32": "int32", "s16": "int16", "s8": "int8", "u64": "uint64", "u32": "uint32", "u16": "uint16",
            "u8": "uint8", "pred": "bool_"}
-_STORAGE_NAME = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "uint16", "s64": "int64",
+STORAGE_NAME = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "uint16", "s64": "int64",
                  "s32": "int32", "s16": "int16", "s8": "int8", "u64": "uint64", "u32": "uint32",
                  "u16": "uint16", "u8": "uint8", "pred": "bool_"}
-_FLOATS = ("f64", "f32", "f16", "bf16")
-_BITS = {"s64": 64, "s32": 32, "s16": 16, "s8": 8, "u64": 64, "u32": 32, "u16": 16, "u8": 8}
+FLOATS = ("f64", "f32", "f16", "bf16")
+BITS = {"s64": 64, "s32": 32, "s16": 16, "s8": 8, "u64": 64, "u32": 32, "u16": 16, "u8": 8}
 
 #: op-table helpers whose integer meaning differs: the generator picks the integer variant
 HELPER_BY_DTYPE = {"_divide": "_idivide", "_remainder": "_iremainder", "_power": "_ipower", "_not": "_invert"}
 
 #: float ops whose Python/Numba result already has the operand type (no cast needed)
-_TYPE_PRESERVING = {"add", "subtract", "multiply", "negate", "abs", "select", "clamp", "maximum", "minimum",
+TYPE_PRESERVING = {"add", "subtract", "multiply", "negate", "abs", "select", "clamp", "maximum", "minimum",
                     "divide", "copy"}
-_BOOL_RESULT = {"compare", "and", "or", "xor", "not", "is-finite", "select"}
+BOOL_RESULT = {"compare", "and", "or", "xor", "not", "is-finite", "select"}
 
 
 class CastEmitter:
@@ -53,20 +53,20 @@ class CastEmitter:
         if dtype == "bf16":
             return f"_bf16({expr})"
         if dtype == "pred":
-            return expr if (op in _BOOL_RESULT and not force) else f"bool_({expr})"
-        if dtype in ("f32", "f64") and op in _TYPE_PRESERVING and not force:
+            return expr if (op in BOOL_RESULT and not force) else f"bool_({expr})"
+        if dtype in ("f32", "f64") and op in TYPE_PRESERVING and not force:
             return expr
         return f"{COMPUTE[dtype]}({expr})"
 
     def convert(self, src: str, dst: str, x: str) -> str:
         if dst == "pred":
             return f"bool_({x} != 0)"
-        if dst in _FLOATS:
+        if dst in FLOATS:
             base = f"{COMPUTE[dst]}({x})"
             return {"f16": f"_f16({base})", "bf16": f"_bf16({base})"}.get(dst, base)
-        if src in _FLOATS and dst in ("s64", "u64"):        # 2**63 / 2**64 are not representable as the type
+        if src in FLOATS and dst in ("s64", "u64"):        # 2**63 / 2**64 are not representable as the type
             return f"_float_to_{dst}({x})"
-        if src in _FLOATS:
+        if src in FLOATS:
             info = np.iinfo(STORAGE[dst])
             lo = self.kw.mod.constant(float(info.min), "f64", f"{dst}_min")
             hi = self.kw.mod.constant(float(info.max), "f64", f"{dst}_max")

@@ -14,12 +14,11 @@ import numpy as np
 
 from astitch_sim.errors import AStitchError
 from astitch_sim.graph import shape_str
-from astitch_sim.kernel_builder import reduction_slots
 from astitch_sim.plan import Kernel
 
 from . import exprs as E
-from .dtypes import COMPUTE, STORAGE, _STORAGE_NAME
-from .source import _STRUCTURAL, Lines, Names
+from .dtypes import COMPUTE, STORAGE, STORAGE_NAME
+from .source import RESERVED_NAMES, Lines, Names
 from .specs import KernelSpec, ParamSpec
 from .stage import StageWriter
 
@@ -47,7 +46,7 @@ class KernelWriter:
         self.mod, self.k, self.index, self.func = mod, kernel, index, func
         self.g = mod.graph
         self.values = kernel.values
-        self.names = Names(_STRUCTURAL | {f"d{i}" for i in range(32)})
+        self.names = Names(RESERVED_NAMES | {f"d{i}" for i in range(32)})
         self.out = Lines()
         self.params: list[ParamSpec] = []
         self.array_of: dict[str, str] = {}      # node -> global array identifier
@@ -57,11 +56,9 @@ class KernelWriter:
         self.partials_of: dict[str, str] = {}   # grid-barrier split reduce -> its partials buffer
         self.scratch_of: dict[tuple, str] = {}  # (reduce slot, dtype) -> shared scratch view
         self.prologue: list[str] = []
-        self.stage_of: dict[str, int] = {}
-        for i, s in enumerate(kernel.stages):
-            for n in list(s.ops) + list(s.epilogue):
-                self.stage_of.setdefault(n, i)
-        self.read_later = self._read_later()
+        self.stage_of: dict[str, int] = kernel.stage_of
+        #: node -> the later stages that read it (the values that cross stages), as the plan records them
+        self.read_later = {n: set(v.read_later) for n, v in kernel.values.items() if v.read_later}
         self.cooperative_used = False
 
     # -- errors and bookkeeping ----------------------------------------------------------
@@ -70,17 +67,6 @@ class KernelWriter:
                                            if stage is not None else "")
         raise AStitchError(f"gpu_backend cannot follow plan {self.mod.plan.strategy!r} of "
                            f"{self.g.name!r}: {where}: {msg}")
-
-    def _read_later(self) -> dict:
-        """node -> stages after its own that read it (the values that cross stages)."""
-        out: dict[str, set] = {}
-        for j, s in enumerate(self.k.stages):
-            mine = set(s.ops) | set(s.epilogue)
-            for n in list(s.ops) + list(s.epilogue):
-                for o in self.g[n].operands:
-                    if o.name in self.stage_of and o.name not in mine and self.stage_of[o.name] < j:
-                        out.setdefault(o.name, set()).add(j)
-        return out
 
     def add_param(self, node: str, role: str, shape, dtype: str, base: str, fill_from: str = "",
                   comment: str = "") -> str:
@@ -140,7 +126,7 @@ class KernelWriter:
                       f"{np.dtype(st).itemsize}-byte elements")
         m = self.k.stages[v.stage].mapping
         slots = v.nbytes // np.dtype(st).itemsize
-        self.prologue.append(f"{name} = smem[{v.offset}:{v.offset + v.nbytes}].view({_STORAGE_NAME[nd.dtype]})"
+        self.prologue.append(f"{name} = smem[{v.offset}:{v.offset + v.nbytes}].view({STORAGE_NAME[nd.dtype]})"
                              f"  # Regional {node} {shape_str(nd.shape, nd.dtype)}: {slots} task slot(s) per "
                              f"block ({m.kind} mapping of stage {v.stage})")
         self.shared_of[node] = name
@@ -183,8 +169,8 @@ class KernelWriter:
     # -- the kernel --------------------------------------------------------------------
     def write(self):
         k = self.k
-        scratch = max((reduction_slots(self.g, s) * s.mapping.block * 8 for s in k.stages), default=0)
-        self.scratch_base = k.shared_bytes - scratch
+        scratch = k.scratch_bytes
+        self.scratch_base = k.scratch_offset
         top = max((v.offset + v.nbytes for v in self.values.values() if v.space == "shared"), default=0)
         if self.scratch_base < top:
             self.fail(f"shared memory: {k.shared_bytes} B reserved, but Regional values need {top} B and "

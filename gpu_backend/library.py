@@ -33,7 +33,7 @@ from astitch_sim.graph import shape_str
 
 from . import exprs as E
 from .dtypes import COMPUTE
-from .source import _STRUCTURAL, Lines, Names
+from .source import RESERVED_NAMES, Lines, Names
 from .specs import KernelSpec, ParamSpec
 
 
@@ -44,7 +44,7 @@ class LibraryWriter:
         self.mod, self.k, self.index, self.func = mod, kernel, index, func
         self.g = mod.graph
         self.nodes = [self.g[n] for n in (kernel.outputs or [kernel.library_op])]
-        self.names = Names(_STRUCTURAL | {f"d{i}" for i in range(32)} | {f"c{i}" for i in range(32)}
+        self.names = Names(RESERVED_NAMES | {f"d{i}" for i in range(32)} | {f"c{i}" for i in range(32)}
                            | {f"w{i}" for i in range(32)} | {"j", "rank", "q", "gq", "wq", "lane", "cmp"})
         self.params: list = []
         self.array_of: dict = {}

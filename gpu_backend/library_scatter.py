@@ -18,8 +18,8 @@ from astitch_sim.boundary import scatter_lanes
 from astitch_sim.scatter import scatter_target, window_sizes
 
 from . import exprs as E
-from .dtypes import _FLOATS, COMPUTE
-from .reductions import _REDUCER
+from .dtypes import FLOATS, COMPUTE
+from .reductions import REDUCER_CODE
 
 
 def write_scatter(w) -> str:
@@ -91,10 +91,10 @@ def write_scatter(w) -> str:
     if comb == "assign":
         out(f"{dst}[{t}] = {gu}[{E.ravel(uidx, upd.shape)}]  # assign: the last update wins")
     else:
-        new = _REDUCER[comb][0].format(w.load(x.dtype, f"{dst}[{t}]"), val)
+        new = REDUCER_CODE[comb][0].format(w.load(x.dtype, f"{dst}[{t}]"), val)
         if x.dtype in ("f16", "bf16"):
             new = w.result(x.dtype, new)
-        elif x.dtype not in _FLOATS and not (x.dtype == "pred" and comb in ("and", "or", "max", "min")):
+        elif x.dtype not in FLOATS and not (x.dtype == "pred" and comb in ("and", "or", "max", "min")):
             new = f"{COMPUTE[x.dtype]}({new})"
         out(f"{dst}[{t}] = {w.store(x.dtype, new)}  # {comb}")
     return f"scatter ({comb}) of {upd.name} into {x.name} at {ind.name}"

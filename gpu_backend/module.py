@@ -11,9 +11,9 @@ import numpy as np
 from astitch_sim.errors import AStitchError
 from astitch_sim.plan import Plan
 
-from .dtypes import COMPUTE, _FLOATS
+from .dtypes import COMPUTE, FLOATS
 from .kernel import KernelWriter
-from .source import HELPERS, _STRUCTURAL, Names, ident
+from .source import HELPERS, RESERVED_NAMES, Names, ident
 from .specs import GeneratedModule
 
 
@@ -27,7 +27,7 @@ class ModuleWriter:
         self.plan, self.graph = plan, plan.graph
         self.consts: dict[str, str] = {}       # module constant name -> source
         self.const_of: dict[tuple, str] = {}   # (kind, key) -> name
-        self.func_names = Names(_STRUCTURAL)
+        self.func_names = Names(RESERVED_NAMES)
 
     def constant(self, value, dtype: str, hint: str) -> str:
         """A module-level numpy scalar of the value's compute type (float32 literals stay float32)."""
@@ -35,7 +35,7 @@ class ModuleWriter:
         v = np.asarray(value).reshape(()).item()
         if dtype == "pred":
             src = f"np.bool_({bool(v)})"
-        elif dtype in _FLOATS:
+        elif dtype in FLOATS:
             f = float(v)
             text = repr(f) if np.isfinite(f) else f'float("{f}")'
             if np.isfinite(f) and ctype == "float32":
@@ -50,7 +50,7 @@ class ModuleWriter:
             return self.const_of[key]
         name = ident(hint).upper()
         base, k = name, 2
-        while name in self.consts or name in _STRUCTURAL:
+        while name in self.consts or name in RESERVED_NAMES:
             name, k = f"{base}_{k}", k + 1
         self.consts[name] = src
         self.const_of[key] = name

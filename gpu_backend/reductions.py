@@ -18,10 +18,10 @@ import numpy as np
 from astitch_sim.reducers import ATOMIC_DTYPES, reduce_inits, reduce_inputs
 
 from . import exprs as E
-from .dtypes import COMPUTE, STORAGE, _FLOATS
+from .dtypes import COMPUTE, STORAGE, FLOATS
 from .values import Scope
 
-_REDUCER = {  # reducer -> (combine template, atomic function or None)
+REDUCER_CODE = {  # reducer -> (combine template, atomic function or None)
     "sum": ("({0} + {1})", "add"),
     "prod": ("({0} * {1})", None),
     "max": ("_max({0}, {1})", "max"),
@@ -29,7 +29,6 @@ _REDUCER = {  # reducer -> (combine template, atomic function or None)
     "and": ("({0} & {1})", None),
     "or": ("({0} | {1})", None),
 }
-_ATOMIC_DTYPES = ATOMIC_DTYPES        # the planner's rule (astitch_sim.reducers), so plan and code agree
 #: pair reducers -> the prelude helper that says whether the new pair wins
 _PAIR_TAKE = {"argmax": "_argmax_take", "argmin": "_argmin_take"}
 
@@ -40,8 +39,8 @@ class ReductionEmitter:
     def combine(self, node, a: str, b: str) -> str:
         """One step of a one-value reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
         red = node.attrs["reducer"]
-        t = _REDUCER[red][0].format(a, b)
-        if node.dtype in _FLOATS:
+        t = REDUCER_CODE[red][0].format(a, b)
+        if node.dtype in FLOATS:
             return t
         if node.dtype == "pred":
             return t if red in ("and", "or", "max", "min") else f"bool_({t})"
@@ -76,7 +75,7 @@ class ReductionEmitter:
             v = 1
         elif dtype == "pred":
             v = red == "min"
-        elif dtype in _FLOATS:
+        elif dtype in FLOATS:
             v = -np.inf if red == "max" else np.inf
         else:
             info = np.iinfo(STORAGE[dtype])
@@ -117,9 +116,9 @@ class ReductionEmitter:
         m = self.m
         v = self.kw.values[r]
         if m.combine == "atomic":
-            if _REDUCER[node.attrs["reducer"]][1] is None:
+            if REDUCER_CODE[node.attrs["reducer"]][1] is None:
                 self.fail(f"{r}: no atomic for reducer {node.attrs['reducer']}")
-            if node.dtype not in _ATOMIC_DTYPES:
+            if node.dtype not in ATOMIC_DTYPES:
                 self.fail(f"{r}: atomics on {node.dtype} are not supported by Numba (use f32/f64/s32/s64/u32/u64)")
         # the result buffer: the output array, the Global value's array, or scratch -- pre-filled with init
         if r in self.kw.array_of:
@@ -144,7 +143,7 @@ class ReductionEmitter:
             flat = E.ravel(task_idx, node.shape)
             total = red_scratch[r][0].at("tid")
             if self.m.combine == "atomic":
-                fn = _REDUCER[node.attrs["reducer"]][1]
+                fn = REDUCER_CODE[node.attrs["reducer"]][1]
                 out(f"cuda.atomic.{fn}({self.kw.result_of[r]}, {flat}, {total})  # combine across the "
                     f"{self.m.splits} blocks of the task")
             else:

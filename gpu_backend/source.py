@@ -4,7 +4,7 @@ Every generated function is built from :class:`Lines` (a list of source lines at
 an indentation depth).  Node names become identifiers with :func:`ident`, made
 unique per function by :class:`Names`, which starts out holding the names the
 kernel's own structure uses (``tid``, ``bid``, the loop variables, the module's
-imports: ``_STRUCTURAL``), so a graph node called ``row`` or ``math`` never
+imports: ``RESERVED_NAMES``), so a graph node called ``row`` or ``math`` never
 shadows one of them.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt",
            "_tot_eq", "_sort_less")
 
 #: names the kernel's own structure uses (and the module's imports): never given to a graph node
-_STRUCTURAL = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",
+RESERVED_NAMES = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",
                "row_in_block", "row_lane", "block_slot", "part", "within", "tile", "stride", "row_ok", "col_ok",
                "total", "p", "k", "n", "h", "a", "b", "acc", "math", "np", "cuda", "range", "abs", "bool", "int", "float",
                "min", "max", "len", "print", "True", "False", "None",

@@ -21,13 +21,13 @@ from .dtypes import CastEmitter
 from .loops import LoopEmitter
 from .reductions import ReductionEmitter
 from .slots import SlotMixin
-from .values import _LAYOUT_OPS, Scope, ValueEmitter
+from .values import LAYOUT_OPS, Scope, ValueEmitter
 
 if TYPE_CHECKING:
     from .kernel import KernelWriter
 
 
-def _scheme_words(v, crosses: bool = False) -> str:
+def scheme_words(v, crosses: bool = False) -> str:
     """A Value's stitch scheme and memory space, in the paper's words."""
     if v.scheme == "local":
         return "Local (registers" + (", kept for a later stage)" if crosses else ")")
@@ -50,7 +50,7 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
         self.out = kw.out
         self.ops = set(self.stage.ops)
         self.epi = set(self.stage.epilogue)
-        self.reduces = [n for n in self.stage.ops if self.g[n].op == "reduce"]
+        self.reduces = list(self.stage.reduces)
         self.result_var: dict[str, str] = {}   # reduce -> variable with its complete value (epilogue phase)
         self.it = None                          # expression of the thread's iteration (register arrays)
         self.phase = "element"
@@ -66,11 +66,11 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
         out(f"# ---- stage {self.si}: dominant {s.dominant} -- {m.describe()}")
         for n in list(s.ops) + list(s.epilogue):
             v = self.kw.values.get(n)
-            if v is None or v.stage != self.si or self.g[n].op in _LAYOUT_OPS and not (v.output or
+            if v is None or v.stage != self.si or self.g[n].op in LAYOUT_OPS and not (v.output or
                                                                                      v.space != "register"):
                 continue
             where = "epilogue, " if n in self.epi else ""
-            out(f"#   {n}: {where}{_scheme_words(v, n in self.kw.read_later)}" + (" -> output" if v.output else ""))
+            out(f"#   {n}: {where}{scheme_words(v, n in self.kw.read_later)}" + (" -> output" if v.output else ""))
         if s.recompute:
             out("#      recomputed per value: " + ", ".join(f"{n} x{c}" for n, c in s.recompute.items()))
         if self.reduces and m.kind == "flat":

@@ -19,9 +19,9 @@ from astitch_sim.graph import shape_str
 from astitch_sim.ops import compare_scalar
 
 from . import exprs as E
-from .dtypes import HELPER_BY_DTYPE, _BITS, _FLOATS
+from .dtypes import HELPER_BY_DTYPE, BITS, FLOATS
 
-_LAYOUT_OPS = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
+LAYOUT_OPS = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
 #: compare with type=TOTALORDER on floats (IEEE total order: -NaN < -inf < -0 < +0 < inf < +NaN)
 _TOTAL_ORDER = {"LT": "_tot_less({0}, {1})", "GT": "_tot_less({1}, {0})", "LE": "(not _tot_less({1}, {0}))",
                 "GE": "(not _tot_less({0}, {1}))", "EQ": "_tot_eq({0}, {1})", "NE": "(not _tot_eq({0}, {1}))"}
@@ -96,7 +96,7 @@ class ValueEmitter:
     def compute(self, n: str, idx: tuple, scope: Scope, key) -> str:
         node = self.g[n]
         op = node.op
-        if op in _LAYOUT_OPS:
+        if op in LAYOUT_OPS:
             return self.value(node.operands[0].name, self.operand_index(node, idx), scope)
         if op == "copy" or (op == "convert" and node.operands[0].dtype == node.dtype):
             return self.value(node.operands[0].name, idx, scope)
@@ -113,7 +113,7 @@ class ValueEmitter:
         if op == "convert":
             expr = self.convert(node.operands[0].dtype, node.dtype, args[0])
         else:
-            expr = self.cast(node, self.template(node).format(*args, bits=_BITS.get(node.dtype, 32)))
+            expr = self.cast(node, self.template(node).format(*args, bits=BITS.get(node.dtype, 32)))
         return self.assign(scope, key, n, expr, self.describe(node))
 
     def describe(self, node) -> str:
@@ -123,13 +123,13 @@ class ValueEmitter:
     def template(self, node) -> str:
         op, dtype = node.op, node.dtype
         if op == "compare":
-            if node.attrs.get("type") == "TOTALORDER" and node.operands[0].dtype in _FLOATS:
+            if node.attrs.get("type") == "TOTALORDER" and node.operands[0].dtype in FLOATS:
                 return _TOTAL_ORDER[node.attrs["direction"]]
             return compare_scalar(node.attrs["direction"])
         t = node.opdef.scalar
         if t is None:
             self.fail(f"op {op} has no scalar template")
-        if dtype not in _FLOATS:
+        if dtype not in FLOATS:
             for f, i in HELPER_BY_DTYPE.items():
                 if f == "_not" and dtype == "pred":
                     continue

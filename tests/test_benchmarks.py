@@ -39,7 +39,7 @@ def _simulate_or_skip():
 def _simulator_mode_or_skip():
     """gpu_bench picks the simulator before numba.cuda is imported; if it already is, on a GPU, skip."""
     import gpu_bench
-    if "numba.cuda" not in sys.modules and gpu_bench._gpu_present():
+    if "numba.cuda" not in sys.modules and gpu_bench.gpu_present():
         pytest.skip("a CUDA GPU is present: these simulator tests would switch this process's numba.cuda to the "
                     "simulator (and the GPU tests after them); see test_gpu_bench_on_the_device")
     try:
@@ -402,7 +402,7 @@ def test_gpu_bench_on_the_device(tmp_path):
         from numba import config
         if getattr(config, "ENABLE_CUDASIM", 0):
             pytest.skip("numba.cuda is in simulator mode in this process")
-    elif not gb._gpu_present():
+    elif not gb.gpu_present():
         pytest.skip("no CUDA GPU")
     res = gb.run_suite(str(tmp_path), simulator=False, only=["paper_fig7"], baselines=[], reps=5, warmup=1,
                        copy_bytes=64 * 2**20, argv=["gpu_bench.py", "(pytest)"])

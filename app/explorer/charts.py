@@ -16,7 +16,8 @@ PALETTE20 = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "
              "#9467bd", "#c5b0d5"]
 
 
-def _big(chart):
+def big_fonts(chart):
+    """The chart with the explorer's font sizes (axis, legend, title, facet headers)."""
     return chart.configure_axis(labelFontSize=FONT - 1, titleFontSize=FONT).configure_legend(
         labelFontSize=FONT - 1, titleFontSize=FONT).configure_title(fontSize=FONT + 2).configure_header(
         labelFontSize=FONT, titleFontSize=FONT)
@@ -34,7 +35,7 @@ def strategy_bars(df: pd.DataFrame, value: str, title: str, colours: dict, fmt: 
                                   tooltip=list(df.columns))
     text = base.mark_text(align="left", dx=4, fontSize=FONT - 1).encode(
         text=alt.Text(f"{label or value}:{'N' if label else 'Q'}", **({} if label else {"format": fmt})))
-    return _big((bars + text).properties(height=44 * len(order) + 10))
+    return big_fonts((bars + text).properties(height=44 * len(order) + 10))
 
 
 def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None) -> alt.Chart:
@@ -48,7 +49,7 @@ def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None) -> alt.Chart
         color=alt.Color("traffic:N", scale=alt.Scale(domain=kinds, range=colours), legend=alt.Legend(title=None)),
         order=alt.Order("order:Q"),
         tooltip=[y, "traffic", alt.Tooltip("MiB:Q", format=",.3f")])
-    return _big(chart.properties(height=max(120, 40 * len(set(df[y])) + 20)))
+    return big_fonts(chart.properties(height=max(120, 40 * len(set(df[y])) + 20)))
 
 
 def mapping_cells(mapping, max_rows: int = 64, max_cols: int = 64):
@@ -96,7 +97,7 @@ def mapping_grid(df: pd.DataFrame, colour_by: str, title: str, focus_block: int 
         layers.append(alt.Chart(firsts).mark_text(align="left", baseline="top", dx=2, dy=1, fontSize=13,
                                                   fontWeight="bold", color="black").encode(
             x=x, y=y, text=alt.Text("label:N")).transform_calculate(label="'b' + datum.block"))
-    return _big(alt.layer(*layers).properties(title=title, width=width, height=height))
+    return big_fonts(alt.layer(*layers).properties(title=title, width=width, height=height))
 
 
 def _ticks(values) -> list:
@@ -133,7 +134,7 @@ def timeline_chart(rows: list, kernels: list, barrier_times: list, max_sms: int,
                                                                                strokeWidth=2.5).encode(x="t:Q"))
     starts = pd.DataFrame({"t": [k["start_us"] for k in kernels], "name": [k["name"] for k in kernels]})
     layers.append(alt.Chart(starts).mark_rule(color="#333", strokeDash=[4, 3]).encode(x="t:Q", tooltip=["name"]))
-    return _big(alt.layer(*layers).properties(title=title, height=height))
+    return big_fonts(alt.layer(*layers).properties(title=title, height=height))
 
 
 def step_picture(cells: pd.DataFrame, title: str) -> alt.Chart:
@@ -147,4 +148,4 @@ def step_picture(cells: pd.DataFrame, title: str) -> alt.Chart:
         color=alt.Color("access:N", scale=alt.Scale(domain=list(colours), range=list(colours.values())),
                         legend=alt.Legend(orient="bottom", title=None)),
         tooltip=["tensor", "element", "access"])
-    return _big(chart.properties(title=title, height=34 * cells["tensor"].nunique() + 30))
+    return big_fonts(chart.properties(title=title, height=34 * cells["tensor"].nunique() + 30))

@@ -147,17 +147,11 @@ def kernel_dot(plan, index: int, node: str | None = None) -> str:
     lines.append(f'  out [label={q("global memory writes: " + outs)}, shape=note, fillcolor="#ffffff"];')
     lines.append(f"  {prev} -> out;")
     # values crossing stages, drawn as side edges in their space's colour
-    stage_of = {n: i for i, s in enumerate(k.stages) for n in list(s.ops) + list(s.epilogue)}
-    for i, s in enumerate(k.stages):
-        for n in list(s.ops) + list(s.epilogue):
-            for o in g[n].operands:
-                v = k.values.get(o.name)
-                j = stage_of.get(o.name)
-                if v is None or j is None or j >= i or o.name in s.ops:
-                    continue
-                lines.append(f"  s{j} -> s{i} [color=\"{SPACE_COLOUR[v.space]}\", penwidth=2.5, style=dashed, "
-                             f"constraint=false, label={q(' ' + o.name + ' via ' + SPACE_WORD[v.space])}, "
-                             f"fontcolor=\"{SPACE_COLOUR[v.space]}\"];")
+    for n, v in k.values.items():              # the plan records which later stages read each value
+        for j in v.read_later:
+            lines.append(f"  s{v.stage} -> s{j} [color=\"{SPACE_COLOUR[v.space]}\", penwidth=2.5, style=dashed, "
+                         f"constraint=false, label={q(' ' + n + ' via ' + SPACE_WORD[v.space])}, "
+                         f"fontcolor=\"{SPACE_COLOUR[v.space]}\"];")
     lines.append("}")
     return "\n".join(dict.fromkeys(lines))
 

@@ -141,13 +141,13 @@ COST_CONSTANTS: dict[str, dict] = {
         memset_launch_us=1.5, library_efficiency=0.7,
     ),
 }
-_DEFAULT = "H100"   # a custom GPU name borrows these
+DEFAULT_PRESET = "H100"   # a custom GPU name borrows these
 
 
 def constants(gpu: GPU) -> dict:
     """All constants the model uses for ``gpu``: preset fields, then COST_CONSTANTS (which wins)."""
     merged = {f: getattr(gpu, f) for f in PRESET_FIELDS}
-    merged.update(COST_CONSTANTS.get(gpu.name, COST_CONSTANTS[_DEFAULT]))
+    merged.update(COST_CONSTANTS.get(gpu.name, COST_CONSTANTS[DEFAULT_PRESET]))
     return merged
 
 

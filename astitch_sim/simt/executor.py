@@ -58,7 +58,6 @@ import numpy as np
 from ..boundary import traffic
 from ..dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
-from ..kernel_builder import stage_membership, stage_roots, task_shape
 from ..plan import Plan
 from ..reference import bind_inputs
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
@@ -207,12 +206,6 @@ def _run_library(graph, k, mem, ks) -> None:
     ks.library_bytes = read + written
 
 
-def _bookkeeping(graph, stages):
-    """stage_of / needed_later, exactly as kernel_builder.assemble_kernel derives them."""
-    stage_of, _, _, _, needed_later = stage_membership(graph, stages)
-    return stage_of, needed_later
-
-
 def _store_dtype(dtype: str):
     return np.dtype(np.uint16) if dtype == "bf16" else numpy_dtype(dtype)
 
@@ -235,7 +228,7 @@ class KernelRun:
     def __init__(self, plan, index, kernel, mem, recorder):
         self.plan, self.graph, self.index, self.kernel = plan, plan.graph, index, kernel
         self.mem, self.recorder = mem, recorder
-        self.stage_of, self.needed_later = _bookkeeping(self.graph, kernel.stages)
+        self.stage_of, self.needed_later = kernel.stage_of, kernel.live_later
         self.geoms: dict = {}
         self.epis: dict = {}
         self.regs: dict = {}
@@ -261,7 +254,7 @@ class KernelRun:
     def epilogue_geometry(self, i) -> EpilogueGeometry:
         if i not in self.epis:
             s = self.kernel.stages[i]
-            self.epis[i] = EpilogueGeometry(self.geometry(s.mapping), task_shape(self.graph, s))
+            self.epis[i] = EpilogueGeometry(self.geometry(s.mapping), s.task_shape)
         return self.epis[i]
 
     # -- running ------------------------------------------------------------------------
@@ -273,9 +266,9 @@ class KernelRun:
             out.append(st)
             if self.recorder is not None:
                 work.append(self._work(i, s))
-                if any(self.graph[n].op == "reduce" for n in s.ops):
+                if s.reduces:
                     barriers.append((i, "tree", False))
-                if self._sync_inside(s):
+                if s.grid_syncs:
                     barriers.append((i, "grid", False))
                 if s.barrier_after != "none":
                     barriers.append((i, s.barrier_after, True))
@@ -286,15 +279,11 @@ class KernelRun:
     def _work(self, i, s):
         g = self.geometry(s.mapping)
         b, t = g.full(g.block), g.full(g.thread)
-        if s.epilogue or any(self.graph[n].op == "reduce" for n in s.ops):
+        if s.epilogue or s.reduces:
             e = self.epilogue_geometry(i)
             b = np.concatenate([b, e.full(e.block)])
             t = np.concatenate([t, e.full(e.thread)])
         return b, t
-
-    def _sync_inside(self, s) -> bool:
-        reduces = any(self.graph[n].op == "reduce" for n in s.ops)
-        return bool(s.sync_after_combine or (reduces and s.mapping.splits > 1 and s.mapping.combine == "grid_barrier"))
 
     def run_stage(self, i, s, st) -> None:
         self.stage_reads = {}
@@ -314,7 +303,7 @@ class KernelRun:
         needed_here = {n for n in list(s.ops) + list(s.epilogue) if n in k.values and k.values[n].stage == i
                        and (n in self.needed_later or n in k.outputs or k.values[n].space == "global")}
         reduce_inputs = {}
-        for r in stage_roots(g, s, needed_here):
+        for r in s.roots:
             node = g[r]
             if node.op == "reduce":
                 if tuple(node.operands[0].shape) != geom.shape:
@@ -329,17 +318,17 @@ class KernelRun:
                 continue
             val = ev.value(r, geom.idx)
             self.store_elements(ev, r, val)
-        reduces = [n for n in s.ops if g[n].op == "reduce"]
+        reduces = s.reduces
         results = {}
         if reduces:
             self.epochs[0] += 1                   # the reduction tree's barriers
             for r in reduces:
                 results[r] = self.run_reduce(i, s, st, geom, g[r], reduce_inputs[r])
-        sync = self._sync_inside(s)
+        sync = bool(s.grid_syncs)
         if sync:
             self.epochs[0] += 1
             self.epochs[1] += 1
-            st.grid_barriers += 1
+            st.grid_barriers += s.grid_syncs
         for r in reduces:
             self.finish_reduce(i, s, st, g[r], results[r])
         if s.epilogue:
@@ -597,7 +586,7 @@ class KernelRun:
         epi = self.epilogue_geometry(i)
         m = epi.mapping
         ev = res["ev"]
-        ev.phase = "epilogue" if self._sync_inside(s) else "combine"
+        ev.phase = "epilogue" if s.grid_syncs else "combine"
         v = self.kernel.values.get(node.name)
         to_global = node.name in self.kernel.outputs or (v is not None and v.space == "global")
         size = itemsize(node.dtype)

@@ -277,10 +277,8 @@ class Geometry:
         """For every task: ``(block, thread, iteration)`` of its first element (part 0)."""
         if "heads" in self._cache:
             return self._cache["heads"]
-        from ..kernel_builder import _first_element_of_task
         m = self.mapping
-        tasks = np.arange(m.rows, dtype=np.int64)
-        first = _first_element_of_task(_StageLike(m), tasks)
+        first = m.first_element_of_task(np.arange(m.rows, dtype=np.int64))
         b, t, it = (np.asarray(a, dtype=np.int64) for a in m.locate(first))
         self._cache["heads"] = (b, t, it)
         return self._cache["heads"]
@@ -303,13 +301,6 @@ class Geometry:
             else:
                 self._cache["slots"] = outer * m.threads_per_row + t % m.threads_per_row
         return self._cache["slots"]
-
-
-class _StageLike:
-    """The bit of a Stage that kernel_builder._first_element_of_task reads."""
-
-    def __init__(self, mapping):
-        self.mapping = mapping
 
 
 class EpilogueGeometry:

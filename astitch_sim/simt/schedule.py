@@ -149,9 +149,7 @@ def barrier_counts(kernel, ks) -> list:
     counted = [s.grid_barriers for s in ks.stages]
     if sum(counted) or kernel is None or kernel.kind == "library":
         return counted
-    planned = [int(s.barrier_after == "grid") + int(s.sync_after_combine) +
-               int(s.mapping.splits > 1 and s.mapping.combine == "grid_barrier" and bool(s.reduces))
-               for s in kernel.stages]
+    planned = [int(s.barrier_after == "grid") + s.grid_syncs for s in kernel.stages]
     return planned if len(planned) == len(counted) or not counted else counted
 
 

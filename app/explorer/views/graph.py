@@ -69,7 +69,8 @@ def node_facts(plan, node: str) -> None:
         if k.kind == "library":
             st.markdown(f"- kernel {i} (library GEMM)")
             continue
-        stage = next((j for j, s in enumerate(k.stages) if node in s.ops or node in s.epilogue), None)
-        st.markdown(f"- kernel {i}, stage {stage}: **{v.scheme}**, lives in {SPACE_WORD[v.space]}")
+        later = (f"; read again by stage{'s' if len(v.read_later) > 1 else ''} "
+                 f"{', '.join(map(str, v.read_later))}") if v.read_later else ""
+        st.markdown(f"- kernel {i}, stage {v.stage}: **{v.scheme}**, lives in {SPACE_WORD[v.space]}{later}")
         if v.why:
             st.markdown(f"<div class='why'>why: {esc(v.why)}</div>", unsafe_allow_html=True)

@@ -63,7 +63,7 @@ def render(ctx):
             tooltip=["resource", "used", "limit"])
         text = alt.Chart(df).mark_text(align="left", dx=4, fontSize=14).encode(
             y=alt.Y("resource:N", sort=list(df["resource"])), x="share:Q", text="text:N")
-        st.altair_chart(charts._big((bars + text).properties(height=170)), width="stretch")
+        st.altair_chart(charts.big_fonts((bars + text).properties(height=170)), width="stretch")
         st.markdown(f"**{len(k.stages)} stage(s)**, {k.block_barriers} block barrier(s), "
                     f"{k.global_barriers} grid barrier(s); reads {', '.join(k.inputs) or '-'}; "
                     f"writes {', '.join(k.outputs) or '-'}")
