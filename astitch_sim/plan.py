@@ -143,6 +143,7 @@ class Plan:
     kernels: list
     notes: list = field(default_factory=list)
     options: dict = field(default_factory=dict)    # what-if switches compiled with (non-default only; see compile)
+    search: dict = field(default_factory=dict)     # search-based strategies: what was scored and why (search_record)
 
     def __post_init__(self):
         for k in self.kernels:
@@ -222,7 +223,7 @@ class Plan:
             kernels.append(kd)
         return {"format": "astitch-sim plan 1", "strategy": self.strategy, "gpu": self.gpu.name,
                 "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes),
-                "options": dict(self.options)}
+                "options": dict(self.options), "search": self.search}
 
     def to_json(self, indent: Optional[int] = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -252,7 +253,7 @@ class Plan:
                                       library_op=kd["library_op"], notes=list(kd["notes"]),
                                       views=dict(kd.get("views", {}))))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),
-                       dict(d.get("options", {})))
+                       dict(d.get("options", {})), dict(d.get("search", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             if isinstance(e, AStitchError):
                 raise
