@@ -25,6 +25,7 @@ import numpy as np
 
 import astitch_sim as asim
 from astitch_sim.errors import AStitchError
+from astitch_sim.workloads import workload_inputs
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
@@ -48,11 +49,11 @@ def catalog(gpu, repeat) -> list:
     rows = []
     for w in asim.list_workloads():
         g = asim.workload(w.name)
-        inputs = asim.random_inputs(g)
+        inputs = workload_inputs(g)
         for s in asim.STRATEGIES:
             plan, dt = plan_time(g, s, gpu, repeat)
             res = asim.simulate(plan, inputs)
-            rows.append({"workload": w.name, "shape": w.shape_str(), "strategy": s,
+            rows.append({"workload": w.name, "shape": w.shape_str, "strategy": s,
                          "kernels": res.stats.kernel_launches, "global_bytes": res.stats.global_bytes,
                          "grid_barriers": res.stats.grid_barriers, "predicted_us": res.stats.predicted_us,
                          "plan_ms": dt * 1e3,
