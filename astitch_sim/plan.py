@@ -174,6 +174,7 @@ class Plan:
     kernels: list
     notes: list = field(default_factory=list)
     options: dict = field(default_factory=dict)    # what-if switches compiled with (non-default only; see compile)
+    search: dict = field(default_factory=dict)     # search-based strategies: what was scored and why (search_record)
 
     # -- summaries -------------------------------------------------------------
     @property
@@ -253,7 +254,7 @@ class Plan:
             kernels.append(kd)
         return {"format": PLAN_FORMAT, "strategy": self.strategy, "gpu": self.gpu.name,
                 "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes),
-                "options": dict(self.options)}
+                "options": dict(self.options), "search": self.search}
 
     def to_json(self, indent: Optional[int] = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -292,7 +293,7 @@ class Plan:
                                       machine=MachineResources.from_dict(kd["machine"]) if kd.get("machine")
                                       else None))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),
-                       dict(d.get("options", {})))
+                       dict(d.get("options", {})), dict(d.get("search", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             if isinstance(e, AStitchError):
                 raise

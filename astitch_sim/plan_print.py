@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .graph import shape_str
 from .machine import blocks_per_wave as resident_blocks
+from .search_record import format_search
 from .viz import graph_to_dot
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 
@@ -108,6 +109,7 @@ def format_plan(plan) -> str:
     if plan.options:
         lines.append("what-if: " + ", ".join(f"{k}={v}" for k, v in plan.options.items()))
     lines.extend(f"  note: {n}" for n in plan.notes if n.startswith(ZERO_SIZE_NOTE))
+    lines.extend(format_search(plan.search))
     for i, k in enumerate(plan.kernels):
         lines.extend(format_kernel(plan, k, i))
     return "\n".join(lines)

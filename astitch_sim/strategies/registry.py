@@ -63,6 +63,11 @@ def _register_builtin() -> None:
         from .astitch import astitch_plan
         return astitch_plan(graph, gpu, options)
 
+    def fusionstitching(graph, gpu, options):
+        from .fusionstitching import fusionstitching_plan
+        return fusionstitching_plan(graph, gpu, options)
+
+    from .fs_options import FusionStitchingOptions
     from .options import AStitchOptions
     register(Strategy("unfused", "one kernel per op: every intermediate value goes through global memory",
                       register_only("unfused")))
@@ -70,6 +75,9 @@ def _register_builtin() -> None:
                       "by a broadcast or an expensive op that is broadcast ends a kernel", register_only("xla")))
     register(Strategy("tvm", "TVM's fusion: like xla, but an expensive broadcast producer is recomputed by "
                       "every consumer thread instead of ending the kernel", register_only("tvm")))
+    register(Strategy("fusionstitching", "FusionStitching (2020), AStitch's predecessor: XLA's kernels stitched "
+                      "through registers and shared memory where a search with a cost model says it pays (no "
+                      "Global scheme, no grid barrier)", fusionstitching, FusionStitchingOptions))
     register(Strategy("astitch", "AStitch: four stitch schemes (independent, local, regional, global), dominant "
                       "ops, hierarchical data reuse, adaptive thread mapping", astitch, AStitchOptions))
 

@@ -1,0 +1,84 @@
+"""Options of the FusionStitching strategy: how hard the search may look.
+
+FusionStitching (Zheng et al., 2020: AStitch's predecessor) does not decide by
+rules; it *searches* fusion patterns and schedules and keeps what a cost model
+says is fastest.  A search needs bounds, so these are its knobs::
+
+    asim.compile(g, strategy="fusionstitching", gpu="V100", beam_width=4, time_budget_ms=200)
+
+The plan records the options it was compiled with in ``plan.options`` (only
+those that differ from the defaults), and what the search looked at in
+``plan.search``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
+
+from ..errors import AStitchError
+
+#: block sizes a schedule may use (threads per block)
+BLOCK_CHOICES = (128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class FusionStitchingOptions:
+    """Bounds and knobs of the FusionStitching search."""
+
+    time_budget_ms: float = 500.0
+    beam_width: int = 3
+    max_merge: int = 8
+    block_sizes: tuple = BLOCK_CHOICES
+    min_gain: float = 0.02
+
+    HELP: ClassVar[dict] = {
+        "time_budget_ms": "exploration time per graph (milliseconds); when it runs out, no new merges are "
+                          "explored and the best plan found so far is kept (XLA's boundaries are always there)",
+        "beam_width": "partial fusion plans kept per position of the kernel sequence (the beam); the plan "
+                      "records these alternatives",
+        "max_merge": "most XLA kernels one fusion pattern may stitch together (the exploration window)",
+        "block_sizes": "threads per block the schedule tuner tries for every fused kernel",
+        "min_gain": "a fused kernel or re-tuned schedule replaces XLA's only if the cost model predicts it "
+                    "at least this fraction faster (guards against the model's own error)",
+    }
+
+    def __post_init__(self):
+        budget = self.time_budget_ms
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
+            raise AStitchError(f"fusionstitching option time_budget_ms must be a positive number of "
+                               f"milliseconds, got {budget!r}")
+        for name, low in (("beam_width", 1), ("max_merge", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise AStitchError(f"fusionstitching option {name} must be an integer >= {low}, got {v!r}")
+        sizes = self.block_sizes
+        if not isinstance(sizes, (tuple, list)) or not sizes or any(
+                isinstance(b, bool) or not isinstance(b, int) or b < 32 or b > 1024 or b & (b - 1) for b in sizes):
+            raise AStitchError(f"fusionstitching option block_sizes must be a non-empty list of powers of two "
+                               f"from 32 to 1024, got {sizes!r}")
+        object.__setattr__(self, "block_sizes", tuple(sorted(set(sizes))))
+        gain = self.min_gain
+        if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not 0 <= gain < 1:
+            raise AStitchError(f"fusionstitching option min_gain must be a fraction in [0, 1), got {gain!r}")
+
+    @classmethod
+    def known(cls) -> list:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_kwargs(cls, options: dict) -> "FusionStitchingOptions":
+        """Options from ``compile``'s keywords; an unknown name is an AStitchError naming the known ones."""
+        unknown = [k for k in options if k not in cls.known()]
+        if unknown:
+            raise AStitchError(f"unknown fusionstitching option(s) {', '.join(map(repr, unknown))}; the search "
+                               f"options are: {', '.join(cls.known())}")
+        return cls(**options)
+
+    def changed(self) -> dict:
+        """The options that differ from the defaults (what ``plan.options`` records)."""
+        default = FusionStitchingOptions()
+        out = {}
+        for k, v in asdict(self).items():
+            if getattr(default, k) != v:
+                out[k] = list(v) if isinstance(v, tuple) else v
+        return out
