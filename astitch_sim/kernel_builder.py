@@ -291,14 +291,16 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
     Storing costs a write, a read and a grid barrier; recomputing a light op
     (an add, a subtract...) costs a few reads of its operands that the reader
     makes anyway.  Expensive ops and reduce results stay stored (hierarchical
-    data reuse: compute once).
+    data reuse: compute once).  So does a value written to global memory anyway
+    (a graph output, or read by a later kernel): reading it back costs one read,
+    recomputing it costs a read of each of its operands.
     """
     from .analysis import is_expensive
     moved = []
     for n, v in values.items():
         node = graph[n]
         if v.stage < 0 or v.space != "global" or part_of.get(n) != "ops" or node.op == "reduce" \
-                or is_expensive(node) or node.kind not in ("elementwise", "layout", "broadcast"):
+                or is_expensive(node) or node.kind not in ("elementwise", "layout", "broadcast") or n in escapes:
             continue
         readers = [j for j in consumers.get(n, ()) if j > v.stage]
         targets = [j for j in readers if any(n in (o.name for o in graph[c].operands) for c in stages[j].ops)]

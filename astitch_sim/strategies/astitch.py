@@ -58,7 +58,7 @@ from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
-from .common import column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
+from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 
 BLOCK = 1024                 # "assume": 1024 threads per block
@@ -92,13 +92,17 @@ def _row_threads(cols: int, block: int = BLOCK) -> int:
 
 
 def _block_size(groups, opts: AStitchOptions) -> int:
-    """Assume 1024 threads per block (or the what-if cap) -- unless the whole problem has fewer elements.
+    """Assume 1024 threads per block (or the what-if cap) -- unless the whole problem has fewer elements,
+    or the kernel reduces nothing (then XLA's loop block, :data:`~.common.LOOP_BLOCK` threads).
 
     Without horizontal packing a block is as wide as the widest row: one row per block."""
     cap = min(BLOCK, opts.max_block_threads)
     rows = [_row_cols(gr.adopt or gr) for gr in groups if (gr.adopt or gr).kind == "rows"]
     if not opts.horizontal_packing and rows:
         return min(cap, max(32, max(_row_threads(c, cap) for c in rows)))
+    if all((gr.adopt or gr).kind == "flat" for gr in groups):
+        # nothing to reduce: a loop over elements, launched as XLA launches one (never behind it)
+        return min(cap, LOOP_BLOCK)
     biggest = max(_size(gr.domain) for gr in groups)
     return min(cap, max(32, next_pow2(biggest)))
 
@@ -530,6 +534,7 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     scopes = _remote_stitch(graph, clusters)
     libs = library_groups(graph.live_nodes())
     outputs = {o.name for o in graph.outputs}
+    live = {n.name for n in graph.live_nodes()}
     units = [("stitch", s) for s in scopes] + [("library", {n.name for n in group}) for group in libs]
 
     def deps(unit):
@@ -555,7 +560,9 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
             kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
             continue
         scope = with_rematerialised(names, graph)
-        escapes = {n for n in names if n in outputs or any(u.name not in names and read_directly(graph[n], u)
+        # dead code (users no output depends on) reads nothing: it forces no value into memory
+        escapes = {n for n in names if n in outputs or any(u.name in live and u.name not in names
+                                                           and read_directly(graph[n], u)
                                                            and (is_boundary(u) or not is_rematerialisable(graph[n]))
                                                            for u in graph[n].users)}
         names = scope

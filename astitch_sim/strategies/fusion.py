@@ -13,7 +13,37 @@ What differs between strategies is only which nodes are roots:
 * ``xla``: graph outputs; reduces (a reduce's result leaves its kernel through
   global memory); expensive elementwise ops whose result is broadcast
   (pattern 2 of the paper); expensive ops that several kernels would
-  otherwise recompute; sibling reductions of one input share a kernel.
+  otherwise recompute; sibling reductions of one input share a kernel, and so
+  do loop fusions of one shape that read a common input or one another.
+
+The xla rules, and where XLA states them (TensorFlow's
+``tensorflow/compiler/xla/service/``, OpenXLA's ``xla/service/gpu/``):
+
+=====================================================  ==================================================
+rule here                                              XLA
+=====================================================  ==================================================
+an elementwise producer fuses into its consumer        ``instruction_fusion.cc``: ``InstructionFusion::Run``
+(walk producers back from each root)                   fuses every operand ``ShouldFuse`` accepts
+a cheap producer with several consumers is             ``ShouldFuse``: ``FusionWouldDuplicate(producer,
+recomputed in each; an expensive one is a root         consumer) && IsExpensive(*producer)`` -> no
+an expensive op read by a broadcast ends its kernel    ``ShouldFuse``: ``consumer->ReusesOperandElements(i)
+(:func:`~astitch_sim.analysis.is_one_to_many_producer`)  && IsExpensive(*producer)`` -> no
+which ops are expensive (divide, exp, log, power,      ``InstructionFusion::IsExpensive`` (the op table's
+tanh, sqrt, rsqrt... on floats)                        ``is_expensive`` column)
+a reduce's result leaves its kernel                    ``gpu_fusible.cc``: a reduce fusion is fusible
+                                                       only as a consumer (``IsInputFusibleReduction``)
+sibling reduces of one input share a kernel            ``multi_output_fusion.cc``: ``GpuMultiOutputFusion
+                                                       ::FuseSiblings`` with ``ShapesCompatibleFor
+                                                       MultiOutputFusion`` (same reduced dims and shape)
+sibling loop fusions of one shape that read a common   ``FuseSiblings`` (``IsSiblingFusionCandidate``; a
+input share a kernel (an Adam step: one kernel)        scalar operand is not ``IsProfitableOperand``)
+a loop fusion whose result another loop fusion of      ``GpuMultiOutputFusion::DoMultiOutputFusion``,
+the same shape reads element for element becomes one   producer-consumer multi-output fusion
+multi-output kernel with it
+no multi-output fusion that would make a cycle         the ``reachability_`` checks in ``FuseSiblings``
+at most 96 operands and outputs per fusion             ``gpu_fusible.cc``: ``FusionFitsInBudget``
+                                                       (``kMaxOperandsAndOutputsPerFusion``)
+=====================================================  ==================================================
 * ``tvm``: like xla, but an expensive op followed by a broadcast is fused into
   its consumers and recomputed per consumer element (the plan records how often);
   TVM inlines every injective producer into each consumer, so nothing is re-read.
@@ -114,14 +144,55 @@ def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots:
                     g.append(r)
                     placed = True
                     break
+        if strategy == "xla" and is_loop_root(node):
+            for g in groups:
+                if _joins_loop_fusion(graph, members, g, r, cache):
+                    g.append(r)
+                    placed = True
+                    break
         if not placed:
             groups.append([r])
     return groups
 
 
-def _shares_input(graph, members, group, r) -> bool:
+#: XLA's ``kMaxOperandsAndOutputsPerFusion`` (gpu_fusible.cc): a fusion's parameters plus outputs
+MAX_OPERANDS_AND_OUTPUTS = 96
+
+
+def is_loop_root(node) -> bool:
+    """A root whose kernel is an XLA loop fusion (elementwise over its own shape): no reduce, no library op."""
+    return node.op != "reduce" and not is_boundary(node)
+
+
+def _joins_loop_fusion(graph, members, group, r, cache) -> bool:
+    """XLA's multi-output fusion of loop fusions (``GpuMultiOutputFusion``): may root ``r``'s kernel merge
+    into ``group``'s?  Same shape (one loop over it), a common non-scalar input (siblings) or one reads
+    another's result element for element (producer-consumer), no cycle through another kernel, and the
+    fusion's operands and outputs within XLA's budget."""
+    node = graph[r]
+    if not all(is_loop_root(graph[x]) and tuple(graph[x].shape) == tuple(node.shape) for x in group):
+        return False
+    roots = set(group) | {r}
+    ops = {n for x in roots for n in members[x]}
+    outside = [o for o in _read_values(graph, ops) if o.name not in ops]
+    if any(_depends(graph, o.name, x, cache) for o in outside if o.op not in ("parameter", "constant")
+           for x in roots):
+        return False                         # a value read from another kernel needs this one first: a cycle
+    reads_root = [(graph[m], o) for x in roots for m in members[x] for o in graph[m].operands
+                  if o.name in roots and o.name != x]
+    if any(m.kind != "elementwise" or tuple(m.shape) != tuple(o.shape) for m, o in reads_root):
+        return False                         # a root read at other elements than its own: not one loop
+    if not (reads_root or _shares_input(graph, members, group, r, profitable_only=True)):
+        return False
+    return len({o.name for o in outside}) + len(roots) <= MAX_OPERANDS_AND_OUTPUTS
+
+
+def _shares_input(graph, members, group, r, profitable_only: bool = False) -> bool:
+    """Do ``r``'s kernel and one of ``group``'s read a common value?  ``profitable_only``: not counting
+    scalars and broadcasts of scalars (XLA's ``IsProfitableOperand``: sharing them saves no traffic)."""
     def leaves(name):
-        return {o.name for m in members[name] for o in graph[m].operands if o.name not in members[name]}
+        return {o.name for m in members[name] for o in graph[m].operands if o.name not in members[name]
+                and not (profitable_only and (o.rank == 0 or o.size <= 1))}
     mine = leaves(r)
     return any(mine & leaves(x) for x in group)
 
@@ -199,7 +270,8 @@ def _notes(graph, group, ops, roots, strategy) -> list:
     notes = []
     head = graph[group[-1]]
     if len(group) > 1:
-        notes.append(f"multi-output fusion of sibling reductions {', '.join(group)}")
+        what = "sibling reductions" if head.op == "reduce" else "loop fusions"
+        notes.append(f"multi-output fusion of {what} {', '.join(group)}")
     if head.op == "reduce":
         notes.append(f"{head.name} ends the kernel: a reduce result leaves through global memory")
     elif strategy == "xla" and is_one_to_many_producer(head):
