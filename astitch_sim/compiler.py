@@ -4,6 +4,7 @@ from __future__ import annotations
 from .errors import AStitchError
 from .graph import Graph
 from .hardware import gpu as get_gpu
+from .trivial_reduce import eliminate_trivial_reduces
 from .zero_size import eliminate_zero_size
 
 from .strategies.registry import REGISTRY, strategy_named
@@ -19,7 +20,9 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
 
     Values with no elements (a 0-length dimension) are removed first, as XLA does
     (``astitch_sim.zero_size``): then ``plan.graph`` is the rewritten graph, same
-    parameters and output names, and no kernel iterates over an empty domain.
+    parameters and output names, and no kernel iterates over an empty domain.  A
+    reduce over no dimensions becomes its reducer's elementwise op
+    (``astitch_sim.trivial_reduce``), as XLA's algebraic simplifier does.
 
     ``options`` (astitch only) are what-if switches: each turns one AStitch
     decision off, so you can see what that decision is worth (every switched
@@ -58,6 +61,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
                            f"none (strategies with options: {', '.join(takes)})")
     parsed = row.options_type.from_kwargs(options) if row.options_type is not None else None
     graph, zero_notes = eliminate_zero_size(graph)
+    graph, reduce_notes = eliminate_trivial_reduces(graph)
     plan = row.planner(graph, hw, parsed)
-    plan.notes[:0] = zero_notes
+    plan.notes[:0] = zero_notes + reduce_notes
     return plan.validate()

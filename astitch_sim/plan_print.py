@@ -5,6 +5,7 @@ from .graph import shape_str
 from .machine import blocks_per_wave as resident_blocks
 from .search_record import format_search
 from .viz import graph_to_dot
+from .trivial_reduce import NOTE_PREFIX as TRIVIAL_REDUCE_NOTE
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
@@ -108,7 +109,7 @@ def format_plan(plan) -> str:
     lines = [head]
     if plan.options:
         lines.append("what-if: " + ", ".join(f"{k}={v}" for k, v in plan.options.items()))
-    lines.extend(f"  note: {n}" for n in plan.notes if n.startswith(ZERO_SIZE_NOTE))
+    lines.extend(f"  note: {n}" for n in plan.notes if n.startswith((ZERO_SIZE_NOTE, TRIVIAL_REDUCE_NOTE)))
     lines.extend(format_search(plan.search))
     for i, k in enumerate(plan.kernels):
         lines.extend(format_kernel(plan, k, i))
