@@ -67,6 +67,10 @@ def test_compare_lists_every_strategy_with_the_papers_kernel_counts():
     assert kernels["xla"] == 4 and kernels["tvm"] == 3 and kernels["astitch"] == 1     # the paper's Figure 7
     assert (df["max error"] < 1e-4).all()
     assert "astitch vs xla" in page_text(at)
+    searched = [e for e in at.expander if "fusionstitching searched" in e.label]
+    assert len(searched) == 1                       # only the search-based strategy records a search
+    shown = searched[0].code[0].value
+    assert shown.startswith("search: ") and "chosen" in shown and "the winner" in shown
 
 
 def test_code_view_shows_the_generated_kernel_and_says_no_gpu_times_exist():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from astitch_sim.search_record import format_search
+
 from .. import charts
 from ..style import nbytes, strategy_colours
 
@@ -68,6 +70,11 @@ def render(ctx):
                 for i, k in enumerate(r.plan.kernels):
                     for note in k.notes:
                         st.markdown(f"- kernel {i} `{k.name}`: {note}")
+            if r.plan.search:
+                with st.expander(f"how {ctx.label(s)} searched: the candidates it scored and why the winner won"):
+                    st.caption("A search-based strategy records every fusion pattern and schedule it priced with "
+                               "the cost model (``plan.search``; ``print(plan)`` shows the same lines).")
+                    st.code("\n".join(format_search(r.plan.search, max_candidates=8)), language="text")
 
 
 def verdict(ctx, runs):
