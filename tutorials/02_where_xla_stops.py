@@ -294,6 +294,32 @@ test_q4_flop_ratio(flop_ratio)
 figures.draw_plan(plans["astitch"])
 
 # %% [markdown]
+# ## Search instead of rules: FusionStitching
+#
+# AStitch's predecessor from the same group, FusionStitching, does not decide by rules. It *searches*:
+# it grows fusion patterns over XLA's kernels in topological order, prices each candidate with a cost
+# model (global traffic and launches saved, minus recomputation, lost parallelism and resource pressure),
+# keeps the best few partial plans (a beam), and tunes each fused kernel's schedule (block size, rows per
+# block). It stitches through registers and shared memory only: **no Global scheme, no grid barrier**.
+# `strategy="fusionstitching"` is in `asim.STRATEGIES` (so it was simulated above); its plan records the
+# search:
+
+# %%
+from astitch_sim.search_record import format_search
+
+print("\n".join(format_search(plans["fusionstitching"].search, max_candidates=4)))
+for s in ("xla", "fusionstitching", "astitch"):
+    print(f"{s:16s} kernels={len(plans[s].kernels)}  predicted={results[s].stats.predicted_us:5.1f} us")
+
+# %% [markdown]
+# Search can merge XLA's kernels only where no value has to cross thread blocks. On Figure 7 the
+# column reduction `reduce.2` needs every row, so the value feeding it cannot reach all its consumers
+# inside one block: search stops at a kernel boundary there, and only AStitch's Global scheme (a grid
+# barrier inside one wave, notebook 5) makes the graph one kernel. Where search wins is the other side:
+# it prices schedules instead of applying a rule, and on some graphs (the README's table: layernorm
+# backward) its tuned kernels beat AStitch's rule-made ones.
+
+# %% [markdown]
 # ## Our numbers
 #
 # Figure 7 under the four strategies on the simulated V100, next to the paper's kernel counts (its
