@@ -24,7 +24,11 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     reduce over no dimensions becomes its reducer's elementwise op
     (``astitch_sim.trivial_reduce``), as XLA's algebraic simplifier does.
 
-    ``options`` (astitch only) are what-if switches: each turns one AStitch
+    ``options`` belong to the strategy.  ``fusionstitching`` takes its search's
+    bounds: ``time_budget_ms`` (500), ``beam_width`` (3), ``max_merge`` (8 XLA
+    kernels per pattern), ``block_sizes`` and ``min_gain`` (0.02: a re-tuned kernel
+    replaces XLA's only if that much faster); see ``strategies/fs_options.py``.
+    For ``astitch`` they are what-if switches: each turns one AStitch
     decision off, so you can see what that decision is worth (every switched
     plan still computes the same values).  ``plan.options`` records the ones
     that differ from the default.
@@ -47,8 +51,8 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     max_block_threads       1024     a power of two 32..1024: cap on threads per block
     ======================  =======  ==================================================
 
-    An unknown option, a value of the wrong type, or an option given to another
-    strategy raises AStitchError.
+    An unknown option, a value of the wrong type, or an option given to a
+    strategy that takes none (unfused, xla, tvm) raises AStitchError.
     """
     if not isinstance(graph, Graph):
         raise AStitchError(f"compile needs a Graph (from asim.from_hlo or asim.workload), got {type(graph).__name__}")
