@@ -25,14 +25,14 @@ BLOCK_CHOICES = (128, 256, 512, 1024)
 class FusionStitchingOptions:
     """Bounds and knobs of the FusionStitching search."""
 
-    time_budget_ms: float = 500.0
+    time_budget_ms: float = 400.0
     beam_width: int = 3
     max_merge: int = 8
     block_sizes: tuple = BLOCK_CHOICES
     min_gain: float = 0.02
 
     HELP: ClassVar[dict] = {
-        "time_budget_ms": "exploration time per graph (milliseconds); when it runs out, no new merges are "
+        "time_budget_ms": "planning time per graph (milliseconds, from the start: XLA's partition included); when it runs out, no new merges are "
                           "explored and the best plan found so far is kept (XLA's boundaries are always there)",
         "beam_width": "partial fusion plans kept per position of the kernel sequence (the beam); the plan "
                       "records these alternatives",

@@ -214,9 +214,9 @@ def _schedule_name(block: int, mode: str, stages: list) -> str:
 
 
 class _Search:
-    def __init__(self, graph, gpu, base: Plan, opts: FusionStitchingOptions):
+    def __init__(self, graph, gpu, base: Plan, opts: FusionStitchingOptions, start: float):
         self.graph, self.gpu, self.base, self.opts = graph, gpu, base, opts
-        self.start = perf_counter()
+        self.start = start
         self.patterns = self.schedules = 0
         self.budget_hit = False
         self.readers: dict = {}
@@ -248,6 +248,9 @@ class _Search:
         priced on that build, and the cheapest is built for real (its price then exact)."""
         self.patterns += 1
         seg = [self.base.kernels[i] for i in idx]
+        if len(idx) == 1 and self.over_budget():
+            # out of time: XLA's kernel stays as it is (re-tuning it is what the budget cuts first)
+            return self.xla_us[idx[0]], seg[0], [ScheduleCandidate("XLA's own kernel", self.xla_us[idx[0]], "chosen")]
         stages = _stages_of(self.graph, seg)
         scheds = _schedules(stages, self.opts)
         escapes = self.escapes(idx)
@@ -319,8 +322,9 @@ class _Search:
 
 def fusionstitching_plan(graph, gpu, opts: FusionStitchingOptions = FusionStitchingOptions()) -> Plan:
     """The FusionStitching plan of ``graph``: XLA's kernels, stitched where the cost model says it pays."""
+    start = perf_counter()                     # the budget counts the whole planning, XLA's partition included
     base = partition_plan(graph, gpu, "xla")
-    search = _Search(graph, gpu, base, opts)
+    search = _Search(graph, gpu, base, opts, start)
     runs, cur = [], []
     for i, k in enumerate(base.kernels):
         if k.kind == "generated":
