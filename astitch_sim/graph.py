@@ -35,6 +35,18 @@ def shape_str(shape, dtype: Optional[str] = None) -> str:
     return f"{dtype or ''}[{','.join(str(s) for s in shape)}]"
 
 
+def unique_name(name: str, names: set) -> str:
+    """``name``, or ``name2``, ``name3``...: the first not in ``names`` (which then holds it).
+
+    For passes that add nodes to a rewritten graph next to the user's names."""
+    out, k = name, 1
+    while out in names:
+        k += 1
+        out = f"{name}{k}"
+    names.add(out)
+    return out
+
+
 class Node:
     """One value in the graph: ``name = op[attrs](operands)`` with a static shape and dtype."""
 

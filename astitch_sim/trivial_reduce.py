@@ -15,7 +15,7 @@ The rewrite is exact: the reference computes the same ``reducer(x, init)``.
 """
 from __future__ import annotations
 
-from .graph import Graph, Node
+from .graph import Graph, Node, unique_name
 from .reducers import reducer
 
 #: every note this pass adds to a plan starts with this
@@ -44,7 +44,7 @@ def eliminate_trivial_reduces(graph: Graph) -> tuple[Graph, list]:
         if is_trivial_reduce(n):
             x, init = ops
             if n.shape:
-                name = fresh_name(f"{n.name}.init", taken)
+                name = unique_name(f"{n.name}.init", taken)
                 init = g.add_node("broadcast", (init,), shape=n.shape, dtype=n.dtype, name=name, dimensions=())
             op = reducer(n).region_op
             new[n.name] = g.add_node(op, (x, init), shape=n.shape, dtype=n.dtype, name=n.name)
@@ -54,13 +54,4 @@ def eliminate_trivial_reduces(graph: Graph) -> tuple[Graph, list]:
     g.set_outputs([new[o.name] for o in graph.outputs])
     return g, [f"{NOTE_PREFIX}: " + ", ".join(rewritten)]
 
-
-def fresh_name(base: str, taken: set) -> str:
-    """``base``, or ``base.1``, ``base.2``... : the first name not yet taken (and take it)."""
-    name, i = base, 0
-    while name in taken:
-        i += 1
-        name = f"{base}.{i}"
-    taken.add(name)
-    return name
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from .dtypes import cast
 from .errors import AStitchError
-from .graph import Graph, Node
+from .graph import Graph, Node, unique_name
 
 
 #: every note this pass adds to a plan starts with this (``print(plan)`` shows them under its header)
@@ -99,7 +99,7 @@ def _dot_rule(g, node, ops, names):
     contracted = [a.shape[d] for d in node.attrs["lhs_contracting_dims"]]
     if 0 not in contracted:
         return None
-    zero_name = _unique(f"{node.name}.zero", names)
+    zero_name = unique_name(f"{node.name}.zero", names)
     zero = g.add_node("constant", (), shape=(), dtype=node.dtype, name=zero_name, value=cast(np.zeros(()), node.dtype))
     return _fill(g, node, zero)                  # a sum of no products
 
@@ -115,15 +115,6 @@ RULES: dict[str, tuple[Callable, str]] = {
     "scatter": (_unchanged_operand, "no updates change nothing"),
     "reduce-window": (_reduce_window_rule, "a window over nothing but padding is its init value"),
 }
-
-
-def _unique(name: str, names: set) -> str:
-    out, k = name, 1
-    while out in names:
-        k += 1
-        out = f"{name}{k}"
-    names.add(out)
-    return out
 
 
 def has_zero_size(graph: Graph) -> bool:

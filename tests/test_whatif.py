@@ -148,7 +148,7 @@ def test_bad_options_are_astitch_errors(kwargs, words):
 
 
 def test_options_apply_to_astitch_only():
-    with pytest.raises(asim.AStitchError, match="strategy 'xla' takes none .strategies with options: astitch"):
+    with pytest.raises(asim.AStitchError, match="strategy 'xla' takes none .strategies with options: fusionstitching, astitch"):
         asim.compile(asim.workload("paper_fig7"), "xla", "V100", global_stitching=False)
 
 

@@ -12,18 +12,22 @@ those that differ from the defaults), and what the search looked at in
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import ClassVar
 
 from ..errors import AStitchError
+from .option_set import OptionSet
 
 #: block sizes a schedule may use (threads per block)
 BLOCK_CHOICES = (128, 256, 512, 1024)
 
 
 @dataclass(frozen=True)
-class FusionStitchingOptions:
+class FusionStitchingOptions(OptionSet):
     """Bounds and knobs of the FusionStitching search."""
+
+    STRATEGY: ClassVar[str] = "fusionstitching"
+    KIND: ClassVar[str] = "search options"
 
     time_budget_ms: float = 400.0
     beam_width: int = 3
@@ -60,25 +64,3 @@ class FusionStitchingOptions:
         gain = self.min_gain
         if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not 0 <= gain < 1:
             raise AStitchError(f"fusionstitching option min_gain must be a fraction in [0, 1), got {gain!r}")
-
-    @classmethod
-    def known(cls) -> list:
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_kwargs(cls, options: dict) -> "FusionStitchingOptions":
-        """Options from ``compile``'s keywords; an unknown name is an AStitchError naming the known ones."""
-        unknown = [k for k in options if k not in cls.known()]
-        if unknown:
-            raise AStitchError(f"unknown fusionstitching option(s) {', '.join(map(repr, unknown))}; the search "
-                               f"options are: {', '.join(cls.known())}")
-        return cls(**options)
-
-    def changed(self) -> dict:
-        """The options that differ from the defaults (what ``plan.options`` records)."""
-        default = FusionStitchingOptions()
-        out = {}
-        for k, v in asdict(self).items():
-            if getattr(default, k) != v:
-                out[k] = list(v) if isinstance(v, tuple) else v
-        return out

@@ -16,15 +16,19 @@ default; ``{}`` is the paper's AStitch).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from ..errors import AStitchError
+from .option_set import OptionSet
 
 
 @dataclass(frozen=True)
-class AStitchOptions:
+class AStitchOptions(OptionSet):
     """The decisions of the AStitch strategy that can be switched off (all on by default)."""
+
+    STRATEGY: ClassVar[str] = "astitch"
+    KIND: ClassVar[str] = "what-if options"
 
     horizontal_packing: bool = True
     vertical_packing: bool = True
@@ -62,21 +66,3 @@ class AStitchOptions:
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 32 or cap > 1024 or cap & (cap - 1):
             raise AStitchError(f"astitch option max_block_threads must be a power of two from 32 to 1024, "
                                f"got {cap!r}")
-
-    @classmethod
-    def known(cls) -> list:
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_kwargs(cls, options: dict) -> "AStitchOptions":
-        """Options from ``compile``'s keywords; an unknown name is an AStitchError naming the known ones."""
-        unknown = [k for k in options if k not in cls.known()]
-        if unknown:
-            raise AStitchError(f"unknown astitch option(s) {', '.join(map(repr, unknown))}; the what-if options "
-                               f"are: {', '.join(cls.known())}")
-        return cls(**options)
-
-    def changed(self) -> dict:
-        """The options that differ from the paper's AStitch (what ``plan.options`` records)."""
-        default = AStitchOptions()
-        return {k: v for k, v in asdict(self).items() if getattr(default, k) != v}
