@@ -77,8 +77,9 @@ def markdown(rows, prov) -> str:
     lines = ["# SIMT-model predictions", "",
              f"{prov['what']}. {prov['date']}, `{prov['command']}`, commit {prov['git_commit'][:12]}.", ""]
     for gpu in dict.fromkeys(r["gpu"] for r in rows):
+        shown = " / ".join(s for s in asim.STRATEGIES if any(r["strategy"] == s for r in rows))
         lines += [f"## {gpu}", "", "| case | kernels xla -> astitch | global MiB xla -> astitch | "
-                  "predicted us unfused / xla / tvm / astitch | astitch vs xla |", "|---|---|---|---|---|"]
+                  f"predicted us {shown} | astitch vs xla |", "|---|---|---|---|---|"]
         speedups = []
         for case in dict.fromkeys(r["case"] for r in rows):
             by = {r["strategy"]: r for r in rows if r["case"] == case and r["gpu"] == gpu}
