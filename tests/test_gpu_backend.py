@@ -442,22 +442,27 @@ def test_cooperative_grid_larger_than_a_wave_is_refused():
 
 @pytest.mark.cudasim
 def test_simulator_limit_is_the_presets_wave(monkeypatch):
-    """In the simulator the co-residency limit is the plan's GPU preset (and a cap on Python threads)."""
+    """In the simulator the co-residency limit is the plan's GPU preset (checked by plan validation before
+    any launch) and a cap on Python threads (checked by the simulator's launcher)."""
     import gpu_backend.cudasim as sim
     g, plan = hand_made("global_stitching")
-    d = json.loads(plan.to_json())
     wave = plan.gpu.blocks_per_wave(32, plan.kernels[0].shared_bytes, plan.kernels[0].registers_per_thread)
-    for k in d["kernels"]:
-        k["grid"] = wave + 1
-        for s in k["stages"]:
-            s["mapping"]["grid"] = wave + 1
-    bad = asim.Plan.from_json(json.dumps(d))
-    with pytest.raises(AStitchError, match=rf"only {sim.MAX_CONCURRENT_THREADS // 32} can be resident .*"
-                                           rf"simulator starts at most"):
-        gpu_backend.run(bad, workload_inputs(g, 0))
+
+    def with_grid(grid):
+        d = json.loads(plan.to_json())
+        for k in d["kernels"]:
+            k["grid"] = grid
+            for s in k["stages"]:
+                s["mapping"]["grid"] = grid
+        return asim.Plan.from_json(json.dumps(d))
+
+    cap = sim.MAX_CONCURRENT_THREADS // 32
+    assert cap + 1 <= wave                     # fits the preset's wave, not the simulator's threads
+    with pytest.raises(AStitchError, match=rf"only {cap} can be resident .*simulator starts at most"):
+        gpu_backend.run(with_grid(cap + 1), workload_inputs(g, 0))
     monkeypatch.setattr(sim, "MAX_CONCURRENT_THREADS", 10 ** 9)
-    with pytest.raises(AStitchError, match=rf"only {wave} can be resident .*H100 preset: {wave} blocks per wave\)"):
-        gpu_backend.run(bad, workload_inputs(g, 0))
+    with pytest.raises(AStitchError, match=rf"{wave + 1} blocks, but only {wave} blocks of 32 threads .* fit on H100"):
+        gpu_backend.run(with_grid(wave + 1), workload_inputs(g, 0))
 
 
 def test_bad_inputs_raise():
