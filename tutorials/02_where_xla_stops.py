@@ -302,12 +302,11 @@ figures.draw_plan(plans["astitch"])
 # keeps the best few partial plans (a beam), and tunes each fused kernel's schedule (block size, rows per
 # block). It stitches through registers and shared memory only: **no Global scheme, no grid barrier**.
 # `strategy="fusionstitching"` is in `asim.STRATEGIES` (so it was simulated above); its plan records the
-# search:
+# search (`plan.search`), and `print(plan)` shows it first:
 
 # %%
-from astitch_sim.search_record import format_search
-
-print("\n".join(format_search(plans["fusionstitching"].search, max_candidates=4)))
+# print(plan) starts with the search record: the beam's alternatives, then each kernel's priced schedules
+print("\n".join(str(plans["fusionstitching"]).splitlines()[:24]))
 for s in ("xla", "fusionstitching", "astitch"):
     print(f"{s:16s} kernels={len(plans[s].kernels)}  predicted={results[s].stats.predicted_us:5.1f} us")
 
