@@ -18,8 +18,8 @@ past 2^13 and 2^16 elements):
   besides (a type check costs about 0.1 s per kernel).
 
 How many examples: the ``ci`` hypothesis profile (the default) runs
-``max_examples`` = 100 per test below, a few hundred in all, in about two
-minutes; ``HYPOTHESIS_PROFILE=thorough pytest tests/test_random_graphs.py``
+``max_examples`` = 100 per test below (40 for the long rows, which cost about
+1 s each), a few hundred in all, in about two minutes; ``HYPOTHESIS_PROFILE=thorough pytest tests/test_random_graphs.py``
 runs 2000 per test and type-checks one example in 3 (see tests/conftest.py and
 the README's testing section).  A failure prints the shrunk graph, its inputs'
 seed and the first wrong elements.
@@ -178,7 +178,11 @@ def test_random_integer_and_boolean_graphs(case, sample, typechecker):
     run_case(case, typechecker, sample == 0)
 
 
-@PROPERTY
+#: a long-row example simulates past 2^16 elements (about 1 s each on 2 cores): 2 in 5 of the profile's count
+LONG_ROW_EXAMPLES = max(20, settings().max_examples * 2 // 5)
+
+
+@settings(PROPERTY, max_examples=LONG_ROW_EXAMPLES)
 @given(case=cases("long_rows", max_ops=5), sample=st.integers(0, TYPECHECK_EVERY - 1))
 def test_random_graphs_with_long_rows(case, sample, typechecker):
     run_case(case, typechecker, sample == 0)
