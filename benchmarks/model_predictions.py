@@ -29,7 +29,7 @@ FIXTURES = HERE.parent / "tests" / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 sys.path.insert(0, str(HERE))
 import seeded  # noqa: E402
-from simt_predictions import provenance  # noqa: E402
+from simt_predictions import provenance, write_results  # noqa: E402
 
 GPT = ["gpt_forward", "gpt_train_step"]
 
@@ -87,13 +87,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = run(args.models, args.gpus)
     prov = provenance([os.path.relpath(__file__)] + argv)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "model_predictions.json"), "w") as fh:
-        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
-    text = markdown(rows, prov)
-    with open(os.path.join(args.out, "model_predictions.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    write_results(args.out, "model_predictions", prov, rows, markdown(rows, prov))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,16 @@ def markdown(rows, prov) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_results(out: str, stem: str, prov: dict, rows: list, text: str) -> None:
+    """``out/stem.json`` (provenance and raw rows) and ``out/stem.md`` (the table), and print the table."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{stem}.json"), "w") as fh:
+        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
+    with open(os.path.join(out, f"{stem}.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,13 +112,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = run(args.gpus)
     prov = provenance([os.path.relpath(__file__)] + argv)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "simt_predictions.json"), "w") as fh:
-        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
-    text = markdown(rows, prov)
-    with open(os.path.join(args.out, "simt_predictions.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    write_results(args.out, "simt_predictions", prov, rows, markdown(rows, prov))
 
 
 if __name__ == "__main__":
