@@ -1,0 +1,94 @@
+"""Everything ``simulate`` reports, as plain JSON: the fingerprint the SIMT model's speed work must not move.
+
+``fingerprint(result)`` keeps every counter of every stage of every kernel, the kernel
+fields (grid, block, waves, memset and library bytes, the cost model's ``predicted_us``
+and its breakdown), the timeline's kernel spans and block entries, and a SHA-256 of
+each output's bytes (values identical to the bit).  ``CASES`` are the catalog at test
+sizes, every strategy, plus bigger shapes (the paper's among them, marked ``slow``).
+``tests/fixtures/make_simt_stats.py`` records them into ``tests/fixtures/simt_stats.json``
+from a known-good version of the model; ``tests/test_simt_stats_fixture.py`` checks the
+current model reproduces them exactly.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict
+
+import numpy as np
+
+import astitch_sim as asim
+from astitch_sim.workloads import workload_inputs
+
+#: (workload, shape) at test sizes: odd extents, partial warps and blocks, one of each catalog entry
+SMALL = [
+    ("layernorm", dict(rows=64, cols=96)),
+    ("layernorm", dict(rows=9000, cols=33)),
+    ("rmsnorm", dict(rows=32, cols=256)),
+    ("batchnorm_train", dict(rows=1000, cols=64)),
+    ("layernorm_backward", dict(rows=33, cols=768)),
+    ("global_norm", dict(rows=16, cols=1000)),
+    ("softmax", dict(rows=64, cols=3000)),
+    ("softmax", dict(rows=37, cols=33)),
+    ("softmax", dict(rows=5000, cols=32)),
+    ("attention_softmax", dict(batch=2, heads=3, seq=128)),
+    ("log_softmax", dict(rows=8, cols=3200)),
+    ("cross_entropy", dict(rows=8, cols=3200)),
+    ("bias_gelu", dict(rows=16, cols=3072)),
+    ("swiglu", dict(rows=8, cols=1100)),
+    ("adam_step", dict(size=100003)),
+    ("paper_fig7", dict(n=128, c=256)),
+    ("row_reduce", dict(rows=7500, cols=32)),
+    ("column_reduce", dict(rows=100, cols=3072)),
+]
+
+#: bigger shapes (``slow``): the paper's three speed shapes and a few past the sizes small tests reach
+BIG = [
+    ("layernorm", dict(rows=16384, cols=768)),
+    ("softmax", dict(rows=750000, cols=32)),
+    ("softmax", dict(rows=64, cols=30000)),
+    ("row_reduce", dict(rows=200000, cols=32)),
+    ("column_reduce", dict(rows=2048, cols=3072)),
+    ("batchnorm_train", dict(rows=65536, cols=64)),
+]
+
+
+def case_id(name: str, shape: dict, strategy: str) -> str:
+    return f"{name}[{','.join(f'{k}={v}' for k, v in shape.items())}]:{strategy}"
+
+
+def cases(big: bool = False):
+    """``(id, workload, shape, strategy, slow)`` for every case."""
+    out = []
+    for group, slow in ((SMALL, False), (BIG, True)):
+        if slow and not big:
+            continue
+        for name, shape in group:
+            for strategy in asim.STRATEGIES:
+                out.append((case_id(name, shape, strategy), name, shape, strategy, slow))
+    return out
+
+
+def run_case(name: str, shape: dict, strategy: str, gpu: str = "H100"):
+    g = asim.workload(name, **shape)
+    plan = asim.compile(g, strategy, gpu)
+    return asim.simulate(plan, workload_inputs(g, 0))
+
+
+def _digest(a) -> str:
+    a = np.ascontiguousarray(a)
+    return f"{a.dtype.str}{list(a.shape)}:" + hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def fingerprint(res) -> dict:
+    kernels = []
+    for ks in res.stats.kernels:
+        d = asdict(ks)
+        kernels.append(d)
+    tl = res.timeline
+    timeline = None
+    if tl is not None:
+        timeline = {"kernels": [asdict(k) for k in tl.kernels],
+                    "entries": hashlib.sha256(repr([asdict(e) for e in tl.entries]).encode()).hexdigest(),
+                    "n_entries": len(tl.entries)}
+    return {"kernels": kernels, "totals": res.stats.as_dict(), "timeline": timeline,
+            "outputs": [_digest(o) for o in res.outputs]}
