@@ -1,17 +1,22 @@
-"""Everything ``simulate`` reports, as plain JSON: the fingerprint the SIMT model's speed work must not move.
+"""Everything ``simulate`` reports, as compact JSON: the fingerprint the SIMT model's speed work must not move.
 
-``fingerprint(result)`` keeps every counter of every stage of every kernel, the kernel
-fields (grid, block, waves, memset and library bytes, the cost model's ``predicted_us``
-and its breakdown), the timeline's kernel spans and block entries, and a SHA-256 of
-each output's bytes (values identical to the bit).  ``CASES`` are the catalog at test
-sizes, every strategy, plus bigger shapes (the paper's among them, marked ``slow``).
-``tests/fixtures/make_simt_stats.py`` records them into ``tests/fixtures/simt_stats.json``
-from a known-good version of the model; ``tests/test_simt_stats_fixture.py`` checks the
-current model reproduces them exactly.
+``fingerprint(result)`` keeps, readable, the plan-wide totals (``SimStats.as_dict``) and
+each kernel's name and predicted time; and, as SHA-256 digests, everything else to the
+bit: every counter of every stage of every kernel with the kernel's fields (grid, block,
+waves, memset and library bytes, the cost model's breakdown), the timeline's kernel spans
+and block entries, and each output's bytes.  A digest changes when any value in it moves
+(floats are digested through ``repr``, which round-trips exactly), and the readable part
+shows roughly where.
+
+``CASES`` are the catalog at test sizes, every strategy, plus bigger shapes (the paper's
+among them, marked ``slow``).  ``tests/fixtures/make_simt_stats.py`` records them into
+``tests/fixtures/simt_stats.json`` (one line per case) from a known-good version of the
+model; ``tests/test_simt_stats_fixture.py`` checks the current model reproduces them exactly.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict
 
 import numpy as np
@@ -74,21 +79,29 @@ def run_case(name: str, shape: dict, strategy: str, gpu: str = "H100"):
     return asim.simulate(plan, workload_inputs(g, 0))
 
 
-def _digest(a) -> str:
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _digest_json(obj) -> str:
+    return _sha(json.dumps(obj, sort_keys=True))
+
+
+def _digest_array(a) -> str:
     a = np.ascontiguousarray(a)
-    return f"{a.dtype.str}{list(a.shape)}:" + hashlib.sha256(a.tobytes()).hexdigest()
+    return f"{a.dtype.str}{list(a.shape)}:" + hashlib.sha256(a.tobytes()).hexdigest()[:32]
 
 
 def fingerprint(res) -> dict:
-    kernels = []
-    for ks in res.stats.kernels:
-        d = asdict(ks)
-        kernels.append(d)
+    """The result as JSON: readable totals and per-kernel predicted times, digests of the rest."""
+    kernels = [asdict(ks) for ks in res.stats.kernels]
     tl = res.timeline
     timeline = None
     if tl is not None:
-        timeline = {"kernels": [asdict(k) for k in tl.kernels],
-                    "entries": hashlib.sha256(repr([asdict(e) for e in tl.entries]).encode()).hexdigest(),
+        timeline = {"kernels": _digest_json([asdict(k) for k in tl.kernels]),
+                    "entries": _sha(repr([asdict(e) for e in tl.entries])),
                     "n_entries": len(tl.entries)}
-    return {"kernels": kernels, "totals": res.stats.as_dict(), "timeline": timeline,
-            "outputs": [_digest(o) for o in res.outputs]}
+    return {"totals": res.stats.as_dict(),
+            "kernels": [[k["name"], k["predicted_us"], _digest_json(k)] for k in kernels],
+            "timeline": timeline,
+            "outputs": [_digest_array(o) for o in res.outputs]}
