@@ -463,8 +463,9 @@ class KernelRun:
             val = pval
         else:
             val = self._register_lookup(pgeom, pval, ev.geom, node)
+        # registers have no addresses: only a trace needs to know which element each read is
         acc = Access("register", "read", name, itemsize(node.dtype), 0,
-                     [self._task_flat(node, idx)] if node.rank else [], mask)
+                     [self._task_flat(node, idx)] if node.rank and self.recorder is not None else [], mask)
         self.account(ev, ev.geom, acc)
         return val
 

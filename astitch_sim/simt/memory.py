@@ -139,6 +139,10 @@ def bank_conflicts(W: np.ndarray, A: np.ndarray, itemsize: int) -> int:
     if W.size == 0:
         return 0
     words_per = max(1, itemsize // BANK_BYTES)
+    if words_per <= BANKS and _all_distinct(W):
+        # one lane per warp instruction (an epilogue's task heads, one per warp): its words are
+        # consecutive, so each sits in a bank of its own -- no conflict, and no sort needed
+        return 0
     word = A // BANK_BYTES
     if words_per > 1:
         W = np.repeat(W, words_per)

@@ -34,12 +34,16 @@ def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
     """Scatter the reduce input into ``[task, part, inner, lane]`` (holes hold the identity)."""
     task, part, inner, lane, lanes = layout
     T, S, I = m.rows, m.splits, m.inner_iterations
-    dense = np.full((T, S * I * lanes), ident, dtype=values.dtype)
     pos = (part * I + inner) * lanes + lane
     if geom.separable:
         p0, p1 = geom.parts
         v = np.broadcast_to(values, geom.shape)
         v = np.transpose(v, list(p0) + list(p1)).reshape(len(task), len(pos))
+        if pos.size == S * I * lanes and np.array_equal(task, np.arange(T)) and \
+                np.array_equal(pos, np.arange(pos.size)):
+            return v.reshape(T, S, I, lanes)           # already in place, no holes: nothing to copy
+    dense = np.full((T, S * I * lanes), ident, dtype=values.dtype)
+    if geom.separable:
         if np.array_equal(task, np.arange(T)) and np.array_equal(pos, np.arange(pos.size)):
             dense[:, :pos.size] = v
         elif np.array_equal(pos, np.arange(pos.size)):
@@ -53,23 +57,49 @@ def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
 
 def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
     """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value."""
-    acc = tuple(np.broadcast_to(i, d[:, :, 0, :].shape).astype(d.dtype) for i, d in zip(ident, dense))
+    # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
+    acc = tuple(np.asarray(i, dtype=d.dtype).reshape(()) for i, d in zip(ident, dense))
     for i in range(dense[0].shape[2]):
         acc = combine(acc, tuple(d[:, :, i, :] for d in dense))
-    return tuple(np.asarray(a, dtype=d.dtype) for a, d in zip(acc, dense))
+    shape = dense[0][:, :, 0, :].shape
+    return tuple(np.broadcast_to(np.asarray(a, dtype=d.dtype), shape) for a, d in zip(acc, dense))
+
+
+#: elements of one block of tasks the tree works on at a time (a few hundred KB: it stays in cache)
+TREE_BLOCK = 1 << 16
+
+
+def tree_steps(lanes: int) -> int:
+    """Halving steps of a tree over ``lanes`` partials (``ceil(log2(lanes))``)."""
+    steps = 0
+    while lanes > 1:
+        lanes, steps = (lanes + 1) // 2, steps + 1
+    return steps
 
 
 def tree(acc: tuple, combine) -> tuple:
-    """Shared-memory tree over the last axis (lanes) -> ``[task, part]`` per value; returns the step count too."""
-    acc = [np.array(a, copy=True) for a in acc]
-    n, steps = acc[0].shape[-1], 0
-    while n > 1:
-        h = (n + 1) // 2
-        merged = combine(tuple(a[..., :n - h] for a in acc), tuple(a[..., h:n] for a in acc))
-        for a, mv in zip(acc, merged):
-            a[..., :n - h] = mv
-        n, steps = h, steps + 1
-    return tuple(a[..., 0] for a in acc), steps
+    """Shared-memory tree over the last axis (lanes) -> ``[task, part]`` per value; returns the step count too.
+
+    Lane ``j`` combines lane ``j + h`` while ``h`` halves.  The work goes through blocks of
+    tasks small enough to stay in cache, each turned lanes-first (one contiguous row per lane),
+    so a step combines two contiguous blocks of rows: the same pairs in the same order as the
+    GPU's tree, at numpy's full speed even for 750000 tasks of 32 lanes."""
+    lanes, lead = acc[0].shape[-1], acc[0].shape[:-1]
+    flat = [np.ascontiguousarray(a).reshape(-1, lanes) for a in acc]
+    out = [np.empty(f.shape[0], dtype=f.dtype) for f in flat]
+    chunk = max(1, TREE_BLOCK // max(lanes, 1))
+    for s in range(0, flat[0].shape[0], chunk):
+        rows = [np.ascontiguousarray(f[s:s + chunk].T) for f in flat]
+        n = lanes
+        while n > 1:
+            h = (n + 1) // 2
+            merged = combine(tuple(r[:n - h] for r in rows), tuple(r[h:n] for r in rows))
+            merged = [np.asarray(m, dtype=r.dtype) for m, r in zip(merged, rows)]
+            rows = merged if n - h == h else [np.concatenate([m, r[n - h:h]]) for m, r in zip(merged, rows)]
+            n = h
+        for o, r in zip(out, rows):
+            o[s:s + chunk] = r[0]
+    return tuple(o.reshape(lead) for o in out), tree_steps(lanes)
 
 
 def combine_splits(partial: tuple, init: tuple, combine, how: str) -> tuple:
