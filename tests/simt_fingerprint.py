@@ -5,8 +5,8 @@ each kernel's name and predicted time; and, as SHA-256 digests, everything else 
 bit: every counter of every stage of every kernel with the kernel's fields (grid, block,
 waves, memset and library bytes, the cost model's breakdown), the timeline's kernel spans
 and block entries, and each output's bytes.  A digest changes when any value in it moves
-(floats are digested through ``repr``, which round-trips exactly), and the readable part
-shows roughly where.
+(numbers are digested as JSON text, whose floats round-trip exactly; a Python float and a
+numpy float64 of one value read the same), and the readable part shows roughly where.
 
 ``CASES`` are the catalog at test sizes, every strategy, plus bigger shapes (the paper's
 among them, marked ``slow``).  ``tests/fixtures/make_simt_stats.py`` records them into
@@ -99,7 +99,7 @@ def fingerprint(res) -> dict:
     timeline = None
     if tl is not None:
         timeline = {"kernels": _digest_json([asdict(k) for k in tl.kernels]),
-                    "entries": _sha(repr([asdict(e) for e in tl.entries])),
+                    "entries": _digest_json([asdict(e) for e in tl.entries]),
                     "n_entries": len(tl.entries)}
     return {"totals": res.stats.as_dict(),
             "kernels": [[k["name"], k["predicted_us"], _digest_json(k)] for k in kernels],

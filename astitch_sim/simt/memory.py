@@ -322,6 +322,10 @@ def _count_flat(geom, acc):
         return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": full + (1 if rest else 0),
                 "conflicts": 0}
     if FLAT_STRUCTURED:
+        out = _count_flat_outer(geom, acc)
+        if out is not None:
+            PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
+            return out
         out = _count_flat_structured(geom, acc)
         if out is not None:
             PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
@@ -443,6 +447,49 @@ def _count_flat_structured(geom, acc):
         out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
         return out
     return None
+
+
+def _count_flat_outer(geom, acc):
+    """Exact counters of an unmasked flat access whose index depends only on the leading dims
+    (a row's statistic broadcast along the row: ``max[r]`` read at every ``(r, c)``), for any
+    row length: element ``e`` reads ``F_o[e // P]`` (``P`` = the trailing dims' size), so a warp
+    (32 consecutive elements) and a block's chunk of one loop trip (``block`` consecutive
+    elements) each read a contiguous range of rows.  With the rows' sectors in order and the
+    rows' elements all different, a range's distinct sectors and elements follow from its ends:
+    ``O(warps + grid * trips)`` instead of ``O(elements)``.  Anything else returns None."""
+    if acc.mask is not None or acc.dedup and acc.identity:
+        return None
+    shape, rank = geom.shape, geom.rank
+    k = max((max(support(t, rank), default=-1) for t in acc.terms), default=-1) + 1
+    if k == 0 or k == rank:
+        return None
+    outer = tuple(range(k))
+    F_o = np.zeros(int(np.prod(shape[:k])), np.int64)
+    for t in acc.terms:
+        F_o = F_o + geom.flat_part(np.asarray(t, np.int64), outer)
+    s, n, P = acc.itemsize, geom.size, int(np.prod(shape[k:]))
+    sec = (acc.base + s * F_o) // SECTOR
+    if F_o.size > 1 and not (bool((sec[1:] >= sec[:-1]).all()) and bool((F_o[1:] > F_o[:-1]).all())):
+        return None
+    # sectors: a warp's rows run lo..hi; its distinct sectors are 1 + the sector changes between them
+    changes = np.concatenate(([0], np.cumsum(sec[1:] != sec[:-1])))
+    first = np.arange(0, n, 32, dtype=np.int64)
+    last = np.minimum(first + 31, n - 1)
+    sectors = first.size + int((changes[last // P] - changes[first // P]).sum())
+    out = {"n": n, "bytes": s * n, "sectors": sectors, "requests": int(first.size), "conflicts": 0}
+    if acc.dedup:
+        # a block's trips read row ranges in increasing order: their union counts each row once
+        m = geom.mapping
+        total = m.grid * m.block
+        trips = -(-n // total)
+        e0 = (np.arange(trips, dtype=np.int64)[None, :] * total
+              + np.arange(m.grid, dtype=np.int64)[:, None] * m.block)          # [block, trip]
+        valid = e0 < n
+        lo, hi = e0 // P, (np.minimum(e0 + m.block, n) - 1) // P
+        rows = int(((hi - lo + 1) * valid).sum())
+        overlap = np.maximum(0, hi[:, :-1] - lo[:, 1:] + 1) * valid[:, 1:]
+        out["bytes"] = s * (rows - int(overlap.sum()))
+    return out
 
 
 def _count_dense(geom, acc):

@@ -243,6 +243,18 @@ def _stage_spans(stage_us, start):
     return spans
 
 
+def _uniform_entries(i, kept, sm, start, end, stage_us) -> list:
+    """Block entries of blocks that all take ``stage_us``: :func:`_stage_spans` for every kept
+    block at once (the same additions, done on arrays of start times; thousands of blocks)."""
+    bounds = [np.asarray(start, dtype=float)]
+    for d in stage_us:
+        bounds.append(bounds[-1] + d)
+    rows = np.stack(bounds, axis=1).tolist()
+    stages = range(len(stage_us))
+    return [BlockEntry(i, m, b, t0, t1, list(zip(stages, r, r[1:])))
+            for m, b, t0, t1, r in zip(sm.tolist(), kept.tolist(), start.tolist(), end.tolist(), rows)]
+
+
 def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timeline:
     """Schedule every kernel of ``plan`` on its GPU; fills ``blocks_per_wave`` and ``waves``.
 
@@ -284,13 +296,13 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
             if custom is None:
                 sm, st, en = dispatch_uniform(kept, work, gpu.sms, occ.blocks_per_sm, start)
                 end, busy = start + ks.waves * work, work * grid
-                spans = {b: _stage_spans(stage_us, float(st[j])) for j, b in enumerate(kept)}
+                entries = _uniform_entries(i, kept, sm, st, en, stage_us)
             else:
                 sm, st, en = dispatch(custom, gpu.sms, occ.blocks_per_sm, start)
                 end, busy = float(en.max()), float(custom.sum())
                 spans = {b: _stage_spans(stage_us * scale[b], float(st[b])) for b in kept}
-            entries = [BlockEntry(i, int(sm[j]), int(b), float(st[j]), float(en[j]), spans[b])
-                       for j, b in enumerate(kept)]
+                entries = [BlockEntry(i, int(sm[j]), int(b), float(st[j]), float(en[j]), spans[b])
+                           for j, b in enumerate(kept)]
             truncated = len(kept) < grid
         tl.entries.extend(entries)
         tl.kernels.append(KernelSpan(
