@@ -102,7 +102,8 @@ print(json.dumps({"seconds": dt, "max_error": float(np.abs(out - want).max())}))
 def cases(only=None) -> list:
     """``(workload, shape)`` at paper size: every catalog entry's default shape, plus EXTRA_SHAPES."""
     out = [(w.name, dict(w.defaults)) for w in list_workloads()] + EXTRA_SHAPES
-    return [c for c in out if not only or c[0] in only]
+    out = [c for c in out if not only or c[0] in only]
+    return sorted(out, key=lambda c: int(np.prod(list(c[1].values()))))     # smallest first: the table fills fast
 
 
 def timed(fn, repeat: int) -> tuple:
@@ -128,8 +129,8 @@ def max_error(want: list, got: list) -> float:
     return worst
 
 
-def part_a(repeat: int, strategies, only=None, log=print) -> list:
-    rows = []
+def part_a(repeat: int, strategies, only=None, log=print, rows=None, on_row=lambda rows: None) -> list:
+    rows = [] if rows is None else rows
     for name, shape in cases(only):
         g = asim.workload(name, **shape)
         x = workload_inputs(g, 0)
@@ -143,6 +144,7 @@ def part_a(repeat: int, strategies, only=None, log=print) -> list:
                    "ratio": median(sim_wall) / median(ref_wall), "ratio_cpu": median(sim_cpu) / median(ref_cpu),
                    "max_rel_error": max_error(want, res.outputs)}
             rows.append(row)
+            on_row(rows)
             log(f"{name:20s} {_shape(shape):14s} {strategy:16s} reference {median(ref_wall):7.3f} s  "
                 f"simulate {median(sim_wall):7.3f} s  ratio {row['ratio']:5.1f}x (CPU time {row['ratio_cpu']:5.1f}x)")
             del res
@@ -205,6 +207,8 @@ def markdown(r: dict) -> str:
         "# SIMT model speed", "",
         f"{p['date']} -- {p['cpu']} ({p['cores']} cores{'' if load is None else f', 1-min load average {load:.1f} at the end'}), "
         f"Python {p['python']}, numpy {p['numpy']}, numba {p['numba']}, commit {p['git_commit']}; `{p['command']}`", "",
+    ] + ([] if r.get("complete", True) else ["**Partial run**: the command was still running (or was stopped) "
+                                             "when this was written; the rows below are the cases it finished.", ""]) + [
         f"## (a) simulate vs the numpy reference: the catalog at paper size, every strategy, H100 plans", "",
         f"Median of {r['repeat']} runs after a warm-up.  *Ratio* is simulate / reference in wall-clock time; "
         "*CPU ratio* the same in process CPU time (the machine may be shared: wall clock stretches with "
@@ -254,15 +258,20 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown workload(s) {unknown}; the catalog has {sorted(known)}")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)      # noqa: E731  (progress)
-    r = {"repeat": args.repeat, "target_ratio": TARGET_RATIO,
-         "a": part_a(args.repeat, args.strategies, args.only, log)}
-    if not args.skip_numba:
-        r["b"] = part_b(args.repeat)
-    r["provenance"] = provenance(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "simt_speed.json").write_text(json.dumps(r, indent=1))
-    (out / "simt_speed.md").write_text(markdown(r))
+    r = {"repeat": args.repeat, "target_ratio": TARGET_RATIO, "complete": False, "a": []}
+
+    def save():
+        r["provenance"] = provenance(argv)
+        (out / "simt_speed.json").write_text(json.dumps(r, indent=1))
+        (out / "simt_speed.md").write_text(markdown(r))
+
+    part_a(args.repeat, args.strategies, args.only, log, rows=r["a"], on_row=lambda rows: save())
+    if not args.skip_numba:
+        r["b"] = part_b(args.repeat)
+    r["complete"] = True
+    save()
     print(markdown(r))
     ok = all(row["ratio"] <= TARGET_RATIO for row in r["a"])
     if "b" in r:
