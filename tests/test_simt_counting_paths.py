@@ -31,7 +31,7 @@ def _flat_geometry(monkeypatch, rows, cols, block, grid):
 def _plain(monkeypatch, geom, acc):
     monkeypatch.setattr(memory, "FLAT_STRUCTURED", False)
     try:
-        return memory._count_flat(geom, acc)
+        return memory.count_flat(geom, acc)
     finally:
         monkeypatch.setattr(memory, "FLAT_STRUCTURED", True)
 
@@ -43,7 +43,7 @@ def test_row_broadcast_flat_count_is_exact(monkeypatch, rows, cols, block, grid,
     """A row statistic read at every element of a grid-stride loop: the O(warps) count equals the plain one."""
     geom = _flat_geometry(monkeypatch, rows, cols, block, grid)
     acc = Access("global", "read", "stat", itemsize, base, [geom.idx[0] * stride], dedup=dedup)
-    fast = memory._count_flat_outer(geom, acc)
+    fast = memory.count_flat_outer(geom, acc)
     assert fast is not None
     assert fast == _plain(monkeypatch, geom, acc)
 
@@ -54,7 +54,7 @@ def test_row_broadcast_flat_count_declines_what_it_cannot_shortcut(monkeypatch):
     masked = Access("global", "read", "stat", 4, 0, [geom.idx[0]], mask=geom.idx[1] < 7, dedup=True)
     per_element = Access("global", "read", "x", 4, 0, [geom.idx[0] * 3000, geom.idx[1]], dedup=True)
     for acc in (backwards, masked, per_element):
-        assert memory._count_flat_outer(geom, acc) is None
+        assert memory.count_flat_outer(geom, acc) is None
     # the general path still counts them (the one count() takes)
     assert memory.count(geom, backwards) == _plain(monkeypatch, geom, backwards)
 

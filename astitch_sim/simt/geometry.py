@@ -104,7 +104,7 @@ class Geometry:
     def _check_flat(self) -> bool:
         """A flat mapping is a grid-stride loop: element e runs in block (e % (grid*block)) // block,
         thread e % block, iteration e // (grid*block).  Checked on a sample; the executor then
-        counts its accesses on contiguous runs (memory._count_flat) and only asks locate() for
+        counts its accesses on contiguous runs (memory.count_flat) and only asks locate() for
         every element if a value needs it."""
         m = self.mapping
         rng = np.random.default_rng(12345)

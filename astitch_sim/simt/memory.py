@@ -219,7 +219,7 @@ def count(geom, acc: Access) -> dict:
         return {"n": geom.count(acc.mask), "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if getattr(geom, "flat", False) and acc.space == "global":
         PATHS["flat"] = PATHS.get("flat", 0) + 1
-        return _count_flat(geom, acc)
+        return count_flat(geom, acc)
     sp = _split(geom, acc)
     if sp is not None:
         out = _count_separable(geom, acc, *sp)
@@ -306,7 +306,7 @@ def _rows_distinct(M: np.ndarray) -> tuple[int, int]:
     return M.shape[0] + changes - with_big, M.shape[0] - empty
 
 
-def _count_flat(geom, acc):
+def count_flat(geom, acc):
     """A flat (grid-stride) mapping: warp instruction = 32 consecutive elements, a block's
     elements = ``block`` consecutive ones per loop trip; count on those runs in linear time."""
     m = geom.mapping
@@ -322,7 +322,7 @@ def _count_flat(geom, acc):
         return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": full + (1 if rest else 0),
                 "conflicts": 0}
     if FLAT_STRUCTURED:
-        out = _count_flat_outer(geom, acc)
+        out = count_flat_outer(geom, acc)
         if out is not None:
             PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
             return out
@@ -449,7 +449,7 @@ def _count_flat_structured(geom, acc):
     return None
 
 
-def _count_flat_outer(geom, acc):
+def count_flat_outer(geom, acc):
     """Exact counters of an unmasked flat access whose index depends only on the leading dims
     (a row's statistic broadcast along the row: ``max[r]`` read at every ``(r, c)``), for any
     row length: element ``e`` reads ``F_o[e // P]`` (``P`` = the trailing dims' size), so a warp
