@@ -186,8 +186,11 @@ def provenance(argv) -> dict:
     except OSError:
         cpu = platform.processor()
     try:
+        here = Path(__file__).parent
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
+                                cwd=here).stdout.strip()
+        if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "astitch_sim", "benchmarks"], cwd=here.parent).returncode:
+            commit += "+uncommitted changes"
     except OSError:
         commit = ""
     try:
@@ -262,8 +265,11 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     r = {"repeat": args.repeat, "target_ratio": TARGET_RATIO, "complete": False, "a": []}
 
+    started = provenance(argv)               # the commit measured: taken before any case runs
+
     def save():
-        r["provenance"] = provenance(argv)
+        now = provenance(argv)
+        r["provenance"] = dict(started, date=now["date"], load_average_1min_at_end=now["load_average_1min_at_end"])
         (out / "simt_speed.json").write_text(json.dumps(r, indent=1))
         (out / "simt_speed.md").write_text(markdown(r))
 

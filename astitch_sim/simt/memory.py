@@ -93,6 +93,15 @@ class Access:
 # ---------------------------------------------------------------------------
 
 def _sorted_pairs(W, S):
+    """``(W, S)`` pairs sorted by ``W``, then ``S`` (``np.lexsort``'s order).  When both fit in one
+    int64 key (``W * span + S``, the usual case) one plain sort of the keys does it, several
+    times faster than a two-key lexsort on millions of lane accesses."""
+    if W.size:
+        w0, s0 = int(W.min()), int(S.min())
+        span = int(S.max()) - s0 + 1
+        if (int(W.max()) - w0 + 1) * span < (1 << 62):
+            key = np.sort((W.astype(np.int64) - w0) * span + (S.astype(np.int64) - s0))
+            return key // span + w0, key % span + s0
     order = np.lexsort((S, W))
     return W[order], S[order]
 
