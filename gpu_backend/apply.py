@@ -59,11 +59,13 @@ def _fits(gpu, k, res: MachineResources) -> tuple:
     return (not k.cooperative or k.grid <= wave), wave
 
 
-def apply_compiler(plan: Plan, arch: str | None = None, progress=False) -> Plan:
+def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassemble: bool = False) -> Plan:
     """A copy of ``plan`` whose register caps ptxas has checked (and relaxed where the code spilled).
 
     ``arch`` (``"sm_90"``) defaults to the plan's GPU preset; ``progress=True``
-    prints one line per kernel on stderr (or pass ``progress(i, n, name)``).
+    prints one line per kernel on stderr (or pass ``progress(i, n, name)``);
+    ``disassemble=True`` also runs nvdisasm (the instruction mix, cached for
+    :mod:`gpu_backend.mix_vs_model`; the check itself needs only ptxas).
     Raises AStitchError if a cooperative kernel's grid cannot stay in one wave with
     the real numbers even at the plan's own cap (re-plan with a smaller block).
     """
@@ -80,7 +82,7 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False) -> Plan:
             show(i, len(ptxs), k.name)
 
         def compile_at(cap):
-            return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative)["resources"])
+            return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative, disassemble)["resources"])
 
         assumed = k.registers_per_thread
         res = compile_at(assumed)
