@@ -83,7 +83,7 @@ def _kernel_cells(pid, k) -> str:
             f"{m['stack']} | {shared} (plan {k['plan_shared']}) | {wave} | {k['grid']} | {fits} |")
 
 
-HEADER = ("| plan | kernel | plan regs -> applied | ptxas regs | spills (B/thread) | stack (B) | "
+HEADER = ("| plan | kernel | plan regs -> applied | ptxas regs | spills (B/thread, stores + loads) | stack (B) | "
           "shared B/block: own+runtime | blocks/wave estimate -> real | grid | one wave? |\n"
           "|---|---|---|---|---|---|---|---|---|---|")
 
@@ -142,7 +142,14 @@ def main(argv=None):
     ap.add_argument("--gpus", nargs="+", default=["V100", "A100", "H100"], choices=sorted(ARCH))
     ap.add_argument("--jobs", type=int, default=1, help="plans compiled at once (worker processes)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--redraw", action="store_true", help="rewrite the .md files from the .json ones (no compiling)")
     args = ap.parse_args(argv)
+    if args.redraw:
+        for gpu in args.gpus:
+            data = json.loads((Path(args.out) / f"ptxas_catalog_{gpu}.json").read_text())
+            prov = data["provenance"]
+            (Path(args.out) / f"ptxas_catalog_{gpu}.md").write_text(markdown(gpu, data["records"], prov, prov["wall_s"]))
+        return
     if not toolchain.available():
         sys.exit(f"NVIDIA's toolchain is missing: {toolchain.missing_reason()}")
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)

@@ -137,7 +137,13 @@ def main(argv=None):
     ap.add_argument("--workloads", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--redraw", action="store_true", help="rewrite the .md files from the .json ones (no compiling)")
     args = ap.parse_args(argv)
+    if args.redraw:
+        for gpu in args.gpus:
+            data = json.loads((Path(args.out) / f"ptxas_vs_model_{gpu}.json").read_text())
+            (Path(args.out) / f"ptxas_vs_model_{gpu}.md").write_text(markdown(gpu, data["results"], data["provenance"]))
+        return
     if not toolchain.available():
         sys.exit(f"NVIDIA's toolchain is missing: {toolchain.missing_reason()}")
     if not toolchain.find().nvdisasm:
