@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 from astitch_sim.errors import AStitchError
 from astitch_sim.machine import MachineResources
@@ -115,12 +116,15 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
                        f"({before} -> {wave} blocks per wave" +
                        (f", the cooperative grid of {k.grid} still fits)" if k.cooperative else ")"))
         return relaxed
-    # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid
+    # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid.  ptxas
+    # never uses more registers than the cap, and fewer registers never lower occupancy, so a cap that fits
+    # with ``registers = cap`` fits whatever ptxas then uses: find it by arithmetic, compile once
     best = capped
     for cap in range(need - 1, assumed, -1):
-        trial = compile_at(cap)
-        if _fits(gpu, k, trial)[0]:
-            best = trial
+        if _fits(gpu, k, replace(capped, registers=cap))[0]:
+            trial = compile_at(cap)
+            if _fits(gpu, k, trial)[0]:
+                best = trial
             break
     k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; a cap "
                    f"above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid "
