@@ -64,7 +64,7 @@ def run_case(c: dict) -> dict:
         else:
             plan = asim.compile(load_graph(c["graph"]), c["strategy"], c["gpu"])
         after = apply_compiler(plan)
-        return {"kernels": kernel_records(plan, after)}
+        return {"plan_kernels": len(plan.kernels), "kernels": kernel_records(plan, after)}
     except Exception as e:      # noqa: BLE001 - every failure is reported by id; the caller asserts
         return {"error": f"{type(e).__name__}: {e}"}
 

@@ -18,7 +18,11 @@ The matrix.  CI (the default) runs, for the H100 preset (sm_90): every catalog
 workload at its default size under every strategy, every HLO fixture under
 ``astitch`` (the strategy whose register assumption a cooperative grid rests on)
 and a sample of random graphs (``tests/random_graphs.py``) under every strategy --
-about 430 kernels, a few minutes cold on 2 cores.  Two switches widen it:
+207 plans, about 430 kernels.  Measured cold (empty disk cache) on the shared 2-core
+development machine at load ~35: 3 min 52 s of CPU (7 min wall; on CI's 2 free cores with
+2 jobs that CPU time is about 2-2.5 min of wall, not measured there); with the cache warm,
+25 s of CPU (56 s wall).
+Two switches widen it:
 
 * ``ASTITCH_PTXAS_MATRIX=full``: every fixture under every strategy too (about 4,500
   kernels: an hour of ptxas on 2 cores, cached afterwards);
@@ -171,7 +175,7 @@ def test_ptxas_confirms_the_plan(records, case):
     if "skip" in rec:
         pytest.skip(f"the strategy refuses this random graph: {rec['skip'][:200]}")
     assert "error" not in rec, rec.get("error")
-    assert rec["kernels"], "no kernels compiled"
+    assert len(rec["kernels"]) == rec["plan_kernels"], rec      # (a plan of empty tensors has no kernels at all)
     for k in rec["kernels"]:
         check_kernel(k)
 
