@@ -51,9 +51,10 @@ import numpy as np
 
 from astitch_sim.errors import AStitchError
 
-#: the classes compared: (class, model (space, kind) or None for an analytic/derived count)
+#: the classes compared (names as in :data:`gpu_backend.machine_code.MIX_CLASSES`, plus ``grid_sync``)
 COMPARED = ("global_load", "global_store", "global_atomic", "shared_load", "shared_store", "barrier",
             "grid_sync", "shuffle")
+#: the model's traced accesses, (space, kind) -> class
 _TRACE_CLASS = {("global", "read"): "global_load", ("global", "write"): "global_store",
                 ("global", "atomic"): "global_atomic", ("shared", "read"): "shared_load",
                 ("shared", "write"): "shared_store", ("shared", "atomic"): "shared_atomic"}
@@ -65,7 +66,8 @@ def _itemsize(dtype) -> int:
 
 
 def model_counts(plan, inputs) -> dict:
-    """``{kernel index: {class: busiest thread's count, "widths": {class.bits: sites}, "sites": {...}}}``.
+    """``{kernel index: {"counts": {class: busiest thread's count}, "sites": {class: distinct access points},
+    "widths": {"class.bits": access points}, "trees": reduction trees per block}}``.
 
     Generated kernels only; see the module docstring for what each count means.
     """
