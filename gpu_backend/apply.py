@@ -108,6 +108,12 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
     free = compile_at(gpu.max_registers_per_thread)
     need = max(free.registers, assumed + 1)
     relaxed = compile_at(need)
+    if relaxed.registers < need and not relaxed.spills:
+        # ptxas fitted the code in fewer registers under this cap than it took uncapped: apply that tighter cap
+        # (the plan's cap is what occupancy is checked with: 1024 threads x 74 would not fit, x 64 does)
+        tighter = compile_at(relaxed.registers)
+        if not tighter.spills:
+            need, relaxed = relaxed.registers, tighter
     ok, wave = _fits(gpu, k, relaxed)
     before = gpu.blocks_per_wave(k.block, capped.shared_total, assumed)
     if ok and not relaxed.spills:
