@@ -104,7 +104,7 @@ def markdown(gpu: str, records: dict, prov: dict, wall_s: float) -> str:
         f"Provenance: {prov['date']}, `{prov['command']}`, commit {prov['git_commit'][:12]}, "
         f"{prov['machine']} ({os.cpu_count()} cores, shared), no GPU. Tools: {prov['tools']['toolchain']}; "
         f"numba {prov['tools']['numba']}, numba-cuda {prov['tools']['numba-cuda']}. "
-        f"Wall time {wall_s:.0f} s ({prov['cache']}).", "",
+        f"Wall time {wall_s:.0f} s ({prov['cache']})." + (f" Amended: {prov['amended']}." if prov.get("amended") else ""), "",
         "## Summary", "",
         f"- plans that failed to compile or apply: {len(errors)}" +
         "".join(f"\n  - `{p}`: {e}" for p, e in errors.items()),
