@@ -27,7 +27,8 @@ Two switches widen it:
 * ``ASTITCH_PTXAS_MATRIX=full``: every fixture under every strategy too (about 4,500
   kernels: an hour of ptxas on 2 cores, cached afterwards);
 * ``ASTITCH_PTXAS_ARCHS=all`` (or ``V100,A100``): the other presets' architectures
-  (V100 sm_70, A100 sm_80) as well.
+  (V100 sm_70, A100 sm_80) as well (``V100,A100``: 414 plans, 7 min 46 s of CPU cold here,
+  all passing).
 
 Identical kernels are assembled once (the disk cache is keyed by the kernel's PTX
 without its name) and plans compile two at a time.
