@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 from astitch_sim.errors import AStitchError
 from astitch_sim.machine import MachineResources
@@ -59,11 +60,13 @@ def _fits(gpu, k, res: MachineResources) -> tuple:
     return (not k.cooperative or k.grid <= wave), wave
 
 
-def apply_compiler(plan: Plan, arch: str | None = None, progress=False) -> Plan:
+def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassemble: bool = False) -> Plan:
     """A copy of ``plan`` whose register caps ptxas has checked (and relaxed where the code spilled).
 
     ``arch`` (``"sm_90"``) defaults to the plan's GPU preset; ``progress=True``
-    prints one line per kernel on stderr (or pass ``progress(i, n, name)``).
+    prints one line per kernel on stderr (or pass ``progress(i, n, name)``);
+    ``disassemble=True`` also runs nvdisasm (the instruction mix, cached for
+    :mod:`gpu_backend.mix_vs_model`; the check itself needs only ptxas).
     Raises AStitchError if a cooperative kernel's grid cannot stay in one wave with
     the real numbers even at the plan's own cap (re-plan with a smaller block).
     """
@@ -80,7 +83,7 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False) -> Plan:
             show(i, len(ptxs), k.name)
 
         def compile_at(cap):
-            return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative)["resources"])
+            return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative, disassemble)["resources"])
 
         assumed = k.registers_per_thread
         res = compile_at(assumed)
@@ -105,6 +108,12 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
     free = compile_at(gpu.max_registers_per_thread)
     need = max(free.registers, assumed + 1)
     relaxed = compile_at(need)
+    if relaxed.registers < need and not relaxed.spills:
+        # ptxas fitted the code in fewer registers under this cap than it took uncapped: apply that tighter cap
+        # (the plan's cap is what occupancy is checked with: 1024 threads x 74 would not fit, x 64 does)
+        tighter = compile_at(relaxed.registers)
+        if not tighter.spills:
+            need, relaxed = relaxed.registers, tighter
     ok, wave = _fits(gpu, k, relaxed)
     before = gpu.blocks_per_wave(k.block, capped.shared_total, assumed)
     if ok and not relaxed.spills:
@@ -113,12 +122,15 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
                        f"({before} -> {wave} blocks per wave" +
                        (f", the cooperative grid of {k.grid} still fits)" if k.cooperative else ")"))
         return relaxed
-    # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid
+    # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid.  ptxas
+    # never uses more registers than the cap, and fewer registers never lower occupancy, so a cap that fits
+    # with ``registers = cap`` fits whatever ptxas then uses: find it by arithmetic, compile once
     best = capped
     for cap in range(need - 1, assumed, -1):
-        trial = compile_at(cap)
-        if _fits(gpu, k, trial)[0]:
-            best = trial
+        if _fits(gpu, k, replace(capped, registers=cap))[0]:
+            trial = compile_at(cap)
+            if _fits(gpu, k, trial)[0]:
+                best = trial
             break
     k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; a cap "
                    f"above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid "

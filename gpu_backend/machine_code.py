@@ -38,13 +38,15 @@ MIX_CLASSES = (
     ("shared_load", r"LDS"), ("shared_store", r"STS"),
     ("local_load", r"LDL"), ("local_store", r"STL"),
     ("generic_load", r"LD"), ("generic_store", r"ST"),
-    ("global_atomic", r"ATOMG|RED"), ("shared_atomic", r"ATOMS"), ("generic_atomic", r"ATOM"),
+    ("global_atomic", r"ATOMG|REDG?"), ("shared_atomic", r"ATOMS"), ("generic_atomic", r"ATOM"),
     ("barrier", r"BAR"), ("shuffle", r"SHFL"),
 )
 #: access width in bits by opcode suffix (no suffix: 32 bits)
 WIDTH_SUFFIX = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128}
 WIDE_CLASSES = ("global_load", "global_store", "shared_load", "shared_store", "local_load", "local_store")
 GRID_SYNC = "cudaCGSynchronize"
+#: bump when :func:`instruction_mix` counts something new (cached mixes are keyed by it)
+MIX_FORMAT = 3
 
 
 @dataclass
@@ -176,12 +178,15 @@ def assemble(ptx: str, arch: str, max_registers: int, cooperative: bool, disasse
     """
     tc = toolchain.find()
     dis = bool(disassemble and tc.nvdisasm and _cc(arch) >= (7, 5))
-    key = toolchain.cache_key("sass", ptx, arch, max_registers, cooperative, dis, tc.ptxas_version,
-                              tc.nvjitlink_version, tc.nvdisasm_version)
+    entry = entry_name(ptx)
+    # keyed by the PTX with the kernel's (module-hashed) name taken out: the same kernel in two plans --
+    # an unfused op kernel that xla and tvm also emit, a fixture compiled by several strategies -- is
+    # assembled once; ptxas's numbers and the SASS do not depend on the symbol's name
+    key = toolchain.cache_key("sass", ptx.replace(entry, "__kernel__"), arch, max_registers, cooperative, dis, tc.ptxas_version,
+                              tc.nvjitlink_version, tc.nvdisasm_version, MIX_FORMAT if dis else 0)
     hit = toolchain.cache_get(key)
     if hit is not None:
         return hit
-    entry = entry_name(ptx)
     with tempfile.TemporaryDirectory(prefix="astitch_ptxas_") as tmp:
         ptx_file, cubin_file = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
         ptx_file.write_text(ptx)
@@ -228,7 +233,7 @@ def _nvdisasm(tc, cubin_file: Path) -> str:
     return r.stdout
 
 
-_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*?);")
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*?);")
 
 
 def instruction_mix(sass: str, entry: str) -> dict:
@@ -236,9 +241,15 @@ def instruction_mix(sass: str, entry: str) -> dict:
 
     Static counts: each instruction in the code once, however often a loop runs it.
     Loads and stores are also counted by width (``"global_load.32"``); a call to
-    ``cudaCGSynchronize`` is a ``grid_sync``; ``total`` counts every instruction.
+    ``cudaCGSynchronize`` is a ``grid_sync``; ``total`` counts every instruction;
+    ``backward_branch`` counts branches to an earlier address (a loop the compiler
+    did not unroll: with none, the code is straight-line and each instruction runs
+    at most once per thread, so static counts bound every thread's dynamic counts).
     """
     counts: Counter = Counter()
+    counts["backward_branch"] = 0
+    labels: dict = {}
+    branches: list = []
     inside = False
     for line in sass.splitlines():
         words = line.split()
@@ -247,12 +258,21 @@ def instruction_mix(sass: str, entry: str) -> dict:
             continue
         if not inside:
             continue
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = None           # its address: the next instruction's
+            continue
         m = _SASS_LINE.search(line)
         if m is None:
             continue
-        opcode, operands = m.group(1), m.group(2)
+        address, opcode, operands = int(m.group(1), 16), m.group(2), m.group(3)
+        for name, where in labels.items():
+            if where is None:
+                labels[name] = address
         counts["total"] += 1
         head, *suffixes = opcode.split(".")
+        if head in ("BRA", "JMP", "BRX"):
+            branches.append((address, operands))
         if head == "CALL" and GRID_SYNC in operands:
             counts["grid_sync"] += 1
             continue
@@ -263,6 +283,12 @@ def instruction_mix(sass: str, entry: str) -> dict:
                     bits = next((WIDTH_SUFFIX[s] for s in suffixes if s in WIDTH_SUFFIX), 32)
                     counts[f"{cls}.{bits}"] += 1
                 break
+    for address, operands in branches:
+        label = re.search(r"\.L_x_\d+", operands)
+        number = re.search(r"\b0x([0-9a-f]+)", operands)
+        target = labels.get(label.group(0)) if label else (int(number.group(1), 16) if number else None)
+        if target is not None and target < address:      # (a branch to itself is the end-of-code trap)
+            counts["backward_branch"] += 1
     return dict(counts)
 
 

@@ -4,12 +4,18 @@
 CUDA simulator switched on for the whole process; so the tests run this module in a
 subprocess (``NUMBA_ENABLE_CUDASIM`` unset), once for a whole batch of plans::
 
-    python -m gpu_backend.resource_check cases.json > records.json
+    python -m gpu_backend.resource_check [--jobs N] cases.json > records.json
 
 ``cases.json`` is a list of ``{"id", "graph": "workload:k=v,..." | "path.hlo" | "plan.json", "strategy",
 "gpu"}``; the output maps each id to ``{"kernels": [...]}`` (one record per kernel: the plan's claims
 before and after :func:`~gpu_backend.apply.apply_compiler`, ptxas's numbers, blocks per wave with
 them) or ``{"error": "..."}``.  Progress goes to stderr.
+
+``--jobs N`` compiles N plans at once in worker processes (ptxas is single-threaded;
+NVVM and ptxas dominate a cold run).  Identical kernel sources -- the same kernel in
+two plans, or a plan whose kernels repeat across strategies -- are compiled once:
+the disk cache (:mod:`gpu_backend.toolchain`) is keyed by the source text, the
+target, the flags and the tools' versions, and the workers share it.
 """
 from __future__ import annotations
 
@@ -46,36 +52,59 @@ def kernel_records(before, after) -> list:
     return out
 
 
-def run_cases(cases: list, progress=True) -> dict:
+def run_case(c: dict) -> dict:
+    """One case: compile the plan, apply ptxas, the per-kernel records (or the error, by id)."""
     import astitch_sim as asim
 
     from .apply import apply_compiler
-    results = {}
+    try:
+        if c["graph"].endswith(".json"):
+            with open(c["graph"]) as f:
+                plan = asim.Plan.from_json(f.read())
+        else:
+            plan = asim.compile(load_graph(c["graph"]), c["strategy"], c["gpu"])
+        after = apply_compiler(plan)
+        return {"plan_kernels": len(plan.kernels), "kernels": kernel_records(plan, after)}
+    except Exception as e:      # noqa: BLE001 - every failure is reported by id; the caller asserts
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def run_cases(cases: list, progress=True, jobs: int = 1) -> dict:
+    """``{id: record}`` for every case; ``jobs > 1`` runs the cases in that many worker processes."""
     start = time.monotonic()
-    for i, c in enumerate(cases):
+
+    def show(i, c):
         if progress:
-            print(f"[{i + 1}/{len(cases)} {time.monotonic() - start:6.1f}s] {c['id']}", file=sys.stderr, flush=True)
-        try:
-            if c["graph"].endswith(".json"):
-                with open(c["graph"]) as f:
-                    plan = asim.Plan.from_json(f.read())
-            else:
-                plan = asim.compile(load_graph(c["graph"]), c["strategy"], c["gpu"])
-            after = apply_compiler(plan)
-            results[c["id"]] = {"kernels": kernel_records(plan, after)}
-        except Exception as e:      # noqa: BLE001 - every failure is reported by id; the caller asserts
-            results[c["id"]] = {"error": f"{type(e).__name__}: {e}"}
-    return results
+            print(f"[{i}/{len(cases)} {time.monotonic() - start:6.1f}s] {c['id']}", file=sys.stderr, flush=True)
+
+    if jobs <= 1:
+        results = {}
+        for i, c in enumerate(cases):
+            show(i + 1, c)
+            results[c["id"]] = run_case(c)
+        return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    results = {}
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(run_case, c): c for c in cases}
+        for done, fut in enumerate(as_completed(futures)):
+            c = futures[fut]
+            results[c["id"]] = fut.result()
+            show(done + 1, c)
+    return {c["id"]: results[c["id"]] for c in cases}
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    with open(argv[0]) as f:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m gpu_backend.resource_check", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cases", help="JSON list of cases")
+    ap.add_argument("--jobs", type=int, default=1, help="plans compiled at once (worker processes)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    with open(args.cases) as f:
         cases = json.load(f)
-    json.dump(run_cases(cases), sys.stdout)
+    json.dump(run_cases(cases, jobs=args.jobs), sys.stdout)
     return 0
 
 
