@@ -9,6 +9,9 @@ out the rest the same way for every strategy:
   registers if that stage maps the same element to the same thread, in shared
   memory if every block reads only what it produced itself (the paper's
   *block-locality check*: Regional), and in global memory otherwise (Global);
+* (stitching strategies that ask for it) which kernel inputs a later stage reads
+  at the elements an earlier stage's threads loaded: those stay in registers, so
+  the input is read from global memory once;
 * the barriers that makes legal (block barrier for shared, grid barrier for
   global);
 * the shared-memory layout with buffer reuse, registers per thread, and which
@@ -26,7 +29,10 @@ from .flatindex import ravel, unravel
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 
-#: at most this many values per thread are kept in registers from one stage to a later one
+#: at most this many values per thread are kept in registers from one stage to a later one; kernel inputs
+#: kept in registers (hierarchical data reuse of loads) share this budget, counted in 32-bit registers: of
+#: the 32 registers per thread assume-relax-apply starts from, half may carry values across stages, the rest
+#: hold addresses, loop counters and each element's temporaries
 REGISTER_VALUES_CAP = 16
 #: elements sampled per stage for the block-locality check on big domains (exact below this)
 LOCALITY_SAMPLE = 1 << 15
@@ -275,6 +281,65 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
     return stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs
 
 
+def _registers_of(graph, node: str, stage: Stage) -> int:
+    """32-bit registers a thread spends to carry ``node`` across stages: one slot per element it visits."""
+    from .dtypes import itemsize
+    return stage.mapping.elements_per_thread * -(-itemsize(graph[node].dtype) // 4)
+
+
+def loads_every_element(graph, stage: Stage, node: str, needed_later: set) -> bool:
+    """Does every thread of ``stage`` load ``node`` at each domain element it visits (so it holds the whole
+    of its share of ``node`` in a register after the stage)?  Reads at other indices may come on top."""
+    if tuple(graph[node].shape) != tuple(stage.mapping.domain):
+        return False
+    elems = sample_domain(stage.mapping.size)
+    r = reads(graph, stage, elems, needed_later)
+    if node not in r or r[node][1] is None:
+        return False
+    ids, index = r[node]
+    own = ids[ravel(index, stage.mapping.domain) == ids]
+    return bool(np.isin(elems, own).all())
+
+
+def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later, budget) -> list:
+    """Hierarchical data reuse of loads: a kernel input that a thread loads in one stage and reads again,
+    at the same elements, in later stages under the same mapping stays in that thread's registers
+    (a stitched layernorm reads ``x`` once, not once per stage).
+
+    Values computed in the kernel keep their places; inputs take what is left of ``budget`` (registers
+    per thread carried across stages), in the order the kernel first reads them.  An input that does not
+    fit is loaded again by each reader, and the returned notes say so (``print(plan)`` shows them)."""
+    carried = sum(_registers_of(graph, n, stages[v.stage]) for n, v in values.items()
+                  if v.stage >= 0 and v.space == "register" and n in needed_later)
+    notes = []
+    for n in kernel_inputs:
+        readers = sorted(consumers.get(n, ()))
+        if len(readers) < 2 or graph[n].rank == 0:
+            continue
+        first, later = readers[0], readers[1:]
+        p = stages[first]
+        if not loads_every_element(graph, p, n, needed_later) or not all(
+                same_thread_same_element(graph, p, stages[j], n, needed_later) for j in later):
+            continue
+        stages_word = f"stage{'s' if len(later) > 1 else ''} {', '.join(map(str, later))}"
+        cost = _registers_of(graph, n, p)
+        if carried + cost > budget:
+            notes.append(f"register budget: input {n} is not kept in registers ({cost} more register(s) per "
+                         f"thread would carry {carried + cost} across stages, over the budget of {budget}): "
+                         f"{stages_word} load it from global memory again")
+            continue
+        carried += cost
+        v = values[n]
+        v.space, v.scheme, v.loaded_in = "register", "local", first
+        reader = f"stage {later[0]} reads" if len(later) == 1 else f"stages {', '.join(map(str, later))} read"
+        v.why = (f"a kernel input that stage {first} loads; {reader} it at the elements the same thread "
+                 f"loaded: kept in registers ({cost} per thread)")
+        notes.append(f"hierarchical data reuse: input {n} is loaded once, by stage {first}, and kept in "
+                     f"registers for {stages_word} ({cost} register(s) per thread; {carried} of the "
+                     f"{budget}-register budget for values carried across stages)")
+    return notes
+
+
 def _storable(graph, stages, values, part_of, name) -> bool:
     """Can a later stage read ``name``? Inputs and constants always; computed values only if
     their stage computes every element of them (a reduce/epilogue result, or the stage's domain)."""
@@ -316,7 +381,7 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
 
 
 def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
-                    force_global=None, notes=None, register_values_cap=None) -> Kernel:
+                    force_global=None, notes=None, register_values_cap=None, keep_inputs=False) -> Kernel:
     """Finish a kernel from its stages; see the module docstring.
 
     ``escapes``: nodes computed here that must be written to global memory
@@ -326,7 +391,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     ``register_values_cap``: most values per thread kept in registers from one stage to
     a later one (default :data:`REGISTER_VALUES_CAP`; 0: no register reuse across stages).
     A non-reduce op listed in several stages is recomputed in each (no value
-    crosses stages for it).
+    crosses stages for it).  ``keep_inputs``: kernel inputs that later stages read at the elements
+    an earlier stage loaded stay in registers, within the same register cap (:func:`_keep_loaded_inputs`).
     """
     notes = list(notes or [])
     force_global = set(force_global or ())
@@ -342,6 +408,9 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         if not again:
             break
         notes.append(f"recomputed in later stages instead of stored in global memory: {', '.join(again)}")
+    if stitch and keep_inputs and register_cap > 0:
+        notes.extend(_keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later,
+                                         register_cap))
 
     # barriers: strongest need between a producer stage and its first later consumer
     rank = {"none": 0, "block": 1, "grid": 2}
@@ -393,6 +462,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
                                f"({grid}x{block}); stage {s.dominant} uses {s.mapping.grid}x{s.mapping.block}")
     reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
                      if v.stage >= 0 and v.space == "register" and n in needed_later)
+    reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
     registers = min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages))
     outputs = [n for n in stage_of if n in escapes]
     _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))

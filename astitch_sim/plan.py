@@ -74,14 +74,17 @@ class Value:
     output: bool = False        # also written to global memory (a graph output or read by a later kernel)
     why: str = ""               # the reason for its space and scheme, in words (the explorer shows it)
     read_by: tuple = ()         # stages of the kernel that read it (a stage computing its own copy does not)
+    loaded_in: int = -1         # a kernel input kept in registers: the stage that loads it from global memory
+    #                             (later stages read that thread's copy); -1: every reader loads it itself
 
     def __post_init__(self):
         self.read_by = tuple(self.read_by)
 
     @property
     def read_later(self) -> tuple:
-        """Stages after the computing one that read the value (empty for a kernel input)."""
-        return tuple(j for j in self.read_by if j > self.stage) if self.stage >= 0 else ()
+        """Stages after the computing (or, for a kept input, the loading) one that read the value."""
+        first = self.stage if self.stage >= 0 else self.loaded_in
+        return tuple(j for j in self.read_by if j > first) if first >= 0 else ()
 
 
 @dataclass
@@ -166,6 +169,14 @@ class Kernel:
         return [n for s in self.stages for n in list(s.ops) + list(s.epilogue)]
 
 
+def _value_dict(v: Value) -> dict:
+    """A Value as JSON; ``loaded_in`` only where an input is kept in registers (older readers never see it)."""
+    d = {**asdict(v), "read_by": list(v.read_by)}
+    if v.loaded_in < 0:
+        del d["loaded_in"]
+    return d
+
+
 @dataclass
 class Plan:
     graph: Graph
@@ -205,7 +216,7 @@ class Plan:
                 out.extend((o.name, c, ki, "global") for c in k.computed for o in self.graph[c].operands
                            if not (o.op == "constant" and o.rank == 0))
                 continue
-            for s in k.stages:
+            for si, s in enumerate(k.stages):
                 own = set(s.ops) | set(s.epilogue)
                 for c in list(s.ops) + list(s.epilogue):
                     for o in self.graph[c].operands:
@@ -213,6 +224,8 @@ class Plan:
                             continue
                         v = k.values.get(o.name)
                         space = "register" if o.name in own else (v.space if v is not None else "global")
+                        if v is not None and v.stage < 0 and si <= v.loaded_in:
+                            space = "global"        # a kept input: its loading stage reads global memory
                         out.append((o.name, c, ki, space))
         return list(dict.fromkeys(out))
 
@@ -241,7 +254,7 @@ class Plan:
             kd = {f: getattr(k, f) for f in ("name", "kind", "grid", "block", "inputs", "outputs", "shared_bytes",
                                              "registers_per_thread", "library_op", "notes", "scratch_offset",
                                              "scratch_bytes")}
-            kd["values"] = {n: {**asdict(v), "read_by": list(v.read_by)} for n, v in k.values.items()}
+            kd["values"] = {n: _value_dict(v) for n, v in k.values.items()}
             kd["views"] = dict(k.views)
             if k.machine is not None:
                 kd["machine"] = k.machine.to_dict()

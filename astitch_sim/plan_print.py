@@ -85,6 +85,12 @@ def format_kernel(plan, k, index: int) -> list:
         lines.append(f"  shared {layout}")
     for i, s in enumerate(k.stages):
         lines.append(f"  stage {i}: dominant {s.dominant}  -- {s.mapping.describe()}")
+        for v in k.values.values():
+            if v.stage < 0 and v.loaded_in == i:
+                later = v.read_later
+                lines.append(f"      {v.node:<18} {'load':<14} {shape_str(g[v.node].shape, g[v.node].dtype):<16} "
+                             f"[local] -> stage{'s' if len(later) > 1 else ''} {', '.join(map(str, later))}  "
+                             "(input loaded once, kept in registers)")
         for n in s.ops:
             lines.append(_value_line(g, k, s, n, "    "))
         if s.sync_after_combine:

@@ -128,13 +128,15 @@ def validate_plan(plan, barriers: bool = True) -> None:
                 raise AStitchError(f"{where}: value {name} lives in unknown space {v.space!r}")
             if v.scheme not in SCHEMES:
                 raise AStitchError(f"{where}: value {name} has unknown stitch scheme {v.scheme!r}; use one of {SCHEMES}")
-            for field in ("stage", "offset", "nbytes"):
+            for field in ("stage", "offset", "nbytes", "loaded_in"):
                 x = getattr(v, field)
                 if isinstance(x, bool) or not isinstance(x, int):
                     raise AStitchError(f"{where}: value {name} {field} must be an integer, got {x!r}")
             if not -1 <= v.stage < len(k.stages):
                 raise AStitchError(f"{where}: value {name} says stage {v.stage}, but the kernel has stages "
                                    f"0..{len(k.stages) - 1} (-1: a kernel input)")
+            if v.loaded_in >= 0:
+                _check_kept_input(g, k, name, v, where)
             if v.stage >= 0 and (name in crossing or v.output):
                 s = k.stages[v.stage]
                 whole = g[name].op == "reduce" or name in s.epilogue or tuple(g[name].shape) == tuple(s.mapping.domain)
@@ -153,6 +155,22 @@ def validate_plan(plan, barriers: bool = True) -> None:
         if o.name not in written:
             raise AStitchError(f"plan computes graph output {o.name} but no kernel lists it in its outputs, so it "
                                "never reaches global memory: add it to the outputs of the kernel computing it")
+
+
+def _check_kept_input(g, kernel, name, v, where) -> None:
+    """A kernel input kept in registers: later readers must be the threads that loaded each element."""
+    if v.stage >= 0 or v.space != "register" or v.loaded_in >= len(kernel.stages):
+        raise AStitchError(f"{where}: value {name} says loaded_in={v.loaded_in}, but only a kernel input "
+                           f"(stage -1) living in registers can be kept by one of stages 0..{len(kernel.stages) - 1}")
+    m = kernel.stages[v.loaded_in].mapping
+    if tuple(g[name].shape) != tuple(m.domain):
+        raise AStitchError(f"{where}: input {name} {shape_str(g[name].shape)} is kept in registers by stage "
+                           f"{v.loaded_in}, which visits {shape_str(m.domain)}: a thread holds none of its elements")
+    for j in v.read_later:
+        if kernel.stages[j].mapping != m:
+            raise AStitchError(f"{where}: stage {j} reads input {name} from the registers stage {v.loaded_in} "
+                               "filled, but maps elements to threads differently: load it from global memory "
+                               "(loaded_in=-1, space 'global')")
 
 
 def _check_visible(kernel, name, producer, consumer, where, barriers=True) -> None:

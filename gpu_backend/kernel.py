@@ -59,6 +59,7 @@ class KernelWriter:
         self.stage_of: dict[str, int] = kernel.stage_of
         #: node -> the later stages that read it (the values that cross stages), as the plan records them
         self.read_later = {n: set(v.read_later) for n, v in kernel.values.items() if v.read_later}
+        self.kept_inputs = {n: v.loaded_in for n, v in kernel.values.items() if v.stage < 0 and v.loaded_in >= 0}
         self.cooperative_used = False
 
     # -- errors and bookkeeping ----------------------------------------------------------
@@ -137,10 +138,11 @@ class KernelWriter:
             return self.local_of[node]
         v = self.values[node]
         nd = self.g[node]
-        m = self.k.stages[v.stage].mapping
+        at = v.stage if v.stage >= 0 else v.loaded_in       # computed there, or (a kept input) loaded there
+        m = self.k.stages[at].mapping
         name = self.names.fresh("r_" + node)
         self.prologue.append(f"{name} = cuda.local.array({m.elements_per_thread}, {COMPUTE[nd.dtype]})"
-                             f"  # {node} stays in registers from stage {v.stage} to stage(s) "
+                             f"  # {node} stays in registers from stage {at} to stage(s) "
                              f"{sorted(self.read_later.get(node, ()))}: one slot per loop iteration")
         self.local_of[node] = name
         return name

@@ -237,4 +237,5 @@ class LoopEmitter:
                 v = self.kw.values.get(o.name)
                 if v is not None and 0 <= v.stage < self.si and v.space == "register" and o.name not in self.ops:
                     return True
-        return False
+        # kept inputs: loaded and kept here, or read here from the registers an earlier stage filled
+        return any(at == self.si or self.si in self.kw.read_later.get(n, ()) for n, at in self.kw.kept_inputs.items())

@@ -71,6 +71,10 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
                 continue
             where = "epilogue, " if n in self.epi else ""
             out(f"#   {n}: {where}{scheme_words(v, n in self.kw.read_later)}" + (" -> output" if v.output else ""))
+        for n, at in self.kw.kept_inputs.items():
+            if at == self.si:
+                out(f"#   {n}: kernel input, loaded here and kept in registers for stage(s) "
+                    f"{sorted(self.kw.read_later.get(n, ()))} (hierarchical data reuse)")
         if s.recompute:
             out("#      recomputed per value: " + ", ".join(f"{n} x{c}" for n, c in s.recompute.items()))
         if self.reduces and m.kind == "flat":
@@ -136,3 +140,10 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
                 pname = self.kw.probe_array(n)
                 self.out(f"{pname}[{E.ravel(idx, dom)}] = (bid * {self.m.block} + tid) * "
                          f"{self.m.elements_per_thread} + {self.it}  # probe: who stores this element")
+        for n in self.kept_here():
+            val = self.value(n, idx, scope)
+            self.out(f"{self.kw.local_array(n)}[{self.it}] = {val}  # keep input {n} in registers for a later stage")
+
+    def kept_here(self) -> list:
+        """Kernel inputs this stage loads and keeps in registers for later stages (hierarchical data reuse)."""
+        return [n for n, at in self.kw.kept_inputs.items() if at == self.si]

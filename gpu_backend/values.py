@@ -65,17 +65,15 @@ class ValueEmitter:
             self.fail(f"{n} is read but the kernel has no Value for it")
         if v.stage >= self.si:
             self.fail(f"{n} is read before stage {v.stage} computes it")
+        if v.stage < 0 and 0 <= v.loaded_in < self.si:
+            return self.kept_register(n, v)
         if v.stage < 0:
             ref = f"{self.kw.global_array(n)}[{E.ravel(idx, node.shape)}]"
             var = self.assign(scope, key, n, self.kw.load(node.dtype, ref),
                               f"{n}: {shape_str(node.shape, node.dtype)} from global memory")
             return var
         if v.space == "register":
-            if self.it is None:
-                self.fail(f"{n} is kept in registers by stage {v.stage} but read outside a domain loop")
-            if self.k.stages[v.stage].mapping != self.m:
-                self.fail(f"{n} is kept in registers by stage {v.stage}, whose mapping differs from this stage's")
-            return f"{self.kw.local_array(n)}[{self.it}]"
+            return self.kept_register(n, v)
         if v.space == "shared":
             ref = f"{self.kw.shared_view(n)}[{self.shared_slot(n, idx)}]"
             return self.assign(scope, key, n, self.kw.load(node.dtype, ref),
@@ -86,6 +84,15 @@ class ValueEmitter:
             return self.assign(scope, key, n, self.kw.load(node.dtype, ref),
                                f"{n} from global memory (Global, written by stage {v.stage})")
         self.fail(f"{n} lives in unknown space {v.space!r}")
+
+    def kept_register(self, n: str, v) -> str:
+        """A value an earlier stage left in this thread's registers (computed there, or a kept input it loaded)."""
+        at = v.stage if v.stage >= 0 else v.loaded_in
+        if self.it is None:
+            self.fail(f"{n} is kept in registers by stage {at} but read outside a domain loop")
+        if self.k.stages[at].mapping != self.m:
+            self.fail(f"{n} is kept in registers by stage {at}, whose mapping differs from this stage's")
+        return f"{self.kw.local_array(n)}[{self.it}]"
 
     def assign(self, scope: Scope, key, n: str, expr: str, comment: str) -> str:
         var = self.kw.names.fresh(n)

@@ -567,19 +567,21 @@ def test_package_docstring_example_runs():
 
 
 def test_shared_bytes_reused_without_a_barrier_is_reported():
-    """If a plan put reduce_sum.60 (written in stage 3) in the shared bytes of reduce_sum.61 (last read in
-    stage 2, with no barrier after it), a fast thread could overwrite what a slow one still reads.  The
-    compiler never plans that (it reuses a slot only across a barrier); here we write such a plan by hand,
-    with one thread per row so no reduction tree synchronises the block first, and generation refuses it."""
-    g, _ = _fixture("grad_layernorm")
+    """If a plan put jit__take_.1/reduce_and.15 (written in stage 3, one thread per row: no reduction tree
+    synchronises the block first) in the shared bytes of select_n.9 (last read in stage 1, with no barrier
+    after stages 1 and 2), a fast thread could overwrite what a slow one still reads.  The compiler never
+    plans that (it reuses a slot only across a barrier); here we write such a plan by hand, and generation
+    refuses it.  (grad_layernorm served here before its sibling reductions came to share stages.)"""
+    g = asim.from_hlo_file(FIXTURES.parent / "models" / "xent_integer_labels.hlo")
     plan = asim.compile(g, "astitch", "H100")
     gpu_backend.generate_source(plan)                     # as planned: fine
     d = json.loads(plan.to_json())
     k = d["kernels"][0]
     vals = k["values"]
-    assert vals["reduce_sum.61"]["stage"] == 1 and vals["reduce_sum.60"]["stage"] == 3
-    assert k["stages"][2]["barrier_after"] == "none"
-    vals["reduce_sum.60"]["offset"] = vals["reduce_sum.61"]["offset"]
-    k["stages"][3]["mapping"]["threads_per_row"] = 1
+    a, b = "select_n.9", "jit__take_.1/reduce_and.15"
+    assert max(vals[a]["read_by"]) == 1 and vals[b]["stage"] == 3
+    assert [s["barrier_after"] for s in k["stages"][1:3]] == ["none", "none"]
+    assert k["stages"][3]["mapping"]["threads_per_row"] == 1
+    vals[b]["offset"] = vals[a]["offset"]
     with pytest.raises(AStitchError, match="write-after-read race"):
         gpu_backend.generate_source(asim.Plan.from_json(json.dumps(d)))

@@ -211,10 +211,13 @@ test_q2_x_loads(x_loads)
 # # END QUESTION
 
 # %% [markdown]
-# `x` is loaded once in stage 0 and again in stage 1 (the plan keeps `xc`, not `x`, in registers across
-# stages). A persistent schedule that holds the whole row in registers -- TorchInductor's "persistent
-# reductions" do this for rows up to 1024 (`paper-notes.md`, "Where others stand today") -- would load it
-# once. That is a place where this plan, and the cost model, leave bytes on the table: a good project.
+# `x` is loaded once, by stage 0. Stage 1 reads it again at the same elements under the same mapping, so
+# each thread keeps what it loaded in its registers (`print(plan)` lists `x` under stage 0 as "input loaded
+# once, kept in registers", and a note says how many registers that costs); stage 2 needs only `xc`, also
+# kept in registers. The registers are a budget: with rows so long that each thread would hold too many
+# elements, the plan loads `x` again in stage 1 and its notes say why -- the same trade TorchInductor's
+# "persistent reductions" make, keeping a row in registers only up to 1024 elements (`paper-notes.md`,
+# "Where others stand today").
 #
 # ## Hierarchical data reuse
 #
@@ -222,7 +225,8 @@ test_q2_x_loads(x_loads)
 # - element level: `mean` of a row is computed by one thread and read by the row's sixteen -- through
 #   shared memory (Regional), because they share a block;
 # - operator level: `xc` has two consumers (`xc_sq` in stage 1, `xhat` in stage 2); it is computed once and
-#   kept in the thread's registers for both (Local), instead of being recomputed or reloaded.
+#   kept in the thread's registers for both (Local), instead of being recomputed or reloaded;
+# - loads: `x` is read by stages 0 and 1; it is loaded once and kept in registers for the second reader.
 #
 # When the consumers are in **other blocks**, only global memory reaches them: the Global scheme. Figure 7's
 # `power.1` is produced per row by the stage-0 mapping but consumed per column by the column reduction of

@@ -229,6 +229,10 @@ class KernelRun:
         self.plan, self.graph, self.index, self.kernel = plan, plan.graph, index, kernel
         self.mem, self.recorder = mem, recorder
         self.stage_of, self.needed_later = kernel.stage_of, kernel.live_later
+        self.kept_inputs: dict = {}        # loading stage -> kernel inputs it keeps in registers for later stages
+        for n, v in kernel.values.items():
+            if v.stage < 0 and v.loaded_in >= 0:
+                self.kept_inputs.setdefault(v.loaded_in, []).append(n)
         self.geoms: dict = {}
         self.epis: dict = {}
         self.regs: dict = {}
@@ -318,6 +322,8 @@ class KernelRun:
                 continue
             val = ev.value(r, geom.idx)
             self.store_elements(ev, r, val)
+        for n in self.kept_inputs.get(i, ()):
+            self.keep_loaded_input(ev, n)
         reduces = s.reduces
         results = {}
         if reduces:
@@ -403,6 +409,8 @@ class KernelRun:
             return self.read_shared(ev, name, idx, mask)
         if at is not None and v is not None and v.space == "register":
             return self.read_register(ev, name, idx, mask)
+        if at is None and v is not None and v.space == "register" and 0 <= v.loaded_in < ev.i:
+            return self.read_register(ev, name, idx, mask)       # a kept input: no second global load
         if name not in self.mem:
             raise AStitchError(f"kernel {k.name} reads {name} from global memory, but no kernel has written it")
         return self.read_global(ev, name, idx, mask)
@@ -522,6 +530,18 @@ class KernelRun:
                 node = self.graph[name]
                 self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
                                               [self._task_flat(node, geom.idx)]))
+
+    def keep_loaded_input(self, ev, name) -> None:
+        """A kept input: the value this stage loaded at each of its elements stays in the thread's registers
+        (the load itself is the stage's own read, counted once: reading it again here hits the memo)."""
+        node, geom = self.graph[name], ev.geom
+        if tuple(node.shape) != geom.shape:
+            raise AStitchError(f"kernel {self.kernel.name} stage {ev.i}: input {name} {node.shape} is kept in "
+                               f"registers, but the stage visits elements of {geom.shape}")
+        self.regs[name] = (geom, ev.value(name, geom.idx))
+        if self.recorder is not None:
+            self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
+                                          [self._task_flat(node, geom.idx)]))
 
     def store_task_value(self, ev, name, val, epi) -> None:
         """An epilogue result or a reduce result, one per task: shared (every split block),

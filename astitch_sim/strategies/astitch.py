@@ -12,7 +12,8 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    Local elementwise ops of the reduced shape joins that reduce's group as a
    sub-dominant (it runs in the group's *epilogue*, once per reduced row).
    A candidate over the same domain as an earlier group that does not need that
-   group's results joins it too; sibling reduces of one domain share a group.
+   group's results joins it too; sibling reduces of one domain share a group
+   (group norm's sum and sum of squares: one stage, the input read once for both).
 4. **Schedule propagation / adaptive thread mapping.**  Reduce-led groups get
    row mappings with horizontal packing (short rows share a block), task
    splitting (few long rows: split over blocks when rows < blocks per wave and a
@@ -24,7 +25,10 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    or Global per value; Global needs a grid barrier, which needs every block
    resident: the grid is capped at one wave (vertical packing) whenever the
    kernel has one.
-6. **Memory.**  Regional buffers share space when their lifetimes do not overlap;
+6. **Memory.**  Hierarchical data reuse: a value -- computed, or an input a thread
+   loaded -- that a later stage reads at the same elements under the same mapping
+   stays in registers, within a per-thread budget (over it, the input is read again
+   and the kernel's notes say so).  Regional buffers share space when their lifetimes do not overlap;
    if shared memory exceeds the per-block budget, Regional values are demoted to
    Global one at a time (largest first) until it fits.
 7. **Launch ("assume-relax-apply").**  Assume 1024-thread blocks and 32
@@ -269,16 +273,24 @@ def _same_mapping(a: _Group, b: _Group) -> bool:
 
 def _sibling_group(graph, groups, d, cache, max_slots):
     """A group with a reduce over the same domain and dims that ``d`` does not depend on (and room for
-    ``d``'s reduction tree in shared memory: :func:`~astitch_sim.strategies.common.max_reduction_slots`)."""
+    ``d``'s reduction tree in shared memory: :func:`~astitch_sim.strategies.common.max_reduction_slots`).
+
+    Sibling reductions (group norm's sum and sum of squares, a mean and a mean of squares) then run in
+    one stage, as XLA's multi-output fusion runs them in one kernel: the input is read once for all of
+    them.  ``d`` may read the group's *element* values (the shared ``reshape(x)`` both sums read, or
+    ``x * x`` of the same ``x``): they exist at every element before any reduce folds them in.  Only
+    the group's reduce results and its epilogue (per-task values, complete after the reduction) are
+    out of reach for a sibling."""
     for gr in groups:
         if gr.adopt is not None or not gr.reduces:
             continue
         if sum(reduction_values(r) for r in gr.reduces) + reduction_values(d) > max_slots:
             continue
         r0 = gr.reduces[0]
+        per_task = {n.name for n in gr.reduces} | {n.name for n in gr.epilogue}
         if (r0.operands[0].shape == d.operands[0].shape and r0.attrs["dimensions"] == d.attrs["dimensions"]
                 and r0.operands[0].layout == d.operands[0].layout
-                and not _depends_on(graph, d, {n.name for n in gr.ops} | {n.name for n in gr.epilogue}, cache)):
+                and not _depends_on(graph, d, per_task, cache)):
             return gr
     return None
 
@@ -458,7 +470,7 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
                                 epilogue=[n.name for n in gr.epilogue]))
         k = assemble_kernel(graph, f"stitch.{index}:{groups[-1].dominant.name}", stages, gpu, escapes,
                             stitch=True, force_global=force_global, notes=list(notes),
-                            register_values_cap=None if opts.register_reuse else 0)
+                            register_values_cap=None if opts.register_reuse else 0, keep_inputs=True)
         budget = gpu.shared_per_block_default
         if k.shared_bytes > budget:
             regional = sorted((v for v in k.values.values() if v.space == "shared"), key=lambda v: -v.nbytes)

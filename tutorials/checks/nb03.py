@@ -34,7 +34,7 @@ def q1_mean_writer(mean_writer):
                 "row does? (filter the trace for node='mean', kind='write')")
 
 
-@exercise(wrong=[32, 96, 16, 2])
+@exercise(wrong=[64, 96, 16, 2])
 def q2_x_loads(x_loads):
     got = integer(x_loads, "x_loads")
     plan, trace = _small_layernorm()
@@ -42,10 +42,11 @@ def q2_x_loads(x_loads):
     if got == truth:
         return
     elements = 2 * 16
-    if got == elements:
-        raise Wrong("that would be one load per element; count the loads in every stage of the trace")
+    if got == 2 * elements:
+        raise Wrong("that counts a load in stage 0 and another in stage 1; does stage 1 read x from global "
+                    "memory, or from somewhere closer? (filter the trace by space as well as node)")
     if got == 3 * elements:
-        raise Wrong("not every stage loads x: one of them uses a value kept in registers instead")
+        raise Wrong("not every stage loads x: later stages use values kept in registers instead")
     raise Wrong(f"{direction(got, truth)}: count trace events with node='x', space='global', kind='read'")
 
 
