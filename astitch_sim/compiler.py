@@ -52,7 +52,8 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     never_behind            True     False: the raw stitch plan, even where a part of it
                                      moves more global bytes or is predicted slower
                                      than XLA's kernels for the same ops (on: XLA's
-                                     kernels are kept there; strategies/never_behind.py)
+                                     kernels are kept there, when no other switch is
+                                     changed; strategies/never_behind.py)
     ======================  =======  ==================================================
 
     An unknown option, a value of the wrong type, or an option given to a

@@ -33,7 +33,8 @@ The pass, per memory-intensive cluster (the ops between matrix products):
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
    global bytes, take longer or launch more kernels, XLA's kernels are used
-   there instead, and the plan's notes say why.
+   there instead, and the plan's notes say why.  Only with the paper's
+   decisions: under a what-if switch the raw stitch plan is shown.
 
 What-if switches (``asim.compile(g, "astitch", gpu, **options)``, see
 :mod:`.options`): each step above that is a *decision* can be switched off --
@@ -62,7 +63,7 @@ from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
-from .never_behind import keep_xla_where_cheaper
+from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 
@@ -583,6 +584,11 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     if changed:
         notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
     plan = Plan(graph, "astitch", gpu, kernels, notes, options=changed)
-    if opts.never_behind:      # step 8: XLA's kernels wherever stitching would cost more (never_behind.py)
+    # step 8: XLA's kernels wherever stitching would cost more (never_behind.py) -- for the paper's decisions
+    # only: a what-if switch shows what the decision it turns off is worth, not XLA's plan in its place
+    if opts.never_behind and not changed:
         plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes)
+    elif opts.never_behind:
+        plan.notes.append(f"{NEVER_BEHIND_NOTE}: not applied -- what-if switches show the raw stitch plan of "
+                          "the decisions they leave on")
     return plan

@@ -41,7 +41,10 @@ This step, run after the stitch plan is built, puts XLA's kernels back there.
    XLA's plan).
 
 ``asim.compile(g, "astitch", gpu, never_behind=False)`` switches the step off:
-the raw stitch plan, as the rules of :mod:`.astitch` make it.
+the raw stitch plan, as the rules of :mod:`.astitch` make it.  The step runs only
+with the paper's decisions: when another what-if switch is changed (say
+``global_stitching=False``) the plan shows what that switch does to the stitch
+plan itself, not XLA's kernels in its place (a plan note says so).
 """
 from __future__ import annotations
 

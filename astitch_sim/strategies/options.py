@@ -58,7 +58,8 @@ class AStitchOptions(OptionSet):
                              "AStitch's assumed 1024",
         "never_behind": "off: the raw stitch plan, even where stitching part of the graph moves more global "
                         "bytes or is predicted slower than XLA's kernels for the same ops (on: XLA's "
-                        "boundaries are kept there, and the plan's notes say why)",
+                        "boundaries are kept there, and the plan's notes say why; applied only when no "
+                        "other switch is changed, so a switch shows the raw effect of its decision)",
     }
 
     def __post_init__(self):
