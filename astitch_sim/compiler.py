@@ -49,6 +49,11 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     register_reuse          True     False: no value stays in registers from one stage to
                                      a later one (recomputed, or read from memory)
     max_block_threads       1024     a power of two 32..1024: cap on threads per block
+    never_behind            True     False: the raw stitch plan, even where a part of it
+                                     moves more global bytes or is predicted slower
+                                     than XLA's kernels for the same ops (on: XLA's
+                                     kernels are kept there, when no other switch is
+                                     changed; strategies/never_behind.py)
     ======================  =======  ==================================================
 
     An unknown option, a value of the wrong type, or an option given to a

@@ -7,6 +7,7 @@ from .search_record import format_search
 from .viz import graph_to_dot
 from .trivial_reduce import NOTE_PREFIX as TRIVIAL_REDUCE_NOTE
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
+from .strategies.never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
 SPACE_WORD = {"register": "registers", "shared": "shared memory", "global": "global memory"}
@@ -115,7 +116,8 @@ def format_plan(plan) -> str:
     lines = [head]
     if plan.options:
         lines.append("what-if: " + ", ".join(f"{k}={v}" for k, v in plan.options.items()))
-    lines.extend(f"  note: {n}" for n in plan.notes if n.startswith((ZERO_SIZE_NOTE, TRIVIAL_REDUCE_NOTE)))
+    lines.extend(f"  note: {n}" for n in plan.notes if n.startswith((ZERO_SIZE_NOTE, TRIVIAL_REDUCE_NOTE,
+                                                                             NEVER_BEHIND_NOTE)))
     lines.extend(format_search(plan.search))
     for i, k in enumerate(plan.kernels):
         lines.extend(format_kernel(plan, k, i))

@@ -573,7 +573,7 @@ def test_shared_bytes_reused_without_a_barrier_is_reported():
     plans that (it reuses a slot only across a barrier); here we write such a plan by hand, and generation
     refuses it.  (grad_layernorm served here before its sibling reductions came to share stages.)"""
     g = asim.from_hlo_file(FIXTURES.parent / "models" / "xent_integer_labels.hlo")
-    plan = asim.compile(g, "astitch", "H100")
+    plan = asim.compile(g, "astitch", "H100", never_behind=False)   # the raw stitch plan
     gpu_backend.generate_source(plan)                     # as planned: fine
     d = json.loads(plan.to_json())
     k = d["kernels"][0]

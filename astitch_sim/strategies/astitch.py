@@ -34,6 +34,11 @@ The pass, per memory-intensive cluster (the ops between matrix products):
 7. **Launch ("assume-relax-apply").**  Assume 1024-thread blocks and 32
    registers per thread, compute blocks per wave with the planned shared memory,
    then relax the register cap to the most that keeps that wave count.
+8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
+   against XLA's kernels for the same ops; where stitching would move more
+   global bytes, take longer or launch more kernels, XLA's kernels are used
+   there instead, and the plan's notes say why.  Only with the paper's
+   decisions: under a what-if switch the raw stitch plan is shown.
 
 What-if switches (``asim.compile(g, "astitch", gpu, **options)``, see
 :mod:`.options`): each step above that is a *decision* can be switched off --
@@ -62,6 +67,7 @@ from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
+from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 
@@ -566,11 +572,13 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
                 progressed = True
         if not progressed:      # pragma: no cover - remote stitching never makes cycles
             raise AssertionError("astitch: kernels depend on each other in a cycle")
-    kernels = []
+    kernels, scope_index, stitch_scopes = [], [], []
     for kind, names in ordered:
         if kind == "library":
             kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
+            scope_index.append(None)
             continue
+        stitch_scopes.append(set(names))
         scope = with_rematerialised(names, graph)
         # dead code (users no output depends on) reads nothing: it forces no value into memory
         escapes = {n for n in names if n in outputs or any(u.name in live and u.name not in names
@@ -579,10 +587,20 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
                                                            for u in graph[n].users)}
         names = scope
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
-        kernels.extend(_build_kernels(graph, gpu, names, escapes, len(kernels), opts))
+        built = _build_kernels(graph, gpu, names, escapes, len(kernels), opts)
+        kernels.extend(built)
+        scope_index.extend([len(stitch_scopes) - 1] * len(built))
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
              f"{len(libs)} library kernel(s)"]
     changed = opts.changed()
     if changed:
         notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
-    return Plan(graph, "astitch", gpu, kernels, notes, options=changed)
+    plan = Plan(graph, "astitch", gpu, kernels, notes, options=changed)
+    # step 8: XLA's kernels wherever stitching would cost more (never_behind.py) -- for the paper's decisions
+    # only: a what-if switch shows what the decision it turns off is worth, not XLA's plan in its place
+    if opts.never_behind and not changed:
+        plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes)
+    elif opts.never_behind:
+        plan.notes.append(f"{NEVER_BEHIND_NOTE}: not applied -- what-if switches show the raw stitch plan of "
+                          "the decisions they leave on")
+    return plan

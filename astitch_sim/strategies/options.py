@@ -37,6 +37,7 @@ class AStitchOptions(OptionSet):
     global_stitching: bool = True
     register_reuse: bool = True
     max_block_threads: int = 1024
+    never_behind: bool = True
 
     #: what each switch does when turned off (or, for the cap, lowered); the explorer shows these words
     HELP: ClassVar[dict] = {
@@ -55,6 +56,10 @@ class AStitchOptions(OptionSet):
                           "later stage recomputes it (cheap ops) or reads it from memory",
         "max_block_threads": "a cap on threads per block (a power of two, 32..1024) instead of "
                              "AStitch's assumed 1024",
+        "never_behind": "off: the raw stitch plan, even where stitching part of the graph moves more global "
+                        "bytes or is predicted slower than XLA's kernels for the same ops (on: XLA's "
+                        "boundaries are kept there, and the plan's notes say why; applied only when no "
+                        "other switch is changed, so a switch shows the raw effect of its decision)",
     }
 
     def __post_init__(self):
