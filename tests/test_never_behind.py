@@ -99,14 +99,28 @@ def test_catalog_at_paper_sizes_is_never_behind_xla(name):
     assert_never_behind(stats_of(g, workload_inputs(g, 0)), f"{name} at its default (paper) size")
 
 
-#: graphs where the raw stitch plan is behind xla today: (fixture dir, name)
-KNOWN_BEHIND = [("hlo", "groupnorm"), ("hlo", "convert_bf16_layernorm"), ("hlo", "grad_layernorm"),
-                ("hlo", "transformer_ffn")]
+#: graphs where the raw stitch plan is behind xla today: (fixture dir, name).  Before sibling reductions
+#: shared a stage and loaded inputs stayed in registers (issue 13, items 3-4) groupnorm, grad_layernorm,
+#: convert_bf16_layernorm and transformer_ffn were here too; models/argmax_accuracy still is, by 2 KB
+#: of 62.5 MiB (checked by the fixture sweep above, too big to run twice here).
+KNOWN_BEHIND = [("models", "embedding_and_grad"), ("tiny", "embedding_and_grad")]
+
+
+def tiny_embedding_and_grad():
+    """models/embedding_and_grad.hlo (a JAX embedding lookup and its scatter-add gradient) shrunk to a
+    64x8 table and 2x4 ids, small enough for Numba's CUDA simulator; its raw stitch plan is still behind."""
+    text = (FIXTURES / "models" / "embedding_and_grad.hlo").read_text()
+    for big, small in [("32000,256", "64,8"), ("8,512,256", "2,4,8"), ("8,512", "2,4"),
+                       ("constant(32000)", "constant(64)"), ("slice_sizes={1,256}", "slice_sizes={1,8}")]:
+        text = text.replace(big, small)
+    rng = np.random.default_rng(0)
+    return asim.from_hlo(text), [rng.standard_normal((64, 8)).astype(np.float32),
+                                 rng.integers(-64, 64, (2, 4)).astype(np.int32)]
 
 
 @pytest.mark.parametrize("sub,name", KNOWN_BEHIND)
 def test_raw_stitch_plan_is_behind_and_the_fallback_fixes_it(sub, name):
-    g, inputs = load_fixture(sub, name)
+    g, inputs = tiny_embedding_and_grad() if sub == "tiny" else load_fixture(sub, name)
     raw = stats_of(g, inputs, never_behind=False)
     with pytest.raises(AssertionError, match="global bytes"):     # the invariant test fails without the fallback
         assert_never_behind(raw, name)
@@ -141,7 +155,7 @@ def test_a_kept_stitch_plan_says_so_with_its_numbers():
 def test_mixed_plan_runs_in_the_numba_backend():
     """A plan with XLA's kernels put back is generated and run by the Numba backend like any other."""
     gpu_backend = pytest.importorskip("gpu_backend")
-    g, inputs = load_fixture("hlo", "groupnorm")
+    g, inputs = tiny_embedding_and_grad()
     plan = asim.compile(g, "astitch", "H100")
     assert any(k.name.startswith("fusion.") for k in plan.kernels)
     outs = gpu_backend.run(plan, inputs)
