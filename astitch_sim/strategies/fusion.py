@@ -47,6 +47,36 @@ at most 96 operands and outputs per fusion             ``gpu_fusible.cc``: ``Fus
 * ``tvm``: like xla, but an expensive op followed by a broadcast is fused into
   its consumers and recomputed per consumer element (the plan records how often);
   TVM inlines every injective producer into each consumer, so nothing is re-read.
+
+The tvm rules, and where TVM states them (Relay's ``FuseOps`` pass,
+``src/relay/transforms/fuse_ops.cc``, ``GraphPartitioner::RunFuse``, over the op patterns of
+``include/tvm/relay/op_attr_types.h``: kElemWise < kBroadcast < kInjective < kCommReduce <
+kOutEWiseFusable < kOpaque; and TOPI's schedules, which inline every injective stage of a fused
+function into its consumer: ``schedule_injective``, ``traverse_inline`` with ``compute_inline``):
+
+=====================================================  ==================================================
+rule here                                              TVM
+=====================================================  ==================================================
+an elementwise or broadcast producer fuses into its    ``RunFuse``: a kElemWise/kBroadcast node fuses into
+consumer, and into the reduce it feeds                 its post-dominator when every path is at most
+                                                       kInjective and the sink is injective or kCommReduce
+a reduce's result leaves its kernel                    ``RunFuse``: a kCommReduce group is never fused
+                                                       into its post-dominator ("do nothing")
+an expensive op followed by a broadcast is fused       inside one fused function the injective producer is
+into the broadcast's consumers and evaluated once      ``compute_inline``-d into the broadcast's consumer,
+per consumer element (the plan's recompute factor)     so it is evaluated per element (paper, Section 2)
+no multi-output fusion of siblings: an Adam step is    ``FuseOps`` only merges a node into its
+several kernels where XLA makes one                    post-dominator; it never fuses siblings
+matrix products, sorts, scatters: kernels of their     kOpaque and kOutEWiseFusable ops are not fused as
+own                                                    producers ("no actions for opaque nodes")
+=====================================================  ==================================================
+
+Where this model is the paper's TVM rather than ``FuseOps`` to the letter: a cheap producer read by
+several kernels is recomputed in each (as XLA does), where ``FuseOps``, which never puts a node in two
+groups, makes it a kernel of its own unless every path to its post-dominator stays injective.  On the
+paper's Figure 7 that is the difference between the paper's 3 TVM kernels (power recomputed in both
+consumers, which we reproduce) and the 4 a literal post-dominator partition would give.  ``FuseOps``'
+cap of 256 ops per fused function (``kMaxFusedOps``) is not modelled.
 """
 from __future__ import annotations
 
