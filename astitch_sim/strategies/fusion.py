@@ -162,7 +162,7 @@ def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots:
                 library[key] = [r]
                 groups.append(library[key])
             continue
-        if strategy != "unfused" and node.op == "reduce":
+        if strategy == "xla" and node.op == "reduce":       # TVM's FuseOps fuses no siblings
             for g in groups:
                 first = graph[g[0]]
                 if (first.op == "reduce" and first.operands[0].shape == node.operands[0].shape
