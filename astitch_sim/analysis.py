@@ -20,12 +20,9 @@ from dataclasses import dataclass
 from .graph import Graph, Node
 from .reducers import reduce_inputs
 
-#: ops that never need a kernel of their own: no data moves or the value is inlined
-FREE_OPS = ("parameter", "constant", "iota", "broadcast", "reshape", "bitcast", "copy")
-
-
 def is_free(node: Node) -> bool:
-    return node.op in FREE_OPS
+    """An op that never needs a kernel of its own (the op table's ``inline`` column)."""
+    return node.opdef.inline
 
 
 def is_boundary(node: Node) -> bool:
@@ -208,7 +205,7 @@ def memory_clusters(graph: Graph) -> list[list[Node]]:
 def is_rematerialisable(node: Node) -> bool:
     """A free op of sources only (a broadcast constant, an iota, a reshape of a parameter): every kernel
     that reads one computes it again for nothing, so it joins no cluster and ties no kernels together."""
-    if node.op not in FREE_OPS or node.op in ("parameter", "constant"):
+    if not is_free(node) or node.op in ("parameter", "constant"):
         return False
     return all(o.op in ("parameter", "constant") or is_rematerialisable(o) for o in node.operands)
 

@@ -23,6 +23,16 @@ Each row gives
   * ``flops``: arithmetic per output element (per input element for a reduce),
     an estimate used by the cost model to charge recomputation.
   * ``numpy``: ``f(node, *operand_arrays) -> array`` -- the op's meaning.
+  * ``inline``: the op never needs a kernel of its own: its value is recomputed
+    wherever it is read, because no data moves (broadcast, reshape, bitcast,
+    copy) or it is a source cheaper to recompute than to load (iota, a
+    constant).  The compiler's clustering reads it (``analysis.is_free``).
+  * ``is_view`` (derived): a one-operand ``broadcast`` or ``layout`` op (broadcast,
+    reshape, bitcast, transpose, reverse, slice): each output element *is* one
+    operand element at an index known when the kernel is written, so readers
+    evaluate it as an index remap with no instruction.  ``pad`` (a second
+    operand, the pad value) and ``concatenate`` (several) are layout ops but not
+    views: an element may come from either operand.
   * ``scalar``: for elementwise ops, a Python expression template over scalar
     operands ``{0} {1} {2}`` (and ``{bits}``, the integer width, for shifts)
     that code generators (Numba) emit per element; helpers named ``_x`` are
@@ -65,6 +75,11 @@ class OpDef:
     arity: Optional[int]
     numpy: Callable
     scalar: Optional[str] = None
+    inline: bool = False
+
+    @property
+    def is_view(self) -> bool:
+        return self.kind in ("broadcast", "layout") and self.arity == 1
 
     @property
     def is_elementwise(self) -> bool:
@@ -282,16 +297,16 @@ def _dot(node, a, b):
     return out.reshape(node.shape)
 
 
-def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None):
-    return OpDef(name, kind, dependency, cost, flops, arity, fn, scalar)
+def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False):
+    return OpDef(name, kind, dependency, cost, flops, arity, fn, scalar, inline)
 
 
 E, L, X = "elementwise", "light", "expensive"
 _ROWS = [
     # sources
-    _row("parameter", "source", "source", "free", 0, 0, _parameter),
-    _row("constant", "source", "source", "free", 0, 0, _constant),
-    _row("iota", "source", "source", "light", 1, 0, _iota),
+    _row("parameter", "source", "source", "free", 0, 0, _parameter, inline=True),
+    _row("constant", "source", "source", "free", 0, 0, _constant, inline=True),
+    _row("iota", "source", "source", "light", 1, 0, _iota, inline=True),
     # unary elementwise
     _row("negate", E, "one-to-one", L, 1, 1, _unary(np.negative), "(-{0})"),
     _row("abs", E, "one-to-one", L, 1, 1, _unary(np.abs), "abs({0})"),
@@ -317,7 +332,7 @@ _ROWS = [
          "_not({0})"),
     _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})"),
     _row("convert", E, "one-to-one", L, 1, 1, lambda node, x: x, "{0}"),   # the cast to node.dtype does it
-    _row("copy", E, "one-to-one", "free", 0, 1, lambda node, x: x, "{0}"),
+    _row("copy", E, "one-to-one", "free", 0, 1, lambda node, x: x, "{0}", inline=True),
     # binary elementwise
     _row("add", E, "one-to-one", L, 1, 2, _binary(np.add), "({0} + {1})"),
     _row("subtract", E, "one-to-one", L, 1, 2, _binary(np.subtract), "({0} - {1})"),
@@ -339,9 +354,9 @@ _ROWS = [
     _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})"),
     _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})"),
     # data movement
-    _row("broadcast", "broadcast", "one-to-many", "free", 0, 1, _broadcast),
-    _row("reshape", "layout", "one-to-one", "free", 0, 1, _reshape),
-    _row("bitcast", "layout", "one-to-one", "free", 0, 1, _reshape),
+    _row("broadcast", "broadcast", "one-to-many", "free", 0, 1, _broadcast, inline=True),
+    _row("reshape", "layout", "one-to-one", "free", 0, 1, _reshape, inline=True),
+    _row("bitcast", "layout", "one-to-one", "free", 0, 1, _reshape, inline=True),
     _row("transpose", "layout", "one-to-one", "free", 0, 1, _transpose),
     _row("slice", "layout", "one-to-one", "free", 0, 1, _slice),
     _row("concatenate", "layout", "one-to-one", "free", 0, None, _concatenate),

@@ -12,8 +12,13 @@ tuple element that is used.
 Each row gives
   * ``values``: 1, or 2 for a pair reducer;
   * ``region_op``: the binary op of a one-value region (``add`` for sum...);
-  * ``atomic``: a task split over blocks may combine partials with atomics
-    (otherwise through global scratch and a grid barrier);
+  * ``atomic``: the CUDA atomic a task split over blocks may combine its
+    partials with (``add``, ``max``, ``min``: ``cuda.atomic.<atomic>``), or None
+    (partials then combine through global scratch and a grid barrier);
+  * ``scalar``: the one-value combine as a scalar expression template over
+    ``{0}`` and ``{1}``, which code generators (Numba) emit per step, like the
+    op table's ``scalar`` column; None for pair reducers (the backend's
+    prelude has their compare-and-take helpers);
   * ``splittable``: may a task be split over blocks at all (pair reducers are not:
     their partial pairs would need a two-value combine across blocks);
   * ``combine(a, b)``: numpy, on tuples of arrays (one per value); exact and
@@ -41,9 +46,10 @@ class Reducer:
     name: str
     values: int
     region_op: Optional[str]
-    atomic: bool
+    atomic: Optional[str]
     combine: Callable
     identity: Callable
+    scalar: Optional[str] = None
 
     @property
     def splittable(self) -> bool:
@@ -90,14 +96,14 @@ def _arg_combine(better):
 
 
 ROWS = [
-    Reducer("sum", 1, "add", True, _one(np.add), lambda dts: (np.zeros((), dts[0]),)),
-    Reducer("max", 1, "maximum", True, _one(np.maximum), lambda dts: (_min_of(dts[0]),)),
-    Reducer("min", 1, "minimum", True, _one(np.minimum), lambda dts: (_max_of(dts[0]),)),
-    Reducer("prod", 1, "multiply", False, _one(np.multiply), lambda dts: (np.ones((), dts[0]),)),
-    Reducer("and", 1, "and", False, _one(np.logical_and), lambda dts: (np.array(True),)),
-    Reducer("or", 1, "or", False, _one(np.logical_or), lambda dts: (np.array(False),)),
-    Reducer("argmax", 2, None, False, _arg_combine(np.greater), lambda dts: (_min_of(dts[0]), _max_of(dts[1]))),
-    Reducer("argmin", 2, None, False, _arg_combine(np.less), lambda dts: (_max_of(dts[0]), _max_of(dts[1]))),
+    Reducer("sum", 1, "add", "add", _one(np.add), lambda dts: (np.zeros((), dts[0]),), "({0} + {1})"),
+    Reducer("max", 1, "maximum", "max", _one(np.maximum), lambda dts: (_min_of(dts[0]),), "_max({0}, {1})"),
+    Reducer("min", 1, "minimum", "min", _one(np.minimum), lambda dts: (_max_of(dts[0]),), "_min({0}, {1})"),
+    Reducer("prod", 1, "multiply", None, _one(np.multiply), lambda dts: (np.ones((), dts[0]),), "({0} * {1})"),
+    Reducer("and", 1, "and", None, _one(np.logical_and), lambda dts: (np.array(True),), "({0} & {1})"),
+    Reducer("or", 1, "or", None, _one(np.logical_or), lambda dts: (np.array(False),), "({0} | {1})"),
+    Reducer("argmax", 2, None, None, _arg_combine(np.greater), lambda dts: (_min_of(dts[0]), _max_of(dts[1]))),
+    Reducer("argmin", 2, None, None, _arg_combine(np.less), lambda dts: (_max_of(dts[0]), _max_of(dts[1]))),
 ]
 
 REDUCERS: dict[str, Reducer] = {r.name: r for r in ROWS}
@@ -122,7 +128,7 @@ def has_atomic(node) -> bool:
 
     Both the reducer (sum, max, min have one; prod, and, or, argmax do not) and the
     element type (``ATOMIC_DTYPES``) must allow it."""
-    return reducer(node).atomic and node.dtype in ATOMIC_DTYPES
+    return reducer(node).atomic is not None and node.dtype in ATOMIC_DTYPES
 
 
 def reduce_inputs(node) -> tuple:

@@ -74,18 +74,18 @@ from .dtypes import (BITS, BOOL_RESULT, FLOATS, STORAGE_NAME, TYPE_PRESERVING, C
 from .kernel import STATIC_SHARED_LIMIT, KernelWriter, Scratch
 from .loops import LoopEmitter
 from .module import ModuleWriter
-from .reductions import ATOMIC_DTYPES, REDUCER_CODE, ReductionEmitter
+from .reductions import ATOMIC_DTYPES, ReductionEmitter
 from .slots import SlotMixin
 from .source import RESERVED_NAMES, HELPERS, Lines, Names, ident
 from .specs import GeneratedModule, KernelSpec, ParamSpec
 from .stage import StageWriter, scheme_words
-from .values import LAYOUT_OPS, Scope, ValueEmitter
+from .values import Scope, ValueEmitter
 
 __all__ = ["generate_source", "ModuleWriter", "KernelWriter", "StageWriter", "GeneratedModule", "KernelSpec",
            "ParamSpec", "HELPERS", "HELPER_BY_DTYPE", "STORAGE", "COMPUTE", "STATIC_SHARED_LIMIT", "Lines",
            "Names", "Scope", "Scratch", "ident", "CastEmitter", "LoopEmitter", "ReductionEmitter", "SlotMixin",
            "ValueEmitter", "BITS", "BOOL_RESULT", "FLOATS", "STORAGE_NAME", "TYPE_PRESERVING",
-           "ATOMIC_DTYPES", "REDUCER_CODE", "RESERVED_NAMES", "scheme_words", "LAYOUT_OPS"]
+           "ATOMIC_DTYPES", "RESERVED_NAMES", "scheme_words"]
 
 
 def generate_source(plan) -> str:

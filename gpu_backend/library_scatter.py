@@ -15,11 +15,11 @@ from __future__ import annotations
 from math import prod
 
 from astitch_sim.boundary import scatter_lanes
+from astitch_sim.reducers import REDUCERS
 from astitch_sim.scatter import scatter_target, window_sizes
 
 from . import exprs as E
 from .dtypes import FLOATS, COMPUTE
-from .reductions import REDUCER_CODE
 
 
 def write_scatter(w) -> str:
@@ -91,7 +91,7 @@ def write_scatter(w) -> str:
     if comb == "assign":
         out(f"{dst}[{t}] = {gu}[{E.ravel(uidx, upd.shape)}]  # assign: the last update wins")
     else:
-        new = REDUCER_CODE[comb][0].format(w.load(x.dtype, f"{dst}[{t}]"), val)
+        new = REDUCERS[comb].scalar.format(w.load(x.dtype, f"{dst}[{t}]"), val)
         if x.dtype in ("f16", "bf16"):
             new = w.result(x.dtype, new)
         elif x.dtype not in FLOATS and not (x.dtype == "pred" and comb in ("and", "or", "max", "min")):

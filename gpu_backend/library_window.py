@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from math import prod
 
+from astitch_sim.reducers import REDUCERS
+
 from . import exprs as E
 from .dtypes import FLOATS, COMPUTE
-from .reductions import REDUCER_CODE
 
 
 def write_reduce_window(w) -> str:
@@ -61,7 +62,7 @@ def write_reduce_window(w) -> str:
             out(f"if {cond}:  # padding positions are skipped")
             out.indent()
         val = w.load(x.dtype, f"{src}[{E.ravel(pos, x.shape)}]")
-        step = REDUCER_CODE[red][0].format("acc", val)
+        step = REDUCERS[red].scalar.format("acc", val)
         if node.dtype not in FLOATS:
             step = f"{acc_t}({step})" if node.dtype != "pred" or red not in ("and", "or", "max", "min") else step
         out(f"acc = {step}")

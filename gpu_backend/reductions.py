@@ -15,20 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from astitch_sim.reducers import ATOMIC_DTYPES, reduce_inits, reduce_inputs
+from astitch_sim.reducers import ATOMIC_DTYPES, REDUCERS, reduce_inits, reduce_inputs
 
 from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, FLOATS
 from .values import Scope
 
-REDUCER_CODE = {  # reducer -> (combine template, atomic function or None)
-    "sum": ("({0} + {1})", "add"),
-    "prod": ("({0} * {1})", None),
-    "max": ("_max({0}, {1})", "max"),
-    "min": ("_min({0}, {1})", "min"),
-    "and": ("({0} & {1})", None),
-    "or": ("({0} | {1})", None),
-}
 #: pair reducers -> the prelude helper that says whether the new pair wins
 _PAIR_TAKE = {"argmax": "_argmax_take", "argmin": "_argmin_take"}
 
@@ -39,7 +31,7 @@ class ReductionEmitter:
     def combine(self, node, a: str, b: str) -> str:
         """One step of a one-value reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
         red = node.attrs["reducer"]
-        t = REDUCER_CODE[red][0].format(a, b)
+        t = REDUCERS[red].scalar.format(a, b)
         if node.dtype in FLOATS:
             return t
         if node.dtype == "pred":
@@ -116,7 +108,7 @@ class ReductionEmitter:
         m = self.m
         v = self.kw.values[r]
         if m.combine == "atomic":
-            if REDUCER_CODE[node.attrs["reducer"]][1] is None:
+            if REDUCERS[node.attrs["reducer"]].atomic is None:
                 self.fail(f"{r}: no atomic for reducer {node.attrs['reducer']}")
             if node.dtype not in ATOMIC_DTYPES:
                 self.fail(f"{r}: atomics on {node.dtype} are not supported by Numba (use f32/f64/s32/s64/u32/u64)")
@@ -143,7 +135,7 @@ class ReductionEmitter:
             flat = E.ravel(task_idx, node.shape)
             total = red_scratch[r][0].at("tid")
             if self.m.combine == "atomic":
-                fn = REDUCER_CODE[node.attrs["reducer"]][1]
+                fn = REDUCERS[node.attrs["reducer"]].atomic
                 out(f"cuda.atomic.{fn}({self.kw.result_of[r]}, {flat}, {total})  # combine across the "
                     f"{self.m.splits} blocks of the task")
             else:

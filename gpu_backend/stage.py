@@ -21,7 +21,7 @@ from .dtypes import CastEmitter
 from .loops import LoopEmitter
 from .reductions import ReductionEmitter
 from .slots import SlotMixin
-from .values import LAYOUT_OPS, Scope, ValueEmitter
+from .values import Scope, ValueEmitter
 
 if TYPE_CHECKING:
     from .kernel import KernelWriter
@@ -66,7 +66,7 @@ class StageWriter(ValueEmitter, CastEmitter, SlotMixin, LoopEmitter, ReductionEm
         out(f"# ---- stage {self.si}: dominant {s.dominant} -- {m.describe()}")
         for n in list(s.ops) + list(s.epilogue):
             v = self.kw.values.get(n)
-            if v is None or v.stage != self.si or self.g[n].op in LAYOUT_OPS and not (v.output or
+            if v is None or v.stage != self.si or self.g[n].opdef.is_view and not (v.output or
                                                                                      v.space != "register"):
                 continue
             where = "epilogue, " if n in self.epi else ""

@@ -21,7 +21,6 @@ from astitch_sim.ops import compare_scalar
 from . import exprs as E
 from .dtypes import HELPER_BY_DTYPE, BITS, FLOATS
 
-LAYOUT_OPS = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
 #: compare with type=TOTALORDER on floats (IEEE total order: -NaN < -inf < -0 < +0 < inf < +NaN)
 _TOTAL_ORDER = {"LT": "_tot_less({0}, {1})", "GT": "_tot_less({1}, {0})", "LE": "(not _tot_less({1}, {0}))",
                 "GE": "(not _tot_less({0}, {1}))", "EQ": "_tot_eq({0}, {1})", "NE": "(not _tot_eq({0}, {1}))"}
@@ -103,7 +102,7 @@ class ValueEmitter:
     def compute(self, n: str, idx: tuple, scope: Scope, key) -> str:
         node = self.g[n]
         op = node.op
-        if op in LAYOUT_OPS:
+        if node.opdef.is_view:
             return self.value(node.operands[0].name, self.operand_index(node, idx), scope)
         if op == "copy" or (op == "convert" and node.operands[0].dtype == node.dtype):
             return self.value(node.operands[0].name, idx, scope)

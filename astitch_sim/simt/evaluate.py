@@ -32,8 +32,6 @@ from ..dtypes import cast
 from ..errors import AStitchError
 from ..indexing import operand_index, runtime_operand_index
 
-MOVES = ("broadcast", "reshape", "bitcast", "transpose", "reverse", "slice")
-
 
 class Evaluator:
     def __init__(self, run, index: int, stage, geom, phase: str, stats):
@@ -96,7 +94,7 @@ class Evaluator:
             d = node.attrs["iota_dimension"]
             self.count_flops(node, mask)
             return cast(np.asarray(idx[d]), node.dtype)
-        if op in MOVES:
+        if node.opdef.is_view:               # an index remap: the operand's element, no instruction
             oidx, _ = operand_index(node, 0, idx)
             return self.value(node.operands[0].name, self.intern(oidx), mask)
         if op == "concatenate":
