@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .dtypes import is_float
 from .graph import Graph, Node
 from .reducers import reduce_inputs
 
@@ -70,7 +71,24 @@ def must_materialise(node: Node) -> bool:
 
 
 def is_expensive(node: Node) -> bool:
-    return node.kind == "elementwise" and node.opdef.is_expensive and node.dtype != "pred"
+    """XLA's ``InstructionFusion::IsExpensive`` (``instruction_fusion.cc``) for the elementwise ops we plan:
+    the op table's expensive ops, except those XLA calls cheap on real types (``OpDef.xla_cheap``: sine,
+    cosine, tan) and an integer divide or remainder by a constant scalar or a broadcast of one, which
+    compiles to multiplies and shifts.  A ``pred`` result is never expensive.  The fusion rules of every
+    strategy turn on this predicate; the cost model charges SFU work from the op table's ``cost``."""
+    op = node.opdef
+    if node.kind != "elementwise" or not op.is_expensive or op.xla_cheap or node.dtype == "pred":
+        return False
+    if op.name in ("divide", "remainder") and not is_float(node.dtype):
+        return not is_constant_scalar(node.operands[1])
+    return True
+
+
+def is_constant_scalar(node: Node) -> bool:
+    """XLA's ``ConstantEffectiveScalar`` or a broadcast of one: a constant of one element."""
+    if node.op == "broadcast":
+        node = node.operands[0]
+    return node.op == "constant" and node.size == 1
 
 
 def is_expanding_broadcast(node: Node) -> bool:

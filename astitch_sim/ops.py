@@ -23,6 +23,10 @@ Each row gives
   * ``flops``: arithmetic per output element (per input element for a reduce),
     an estimate used by the cost model to charge recomputation.
   * ``numpy``: ``f(node, *operand_arrays) -> array`` -- the op's meaning.
+  * ``xla_cheap``: an expensive (SFU-class) op that XLA's ``IsExpensive`` nevertheless calls
+    cheap on real types, so the fusion rules treat it as light (sine, cosine, tan: "cheap
+    instructions for reals, but expensive for complex", with abs and sign, in
+    ``instruction_fusion.cc``).  The cost model still charges it as SFU work.
   * ``inline``: the op never needs a kernel of its own: its value is recomputed
     wherever it is read, because no data moves (broadcast, reshape, bitcast,
     copy) or it is a source cheaper to recompute than to load (iota, a
@@ -76,6 +80,7 @@ class OpDef:
     numpy: Callable
     scalar: Optional[str] = None
     inline: bool = False
+    xla_cheap: bool = False
 
     @property
     def is_view(self) -> bool:
@@ -297,8 +302,8 @@ def _dot(node, a, b):
     return out.reshape(node.shape)
 
 
-def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False):
-    return OpDef(name, kind, dependency, cost, flops, arity, fn, scalar, inline)
+def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False, xla_cheap=False):
+    return OpDef(name, kind, dependency, cost, flops, arity, fn, scalar, inline, xla_cheap)
 
 
 E, L, X = "elementwise", "light", "expensive"
@@ -325,9 +330,9 @@ _ROWS = [
     _row("ceil", E, "one-to-one", L, 1, 1, _unary(np.ceil), "_ceil({0})"),
     _row("round-nearest-afz", E, "one-to-one", L, 2, 1, _unary(_round_afz), "_round_afz({0})"),
     _row("round-nearest-even", E, "one-to-one", L, 2, 1, _unary(np.rint), "_round_even({0})"),
-    _row("sine", E, "one-to-one", X, 12, 1, _unary(np.sin), "math.sin({0})"),
-    _row("cosine", E, "one-to-one", X, 12, 1, _unary(np.cos), "math.cos({0})"),
-    _row("tan", E, "one-to-one", X, 16, 1, _unary(np.tan), "math.tan({0})"),
+    _row("sine", E, "one-to-one", X, 12, 1, _unary(np.sin), "math.sin({0})", xla_cheap=True),
+    _row("cosine", E, "one-to-one", X, 12, 1, _unary(np.cos), "math.cos({0})", xla_cheap=True),
+    _row("tan", E, "one-to-one", X, 16, 1, _unary(np.tan), "math.tan({0})", xla_cheap=True),
     _row("not", E, "one-to-one", L, 1, 1, _unary(lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)),
          "_not({0})"),
     _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})"),

@@ -6,9 +6,8 @@ test pins down where the model's tvm is the paper's TVM rather than ``FuseOps`` 
 Each test builds a tiny graph that exercises exactly one rule, asserts the plan's kernels (what
 each computes, reads and writes, its recompute factors and notes), contrasts the two strategies
 where they differ, and checks every plan it looks at against the numpy reference in the SIMT
-model (:func:`compile_checked`).  Where the code does not do what the docstring (or the source it
-cites) says, the test shows the code's behaviour and is ``xfail(strict=True)``: fixing the code
-turns it into an XPASS failure, so the docstring and the test must then be updated together.
+model (:func:`compile_checked`).  Two rules did not hold when these tests were written (sine/cosine/tan
+counted as expensive; an integer divide by a constant too); both were fixed in ``analysis.is_expensive``.
 """
 import numpy as np
 import pytest
@@ -149,11 +148,8 @@ def test_xla_which_ops_are_expensive(op):
     assert len(plan.kernels) == 2 and "e" not in all_outputs(plan)
 
 
-@pytest.mark.xfail(strict=True, reason="is_expensive ignores the dtype (only pred is exempt): an integer divide "
-                   "by a constant counts as expensive, though the docstring says 'on floats' and XLA's "
-                   "IsExpensive calls integer div/rem by a constant cheap (multiplies and shifts)")
 def test_xla_integer_divide_by_constant_is_cheap():
-    """"which ops are expensive (... on floats)" -- XLA ``IsExpensive``: ``kDivide``/``kRemainder`` are
+    """"not an integer divide by a constant scalar" -- XLA ``IsExpensive``: ``kDivide``/``kRemainder`` are
     expensive unless the shape is integral and the divisor a constant scalar (or its broadcast)."""
     g = asim.Graph("int_divide")
     x = g.parameter("x", (8, 16), "s32")
@@ -163,10 +159,19 @@ def test_xla_integer_divide_by_constant_is_cheap():
     plan = compile_checked(g, "xla")
     assert len(plan.kernels) == 2 and "q" not in all_outputs(plan)
     assert not is_expensive(g["q"])
+    # by a value that is not a constant, or on floats, a divide stays expensive
+    h = asim.Graph("int_divide_by_value")
+    x = h.parameter("x", (8, 16), "s32")
+    d = h.parameter("d", (8,), "s32")
+    q = h.divide(h.reduce(x, (1,), "sum", name="s"), d, name="q")
+    h.set_outputs(h.add(x, h.broadcast(q, (8, 16), (0,), name="b"), name="y"))
+    assert is_expensive(h["q"]) and len(asim.compile(h, "xla", GPU).kernels) == 3
+    f = asim.Graph("float_divide")
+    x = f.parameter("x", (8, 16))
+    f.divide(f.reduce(x, (1,), "sum", name="s"), 2.0, name="q")
+    assert is_expensive(f["q"])
 
 
-@pytest.mark.xfail(strict=True, reason="the op table marks sine (and cosine, tan) expensive; XLA's IsExpensive "
-                   "lists kSin/kCos/kTan under 'cheap instructions for reals, but expensive for complex'")
 def test_xla_sine_on_floats_is_cheap():
     """The ``is_expensive`` column is cited to XLA ``InstructionFusion::IsExpensive``, where
     ``kSin``, ``kCos``, ``kTan`` (and ``kAbs``, ``kSign``) ``return ShapeUtil::ElementIsComplex(...)``."""

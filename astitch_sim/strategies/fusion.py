@@ -28,8 +28,9 @@ a cheap producer with several consumers is             ``ShouldFuse``: ``FusionW
 recomputed in each; an expensive one is a root         consumer) && IsExpensive(*producer)`` -> no
 an expensive op read by a broadcast ends its kernel    ``ShouldFuse``: ``consumer->ReusesOperandElements(i)
 (:func:`~astitch_sim.analysis.is_one_to_many_producer`)  && IsExpensive(*producer)`` -> no
-which ops are expensive (divide, exp, log, power,      ``InstructionFusion::IsExpensive`` (the op table's
-tanh, sqrt, rsqrt... on floats)                        ``is_expensive`` column)
+which ops are expensive (divide, exp, log, power,      ``InstructionFusion::IsExpensive``
+tanh, sqrt, rsqrt...; not sine, cosine, tan on reals,  (:func:`~astitch_sim.analysis.is_expensive`, the
+nor an integer divide by a constant scalar)            op table's ``cost`` and ``xla_cheap`` columns)
 a reduce's result leaves its kernel                    ``gpu_fusible.cc``: a reduce fusion is fusible
                                                        only as a consumer (``IsInputFusibleReduction``)
 sibling reduces of one input share a kernel            ``multi_output_fusion.cc``: ``GpuMultiOutputFusion
