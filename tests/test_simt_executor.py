@@ -118,7 +118,10 @@ def _split_prod_graph():
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_grid_barrier_combine_matches_reference(strategy):
     g, x = _split_prod_graph()
-    res, _ = run(g, strategy, inputs=x)
+    # astitch's raw stitch plan: by default never-behind keeps XLA's kernels on a graph this small (its three
+    # grid barriers are predicted slower than XLA's two kernels); this test is about the split itself
+    opts = {"never_behind": False} if strategy == "astitch" else {}
+    res = asim.simulate(asim.compile(g, strategy, "H100", **opts), x)
     if strategy == "astitch":
         m = res.plan.kernels[0].stages[0].mapping
         assert m.splits > 1 and m.combine == "grid_barrier"
