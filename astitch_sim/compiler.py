@@ -54,6 +54,10 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
                                      than XLA's kernels for the same ops (on: XLA's
                                      kernels are kept there, when no other switch is
                                      changed; strategies/never_behind.py)
+    assumed_registers       32       registers per thread assumed when sizing a wave
+                                     (a planning input, not a switch: never_behind still
+                                     applies); gpu_backend.apply_compiler re-plans with
+                                     ptxas's count when a cooperative kernel would spill
     ======================  =======  ==================================================
 
     An unknown option, a value of the wrong type, or an option given to a

@@ -60,13 +60,18 @@ def _fits(gpu, k, res: MachineResources) -> tuple:
     return (not k.cooperative or k.grid <= wave), wave
 
 
-def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassemble: bool = False) -> Plan:
+def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassemble: bool = False,
+                   replan: bool = True) -> Plan:
     """A copy of ``plan`` whose register caps ptxas has checked (and relaxed where the code spilled).
 
     ``arch`` (``"sm_90"``) defaults to the plan's GPU preset; ``progress=True``
     prints one line per kernel on stderr (or pass ``progress(i, n, name)``);
     ``disassemble=True`` also runs nvdisasm (the instruction mix, cached for
     :mod:`gpu_backend.mix_vs_model`; the check itself needs only ptxas).
+    Where a cooperative kernel still spills because its one-wave grid leaves no room to
+    relax, an astitch plan is re-planned assuming the registers ptxas needs (smaller
+    grids, more tasks per block) and checked again; the re-plan is kept if it spills
+    less (``replan=False``: keep the plan's grids and the spills).
     Raises AStitchError if a cooperative kernel's grid cannot stay in one wave with
     the real numbers even at the plan's own cap (re-plan with a smaller block).
     """
@@ -77,6 +82,7 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
     gpu = out.gpu
     show = _progress_printer(progress)
     ptxs = kernel_ptx(out, arch)
+    stuck = []                  # cooperative kernels that still spill: (name, bytes per thread, registers needed)
     for i, (spec, ptx) in enumerate(ptxs):
         k = out.kernels[spec.index]
         if show is not None:
@@ -88,7 +94,9 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
         assumed = k.registers_per_thread
         res = compile_at(assumed)
         if res.spills:
-            res = _relax(gpu, k, compile_at, res, assumed, arch)
+            res, need = _relax(gpu, k, compile_at, res, assumed, arch)
+            if res.spills and k.cooperative:
+                stuck.append((k.name, res.spills, need))
         fits, wave = _fits(gpu, k, res)
         if not fits:
             raise AStitchError(
@@ -100,11 +108,47 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
         k.machine = res
         k.registers_per_thread = res.max_registers      # the cap applied (Numba's max_registers)
     out.notes.append(f"machine code: every kernel compiled with ptxas for {arch} (gpu_backend.apply_compiler)")
-    return out.validate()
+    out = out.validate()
+    if stuck and replan and plan.strategy == "astitch":
+        return _replan(plan, out, stuck, arch, show, disassemble)
+    return out
 
 
-def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str) -> MachineResources:
-    """The kernel spilled at the assumed cap: raise the cap to what the code needs, if the grid allows."""
+def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble: bool) -> Plan:
+    """The paper's fallback when relaxing is not enough: plan again assuming the registers the code needs.
+
+    A cooperative kernel whose one-wave grid already fills the GPU at the assumed registers cannot take
+    more registers without breaking its grid barrier; assuming ptxas's count from the start gives the
+    planner fewer resident blocks per SM, so it packs more tasks into each block (a smaller grid) and
+    the kernel can have the registers.  The re-plan is compiled and checked like any plan and kept if
+    it spills less than ``checked``; either way the returned plan's notes say what was tried."""
+    from astitch_sim.compiler import compile as compile_plan
+
+    assumed = plan.options.get("assumed_registers", 32)
+    gpu = plan.gpu
+    block = max(k.block for k in checked.kernels if k.cooperative)
+    most = min(gpu.max_registers_per_thread, gpu.registers_per_sm // block // 8 * 8)   # one block per SM at least
+    regs = min(most, -(-max(need for _, _, need in stuck) // 8) * 8)   # registers are allocated 8 per thread at a time
+    what = ", ".join(f"{name} ({spills} B per thread)" for name, spills, _ in stuck)
+    if regs <= assumed:
+        return checked
+    again = apply_compiler(compile_plan(plan.graph, "astitch", plan.gpu, **{**plan.options, "assumed_registers": regs}),
+                           arch, show, disassemble, replan=False)
+    before = sum(spills for _, spills, _ in stuck)
+    after = sum(k.machine.spills for k in again.kernels if k.machine is not None and k.cooperative)
+    if after < before:
+        again.notes.append(f"assume-relax-apply re-planned (ptxas {arch}): at {assumed} assumed registers {what} "
+                           f"still spilled, their one-wave grids leaving no room to relax; planned again assuming "
+                           f"{regs} registers per thread, cooperative kernels spill {after} B per thread")
+        return again
+    checked.notes.append(f"assume-relax-apply: re-planning at {regs} assumed registers did not spill less "
+                         f"({after} B per thread against {before}); the plan keeps its grids")
+    return checked
+
+
+def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str) -> tuple:
+    """The kernel spilled at the assumed cap: raise the cap to what the code needs, if the grid allows.
+    Returns (ptxas's result at the cap applied, the registers the code needs)."""
     free = compile_at(gpu.max_registers_per_thread)
     need = max(free.registers, assumed + 1)
     relaxed = compile_at(need)
@@ -121,7 +165,7 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
                        f"{capped.spills} B per thread there; needs {relaxed.registers}: cap relaxed to {need} "
                        f"({before} -> {wave} blocks per wave" +
                        (f", the cooperative grid of {k.grid} still fits)" if k.cooperative else ")"))
-        return relaxed
+        return relaxed, need
     # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid.  ptxas
     # never uses more registers than the cap, and fewer registers never lower occupancy, so a cap that fits
     # with ``registers = cap`` fits whatever ptxas then uses: find it by arithmetic, compile once
@@ -135,4 +179,4 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
     k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; a cap "
                    f"above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid "
                    f"resident, so the cap is {best.max_registers} and {best.spills} B per thread still spill")
-    return best
+    return best, need

@@ -22,7 +22,8 @@ DEFAULT_WORKLOAD = "paper_fig7"
 DEFAULT_GPU = "V100"            # the paper's GPU
 #: the explorer's default shapes keep every interaction under a second: at most this many input elements
 EXPLORER_ELEMENTS = 1 << 20
-SWITCHES = [n for n in asim.AStitchOptions.known() if n != "max_block_threads"]
+#: the on/off decisions (the integer options, a block-size cap and the assumed registers, are not switches)
+SWITCHES = [n for n in asim.AStitchOptions.known() if isinstance(getattr(asim.AStitchOptions(), n), bool)]
 
 
 def explorer_shape(name: str) -> dict:

@@ -72,7 +72,6 @@ from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_sl
 from .options import AStitchOptions
 
 BLOCK = 1024                 # "assume": 1024 threads per block
-ASSUMED_REGISTERS = 32       # "assume": 32 registers per thread
 
 
 def _depends_on(graph, node, targets: set, cache: dict) -> bool:
@@ -456,7 +455,8 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
     """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel."""
     present = set(groups)
     block = _block_size(groups, opts)
-    wave = gpu.blocks_per_wave(block, 0, ASSUMED_REGISTERS)
+    assumed = opts.assumed_registers
+    wave = gpu.blocks_per_wave(block, 0, assumed)
     natural = max(_natural_blocks(gr, gpu, wave, block, opts, present) for gr in groups)
     max_split = max((gr.adopt or gr).splits for gr in groups)
     # Regional stitching off: no value may live in shared memory across stages
@@ -492,7 +492,7 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
                 return None, cut
             if k.global_barriers:      # pragma: no cover - _may_split keeps grid barriers out of one stage
                 raise AssertionError(f"astitch: {k.name} kept a grid barrier without Global stitching")
-        base_wave = gpu.blocks_per_wave(block, k.shared_bytes, ASSUMED_REGISTERS)
+        base_wave = gpu.blocks_per_wave(block, k.shared_bytes, assumed)
         if k.global_barriers and k.grid > base_wave:
             if not opts.vertical_packing:
                 raise _GridExceedsWave(k.grid, base_wave)
@@ -500,8 +500,8 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
             if not any("vertical packing" in n for n in notes):
                 notes.append(f"grid barrier: grid capped at one wave ({base_wave} blocks) by vertical packing")
             continue
-        relaxed = ASSUMED_REGISTERS
-        for r in range(ASSUMED_REGISTERS, gpu.max_registers_per_thread + 1, 8):
+        relaxed = assumed
+        for r in range(assumed, gpu.max_registers_per_thread + 1, 8):
             try:
                 if gpu.blocks_per_wave(block, k.shared_bytes, r) != base_wave:
                     break
@@ -509,7 +509,7 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
                 break
             relaxed = r
         k.registers_per_thread = relaxed
-        k.notes.append(f"assume-relax-apply: {block} threads, {ASSUMED_REGISTERS} regs -> {base_wave} blocks per "
+        k.notes.append(f"assume-relax-apply: {block} threads, {assumed} regs -> {base_wave} blocks per "
                        f"wave; register cap relaxed to {relaxed}")
         return k, None
     raise AssertionError("astitch: launch configuration did not settle")
@@ -593,12 +593,15 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
              f"{len(libs)} library kernel(s)"]
     changed = opts.changed()
-    if changed:
-        notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
+    switched = {k: v for k, v in changed.items() if k not in AStitchOptions.INPUTS}
+    if switched:
+        notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in switched.items()))
+    if "assumed_registers" in changed:
+        notes.append(f"assumed {opts.assumed_registers} registers per thread (not the paper's 32) when sizing waves")
     plan = Plan(graph, "astitch", gpu, kernels, notes, options=changed)
     # step 8: XLA's kernels wherever stitching would cost more (never_behind.py) -- for the paper's decisions
     # only: a what-if switch shows what the decision it turns off is worth, not XLA's plan in its place
-    if opts.never_behind and not changed:
+    if opts.never_behind and not switched:
         plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes)
     elif opts.never_behind:
         plan.notes.append(f"{NEVER_BEHIND_NOTE}: not applied -- what-if switches show the raw stitch plan of "

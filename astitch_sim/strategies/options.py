@@ -38,6 +38,7 @@ class AStitchOptions(OptionSet):
     register_reuse: bool = True
     max_block_threads: int = 1024
     never_behind: bool = True
+    assumed_registers: int = 32
 
     #: what each switch does when turned off (or, for the cap, lowered); the explorer shows these words
     HELP: ClassVar[dict] = {
@@ -60,7 +61,15 @@ class AStitchOptions(OptionSet):
                         "bytes or is predicted slower than XLA's kernels for the same ops (on: XLA's "
                         "boundaries are kept there, and the plan's notes say why; applied only when no "
                         "other switch is changed, so a switch shows the raw effect of its decision)",
+        "assumed_registers": "the registers per thread AStitch assumes when it sizes one wave (the 'assume' "
+                             "of assume-relax-apply; 32 in the paper): more registers, fewer resident blocks, "
+                             "so a grid-barrier kernel gets a smaller grid with more tasks per block. "
+                             "gpu_backend.apply_compiler re-plans with ptxas's count when a cooperative "
+                             "kernel would spill at 32",
     }
+
+    #: options that are planning inputs, not decisions switched off: never_behind still applies with them
+    INPUTS: ClassVar[tuple] = ("assumed_registers",)
 
     def __post_init__(self):
         for f in fields(self):
@@ -71,3 +80,7 @@ class AStitchOptions(OptionSet):
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 32 or cap > 1024 or cap & (cap - 1):
             raise AStitchError(f"astitch option max_block_threads must be a power of two from 32 to 1024, "
                                f"got {cap!r}")
+        regs = self.assumed_registers
+        if isinstance(regs, bool) or not isinstance(regs, int) or not 16 <= regs <= 255:
+            raise AStitchError(f"astitch option assumed_registers must be an integer from 16 to 255 (registers "
+                               f"per thread), got {regs!r}")
