@@ -95,6 +95,7 @@ def markdown(gpu: str, records: dict, prov: dict, wall_s: float) -> str:
     coop = [(p, k) for p, k in kernels if k["cooperative"]]
     spilling = [(p, k) for p, k in kernels if k["machine"] and k["machine"]["spill_stores"] + k["machine"]["spill_loads"]]
     relaxed = [(p, k) for p, k in kernels if k["applied_registers"] != k["plan_registers"]]
+    replanned = [(pid, r) for pid, r in records.items() if r.get("replanned")]
     shared_off = [(p, k) for p, k in kernels if k["kind"] == "generated" and k["machine"]
                   and k["machine"]["shared_static"] != k["plan_shared"]]
     lines = [
@@ -109,6 +110,9 @@ def markdown(gpu: str, records: dict, prov: dict, wall_s: float) -> str:
         f"- plans that failed to compile or apply: {len(errors)}" +
         "".join(f"\n  - `{p}`: {e}" for p, e in errors.items()),
         f"- kernels whose register cap ptxas relaxed (the code spilled at the estimate): {len(relaxed)}",
+        f"- plans re-planned assuming more registers (a cooperative kernel still spilled at the assumed 32 with "
+        f"no room to relax): {len(replanned)}" +
+        "".join(f"\n  - `{p.rsplit('/', 1)[0]}`: assumed {r['assumed_registers']}" for p, r in replanned),
         f"- kernels that still spill after assume-relax-apply: {len(spilling)}",
         f"- generated kernels whose static shared memory differs from the plan's: {len(shared_off)}",
         f"- cooperative kernels whose grid fits one wave with the real numbers: "

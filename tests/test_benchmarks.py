@@ -410,3 +410,25 @@ def test_gpu_bench_on_the_device(tmp_path):
     runs = [r for r in res["cases"][0]["runs"] if r["kind"] == "plan"]
     assert all(r["validation"]["ok"] for r in runs), [r.get("validation") or r.get("error") for r in runs]
     assert all(r["gpu_us"] > 0 and all(k["gpu_us"] > 0 for k in r["kernels"]) for r in runs)
+
+
+def test_before_after_compares_two_commits_on_the_same_graphs(tmp_path):
+    """benchmarks/before_after.py: the old commit runs in a temporary git worktree on the current tree's
+    graphs; a case measured at both commits gets both numbers, 'behind' flags bytes or time over xla's."""
+    import subprocess
+
+    import before_after as BA
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    before = BA.measure_at("HEAD", "H100", only="hlo/groupnorm")
+    (row,) = before["rows"]
+    assert row["case"] == "hlo/groupnorm" and set(BA.STRATEGIES) <= set(row)
+    after = {"commit": before["commit"], "rows": BA.measure("H100", only="hlo/groupnorm")}
+    assert after["rows"] == before["rows"]          # the same code at both ends: the same numbers
+    worse = json.loads(json.dumps(after))
+    worse["rows"][0]["astitch"]["global_bytes"] = 2 * worse["rows"][0]["xla"]["global_bytes"]
+    prov = {"what": "test", "date": "today", "command": "cmd", "gpu": "H100"}
+    text = BA.markdown(after, worse, prov)
+    assert "| hlo/groupnorm |" in text and "bytes 2.000x" in text
+    assert "astitch behind xla in 0 before and 1 after" in text
