@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -44,13 +43,8 @@ def _cases():
     import seeded
     for sub in ("hlo", "ops", "models"):
         for path in sorted((FIXTURES / sub).glob("*.hlo")):
-            def inputs(g, seed, path=path, sub=sub):
-                z = np.load(path.with_suffix(".npz"))
-                if sub == "models" and "spec" in z.files:       # model fixtures keep a seeded input spec
-                    return [seeded.make(s) for s in json.loads(str(z["spec"]))["inputs"]]
-                keys = sorted((k for k in z.files if k.startswith("in") and k[2:].isdigit()),
-                              key=lambda k: int(k[2:]))
-                return [z[k] for k in keys]
+            def inputs(g, seed, path=path):
+                return seeded.fixture_inputs(path)
             yield f"{sub}/{path.stem}", (lambda path=path: asim.from_hlo_file(path)), inputs
 
 

@@ -16,13 +16,11 @@ code as it is, "after" the plan the default ``compile`` returns.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import astitch_sim as asim
 from astitch_sim.workloads import workload_inputs
@@ -39,16 +37,11 @@ FIXTURE_CASES = [("models", "embedding_and_grad"), ("models", "argmax_accuracy")
 
 
 def fixture(sub, name):
-    """A fixture's graph and inputs: the saved arrays, or for model fixtures their seeded input spec."""
+    """A fixture's graph and inputs (its saved arrays, or for model fixtures their seeded input spec)."""
+    sys.path.insert(0, str(FIXTURES))
+    import seeded
     path = FIXTURES / sub / f"{name}.hlo"
-    g = asim.from_hlo_file(path)
-    z = np.load(path.with_suffix(".npz"))
-    if "spec" in z.files:
-        sys.path.insert(0, str(FIXTURES))
-        import seeded
-        return g, [seeded.make(s) for s in json.loads(str(z["spec"]))["inputs"]]
-    keys = sorted((k for k in z.files if k.startswith("in") and k[2:].isdigit()), key=lambda k: int(k[2:]))
-    return g, [z[k] for k in keys]
+    return asim.from_hlo_file(path), seeded.fixture_inputs(path)
 
 
 def cases():

@@ -9,7 +9,6 @@ tests can fail, and do on the raw plans) and to be fixed by the fallback, whose 
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -61,11 +60,7 @@ def load_fixture(sub, name):
         g = asim.from_hlo_file(path)
     except asim.AStitchError:
         return None, None           # an unsupported op: test_hlo checks the error
-    z = np.load(path.with_suffix(".npz"))
-    if "spec" in z.files and sub == "models":
-        return g, [seeded.make(s) for s in json.loads(str(z["spec"]))["inputs"]]
-    keys = sorted((k for k in z.files if k.startswith("in") and k[2:].isdigit()), key=lambda k: int(k[2:]))
-    return g, [z[k] for k in keys]
+    return g, seeded.fixture_inputs(path)
 
 
 #: model fixtures whose SIMT runs take over ~5 s on 2 cores (three plans each): marked slow
