@@ -126,24 +126,32 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
 
     assumed = plan.options.get("assumed_registers", 32)
     gpu = plan.gpu
+    # what the code took uncapped (registers are allocated 8 per thread at a time); capped lower it often fits
+    # anyway, so first try the most a block of the plan's size may have, then the full count (smaller blocks)
+    full = min(gpu.max_registers_per_thread, -(-max(need for _, _, need in stuck) // 8) * 8)
     block = max(k.block for k in checked.kernels if k.cooperative)
-    most = min(gpu.max_registers_per_thread, gpu.registers_per_sm // block // 8 * 8)   # one block per SM at least
-    regs = min(most, -(-max(need for _, _, need in stuck) // 8) * 8)   # registers are allocated 8 per thread at a time
+    same_block = gpu.registers_per_sm // block // 8 * 8
+    tries = sorted({r for r in (min(full, same_block), full) if r > assumed})
     what = ", ".join(f"{name} ({spills} B per thread)" for name, spills, _ in stuck)
-    if regs <= assumed:
+    before = best = sum(spills for _, spills, _ in stuck)
+    kept = None
+    for regs in tries:
+        again = apply_compiler(compile_plan(plan.graph, "astitch", gpu, **{**plan.options, "assumed_registers": regs}),
+                               arch, show, disassemble, replan=False)
+        after = sum(k.machine.spills for k in again.kernels if k.machine is not None and k.cooperative)
+        if after < best:
+            best, kept = after, (regs, again)
+        if after == 0:
+            break
+    if kept is None:
+        checked.notes.append(f"assume-relax-apply: re-planning at {' and '.join(map(str, tries))} assumed registers "
+                             f"did not spill less than {before} B per thread; the plan keeps its grids")
         return checked
-    again = apply_compiler(compile_plan(plan.graph, "astitch", plan.gpu, **{**plan.options, "assumed_registers": regs}),
-                           arch, show, disassemble, replan=False)
-    before = sum(spills for _, spills, _ in stuck)
-    after = sum(k.machine.spills for k in again.kernels if k.machine is not None and k.cooperative)
-    if after < before:
-        again.notes.append(f"assume-relax-apply re-planned (ptxas {arch}): at {assumed} assumed registers {what} "
-                           f"still spilled, their one-wave grids leaving no room to relax; planned again assuming "
-                           f"{regs} registers per thread, cooperative kernels spill {after} B per thread")
-        return again
-    checked.notes.append(f"assume-relax-apply: re-planning at {regs} assumed registers did not spill less "
-                         f"({after} B per thread against {before}); the plan keeps its grids")
-    return checked
+    regs, again = kept
+    again.notes.append(f"assume-relax-apply re-planned (ptxas {arch}): at {assumed} assumed registers {what} "
+                       f"still spilled, their one-wave grids leaving no room to relax; planned again assuming "
+                       f"{regs} registers per thread, cooperative kernels spill {best} B per thread")
+    return again
 
 
 def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str) -> tuple:

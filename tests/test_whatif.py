@@ -139,6 +139,8 @@ def test_options_are_recorded_printed_and_round_trip_through_json():
     ({"max_block_threads": 100}, ["power of two from 32 to 1024"]),
     ({"max_block_threads": 2048}, ["power of two from 32 to 1024"]),
     ({"max_block_threads": True}, ["power of two"]),
+    ({"assumed_registers": 8}, ["assumed_registers must be an integer from 16 to 255"]),
+    ({"assumed_registers": 40.0}, ["assumed_registers must be an integer"]),
 ])
 def test_bad_options_are_astitch_errors(kwargs, words):
     with pytest.raises(asim.AStitchError) as e:
@@ -188,3 +190,24 @@ def test_switched_plans_run_in_the_numba_backend(opts):
     inputs = workload_inputs(g)
     plan = asim.compile(g, "astitch", "V100", **opts)
     _check_close(gpu_backend.run(plan, inputs), asim.reference(g, inputs))
+
+
+def test_assumed_registers_is_a_planning_input_not_a_switch():
+    """More assumed registers: fewer resident blocks, so a grid-barrier kernel's grid shrinks; past 64 per
+    thread a 1024-thread block no longer fits an SM's register file and the planner takes smaller blocks.
+    It is what apply_compiler re-plans with, so never-behind still applies (it is no what-if switch)."""
+    g = asim.workload("global_norm", rows=1024, cols=1024)
+    base = asim.compile(g, "astitch", "H100")
+    more = asim.compile(g, "astitch", "H100", assumed_registers=64)
+    assert more.options == {"assumed_registers": 64}
+    assert not any(n.startswith("what-if") for n in more.notes)
+    assert any("never behind XLA" in n and "not applied" not in n for n in more.notes)
+    (kb,), (km,) = base.kernels, more.kernels
+    assert km.global_barriers and km.grid < kb.grid
+    assert km.grid <= more.gpu.blocks_per_wave(km.block, km.shared_bytes, km.registers_per_thread)
+    huge = asim.compile(g, "astitch", "H100", assumed_registers=128, never_behind=False)
+    assert all(k.block <= 512 for k in huge.kernels)
+    x = workload_inputs(g, 0)
+    for p in (more, huge):
+        for got, want in zip(asim.simulate(p, x).outputs, asim.reference(g, x)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

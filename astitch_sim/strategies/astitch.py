@@ -100,12 +100,13 @@ def _row_threads(cols: int, block: int = BLOCK) -> int:
     return min(block, next_pow2(cols))
 
 
-def _block_size(groups, opts: AStitchOptions) -> int:
+def _block_size(groups, opts: AStitchOptions, gpu) -> int:
     """Assume 1024 threads per block (or the what-if cap) -- unless the whole problem has fewer elements,
-    or the kernel reduces nothing (then XLA's loop block, :data:`~.common.LOOP_BLOCK` threads).
+    or the kernel reduces nothing (then XLA's loop block, :data:`~.common.LOOP_BLOCK` threads), or a block
+    that big could not hold the assumed registers on one SM (then the largest one that can).
 
     Without horizontal packing a block is as wide as the widest row: one row per block."""
-    cap = min(BLOCK, opts.max_block_threads)
+    cap = min(BLOCK, opts.max_block_threads, _largest_block(gpu, opts.assumed_registers))
     rows = [_row_cols(gr.adopt or gr) for gr in groups if (gr.adopt or gr).kind == "rows"]
     if not opts.horizontal_packing and rows:
         return min(cap, max(32, max(_row_threads(c, cap) for c in rows)))
@@ -114,6 +115,19 @@ def _block_size(groups, opts: AStitchOptions) -> int:
         return min(cap, LOOP_BLOCK)
     biggest = max(_size(gr.domain) for gr in groups)
     return min(cap, max(32, next_pow2(biggest)))
+
+
+def _largest_block(gpu, registers: int) -> int:
+    """The most threads (a power of two) a block may have when each uses ``registers`` registers: with
+    the paper's 32, 1024; assume-relax-apply's re-plan may assume more (``gpu_backend.apply_compiler``)."""
+    block = BLOCK
+    while block > 32:
+        try:
+            gpu.blocks_per_wave(block, 0, registers)
+            return block
+        except AStitchError:          # no block this big fits on an SM with these registers
+            block //= 2
+    return block
 
 
 def _row_cols(gr) -> int:
@@ -454,7 +468,7 @@ def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> 
 def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions):
     """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel."""
     present = set(groups)
-    block = _block_size(groups, opts)
+    block = _block_size(groups, opts, gpu)
     assumed = opts.assumed_registers
     wave = gpu.blocks_per_wave(block, 0, assumed)
     natural = max(_natural_blocks(gr, gpu, wave, block, opts, present) for gr in groups)
