@@ -184,7 +184,11 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
             if _fits(gpu, k, trial)[0]:
                 best = trial
             break
-    k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; a cap "
-                   f"above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid "
-                   f"resident, so the cap is {best.max_registers} and {best.spills} B per thread still spill")
+    if _fits(gpu, k, replace(capped, registers=need))[1] == 0:
+        why = (f"a block of {k.block} threads cannot hold {need} registers per thread on one SM (the plan's block "
+               f"size is fixed; a smaller block would need a re-plan)")
+    else:
+        why = f"a cap above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid resident"
+    k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; {why}, "
+                   f"so the cap is {best.max_registers} and {best.spills} B per thread still spill")
     return best, need
