@@ -32,8 +32,11 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    if shared memory exceeds the per-block budget, Regional values are demoted to
    Global one at a time (largest first) until it fits.
 7. **Launch ("assume-relax-apply").**  Assume 1024-thread blocks and 32
-   registers per thread, compute blocks per wave with the planned shared memory,
-   then relax the register cap to the most that keeps that wave count.
+   registers per thread (``assumed_registers``; more when
+   ``gpu_backend.apply_compiler`` re-plans with ptxas's count, and then smaller
+   blocks if 1024 threads cannot hold them), compute blocks per wave with the
+   planned shared memory, then relax the register cap to the most that keeps
+   that wave count.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
    global bytes, take longer or launch more kernels, XLA's kernels are used
