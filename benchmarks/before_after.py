@@ -83,7 +83,11 @@ def _git(*args, cwd=REPO) -> str:
 
 def measure_at(rev: str, gpu: str, only: str = "") -> dict:
     """Run ``measure`` with the package as it was at ``rev`` (a temporary worktree, removed afterwards)."""
-    commit = _git("rev-parse", rev)
+    try:
+        commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise SystemExit(f"before_after: {rev!r} is not a commit of this repository; pass --before with a "
+                         f"commit id, tag or branch (e.g. dfb35f1)") from None
     with tempfile.TemporaryDirectory(prefix="astitch-before-") as tmp:
         tree = os.path.join(tmp, "tree")
         _git("worktree", "add", "--detach", tree, commit)

@@ -21,13 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-
 import astitch_sim as asim
 from astitch_sim.workloads import workload_inputs
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(FIXTURES))
+import seeded  # noqa: E402
 from simt_predictions import CASES, provenance, write_results  # noqa: E402
 
 #: HLO fixtures whose raw stitch plan is behind xla (tests/test_never_behind.py: KNOWN_BEHIND), as
@@ -38,8 +39,6 @@ FIXTURE_CASES = [("models", "embedding_and_grad"), ("models", "argmax_accuracy")
 
 def fixture(sub, name):
     """A fixture's graph and inputs (its saved arrays, or for model fixtures their seeded input spec)."""
-    sys.path.insert(0, str(FIXTURES))
-    import seeded
     path = FIXTURES / sub / f"{name}.hlo"
     return asim.from_hlo_file(path), seeded.fixture_inputs(path)
 
