@@ -16,7 +16,8 @@ STRATEGIES = tuple(REGISTRY)
 def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     """Plan ``graph`` with ``strategy`` (one of ``STRATEGIES``: unfused, xla, tvm, astitch...) for ``gpu`` (V100, A100, H100, H200).
 
-    The returned Plan holds every decision; it is validated before it is returned.
+    The returned Plan holds every decision; it is validated and sealed (read-only,
+    ``astitch_sim.sealed``) before it is returned: readers follow it, none edits it.
 
     Values with no elements (a 0-length dimension) are removed first, as XLA does
     (``astitch_sim.zero_size``): then ``plan.graph`` is the rewritten graph, same
@@ -77,4 +78,4 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     graph, reduce_notes = eliminate_trivial_reduces(graph)
     plan = row.planner(graph, hw, parsed)
     plan.notes[:0] = zero_notes + reduce_notes
-    return plan.validate()
+    return plan.seal().validate()

@@ -19,6 +19,7 @@ out the rest the same way for every strategy:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import ceil
 
 import numpy as np
@@ -28,6 +29,7 @@ from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
+from .vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
 
 #: at most this many values per thread are kept in registers from one stage to a later one; kernel inputs
 #: kept in registers (hierarchical data reuse of loads) share this budget, counted in 32-bit registers: of
@@ -193,14 +195,25 @@ def _recompute(graph, stage: Stage) -> dict:
     return out
 
 
-def stage_membership(graph, stages, name: str = "kernel"):
-    """Which stage computes each node, and which stages read it.
+@dataclass
+class Membership:
+    """Which stage computes each node of a kernel, and which stages read it (:func:`stage_membership`)."""
+    stage_of: dict          # node -> the first stage computing it
+    part_of: dict           # node -> "ops" or "epilogue": where in that stage
+    copies: dict            # node -> every stage with its own copy of it (recomputation)
+    consumers: dict         # node -> the stages that *read* its value (a stage with its own copy does not)
+    needed_later: set       # nodes a stage after the computing one reads
 
-    Returns ``(stage_of, part_of, copies, consumers, needed_later)``: the first
-    stage computing a node, whether it is in ``ops`` or ``epilogue``, every
-    stage with its own copy (recomputation), the stages that *read* its value
-    (a stage with its own copy does not), and the nodes a later stage reads.
-    """
+
+@dataclass
+class Placement(Membership):
+    """Membership plus where every value lives (:func:`_place_values`)."""
+    values: dict            # node -> Value: its space, scheme and why
+    kernel_inputs: list     # nodes the kernel reads from global memory, in first-read order
+
+
+def stage_membership(graph, stages, name: str = "kernel") -> Membership:
+    """Which stage computes each node, and which stages read it (see :class:`Membership`)."""
     stage_of, part_of, copies = {}, {}, {}
     for i, s in enumerate(stages):
         for n in s.ops:
@@ -227,24 +240,25 @@ def stage_membership(graph, stages, name: str = "kernel"):
                     consumers.setdefault(o.name, set()).add(i)
 
     needed_later = {n for n, st in consumers.items() if n in stage_of and any(j > stage_of[n] for j in st)}
-    return stage_of, part_of, copies, consumers, needed_later
+    return Membership(stage_of, part_of, copies, consumers, needed_later)
 
 
-def _place_values(graph, name, stages, escapes, stitch, force_global, register_cap=REGISTER_VALUES_CAP):
+def _place_values(graph, name, stages, escapes, stitch, force_global, register_cap=REGISTER_VALUES_CAP) -> Placement:
     """Where every value of the kernel lives (register, shared, global) and which stages read it."""
-    stage_of, part_of, copies, consumers, needed_later = stage_membership(graph, stages, name)
+    member = stage_membership(graph, stages, name)
+    stage_of, part_of, consumers, needed_later = member.stage_of, member.part_of, member.consumers, member.needed_later
     values: dict[str, Value] = {}
     kernel_inputs = []
     for n in dict.fromkeys(o for s in stages for c in list(s.ops) + list(s.epilogue) for o in
                            (x.name for x in graph[c].operands)):
         if n not in stage_of and not (graph[n].op == "constant" and graph[n].rank == 0):
             kernel_inputs.append(n)
-            values[n] = Value(n, "global", "global", stage=-1, why="a kernel input: read from global memory")
+            values[n] = Value(n, Space.GLOBAL, Scheme.GLOBAL, stage=-1, why="a kernel input: read from global memory")
 
     for n, i in stage_of.items():
         later = sorted(j for j in consumers.get(n, ()) if j > i)
         same = i in consumers.get(n, ())
-        v = Value(n, "register", "local" if same else "independent", stage=i, output=n in escapes,
+        v = Value(n, Space.REGISTER, Scheme.LOCAL if same else Scheme.INDEPENDENT, stage=i, output=n in escapes,
                   why="read in its own stage, from registers" if same else "no reader in this kernel")
         if later:
             placed = False
@@ -253,15 +267,15 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
             per_task = part_of[n] == "epilogue" or (graph[n].op == "reduce" and stages[i].mapping.splits == 1)
             if all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later) for j in later) \
                     and stages[i].mapping.elements_per_thread <= register_cap:
-                v.space, v.scheme, placed = "register", "local", True
+                v.space, v.scheme, placed = Space.REGISTER, Scheme.LOCAL, True
                 v.why = f"{readers} it at the element the same thread computed: kept in registers"
             elif n not in force_global and per_task and all(
                     is_block_local(graph, stages[i], stages[j], n, needed_later) for j in later):
-                v.space, v.scheme, placed = "shared", "regional", True
+                v.space, v.scheme, placed = Space.SHARED, Scheme.REGIONAL, True
                 v.why = (f"{readers} it, and every block reads only what it computed itself (block-locality check): "
                          "shared memory + block barrier")
             if not placed:
-                v.space, v.scheme = "global", "global"
+                v.space, v.scheme = Space.GLOBAL, Scheme.GLOBAL
                 v.why = (f"{readers} it, but " + (
                     "it may not live in shared memory (Regional stitching off, or over the shared-memory budget)"
                     if n in force_global and per_task else
@@ -271,14 +285,15 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
                     "registers may not carry it to a later stage") + ": global memory + grid barrier")
         elif stitch and graph[n].op == "reduce" and same and stages[i].mapping.threads_per_row > 1:
             # the reduced value is combined across the threads of a task in shared memory
-            v.scheme = "regional" if stages[i].mapping.splits == 1 else "global"
+            v.scheme = Scheme.REGIONAL if stages[i].mapping.splits == 1 else Scheme.GLOBAL
             v.why = ("the threads of its task combine it in shared memory (a reduction tree)"
                      if stages[i].mapping.splits == 1 else "its task is split over blocks: the parts meet in global memory")
         if v.output:
             v.why += "; written to global memory (a graph output or read by a later kernel)"
         values[n] = v
 
-    return stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs
+    return Placement(member.stage_of, member.part_of, member.copies, member.consumers, member.needed_later,
+                     values, kernel_inputs)
 
 
 def _registers_of(graph, node: str, stage: Stage) -> int:
@@ -310,7 +325,7 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
     per thread carried across stages), in the order the kernel first reads them.  An input that does not
     fit is loaded again by each reader, and the returned notes say so (``print(plan)`` shows them)."""
     carried = sum(_registers_of(graph, n, stages[v.stage]) for n, v in values.items()
-                  if v.stage >= 0 and v.space == "register" and n in needed_later)
+                  if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
     notes = []
     for n in kernel_inputs:
         readers = sorted(consumers.get(n, ()))
@@ -330,7 +345,7 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
             continue
         carried += cost
         v = values[n]
-        v.space, v.scheme, v.loaded_in = "register", "local", first
+        v.space, v.scheme, v.loaded_in = Space.REGISTER, Scheme.LOCAL, first
         reader = f"stage {later[0]} reads" if len(later) == 1 else f"stages {', '.join(map(str, later))} read"
         v.why = (f"a kernel input that stage {first} loads; {reader} it at the elements the same thread "
                  f"loaded: kept in registers ({cost} per thread)")
@@ -364,7 +379,7 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
     moved = []
     for n, v in values.items():
         node = graph[n]
-        if v.stage < 0 or v.space != "global" or part_of.get(n) != "ops" or node.op == "reduce" \
+        if v.stage < 0 or v.space is not Space.GLOBAL or part_of.get(n) != "ops" or node.op == "reduce" \
                 or is_expensive(node) or node.kind not in ("elementwise", "layout", "broadcast") or n in escapes:
             continue
         readers = [j for j in consumers.get(n, ()) if j > v.stage]
@@ -401,52 +416,17 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
     position = {n.name: i for i, n in enumerate(graph)}
     while True:
-        stage_of, part_of, copies, consumers, needed_later, values, kernel_inputs = _place_values(
-            graph, name, stages, escapes, stitch, force_global, register_cap)
-        again = _recompute_instead_of_storing(graph, stages, values, consumers, part_of, escapes, position) \
-            if stitch else []
+        placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap)
+        again = _recompute_instead_of_storing(graph, stages, placed.values, placed.consumers, placed.part_of,
+                                              escapes, position) if stitch else []
         if not again:
             break
         notes.append(f"recomputed in later stages instead of stored in global memory: {', '.join(again)}")
+    stage_of, consumers, needed_later, values = placed.stage_of, placed.consumers, placed.needed_later, placed.values
     if stitch and keep_inputs and register_cap > 0:
-        notes.extend(_keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later,
+        notes.extend(_keep_loaded_inputs(graph, stages, values, placed.kernel_inputs, consumers, needed_later,
                                          register_cap))
-
-    # barriers: strongest need between a producer stage and its first later consumer
-    rank = {"none": 0, "block": 1, "grid": 2}
-    for s in stages:
-        s.barrier_after, s.barrier_why = "none", ""
-    fenced: dict[int, list] = {}          # stage -> the values its barrier makes visible, and to whom
-    for i, s in enumerate(stages):
-        split_reads = [n for n in s.ops if graph[n].op == "reduce" and s.mapping.splits > 1
-                       and (s.epilogue or any(j > i for j in consumers.get(n, ())))]
-        s.sync_after_combine = bool(split_reads)
-        for n in split_reads:
-            values[n].space, values[n].scheme = "global", "global"
-            values[n].why = (f"split over {s.mapping.splits} blocks and read again in this kernel: combined in "
-                             "global memory, grid barrier after the combine")
-    for n, v in values.items():
-        if v.stage < 0 or v.space == "register":
-            continue
-        if graph[n].op == "reduce" and stages[v.stage].sync_after_combine and \
-                stages[v.stage].mapping.combine == "atomic":
-            continue              # already complete everywhere: the stage's own grid barrier
-        later = sorted(j for j in consumers.get(n, ()) if j > v.stage)
-        if not later:
-            continue
-        need = "block" if v.space == "shared" else "grid"
-        at = stages[later[0] - 1]
-        if rank[need] > rank[at.barrier_after]:
-            at.barrier_after = need
-            fenced[later[0] - 1] = []
-        if need == at.barrier_after:
-            fenced[later[0] - 1].append((n, v.space, later[0]))
-    for i, why in fenced.items():
-        groups: dict = {}
-        for n, space, j in why:
-            groups.setdefault((j, space), []).append(n)
-        stages[i].barrier_why = "; ".join(f"stage {j} reads {', '.join(ns)} from {space} memory"
-                                          for (j, space), ns in groups.items())
+    _place_barriers(graph, stages, values, consumers)
 
     # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
     shared_bytes = _layout_shared(graph, stages, values, consumers)
@@ -460,15 +440,63 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         if (s.mapping.grid, s.mapping.block) != (grid, block):
             raise AStitchError(f"{name}: every stage of a kernel must use the kernel's launch shape "
                                f"({grid}x{block}); stage {s.dominant} uses {s.mapping.grid}x{s.mapping.block}")
-    reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
-                     if v.stage >= 0 and v.space == "register" and n in needed_later)
-    reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
-    registers = min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages))
+    registers = _estimate_registers(graph, stages, values, needed_later, gpu)
     outputs = [n for n in stage_of if n in escapes]
     _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))
     return Kernel(name=name, kind="generated", grid=grid, block=block, stages=stages, values=values,
-                  inputs=kernel_inputs, outputs=outputs, shared_bytes=shared_total,
+                  inputs=placed.kernel_inputs, outputs=outputs, shared_bytes=shared_total,
                   registers_per_thread=registers, notes=notes, scratch_offset=shared_bytes, scratch_bytes=scratch)
+
+
+def _place_barriers(graph, stages, values, consumers) -> None:
+    """The barrier after each stage: the strongest that any value read by the next reading stage needs.
+
+    A shared value needs a block barrier before its first later reader, a global one a grid barrier
+    (``BARRIER_FOR_SPACE``); barriers order by strength, so the stage gets the ``max``.  A reduce split
+    over blocks and read again in the kernel is combined in global memory, with a grid barrier inside its
+    stage (``sync_after_combine``).  ``barrier_why`` says which values each barrier makes visible, to whom."""
+    for s in stages:
+        s.barrier_after, s.barrier_why = Barrier.NONE, ""
+    fenced: dict[int, list] = {}          # stage -> the values its barrier makes visible, and to whom
+    for i, s in enumerate(stages):
+        split_reads = [n for n in s.ops if graph[n].op == "reduce" and s.mapping.splits > 1
+                       and (s.epilogue or any(j > i for j in consumers.get(n, ())))]
+        s.sync_after_combine = bool(split_reads)
+        for n in split_reads:
+            values[n].space, values[n].scheme = Space.GLOBAL, Scheme.GLOBAL
+            values[n].why = (f"split over {s.mapping.splits} blocks and read again in this kernel: combined in "
+                             "global memory, grid barrier after the combine")
+    for n, v in values.items():
+        if v.stage < 0 or v.space is Space.REGISTER:
+            continue
+        if graph[n].op == "reduce" and stages[v.stage].sync_after_combine and \
+                stages[v.stage].mapping.combine is Combine.ATOMIC:
+            continue              # already complete everywhere: the stage's own grid barrier
+        later = sorted(j for j in consumers.get(n, ()) if j > v.stage)
+        if not later:
+            continue
+        need = BARRIER_FOR_SPACE[v.space]
+        at = stages[later[0] - 1]
+        if need > at.barrier_after:
+            at.barrier_after = need
+            fenced[later[0] - 1] = []
+        if need == at.barrier_after:
+            fenced[later[0] - 1].append((n, v.space, later[0]))
+    for i, why in fenced.items():
+        groups: dict = {}
+        for n, space, j in why:
+            groups.setdefault((j, space), []).append(n)
+        stages[i].barrier_why = "; ".join(f"stage {j} reads {', '.join(ns)} from {space} memory"
+                                          for (j, space), ns in groups.items())
+
+
+def _estimate_registers(graph, stages, values, needed_later, gpu) -> int:
+    """Registers per thread before ptxas has seen the code: a base, two per value carried across stages
+    (values kept in registers, kernel inputs kept after their load), four per stage."""
+    reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
+                     if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
+    reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
+    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages))
 
 
 def _record_bookkeeping(graph, stages, values, consumers, needed_later, outputs) -> None:
@@ -482,12 +510,12 @@ def _record_bookkeeping(graph, stages, values, consumers, needed_later, outputs)
         s.reduces = tuple(n for n in s.ops if graph[n].op == "reduce")
         s.task_shape = tuple(graph[s.reduces[0]].shape) if s.reduces else ()
         s.live_out = tuple(n for n in own if n in needed_later)
-        stored = {n for n in own if n in needed_later or n in outputs or values[n].space == "global"}
+        stored = {n for n in own if n in needed_later or n in outputs or values[n].space is Space.GLOBAL}
         s.roots = tuple(stage_roots(graph, s, stored))
         s.scratch_slots = reduction_slots(graph, s)
         # the split-reduce barrier rule, in one place: partials meet after a grid barrier (combine
         # grid_barrier), and a result read again in the kernel needs one more after the combine
-        s.grid_syncs = int(bool(s.reduces) and s.mapping.splits > 1 and s.mapping.combine == "grid_barrier") + \
+        s.grid_syncs = int(bool(s.reduces) and s.mapping.splits > 1 and s.mapping.combine is Combine.GRID_BARRIER) + \
             int(s.sync_after_combine)
 
 
@@ -501,7 +529,7 @@ def _layout_shared(graph, stages, values, consumers) -> int:
     """
     live = []   # (start stage, end stage, value)
     for n, v in values.items():
-        if v.space != "shared":
+        if v.space is not Space.SHARED:
             continue
         m = stages[v.stage].mapping
         per_block = m.rows_per_block * m.task_iterations if m.kind == "rows" else m.threads_per_row * m.task_iterations
@@ -514,7 +542,7 @@ def _layout_shared(graph, stages, values, consumers) -> int:
     for start, end, v in sorted(live, key=lambda t: (t[0], -t[2].nbytes)):
         for slot in slots:
             # reuse a slot only if its last reader and the new writer are separated by a barrier
-            fenced = any(stages[t].barrier_after != "none" for t in range(slot[2], start))
+            fenced = any(stages[t].barrier_after is not Barrier.NONE for t in range(slot[2], start))
             if slot[2] < start and slot[1] >= v.nbytes and fenced:
                 v.offset, slot[2] = slot[0], end
                 v.buffer = f"smem{slot[0]}"

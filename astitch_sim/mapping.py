@@ -33,12 +33,16 @@ import numpy as np
 
 from .errors import AStitchError
 from .flatindex import ravel, unravel
+from .sealed import Sealable
+from .vocabulary import Combine
 
 KINDS = ("flat", "rows", "columns")
 
 
 @dataclass
-class ThreadMapping:
+class ThreadMapping(Sealable):
+    WORDS = {"combine": Combine}
+
     kind: str
     domain: tuple                       # shape of the iteration space
     groups: tuple                       # dims of the domain in each view axis (see module doc)
@@ -46,7 +50,7 @@ class ThreadMapping:
     grid: int                           # blocks launched
     threads_per_row: int = 0            # rows: threads per row; columns: column lanes per block
     splits: int = 1                     # rows: blocks per row; columns: blocks along the reduced dim
-    combine: str = "none"               # how split partial reductions meet: none | atomic | grid_barrier
+    combine: Combine = Combine.NONE     # how split partial reductions meet: none | atomic | grid_barrier
 
     def __post_init__(self):
         self.domain = tuple(int(d) for d in self.domain)
@@ -215,7 +219,7 @@ class ThreadMapping:
             if self.splits < 1 or self.grid % self.splits:
                 raise AStitchError(f"{self.kind} mapping: the grid of {self.grid} blocks must be a multiple of "
                                    f"splits={self.splits}")
-            if self.splits > 1 and self.combine == "none":
+            if self.splits > 1 and self.combine is Combine.NONE:
                 raise AStitchError(f"{self.kind} mapping splits each task over {self.splits} blocks but says "
                                    "nothing about combining the parts: set combine to atomic or grid_barrier")
 

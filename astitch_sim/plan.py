@@ -44,7 +44,7 @@ How a stage runs (the simulator and the Numba backend both do exactly this):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Optional
 
 from .errors import AStitchError
@@ -52,21 +52,21 @@ from .graph import Graph, shape_str
 from .hardware import GPU, gpu as get_gpu
 from .machine import MachineResources
 from .mapping import ThreadMapping
+from .sealed import Sealable, plain
+from .vocabulary import Barrier, Scheme, Space
 
 #: the JSON format written by :meth:`Plan.to_json` (2: the planner's bookkeeping is recorded, see Stage)
 PLAN_FORMAT = "astitch-sim plan 2"
 
-SPACES = ("register", "shared", "global")
-SCHEMES = ("independent", "local", "regional", "global")
-BARRIERS = ("none", "block", "grid")
-
 
 @dataclass
-class Value:
+class Value(Sealable):
     """Where one node's result lives inside a kernel, and how it reaches its consumers."""
+    WORDS = {"space": Space, "scheme": Scheme}
+
     node: str
-    space: str                  # register | shared | global
-    scheme: str                 # independent | local | regional | global
+    space: Space                # register | shared | global
+    scheme: Scheme              # independent | local | regional | global
     stage: int = -1             # stage computing it; -1: read from global memory (a kernel input)
     buffer: str = ""            # shared/global buffer it is stored in (buffers are reused)
     offset: int = 0             # shared: byte offset of this value's slot in the block's shared memory
@@ -88,13 +88,15 @@ class Value:
 
 
 @dataclass
-class Stage:
+class Stage(Sealable):
     """One op group: a dominant, its Local ops, one thread mapping."""
+    WORDS = {"barrier_after": Barrier}
+
     dominant: str
     ops: list                   # evaluated per domain element, in topological order (reduces included)
     mapping: ThreadMapping
     epilogue: list = field(default_factory=list)   # evaluated once per reduction task, after the reduces
-    barrier_after: str = "none"                    # none | block | grid
+    barrier_after: Barrier = Barrier.NONE          # none | block | grid
     recompute: dict = field(default_factory=dict)  # node -> evaluations per value (>1: TVM-style recomputation)
     sync_after_combine: bool = False               # split reduce read inside the kernel: grid barrier after combine
     # -- bookkeeping the planner records so that no reader works it out again (kernel_builder.assemble_kernel) --
@@ -112,7 +114,7 @@ class Stage:
 
 
 @dataclass
-class Kernel:
+class Kernel(Sealable):
     name: str
     kind: str                               # generated | library
     grid: int
@@ -133,7 +135,7 @@ class Kernel:
     @property
     def global_barriers(self) -> int:
         """Grid-wide barriers in the kernel: between stages, and inside split reductions."""
-        between = sum(1 for s in self.stages if s.barrier_after == "grid")
+        between = sum(1 for s in self.stages if s.barrier_after is Barrier.GRID)
         inside = sum(s.grid_syncs for s in self.stages)
         return between + inside
 
@@ -149,7 +151,7 @@ class Kernel:
 
     @property
     def block_barriers(self) -> int:
-        return sum(1 for s in self.stages if s.barrier_after == "block")
+        return sum(1 for s in self.stages if s.barrier_after is Barrier.BLOCK)
 
     @property
     def cooperative(self) -> bool:
@@ -169,6 +171,16 @@ class Kernel:
         return [n for s in self.stages for n in list(s.ops) + list(s.epilogue)]
 
 
+def _replaced(obj, changes: dict):
+    """``dataclasses.replace(obj, **changes)``, with an AStitchError naming the fields if one is unknown."""
+    known = [f.name for f in fields(obj)]
+    unknown = [c for c in changes if c not in known]
+    if unknown:
+        raise AStitchError(f"{type(obj).__name__} has no field {', '.join(map(repr, unknown))}; "
+                           f"its fields: {', '.join(known)}")
+    return replace(obj, **changes)
+
+
 def _value_dict(v: Value) -> dict:
     """A Value as JSON; ``loaded_in`` only where an input is kept in registers (older readers never see it)."""
     d = {**asdict(v), "read_by": list(v.read_by)}
@@ -178,7 +190,13 @@ def _value_dict(v: Value) -> dict:
 
 
 @dataclass
-class Plan:
+class Plan(Sealable):
+    """A strategy's decisions for one graph on one GPU: kernels in launch order, and the reasons.
+
+    Built by a strategy's planner, then sealed (``astitch_sim.sealed``): ``compile``
+    and ``Plan.from_json`` return read-only plans.  To see what a different decision
+    does, make a changed copy with :meth:`with_stage`, :meth:`with_kernel`,
+    :meth:`with_value` or :meth:`with_notes` (then ``validate()`` says what breaks)."""
     graph: Graph
     strategy: str
     gpu: GPU
@@ -230,11 +248,51 @@ class Plan:
         return list(dict.fromkeys(out))
 
     def scheme_counts(self) -> dict:
-        out = {s: 0 for s in SCHEMES}
+        out = {s: 0 for s in Scheme.words()}
         for k in self.kernels:
             for sc in k.schemes.values():
                 out[sc] += 1
         return out
+
+    # -- changed copies (a sealed plan is never edited in place) --------------------
+    def with_notes(self, *notes: str) -> "Plan":
+        """A copy with ``notes`` appended to the plan's notes."""
+        return replace(self, notes=[*self.notes, *notes]).seal()
+
+    def with_kernel(self, kernel, **changes) -> "Plan":
+        """A copy whose kernel ``kernel`` (its index or name) has the fields in ``changes`` replaced.
+
+        Not validated: a what-if edit may well break a rule (that is often the point); ``validate()`` says which."""
+        i = self._kernel_index(kernel)
+        new = _replaced(self.kernels[i], changes)
+        return replace(self, kernels=[*self.kernels[:i], new, *self.kernels[i + 1:]]).seal()
+
+    def with_stage(self, kernel, stage: int, **changes) -> "Plan":
+        """A copy whose stage ``stage`` of kernel ``kernel`` has the fields in ``changes`` replaced
+        (e.g. ``plan.with_stage(0, 0, barrier_after="none")`` drops a barrier; not validated)."""
+        i = self._kernel_index(kernel)
+        stages = self.kernels[i].stages
+        if not isinstance(stage, int) or not 0 <= stage < len(stages):
+            raise AStitchError(f"kernel {self.kernels[i].name} has stages 0..{len(stages) - 1}; got stage {stage!r}")
+        new = _replaced(stages[stage], changes)
+        return self.with_kernel(i, stages=[*stages[:stage], new, *stages[stage + 1:]])
+
+    def with_value(self, kernel, node: str, **changes) -> "Plan":
+        """A copy whose Value of ``node`` in kernel ``kernel`` has the fields in ``changes`` replaced (not validated)."""
+        i = self._kernel_index(kernel)
+        values = self.kernels[i].values
+        if node not in values:
+            raise AStitchError(f"kernel {self.kernels[i].name} has no Value for {node!r}; it has {', '.join(values)}")
+        return self.with_kernel(i, values={**values, node: _replaced(values[node], changes)})
+
+    def _kernel_index(self, kernel) -> int:
+        names = [k.name for k in self.kernels]
+        if isinstance(kernel, str) and kernel in names:
+            return names.index(kernel)
+        if isinstance(kernel, int) and not isinstance(kernel, bool) and -len(names) <= kernel < len(names):
+            return kernel % len(names)
+        raise AStitchError(f"no kernel {kernel!r} in this plan: give an index 0..{len(names) - 1} or a name "
+                           f"({', '.join(names)})")
 
     # -- validation ------------------------------------------------------------
     def validate(self, barriers: bool = True) -> "Plan":
@@ -264,10 +322,10 @@ class Plan:
                              "sync_after_combine": s.sync_after_combine, "grid_syncs": s.grid_syncs,
                              "reduces": list(s.reduces), "task_shape": list(s.task_shape), "roots": list(s.roots),
                              "live_out": list(s.live_out), "scratch_slots": s.scratch_slots} for s in k.stages]
-            kernels.append(kd)
+            kernels.append(plain(kd))
         return {"format": PLAN_FORMAT, "strategy": self.strategy, "gpu": self.gpu.name,
-                "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": list(self.notes),
-                "options": dict(self.options), "search": self.search}
+                "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": plain(self.notes),
+                "options": plain(self.options), "search": plain(self.search)}
 
     def to_json(self, indent: Optional[int] = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -306,7 +364,7 @@ class Plan:
                                       machine=MachineResources.from_dict(kd["machine"]) if kd.get("machine")
                                       else None))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),
-                       dict(d.get("options", {})), dict(d.get("search", {})))
+                       dict(d.get("options", {})), dict(d.get("search", {}))).seal()
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             if isinstance(e, AStitchError):
                 raise

@@ -8,6 +8,7 @@ from .viz import graph_to_dot
 from .trivial_reduce import NOTE_PREFIX as TRIVIAL_REDUCE_NOTE
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 from .strategies.never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE
+from .vocabulary import Barrier, Space
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
 SPACE_WORD = {"register": "registers", "shared": "shared memory", "global": "global memory"}
@@ -23,7 +24,7 @@ def _value_line(g, k, s, n, where) -> str:
     tag = ""
     if v is not None:
         tag = f"[{v.scheme}]"
-        if v.space != "register":
+        if v.space != Space.REGISTER:
             tag += f" -> {SPACE_WORD[v.space]}"
         if v.output:
             tag += " -> output"
@@ -43,7 +44,7 @@ def _shared_layout(k) -> str:
     """The block's shared memory as the plan lays it out: Regional values at their offsets, then the
     reduction scratch (values whose lifetimes do not overlap share bytes)."""
     parts = [f"{v.node}@{v.offset} ({_kib(v.nbytes)})" for v in sorted(k.values.values(), key=lambda v: v.offset)
-             if v.space == "shared"]
+             if v.space == Space.SHARED]
     if k.scratch_bytes:
         parts.append(f"reduction scratch@{k.scratch_offset} ({_kib(k.scratch_bytes)})")
     return ", ".join(parts)
@@ -98,7 +99,7 @@ def format_kernel(plan, k, index: int) -> list:
             lines.append(f"  ---- grid barrier (split {', '.join(s.reduces)} combined: {s.mapping.combine}) ----")
         for n in s.epilogue:
             lines.append(_value_line(g, k, s, n, "  epilogue "))
-        if s.barrier_after != "none":
+        if s.barrier_after != Barrier.NONE:
             why = f" ({s.barrier_why}) " if s.barrier_why else " "
             lines.append(f"  ---- {s.barrier_after} barrier{why}" + "-" * max(4, 30 - len(why)))
     if k.outputs:

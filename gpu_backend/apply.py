@@ -17,7 +17,7 @@ does the rest with NVIDIA's ``ptxas``:
    real registers and the real shared memory (the kernel's own plus what the linked
    device runtime adds).
 
-The returned plan is a copy with ``Kernel.machine`` set (``print(plan)`` shows
+The returned plan is a new (sealed) plan with ``Kernel.machine`` set (``print(plan)`` shows
 "ptxas sm_90: 40 registers, 0 spills ...") and each relaxation written in the
 kernel's notes; it validates like any plan, and ``gpu_backend.run`` launches it
 with the relaxed caps.  Without the toolchain it raises
@@ -78,13 +78,13 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
     if not isinstance(plan, Plan):
         raise AStitchError(f"apply_compiler needs a Plan (from asim.compile), got {type(plan).__name__}")
     arch = arch or arch_of(plan.gpu)
-    out = Plan.from_json(plan.to_json())
-    gpu = out.gpu
+    gpu = plan.gpu
     show = _progress_printer(progress)
-    ptxs = kernel_ptx(out, arch)
+    ptxs = kernel_ptx(plan, arch)
+    kernels = list(plan.kernels)
     stuck = []                  # cooperative kernels that still spill: (name, bytes per thread, registers needed)
     for i, (spec, ptx) in enumerate(ptxs):
-        k = out.kernels[spec.index]
+        k = plan.kernels[spec.index]
         if show is not None:
             show(i, len(ptxs), k.name)
 
@@ -92,9 +92,10 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
             return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative, disassemble)["resources"])
 
         assumed = k.registers_per_thread
-        res = compile_at(assumed)
+        res, notes = compile_at(assumed), []
         if res.spills:
-            res, need = _relax(gpu, k, compile_at, res, assumed, arch)
+            res, need, note = _relax(gpu, k, compile_at, res, assumed, arch)
+            notes.append(note)
             if res.spills and k.cooperative:
                 stuck.append((k.name, res.spills, need))
         fits, wave = _fits(gpu, k, res)
@@ -105,10 +106,11 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
                 f"{wave} blocks of {k.block} threads stay resident, but the cooperative grid has {k.grid} (its grid "
                 f"barriers would deadlock). Re-plan with smaller blocks (asim.compile(..., max_block_threads=...)) "
                 f"or without grid barriers (global_stitching=False)")
-        k.machine = res
-        k.registers_per_thread = res.max_registers      # the cap applied (Numba's max_registers)
-    out.notes.append(f"machine code: every kernel compiled with ptxas for {arch} (gpu_backend.apply_compiler)")
-    out = out.validate()
+        # the cap applied is Numba's max_registers
+        kernels[spec.index] = replace(k, machine=res, registers_per_thread=res.max_registers,
+                                      notes=[*k.notes, *notes])
+    out = replace(plan, kernels=kernels).with_notes(
+        f"machine code: every kernel compiled with ptxas for {arch} (gpu_backend.apply_compiler)").validate()
     if stuck and replan and plan.strategy == "astitch":
         return _replan(plan, out, stuck, arch, show, disassemble)
     return out
@@ -144,19 +146,17 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
         if after == 0:
             break
     if kept is None:
-        checked.notes.append(f"assume-relax-apply: re-planning at {' and '.join(map(str, tries))} assumed registers "
-                             f"did not spill less than {before} B per thread; the plan keeps its grids")
-        return checked
+        return checked.with_notes(f"assume-relax-apply: re-planning at {' and '.join(map(str, tries))} assumed "
+                                  f"registers did not spill less than {before} B per thread; the plan keeps its grids")
     regs, again = kept
-    again.notes.append(f"assume-relax-apply re-planned (ptxas {arch}): at {assumed} assumed registers {what} "
-                       f"still spilled, their one-wave grids leaving no room to relax; planned again assuming "
-                       f"{regs} registers per thread, cooperative kernels spill {best} B per thread")
-    return again
+    return again.with_notes(f"assume-relax-apply re-planned (ptxas {arch}): at {assumed} assumed registers {what} "
+                            f"still spilled, their one-wave grids leaving no room to relax; planned again assuming "
+                            f"{regs} registers per thread, cooperative kernels spill {best} B per thread")
 
 
 def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str) -> tuple:
     """The kernel spilled at the assumed cap: raise the cap to what the code needs, if the grid allows.
-    Returns (ptxas's result at the cap applied, the registers the code needs)."""
+    Returns (ptxas's result at the cap applied, the registers the code needs, the kernel's note saying so)."""
     free = compile_at(gpu.max_registers_per_thread)
     need = max(free.registers, assumed + 1)
     relaxed = compile_at(need)
@@ -169,11 +169,10 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
     ok, wave = _fits(gpu, k, relaxed)
     before = gpu.blocks_per_wave(k.block, capped.shared_total, assumed)
     if ok and not relaxed.spills:
-        k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code spilled "
-                       f"{capped.spills} B per thread there; needs {relaxed.registers}: cap relaxed to {need} "
-                       f"({before} -> {wave} blocks per wave" +
-                       (f", the cooperative grid of {k.grid} still fits)" if k.cooperative else ")"))
-        return relaxed, need
+        return relaxed, need, (f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code spilled "
+                               f"{capped.spills} B per thread there; needs {relaxed.registers}: cap relaxed to {need} "
+                               f"({before} -> {wave} blocks per wave" +
+                               (f", the cooperative grid of {k.grid} still fits)" if k.cooperative else ")"))
     # a cooperative grid limits the relaxation: the largest cap whose occupancy still holds the grid.  ptxas
     # never uses more registers than the cap, and fewer registers never lower occupancy, so a cap that fits
     # with ``registers = cap`` fits whatever ptxas then uses: find it by arithmetic, compile once
@@ -189,6 +188,5 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
                f"size is fixed; a smaller block would need a re-plan)")
     else:
         why = f"a cap above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid resident"
-    k.notes.append(f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; {why}, "
-                   f"so the cap is {best.max_registers} and {best.spills} B per thread still spill")
-    return best, need
+    return best, need, (f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; "
+                        f"{why}, so the cap is {best.max_registers} and {best.spills} B per thread still spill")

@@ -2,6 +2,7 @@
 import copy
 import glob
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -183,33 +184,26 @@ def _fig7_plan():
 def test_validate_rejects_grid_barrier_beyond_one_wave():
     plan = _fig7_plan()
     k = plan.kernels[0]
-    k.grid = 10_000
-    for s in k.stages:
-        s.mapping.grid = 10_000
+    stages = [replace(s, mapping=replace(s.mapping, grid=10_000)) for s in k.stages]
     with pytest.raises(AStitchError, match="deadlock"):
-        plan.validate()
+        plan.with_kernel(0, grid=10_000, stages=stages).validate()
 
 
 def test_validate_rejects_oversized_blocks_and_shared_memory():
     plan = _fig7_plan()
-    plan.kernels[0].block = 2048
     with pytest.raises(AStitchError, match="threads per block"):
-        plan.validate()
-    plan = _fig7_plan()
-    plan.kernels[0].shared_bytes = 10 ** 6
+        plan.with_kernel(0, block=2048).validate()
     with pytest.raises(AStitchError, match="shared memory"):
-        plan.validate()
+        plan.with_kernel(0, shared_bytes=10 ** 6).validate()
 
 
 def test_validate_rejects_missing_barriers():
     plan = asim.compile(asim.workload("layernorm", rows=8, cols=64), "astitch", "H100")
-    plan.kernels[0].stages[0].barrier_after = "none"
     with pytest.raises(AStitchError, match="block barrier"):
-        plan.validate()
+        plan.with_stage(0, 0, barrier_after="none").validate()
     plan = _fig7_plan()
-    plan.kernels[0].stages[0].barrier_after = "block"
     with pytest.raises(AStitchError, match="grid barrier"):
-        plan.validate()
+        plan.with_stage(0, 0, barrier_after="block").validate()
 
 
 def test_plan_json_errors():

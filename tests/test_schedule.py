@@ -6,6 +6,7 @@ launch shape and the per-block time the cost model derives from the counters.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from math import ceil
 from types import SimpleNamespace
 
@@ -178,14 +179,14 @@ def test_grid_barrier_beyond_one_wave_deadlocks_with_explanation():
 def test_deadlock_from_an_edited_astitch_plan():
     # The astitch fig7 plan stitches with 2 grid barriers in 32 blocks; ask for 161 blocks instead.
     plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100")
-    k = plan.kernels[0]
+    k = replace(plan.kernels[0], grid=161)
     assert k.global_barriers > 0
-    k.grid = 161
     ks = KernelStats(k.name, k.kind, k.grid, k.block, k.shared_bytes, k.registers_per_thread)
     ks.stages = [StageStats(i, s.dominant) for i, s in enumerate(k.stages)]   # no counters: plan decides
     with pytest.raises(AStitchError, match="vertical packing -- launch at most 160 blocks"):
         check_grid_barrier(plan.gpu, k, ks)
-    k.grid = ks.grid = 160
+    k = replace(k, grid=160)
+    ks.grid = 160
     check_grid_barrier(plan.gpu, k, ks)      # one full wave: every block resident, legal
 
 

@@ -13,7 +13,7 @@ Counters are checked against numbers worked out by hand in the comments.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -342,7 +342,7 @@ def test_overlapping_shared_slots_give_wrong_values():
     g = asim.workload("layernorm", rows=4, cols=32)
     plan = asim.compile(g, "astitch", "H100")
     vals = plan.kernels[0].values
-    vals["n.bcast"].offset = vals["mean"].offset        # n.bcast and mean written to one slot
+    plan = plan.with_value(0, "n.bcast", offset=vals["mean"].offset)   # n.bcast and mean written to one slot
     x = workload_inputs(g, 0)
     got = asim.simulate(plan, x).outputs[0]
     assert not np.allclose(got, asim.reference(g, x)[0], atol=1e-3)
@@ -355,8 +355,7 @@ def test_register_value_read_by_another_thread_gives_wrong_values():
     s2 = plan.kernels[0].stages[2]
     m = s2.mapping
     assert plan.kernels[0].values["xc"].space == "register"
-    s2.mapping = type(m)(**{**m.to_dict(), "domain": m.domain, "groups": m.groups,
-                            "threads_per_row": m.threads_per_row // 2})
+    plan = plan.with_stage(0, 2, mapping=replace(m, threads_per_row=m.threads_per_row // 2))
     x = workload_inputs(g, 0)
     got = asim.simulate(plan, x).outputs[0]
     assert not np.allclose(got, asim.reference(g, x)[0], atol=1e-3, equal_nan=True)
@@ -382,8 +381,7 @@ def test_bad_inputs_are_astitch_errors():
 
 def test_missing_barrier_is_refused_without_trace():
     g = asim.workload("layernorm", rows=4, cols=32)
-    plan = asim.compile(g, "astitch", "H100")
-    plan.kernels[0].stages[0].barrier_after = "none"
+    plan = asim.compile(g, "astitch", "H100").with_stage(0, 0, barrier_after="none")
     with pytest.raises(AStitchError, match="no block barrier"):
         asim.simulate(plan, workload_inputs(g, 0))
 

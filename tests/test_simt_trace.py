@@ -23,7 +23,7 @@ def sim(name, strategy="astitch", gpu="H100", plan_edit=None, **shape):
     g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, gpu)
     if plan_edit:
-        plan_edit(plan)
+        plan = plan_edit(plan)
     x = workload_inputs(g, 0)
     return asim.simulate(plan, x, trace=True), g, x
 
@@ -68,7 +68,7 @@ def test_trace_follows_the_plan_through_every_space():
 def test_missing_block_barrier_is_a_race():
     """The teaching exercise: drop the barrier between the mean and its readers."""
     def drop(plan):
-        plan.kernels[0].stages[0].barrier_after = "none"
+        return plan.with_stage(0, 0, barrier_after="none")
     res, g, x = sim("layernorm", plan_edit=drop, rows=4, cols=32)
     assert len(res.races) == 4 * 31                   # each row: 31 threads read what thread 0 wrote
     r = res.races[0]
@@ -82,7 +82,7 @@ def test_missing_block_barrier_is_a_race():
 def test_missing_grid_barrier_is_a_global_race():
     def drop(plan):
         assert plan.kernels[0].stages[0].barrier_after == "grid"
-        plan.kernels[0].stages[0].barrier_after = "none"
+        return plan.with_stage(0, 0, barrier_after="none")
     res, _, _ = sim("paper_fig7", plan_edit=drop, n=32, c=64)   # big enough for more than one block
     glob = [r for r in res.races if r.space == "global"]
     assert glob and {r.node for r in glob} == {"power.1"}

@@ -184,11 +184,11 @@ test_q2_relaxed_registers(relaxed_registers)
 #
 # What if "apply" is skipped and the real kernel uses 64 registers per thread? A V100 SM then holds one
 # 1024-thread block instead of two: 80 blocks per wave, for a grid of 128 with grid barriers. The SIMT model
-# refuses to run it and says why (we edit a copy of the plan; `Plan.from_json(plan.to_json())` copies):
+# refuses to run it and says why. A compiled plan is read-only (every reader must see the same decisions),
+# so a what-if edit makes a changed copy: `plan.with_kernel(0, registers_per_thread=64)`:
 
 # %%
-unapplied = asim.Plan.from_json(plan.to_json())
-unapplied.kernels[0].registers_per_thread = 64
+unapplied = plan.with_kernel(0, registers_per_thread=64)
 try:
     asim.simulate(unapplied, asim.random_inputs(tfm))
 except asim.AStitchError as err:
@@ -248,12 +248,11 @@ test_q3_fixed_plan(fixed_plan)
 # The other way to break a barrier is to leave it out. Drop the block barrier between a stitched
 # layernorm's stage 0 (which writes each row's `mean` to shared memory) and stage 1 (which reads it).
 # `plan.validate()` refuses such a plan; trace mode runs it anyway (`validate(barriers=False)`) and reports
-# every read that is not ordered after the write it depends on:
+# every read that is not ordered after the write it depends on (`with_stage` makes the changed copy):
 
 # %%
 small = asim.workload("layernorm", rows=4, cols=32)
-racy = asim.compile(small, strategy="astitch", gpu="V100")
-racy.kernels[0].stages[0].barrier_after = "none"
+racy = asim.compile(small, strategy="astitch", gpu="V100").with_stage(0, 0, barrier_after="none")
 try:
     racy.validate()
 except asim.AStitchError as err:
@@ -305,8 +304,7 @@ test_q4_races(race_node, race_count)
 
 # %%
 g7 = asim.workload("paper_fig7", n=32, c=64)
-racy7 = asim.compile(g7, strategy="astitch", gpu="V100")
-racy7.kernels[0].stages[0].barrier_after = "none"
+racy7 = asim.compile(g7, strategy="astitch", gpu="V100").with_stage(0, 0, barrier_after="none")
 racy7.validate(barriers=False)
 r7 = asim.simulate(racy7, asim.workloads.workload_inputs(g7), trace=True)
 print(len([r for r in r7.races if r.space == "global"]), "global-memory races, e.g.", r7.races[0])

@@ -7,9 +7,10 @@ import math
 import shutil
 import subprocess
 
+from astitch_sim.vocabulary import Barrier, Space
+
 from .style import HIGHLIGHT, INPUT_FILL, SCHEME_FILL, SPACE_COLOUR, SPACE_WORD, nbytes
 
-SPACE_RANK = {"register": 0, "shared": 1, "global": 2}
 EDGE_STYLE = {"register": 'color="{c}", penwidth=1.6',
               "shared": 'color="{c}", penwidth=2.6, style=dashed',
               "global": 'color="{c}", penwidth=3.2'}
@@ -88,9 +89,9 @@ def plan_dot(plan, kernel: int | None = None, node: str | None = None, rankdir: 
     for (a, b), spaces in edges.items():
         if a not in placed and not any(x.name == a for x in _drawn(g)):
             continue
-        worst = max(spaces, key=SPACE_RANK.get)
+        worst = max(map(Space.parse, spaces))       # spaces order nearest first: the farthest is the worst
         style = EDGE_STYLE[worst].format(c=SPACE_COLOUR[worst])
-        tag = "/".join(EDGE_TAG[s] for s in sorted(spaces, key=SPACE_RANK.get))
+        tag = "/".join(EDGE_TAG[s] for s in sorted(map(Space.parse, spaces)))
         if node is not None and node in (a, b):
             style += f", penwidth=5"
         lines.append(f"  {q(a)} -> {q(b)} [{style}, label={q(' ' + tag)}, fontcolor=\"{SPACE_COLOUR[worst]}\"];")
@@ -137,9 +138,9 @@ def kernel_dot(plan, index: int, node: str | None = None) -> str:
                          f'fillcolor="{SCHEME_FILL["global"]}", fontsize=12, height=0.3];')
             lines.append(f"  {prev} -> c{i};")
             prev = f"c{i}"
-        if s.barrier_after != "none":
-            colour = SCHEME_FILL["global"] if s.barrier_after == "grid" else SCHEME_FILL["regional"]
-            lines.append(f'  b{i} [label={q(s.barrier_after + " barrier" + (" (all blocks)" if s.barrier_after == "grid" else " (__syncthreads)"))}, '
+        if s.barrier_after != Barrier.NONE:
+            colour = SCHEME_FILL["global"] if s.barrier_after == Barrier.GRID else SCHEME_FILL["regional"]
+            lines.append(f'  b{i} [label={q(s.barrier_after + " barrier" + (" (all blocks)" if s.barrier_after == Barrier.GRID else " (__syncthreads)"))}, '
                          f'shape=box, style=filled, fillcolor="{colour}", fontsize=12, height=0.3, width=4];')
             lines.append(f"  {prev} -> b{i};")
             prev = f"b{i}"

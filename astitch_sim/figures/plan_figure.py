@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backend import BARRIER_STYLE, SCHEME_COLOURS, SCHEME_EDGE, figure_and_axes
+from ..vocabulary import Barrier
 
 
 @dataclass
@@ -143,7 +144,7 @@ def plan_layout(plan, hide_scalars: bool = True, hide_moves: bool = False) -> La
                 if current is not None and k.kind == "generated":
                     floor = max([b.y for b in lane.boxes if b.role == "compute"] + [floor - 1]) + 1
                     st = k.stages[current]
-                    kind = st.barrier_after if st.barrier_after != "none" else ("grid" if st.sync_after_combine
+                    kind = st.barrier_after if st.barrier_after != Barrier.NONE else ("grid" if st.sync_after_combine
                                                                                else "none")
                     if kind != "none":
                         lane.barriers.append((floor, kind))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..errors import AStitchError
 from .backend import figure_and_axes
+from ..vocabulary import Space
 
 KIND_COLOURS = {"read": "#1f5fbf", "write": "#e07b00", "atomic": "#c62828"}
 PHASE_NAMES = ("elements", "combine", "epilogue")
@@ -29,9 +30,9 @@ def _rows(events):
     """Ordered memory rows: (band, space, node) -> sorted element list."""
     rows: dict = {}
     for e in events:
-        if e.space == "register":
+        if e.space == Space.REGISTER:
             continue
-        if e.space == "global":
+        if e.space == Space.GLOBAL:
             band = 0 if e.kind == "read" else 3
         else:
             band = 2
@@ -92,10 +93,10 @@ def draw_accesses(trace, stage: int = 0, kernel: int = 0, block: int = 0, thread
     ax.text(-1.5, ty, f"threads of\nblock {block}", ha="right", va="center", fontsize=7.5)
     registers = 0
     for e in events:
-        if e.space == "register":
+        if e.space == Space.REGISTER:
             registers += 1
             continue
-        band = 0 if (e.space == "global" and e.kind == "read") else (2 if e.space == "shared" else 3)
+        band = 0 if (e.space == Space.GLOBAL and e.kind == "read") else (2 if e.space == Space.SHARED else 3)
         key = (band, e.space, e.node)
         mx, my = cell[(key, e.element)]
         x = tx[e.thread]
@@ -110,7 +111,7 @@ def draw_accesses(trace, stage: int = 0, kernel: int = 0, block: int = 0, thread
     ax.set_ylim(max(ypos.values()) + 0.9, -0.9)
     ax.set_axis_off()
     phases = sorted({e.phase for e in events}, key=PHASE_NAMES.index)
-    counts = {k: sum(1 for e in events if e.kind == k and e.space != "register") for k in KIND_COLOURS}
+    counts = {k: sum(1 for e in events if e.kind == k and e.space != Space.REGISTER) for k in KIND_COLOURS}
     summary = ", ".join(f"{v} {k}s" for k, v in counts.items() if v)
     ax.set_title(title or f"kernel {kernel}, stage {stage}, block {block} ({'/'.join(phases)}): {summary} to "
                  f"memory; {registers} register accesses stay in their thread", fontsize=9)

@@ -66,6 +66,7 @@ from .evaluate import Evaluator
 from .reduce import run_reduce
 from .stats import KernelStats, SimStats, StageStats
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
+from ..vocabulary import Barrier, Combine, Space
 
 
 @dataclass
@@ -239,12 +240,12 @@ class KernelRun:
         self.memset_bytes = 0
         self.divergence: list = []
         self.epochs = [0, 0]               # block epoch, grid epoch
-        shared = [v for v in kernel.values.values() if v.space == "shared"]
+        shared = [v for v in kernel.values.values() if v.space == Space.SHARED]
         region = max((v.offset + v.nbytes for v in shared), default=0)
         region = -(-region // 16) * 16
         self.smem = np.full((kernel.grid, max(region, 16)), 0xFF, dtype=np.uint8)
         for n, v in kernel.values.items():
-            if v.stage >= 0 and (n in kernel.outputs or v.space == "global"):
+            if v.stage >= 0 and (n in kernel.outputs or v.space == Space.GLOBAL):
                 node = self.graph[n]
                 mem.place(n, uninitialised(node.shape, numpy_dtype(node.dtype)), node.nbytes)
 
@@ -274,7 +275,7 @@ class KernelRun:
                     barriers.append((i, "tree", False))
                 if s.grid_syncs:
                     barriers.append((i, "grid", False))
-                if s.barrier_after != "none":
+                if s.barrier_after != Barrier.NONE:
                     barriers.append((i, s.barrier_after, True))
         if self.recorder is not None:
             self.divergence = find_divergence(self.index, self.kernel.grid, self.kernel.block, work, barriers)
@@ -305,7 +306,7 @@ class KernelRun:
         st.elements = geom.size
         ev = Evaluator(self, i, s, geom, "elements", st)
         needed_here = {n for n in list(s.ops) + list(s.epilogue) if n in k.values and k.values[n].stage == i
-                       and (n in self.needed_later or n in k.outputs or k.values[n].space == "global")}
+                       and (n in self.needed_later or n in k.outputs or k.values[n].space == Space.GLOBAL)}
         reduce_inputs = {}
         for r in s.roots:
             node = g[r]
@@ -344,10 +345,10 @@ class KernelRun:
             for e in s.epilogue:
                 val = ee.value(e, epi.idx)
                 self.store_task_value(ee, e, val, epi)
-        if s.barrier_after == "block":
+        if s.barrier_after == Barrier.BLOCK:
             st.block_barriers += k.grid
             self.epochs[0] += 1
-        elif s.barrier_after == "grid":
+        elif s.barrier_after == Barrier.GRID:
             st.grid_barriers += 1
             self.epochs[0] += 1
             self.epochs[1] += 1
@@ -356,7 +357,7 @@ class KernelRun:
     def account(self, ev, geom, acc: Access) -> dict:
         c = count(geom, acc)
         st = ev.stats
-        if acc.space == "global":
+        if acc.space == Space.GLOBAL:
             if acc.kind == "read":
                 st.global_bytes_read += c["bytes"]
                 if acc.dedup:
@@ -368,7 +369,7 @@ class KernelRun:
                 if acc.kind == "atomic":
                     st.atomics += c["n"]
             st.global_requests += c["requests"]
-        elif acc.space == "shared":
+        elif acc.space == Space.SHARED:
             if acc.kind == "read":
                 st.shared_bytes_read += c["bytes"]
             else:
@@ -405,11 +406,11 @@ class KernelRun:
                                "only complete after the stage's reduction (move the reader to a later stage)")
         if at is not None and at > ev.i:
             raise AStitchError(f"kernel {k.name} stage {ev.i} reads {name}, which stage {at} computes later")
-        if at is not None and v is not None and v.space == "shared":
+        if at is not None and v is not None and v.space == Space.SHARED:
             return self.read_shared(ev, name, idx, mask)
-        if at is not None and v is not None and v.space == "register":
+        if at is not None and v is not None and v.space == Space.REGISTER:
             return self.read_register(ev, name, idx, mask)
-        if at is None and v is not None and v.space == "register" and 0 <= v.loaded_in < ev.i:
+        if at is None and v is not None and v.space == Space.REGISTER and 0 <= v.loaded_in < ev.i:
             return self.read_register(ev, name, idx, mask)       # a kept input: no second global load
         if name not in self.mem:
             raise AStitchError(f"kernel {k.name} reads {name} from global memory, but no kernel has written it")
@@ -500,10 +501,10 @@ class KernelRun:
         after an atomic combine only its block's partial!) or global memory, as its Value says."""
         node, res = self.graph[name], ev.reduce_results[name]
         v = self.kernel.values.get(name)
-        if v is not None and v.space == "global":
+        if v is not None and v.space == Space.GLOBAL:
             return self.read_global(ev, name, idx, mask)
         m = ev.geom.mapping
-        if m.splits > 1 and m.combine == "atomic":
+        if m.splits > 1 and m.combine == Combine.ATOMIC:
             full = np.moveaxis(res["partial"], 1, 0).reshape((m.splits,) + tuple(node.shape))
             return full[(ev.geom.part,) + tuple(idx)] if idx else full.reshape(m.splits)
         full = res["result"].reshape(tuple(node.shape))
@@ -517,14 +518,14 @@ class KernelRun:
         if v is None or v.stage != ev.i:
             return
         geom = ev.geom
-        if name in k.outputs or v.space == "global":
+        if name in k.outputs or v.space == Space.GLOBAL:
             arr = self.mem[name]
             arr[...] = np.broadcast_to(val, arr.shape)
             self.account(ev, geom, self._global_access("write", name, geom.idx, identity=True))
-        if v.space == "shared":
+        if v.space == Space.SHARED:
             raise AStitchError(f"kernel {k.name}: {name} is Regional but is computed per element, not per "
                                "reduction task; shared memory keeps one value per task")
-        if v.space == "register" and name in self.needed_later:
+        if v.space == Space.REGISTER and name in self.needed_later:
             self.regs[name] = (geom, val)
             if self.recorder is not None:
                 node = self.graph[name]
@@ -551,18 +552,18 @@ class KernelRun:
         if v is None or v.stage != ev.i:
             return
         full = np.broadcast_to(val, epi.shape)
-        if v.space == "shared":
+        if v.space == Space.SHARED:
             slot = self._slots(name).reshape((1,) + epi.task_shape)
             view = self.shared_view(name)
             view[epi.block, slot] = _encode(full, node.dtype)
             acc = Access("shared", "write", name, itemsize(node.dtype), v.offset, [np.broadcast_to(slot, epi.shape)],
                          extra={"logical": self._task_flat(node, epi.idx)})
             self.account(ev, epi, acc)
-        if name in k.outputs or v.space == "global":
+        if name in k.outputs or v.space == Space.GLOBAL:
             self.mem[name][...] = full[0].reshape(node.shape)
             mask = epi.part == 0 if epi.splits > 1 else None
             self.account(ev, epi, self._global_access("write", name, epi.idx, mask, identity=True))
-        if v.space == "register" and name in self.needed_later:
+        if v.space == Space.REGISTER and name in self.needed_later:
             self.regs[name] = (epi, val)
 
     # -- reductions ------------------------------------------------------------------------------
@@ -583,9 +584,9 @@ class KernelRun:
                 st.shared_bank_conflicts += T * S * (4 * lanes - 3) // 32
             st.tree_barriers += m.grid * m.task_iterations * (res["steps"] + 1)
         v = self.kernel.values.get(node.name)
-        to_global = node.name in self.kernel.outputs or (v is not None and v.space == "global")
+        to_global = node.name in self.kernel.outputs or (v is not None and v.space == Space.GLOBAL)
         res["ev"] = ev
-        if S > 1 and m.combine == "atomic":
+        if S > 1 and m.combine == Combine.ATOMIC:
             if not to_global:
                 raise AStitchError(f"kernel {self.kernel.name}: split reduce {node.name} combines with atomics but "
                                    "its result is neither an output nor Global: nobody could read it")
@@ -609,9 +610,9 @@ class KernelRun:
         ev = res["ev"]
         ev.phase = "epilogue" if s.grid_syncs else "combine"
         v = self.kernel.values.get(node.name)
-        to_global = node.name in self.kernel.outputs or (v is not None and v.space == "global")
+        to_global = node.name in self.kernel.outputs or (v is not None and v.space == Space.GLOBAL)
         size = itemsize(node.dtype)
-        if m.splits > 1 and m.combine == "grid_barrier":
+        if m.splits > 1 and m.combine == Combine.GRID_BARRIER:
             base = self.mem.base[f"{node.name}.partials"]
             task = self._task_flat(node, epi.idx)
             for q in range(m.splits):
@@ -624,12 +625,12 @@ class KernelRun:
         elif m.splits == 1 and to_global:
             self.mem[node.name][...] = res["result"]
             self.account(ev, epi, self._global_access("write", node.name, epi.idx, identity=True))
-        if v is not None and v.space == "shared":
+        if v is not None and v.space == Space.SHARED:
             slot = self._slots(node.name).reshape((1,) + epi.task_shape)
             full = np.broadcast_to(res["result"].reshape((1,) + epi.task_shape), epi.shape)
             self.shared_view(node.name)[epi.block, slot] = _encode(full, node.dtype)
             acc = Access("shared", "write", node.name, size, v.offset, [np.broadcast_to(slot, epi.shape)],
                          extra={"logical": self._task_flat(node, epi.idx)})
             self.account(ev, epi, acc)
-        if v is not None and v.space == "register" and node.name in self.needed_later:
+        if v is not None and v.space == Space.REGISTER and node.name in self.needed_later:
             self.regs[node.name] = (epi, res["result"].reshape((1,) + epi.task_shape))

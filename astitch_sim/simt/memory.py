@@ -56,6 +56,7 @@ import numpy as np
 
 from ..flatindex import distinct
 from .geometry import support
+from ..vocabulary import Space
 
 SECTOR = 32
 BANKS = 32
@@ -224,9 +225,9 @@ def _distinct(a: np.ndarray) -> int:
 
 def count(geom, acc: Access) -> dict:
     """Counters of one access: n (lane accesses), bytes, sectors, requests, conflicts."""
-    if acc.space == "register":        # no addresses, no bandwidth: only how many reads
+    if acc.space == Space.REGISTER:        # no addresses, no bandwidth: only how many reads
         return {"n": geom.count(acc.mask), "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
-    if getattr(geom, "flat", False) and acc.space == "global":
+    if getattr(geom, "flat", False) and acc.space == Space.GLOBAL:
         PATHS["flat"] = PATHS.get("flat", 0) + 1
         return count_flat(geom, acc)
     sp = _split(geom, acc)
@@ -252,7 +253,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     F_Xs, F_Ys, W = F_X[selx], F_Y[sely], W_Y[sely]
     A_X = acc.base + s * F_Xs
     A_Y = s * F_Ys
-    if acc.space == "global":
+    if acc.space == Space.GLOBAL:
         rho, cnt = np.unique(A_X % SECTOR, return_counts=True)
         for r, c in zip(rho.tolist(), cnt.tolist()):
             pairs, warps = distinct_pairs(W, (r + A_Y) // SECTOR)
@@ -265,7 +266,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
             out["bytes"] = s * b
         else:
             out["bytes"] = s * n
-    elif acc.space == "shared":
+    elif acc.space == Space.SHARED:
         rho, cnt = np.unique(A_X % (BANKS * BANK_BYTES), return_counts=True)
         for r, c in zip(rho.tolist(), cnt.tolist()):
             out["conflicts"] += c * bank_conflicts(W, r + A_Y, s)
@@ -510,13 +511,13 @@ def _count_dense(geom, acc):
         sel = geom.full(acc.mask)
     n = int(sel.sum()) if sel is not None else geom.size
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
-    if n == 0 or acc.space == "register":
+    if n == 0 or acc.space == Space.REGISTER:
         return out
     F = acc.flat(geom)
     if sel is not None:
         W, F = W[sel], F[sel]
     A = acc.base + s * F
-    if acc.space == "global":
+    if acc.space == Space.GLOBAL:
         out["sectors"], out["requests"] = distinct_pairs(W, A // SECTOR)
         if acc.dedup and not acc.identity:
             B = geom.full(geom.block)

@@ -46,6 +46,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import AStitchError
+from ..vocabulary import Barrier
 
 #: stage index of a grid-barrier wait in ``BlockEntry.stages``
 BARRIER = -1
@@ -149,7 +150,7 @@ def barrier_counts(kernel, ks) -> list:
     counted = [s.grid_barriers for s in ks.stages]
     if sum(counted) or kernel is None or kernel.kind == "library":
         return counted
-    planned = [int(s.barrier_after == "grid") + s.grid_syncs for s in kernel.stages]
+    planned = [int(s.barrier_after == Barrier.GRID) + s.grid_syncs for s in kernel.stages]
     return planned if len(planned) == len(counted) or not counted else counted
 
 

@@ -38,6 +38,7 @@ from typing import Optional
 import numpy as np
 
 from ..flatindex import unravel
+from ..vocabulary import Space
 
 SPACES = ("global", "shared", "register")
 KINDS = ("read", "write", "atomic")
@@ -85,7 +86,7 @@ class Race:
     writer_block: int = -1
 
     def __str__(self) -> str:
-        where = f"block {self.block}" if self.space == "shared" else \
+        where = f"block {self.block}" if self.space == Space.SHARED else \
             f"block {self.block} reads what block {self.writer_block} wrote"
         return (f"race in kernel {self.kernel} stage {self.stage}: {where}, {self.space} address {self.address} "
                 f"({self.node}): thread {self.reader} reads what thread {self.writer} wrote with no barrier between")
@@ -195,7 +196,7 @@ class TraceRecorder:
         if n == 0:
             return
         node = self.node_ids.setdefault(acc.node, len(self.node_ids))
-        addr = np.full(n, -1, np.int64) if acc.space == "register" else acc.base + acc.itemsize * flat
+        addr = np.full(n, -1, np.int64) if acc.space == Space.REGISTER else acc.base + acc.itemsize * flat
         logical = acc.extra.get("logical")
         if logical is not None:            # element index in the node's row-major order (layout may differ)
             flat = geom.full(logical) if acc.mask is None else geom.full(logical)[geom.full(acc.mask)]

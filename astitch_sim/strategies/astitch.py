@@ -69,10 +69,11 @@ from ..boundary import library_groups
 from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
-from ..plan import Plan, Stage
+from ..plan import Kernel, Plan, Stage
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
+from ..vocabulary import Barrier, Combine, Space
 
 BLOCK = 1024                 # "assume": 1024 threads per block
 
@@ -142,7 +143,7 @@ def _may_split(gr, opts: AStitchOptions) -> bool:
     combine whose result no epilogue of the same stage reads."""
     if not opts.task_splitting or not _splittable(gr):
         return False
-    return opts.global_stitching or (_combine(gr) == "atomic" and not gr.epilogue)
+    return opts.global_stitching or (_combine(gr) is Combine.ATOMIC and not gr.epilogue)
 
 
 def _size(shape) -> int:
@@ -184,10 +185,10 @@ def _splittable(gr: _Group) -> bool:
     return all(reducer(r).splittable for r in gr.reduces) if gr.reduces else reducer(gr.reducer_node).splittable
 
 
-def _combine(gr: _Group) -> str:
+def _combine(gr: _Group) -> Combine:
     """Split partials meet by atomics if every reduce of the group has one, else through a grid barrier."""
     nodes = gr.reduces or [gr.reducer_node]
-    return "atomic" if all(has_atomic(r) for r in nodes) else "grid_barrier"
+    return Combine.ATOMIC if all(has_atomic(r) for r in nodes) else Combine.GRID_BARRIER
 
 
 def _mapping(gr: _Group, grid: int, made: dict, block: int, opts: AStitchOptions) -> ThreadMapping:
@@ -197,28 +198,50 @@ def _mapping(gr: _Group, grid: int, made: dict, block: int, opts: AStitchOptions
         return made[id(gr.adopt)]
     if gr.kind == "rows":
         probe = ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=1, threads_per_row=1)
-        combine = _combine(gr) if gr.splits > 1 else "none"
+        combine = _combine(gr) if gr.splits > 1 else Combine.NONE
         return ThreadMapping("rows", gr.domain, gr.groups, block=block, grid=grid,
                              threads_per_row=_threads_per_row(probe.cols, block, opts), splits=gr.splits,
                              combine=combine)
     if gr.kind == "columns":
         return ThreadMapping("columns", gr.domain, gr.groups, block=block, grid=grid, threads_per_row=min(32, block),
-                             splits=gr.splits, combine=_combine(gr) if gr.splits > 1 else "none")
+                             splits=gr.splits, combine=_combine(gr) if gr.splits > 1 else Combine.NONE)
     return ThreadMapping("flat", gr.domain, gr.groups, block=block, grid=grid)
 
 
 def _groups_for(graph, names: set, escapes: set, max_slots: int = 1 << 30) -> list:
-    """Steps 2-4: candidates, dominant merging, Local ops; returns op groups in order."""
-    order = [n for n in graph if n.name in names]
-    cands = [n for n in order if n.op == "reduce" or n.name in escapes
-             or (is_one_to_many_producer(n) and any(u.name in names for u in n.users))]
-    cand_names = {n.name for n in cands}
-    groups: list[_Group] = []
-    home: dict = {}            # node name -> group that computes it (first copy)
-    cache: dict = {}
+    """Steps 2-4: candidates, dominant merging, Local ops; returns op groups in order.
 
-    def local_ops(root, gr):
+    Each candidate dominant (a reduce, an output, a one-to-many producer), in graph order, lands in
+    exactly one of three places: a reduce joins a sibling reduce's group or starts its own; anything
+    else joins a group as its epilogue (it runs once per reduction task), or joins (or starts) an
+    elementwise group over its own domain.  Each brings its Local ops along."""
+    b = _GroupBuilder(graph, names, escapes, max_slots)
+    for d in b.candidates:
+        if d.name in b.home:
+            continue                  # already computed as a Local op or an epilogue of a group
+        if d.op == "reduce":
+            b.add_reduce(d)
+        elif not b.join_as_epilogue(d):
+            b.add_elementwise(d)
+    return b.groups
+
+
+class _GroupBuilder:
+    """The op groups of one stitch scope as they grow, and where each node is computed."""
+
+    def __init__(self, graph, names: set, escapes: set, max_slots: int):
+        self.graph, self.names, self.max_slots = graph, names, max_slots
+        order = [n for n in graph if n.name in names]
+        self.candidates = [n for n in order if n.op == "reduce" or n.name in escapes
+                           or (is_one_to_many_producer(n) and any(u.name in names for u in n.users))]
+        self.cand_names = {n.name for n in self.candidates}
+        self.groups: list[_Group] = []
+        self.home: dict = {}            # node name -> group that computes it (first copy)
+        self.cache: dict = {}
+
+    def local_ops(self, root, gr) -> list:
         """Producers of ``root`` fused into ``gr`` through registers (recomputing cheap ones when needed)."""
+        names, home, cand_names = self.names, self.home, self.cand_names
         out, seen = [], set()
 
         def visit(x):
@@ -244,47 +267,50 @@ def _groups_for(graph, names: set, escapes: set, max_slots: int = 1 << 30) -> li
         visit(root)
         return out
 
-    def joinable(gr, d):
+    def joinable(self, gr, d) -> bool:
         """``d`` may join ``gr`` only if it reads nothing computed by a later group."""
-        later = {n for g in groups[groups.index(gr) + 1:] for n in list(g.ops) + list(g.epilogue)}
-        return not _depends_on(graph, d, {n.name for n in later}, cache)
+        later = {n for g in self.groups[self.groups.index(gr) + 1:] for n in list(g.ops) + list(g.epilogue)}
+        return not _depends_on(self.graph, d, {n.name for n in later}, self.cache)
 
-    for d in cands:
-        if d.name in home:
-            continue
-        if d.op == "reduce":
-            gr = _sibling_group(graph, groups, d, cache, max_slots)
-            if gr is not None and not joinable(gr, d):
-                gr = None
-            if gr is None:
-                rs = classify_reduce(d)
-                gr = _Group(d, "rows" if rs.kind == "row" else "columns", d.operands[0].shape, rs.groups, d)
-                groups.append(gr)
-            gr.ops.extend(local_ops(d, gr))
-            gr.ops.append(d)
-            home[d.name] = gr
-            _absorb_epilogue(graph, gr, names, home, cand_names, joinable)
-            continue
-        epi = _epilogue_merge(graph, groups, d, names, home)
-        if epi is not None and not joinable(epi[0], d):
-            epi = None
-        if epi is not None:
-            gr, members = epi
-            for m in members:
-                if m not in gr.epilogue:
-                    gr.epilogue.append(m)
-                home.setdefault(m.name, gr)
-            continue
-        gr = _elementwise_group(graph, groups, d, cache)
-        if gr in groups and not joinable(gr, d):
+    def _compute(self, d, gr) -> None:
+        """``d`` and its Local ops go into ``gr``."""
+        gr.ops.extend(self.local_ops(d, gr))
+        gr.ops.append(d)
+        self.home[d.name] = gr
+
+    def add_reduce(self, d) -> None:
+        """A reduce joins a sibling reduce's group (same input rows, same mapping), or starts its own."""
+        gr = _sibling_group(self.graph, self.groups, d, self.cache, self.max_slots)
+        if gr is not None and not self.joinable(gr, d):
+            gr = None
+        if gr is None:
+            rs = classify_reduce(d)
+            gr = _Group(d, "rows" if rs.kind == "row" else "columns", d.operands[0].shape, rs.groups, d)
+            self.groups.append(gr)
+        self._compute(d, gr)
+        _absorb_epilogue(self.graph, gr, self.names, self.home, self.cand_names, self.joinable)
+
+    def join_as_epilogue(self, d) -> bool:
+        """A value over a group's reduction results runs once per task, after the reduces: True if it joined."""
+        epi = _epilogue_merge(self.graph, self.groups, d, self.names, self.home)
+        if epi is None or not self.joinable(epi[0], d):
+            return False
+        gr, members = epi
+        for m in members:
+            if m not in gr.epilogue:
+                gr.epilogue.append(m)
+            self.home.setdefault(m.name, gr)
+        return True
+
+    def add_elementwise(self, d) -> None:
+        """Anything else joins an elementwise group over its domain (or starts one with the same mapping)."""
+        gr = _elementwise_group(self.graph, self.groups, d, self.cache)
+        if gr in self.groups and not self.joinable(gr, d):
             base = gr.adopt or gr
             gr = _Group(d, base.kind, gr.domain, base.groups, adopt=base)
-        if gr not in groups:
-            groups.append(gr)
-        gr.ops.extend(local_ops(d, gr))
-        gr.ops.append(d)
-        home[d.name] = gr
-    return groups
+        if gr not in self.groups:
+            self.groups.append(gr)
+        self._compute(d, gr)
 
 
 def _same_mapping(a: _Group, b: _Group) -> bool:
@@ -469,67 +495,110 @@ def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> 
 
 
 def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions):
-    """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel."""
-    present = set(groups)
+    """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel.
+
+    Assemble the kernel, then check it; each check either accepts it or changes one input and assembles
+    again: a Regional value over the shared-memory budget is demoted to Global; a grid barrier over a
+    grid wider than one wave caps the grid (vertical packing).  Without Global stitching, a stage after
+    a grid barrier ends the kernel instead.  Accepted: registers relaxed to what keeps the wave."""
     block = _block_size(groups, opts, gpu)
-    assumed = opts.assumed_registers
-    wave = gpu.blocks_per_wave(block, 0, assumed)
-    natural = max(_natural_blocks(gr, gpu, wave, block, opts, present) for gr in groups)
-    max_split = max((gr.adopt or gr).splits for gr in groups)
+    wave = gpu.blocks_per_wave(block, 0, opts.assumed_registers)
+    natural = max(_natural_blocks(gr, gpu, wave, block, opts, set(groups)) for gr in groups)
     # Regional stitching off: no value may live in shared memory across stages
     force_global: set = set() if opts.regional_stitching else {n.name for gr in groups for n in gr.ops + gr.epilogue}
-    cap = None
     notes = [_split_note(gr, wave, block) for gr in groups if gr.adopt is None and gr.splits > 1]
+    cap = None
     for _ in range(64):
-        grid = natural if cap is None else min(natural, cap)
-        grid = max(max_split, grid // max_split * max_split)
-        made: dict = {}
-        stages = []
-        for gr in groups:
-            m = _mapping(gr, grid, made, block, opts)
-            made[id(gr)] = m
-            ops = [n.name for n in gr.ops]
-            stages.append(Stage(dominant=gr.dominant.name, ops=ops, mapping=m,
-                                epilogue=[n.name for n in gr.epilogue]))
-        k = assemble_kernel(graph, f"stitch.{index}:{groups[-1].dominant.name}", stages, gpu, escapes,
-                            stitch=True, force_global=force_global, notes=list(notes),
-                            register_values_cap=None if opts.register_reuse else 0, keep_inputs=True)
-        budget = gpu.shared_per_block_default
-        if k.shared_bytes > budget:
-            regional = sorted((v for v in k.values.values() if v.space == "shared"), key=lambda v: -v.nbytes)
-            if regional:
-                force_global.add(regional[0].node)
-                notes.append(f"shared memory over the {budget // 1024} KiB budget: {regional[0].node} "
-                             "demoted Regional -> Global")
-                continue
-        if not opts.global_stitching:
-            cut = next((i + 1 for i, s in enumerate(k.stages) if s.barrier_after == "grid" or s.sync_after_combine),
-                       None)
-            if cut is not None and cut < len(groups):
-                return None, cut
-            if k.global_barriers:      # pragma: no cover - _may_split keeps grid barriers out of one stage
-                raise AssertionError(f"astitch: {k.name} kept a grid barrier without Global stitching")
-        base_wave = gpu.blocks_per_wave(block, k.shared_bytes, assumed)
-        if k.global_barriers and k.grid > base_wave:
-            if not opts.vertical_packing:
-                raise _GridExceedsWave(k.grid, base_wave)
-            cap = base_wave
-            if not any("vertical packing" in n for n in notes):
-                notes.append(f"grid barrier: grid capped at one wave ({base_wave} blocks) by vertical packing")
-            continue
-        relaxed = assumed
-        for r in range(assumed, gpu.max_registers_per_thread + 1, 8):
-            try:
-                if gpu.blocks_per_wave(block, k.shared_bytes, r) != base_wave:
-                    break
-            except AStitchError:      # no block fits any more
-                break
-            relaxed = r
-        k.registers_per_thread = relaxed
-        k.notes.append(f"assume-relax-apply: {block} threads, {assumed} regs -> {base_wave} blocks per "
-                       f"wave; register cap relaxed to {relaxed}")
-        return k, None
+        k = _assemble(graph, gpu, groups, escapes, index, opts, block, _grid(groups, natural, cap), force_global,
+                      notes)
+        if _demote_largest_regional(gpu, k, force_global, notes):
+            continue                                    # retry: one value fewer in shared memory
+        cut = _global_cut(k, groups, opts)
+        if cut is not None:
+            return None, cut                            # exit: the stage after a grid barrier starts a new kernel
+        wave_cap = _grid_over_one_wave(gpu, k, block, opts, notes)
+        if wave_cap is not None:
+            cap = wave_cap
+            continue                                    # retry: the grid capped at one wave
+        return _relax_registers(gpu, k, block, opts.assumed_registers), None      # exit: accepted
     raise AssertionError("astitch: launch configuration did not settle")
+
+
+def _grid(groups: list, natural: int, cap) -> int:
+    """Blocks to launch: the groups' natural grid, capped (at one wave), a multiple of the largest split."""
+    max_split = max((gr.adopt or gr).splits for gr in groups)
+    grid = natural if cap is None else min(natural, cap)
+    return max(max_split, grid // max_split * max_split)
+
+
+def _assemble(graph, gpu, groups, escapes, index, opts, block, grid, force_global, notes) -> Kernel:
+    """One try: every group's mapping at this launch shape, the stages, and the kernel builder's bookkeeping."""
+    made: dict = {}
+    stages = []
+    for gr in groups:
+        m = _mapping(gr, grid, made, block, opts)
+        made[id(gr)] = m
+        stages.append(Stage(dominant=gr.dominant.name, ops=[n.name for n in gr.ops], mapping=m,
+                            epilogue=[n.name for n in gr.epilogue]))
+    return assemble_kernel(graph, f"stitch.{index}:{groups[-1].dominant.name}", stages, gpu, escapes,
+                           stitch=True, force_global=force_global, notes=list(notes),
+                           register_values_cap=None if opts.register_reuse else 0, keep_inputs=True)
+
+
+def _demote_largest_regional(gpu, k: Kernel, force_global: set, notes: list) -> bool:
+    """Over the default shared-memory budget: the largest Regional value goes to global memory next try."""
+    budget = gpu.shared_per_block_default
+    if k.shared_bytes <= budget:
+        return False
+    regional = sorted((v for v in k.values.values() if v.space is Space.SHARED), key=lambda v: -v.nbytes)
+    if not regional:
+        return False
+    force_global.add(regional[0].node)
+    notes.append(f"shared memory over the {budget // 1024} KiB budget: {regional[0].node} demoted Regional -> Global")
+    return True
+
+
+def _global_cut(k: Kernel, groups: list, opts: AStitchOptions):
+    """Without Global stitching: the first stage after a grid barrier, where a new kernel must start."""
+    if opts.global_stitching:
+        return None
+    cut = next((i + 1 for i, s in enumerate(k.stages) if s.barrier_after is Barrier.GRID or s.sync_after_combine),
+               None)
+    if cut is not None and cut < len(groups):
+        return cut
+    if k.global_barriers:      # pragma: no cover - _may_split keeps grid barriers out of one stage
+        raise AssertionError(f"astitch: {k.name} kept a grid barrier without Global stitching")
+    return None
+
+
+def _grid_over_one_wave(gpu, k: Kernel, block: int, opts: AStitchOptions, notes: list):
+    """A grid barrier needs every block resident: the one-wave cap to retry with, or None if the grid fits.
+    Without vertical packing the grid cannot be capped: :class:`_GridExceedsWave`."""
+    base_wave = gpu.blocks_per_wave(block, k.shared_bytes, opts.assumed_registers)
+    if not (k.global_barriers and k.grid > base_wave):
+        return None
+    if not opts.vertical_packing:
+        raise _GridExceedsWave(k.grid, base_wave)
+    if not any("vertical packing" in n for n in notes):
+        notes.append(f"grid barrier: grid capped at one wave ({base_wave} blocks) by vertical packing")
+    return base_wave
+
+
+def _relax_registers(gpu, k: Kernel, block: int, assumed: int) -> Kernel:
+    """Assume-relax: the most registers per thread (in steps of 8) that keep the assumed blocks per wave."""
+    base_wave = gpu.blocks_per_wave(block, k.shared_bytes, assumed)
+    relaxed = assumed
+    for r in range(assumed, gpu.max_registers_per_thread + 1, 8):
+        try:
+            if gpu.blocks_per_wave(block, k.shared_bytes, r) != base_wave:
+                break
+        except AStitchError:      # no block fits any more
+            break
+        relaxed = r
+    k.registers_per_thread = relaxed
+    k.notes.append(f"assume-relax-apply: {block} threads, {assumed} regs -> {base_wave} blocks per "
+                   f"wave; register cap relaxed to {relaxed}")
+    return k
 
 
 def _split_note(gr: _Group, wave: int, block: int) -> str:
