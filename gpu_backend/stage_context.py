@@ -60,15 +60,16 @@ class StageContext:
     # -- the state while writing (each field names its writer) ----------------------------------
     #: the thread's iteration inside the domain loops, as an expression (it indexes the register
     #: arrays of values kept for later stages); None outside a domain loop.  Written by
-    #: LoopEmitter when it opens the element loop, cleared by ReductionEmitter.finish_tasks
-    #: (the epilogue runs once per task, not per iteration).
+    #: LoopEmitter.write_flat and TaskLoopEmitter.name_iteration when they open the element loop,
+    #: cleared by ReductionEmitter.finish_tasks (the epilogue runs once per task, not per iteration).
     it: Optional[Expr] = None
     #: domain dim -> the variable (or constant) holding that dim's index at the current element.
-    #: Written by LoopEmitter.domain_vars; read by the loops to find a task's index.
+    #: Written by LoopEmitter.domain_vars (TaskLoopEmitter empties it as each task opens); read by
+    #: TaskLoopEmitter to find a task's index.
     dvars: dict = field(default_factory=dict)
     #: reduce -> its per-thread accumulator variable(s): ``(value,)``, or ``(value, index)`` for
-    #: argmax/argmin.  Written by LoopEmitter before the element loop; read by ElementEmitter
-    #: (accumulate) and ReductionEmitter (the tree).
+    #: argmax/argmin.  Written by TaskLoopEmitter.prepare_reductions (LoopEmitter.write_flat: none,
+    #: a flat stage has no reduce); read by ElementEmitter (accumulate) and ReductionEmitter (the tree).
     acc_var: dict = field(default_factory=dict)
     #: reduce -> the variable holding its complete value for the task.  Written by
     #: ReductionEmitter.finish_tasks; ValueEmitter reads it in the epilogue phase.
