@@ -56,14 +56,25 @@ Where each part lives (one idea per module; this module re-exports their names):
 * :mod:`~gpu_backend.kernel` -- ``KernelWriter``: one kernel's arguments, memory
   (global arrays, shared views, register arrays, reduction scratch), the checks on
   the shared layout, the function around the stages.
-* :mod:`~gpu_backend.stage` -- ``StageWriter``: one stage's header, checks,
-  per-element body and barrier, assembled from the mixins below.
-* :mod:`~gpu_backend.loops` -- the loops of each mapping kind.
-* :mod:`~gpu_backend.values` -- element expressions and index propagation (the CSE
-  ``Scope``); the index arithmetic itself is :mod:`~gpu_backend.exprs`.
-* :mod:`~gpu_backend.slots` -- Regional values' shared-memory slots.
-* :mod:`~gpu_backend.reductions` -- accumulation, the tree, split combines, the epilogue.
-* :mod:`~gpu_backend.dtypes` -- storage and register types, casts.
+* :mod:`~gpu_backend.stage` -- ``StageWriter``: one stage's header, checks and
+  barrier; it builds the stage's context and the emitters below and hands each the
+  context and the emitters it calls (composition: no emitter reaches into another's
+  attributes, and nothing is shared that is not declared).
+* :mod:`~gpu_backend.stage_context` -- ``StageContext``: what one stage's emitters share,
+  each field documented with its writer (the stage, its mapping, the kernel's writer, the
+  output lines; the iteration, domain index variables, accumulators, results, phase).
+* :mod:`~gpu_backend.loops` -- ``LoopEmitter``: a ``flat`` stage's grid-stride loop and the
+  domain index variables every loop opens.
+* :mod:`~gpu_backend.task_loops` -- ``TaskLoopEmitter``: a ``rows``/``columns`` stage's lanes,
+  task loops, element loops, and the passes after a task (tree, split combine, epilogue).
+* :mod:`~gpu_backend.elements` -- ``ElementEmitter``: the body at one domain element
+  (accumulate the reduces, store what is stored).
+* :mod:`~gpu_backend.values` -- ``ValueEmitter``: element expressions and index propagation
+  (the CSE ``Scope``); the index arithmetic itself is :mod:`~gpu_backend.exprs`.
+* :mod:`~gpu_backend.slots` -- ``SlotEmitter``: Regional values' shared-memory slots.
+* :mod:`~gpu_backend.reductions` -- ``ReductionEmitter``: accumulation, the tree, split
+  combines, the task's completion and epilogue.
+* :mod:`~gpu_backend.dtypes` -- storage and register types; ``CastEmitter``: casts.
 * :mod:`~gpu_backend.source` -- lines, identifiers, reserved names, ``HELPERS``.
 * :mod:`~gpu_backend.specs` -- ``ParamSpec``/``KernelSpec``/``GeneratedModule``: what the runtime gets.
 """
@@ -71,21 +82,25 @@ from __future__ import annotations
 
 from .dtypes import (BITS, BOOL_RESULT, FLOATS, STORAGE_NAME, TYPE_PRESERVING, COMPUTE, HELPER_BY_DTYPE,
                      STORAGE, CastEmitter)
+from .elements import ElementEmitter
 from .kernel import STATIC_SHARED_LIMIT, KernelWriter, Scratch
 from .loops import LoopEmitter
 from .module import ModuleWriter
 from .reductions import ATOMIC_DTYPES, ReductionEmitter
-from .slots import SlotMixin
+from .slots import SlotEmitter
 from .source import RESERVED_NAMES, HELPERS, Lines, Names, ident
 from .specs import GeneratedModule, KernelSpec, ParamSpec
 from .stage import StageWriter, scheme_words
+from .stage_context import StageContext
+from .task_loops import TaskLanes, TaskLoopEmitter
 from .values import Scope, ValueEmitter
 
 __all__ = ["generate_source", "ModuleWriter", "KernelWriter", "StageWriter", "GeneratedModule", "KernelSpec",
            "ParamSpec", "HELPERS", "HELPER_BY_DTYPE", "STORAGE", "COMPUTE", "STATIC_SHARED_LIMIT", "Lines",
-           "Names", "Scope", "Scratch", "ident", "CastEmitter", "LoopEmitter", "ReductionEmitter", "SlotMixin",
-           "ValueEmitter", "BITS", "BOOL_RESULT", "FLOATS", "STORAGE_NAME", "TYPE_PRESERVING",
-           "ATOMIC_DTYPES", "RESERVED_NAMES", "scheme_words"]
+           "Names", "Scope", "Scratch", "ident", "StageContext", "CastEmitter", "SlotEmitter", "ValueEmitter",
+           "ReductionEmitter", "ElementEmitter", "LoopEmitter", "TaskLoopEmitter", "TaskLanes", "BITS",
+           "BOOL_RESULT", "FLOATS", "STORAGE_NAME", "TYPE_PRESERVING", "ATOMIC_DTYPES", "RESERVED_NAMES",
+           "scheme_words"]
 
 
 def generate_source(plan) -> str:

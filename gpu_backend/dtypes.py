@@ -12,12 +12,17 @@
   (C-style division, integer power, bitwise not) is swapped for its integer
   variant (``HELPER_BY_DTYPE``).
 
-:class:`CastEmitter` is the part of :class:`~gpu_backend.stage.StageWriter` that
-writes these casts.
+:class:`CastEmitter` writes these casts for one stage's emitters (it is handed the
+stage's :class:`~gpu_backend.stage_context.StageContext`, for the module's typed constants).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from .stage_context import StageContext
 
 #: XLA dtype -> numpy dtype of its elements in device memory (bf16: the raw 16 bits)
 STORAGE = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.uint16, "s64": np.int64,
@@ -43,7 +48,15 @@ BOOL_RESULT = {"compare", "and", "or", "xor", "not", "is-finite", "select"}
 
 
 class CastEmitter:
-    """Casts between register types (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
+    """Casts between register types.
+
+    The casts are pure expressions, except a float -> integer conversion, whose saturation
+    bounds become typed module constants: for those it asks the kernel's module through the
+    stage context.
+    """
+
+    def __init__(self, ctx: StageContext):
+        self.ctx = ctx
 
     def cast(self, node, expr: str, force: bool = False) -> str:
         """Bring an op's Python/Numba result back to the node's own type."""
@@ -59,6 +72,7 @@ class CastEmitter:
         return f"{COMPUTE[dtype]}({expr})"
 
     def convert(self, src: str, dst: str, x: str) -> str:
+        """``x`` of type ``src`` converted to ``dst`` as XLA's convert does (float -> int saturates, NaN -> 0)."""
         if dst == "pred":
             return f"bool_({x} != 0)"
         if dst in FLOATS:
@@ -68,12 +82,13 @@ class CastEmitter:
             return f"_float_to_{dst}({x})"
         if src in FLOATS:
             info = np.iinfo(STORAGE[dst])
-            lo = self.kw.mod.constant(float(info.min), "f64", f"{dst}_min")
-            hi = self.kw.mod.constant(float(info.max), "f64", f"{dst}_max")
+            lo = self.ctx.kw.mod.constant(float(info.min), "f64", f"{dst}_min")
+            hi = self.ctx.kw.mod.constant(float(info.max), "f64", f"{dst}_max")
             return f"{COMPUTE[dst]}(_float_to_int({x}, {lo}, {hi}))"
         return f"{COMPUTE[dst]}({x})"
 
     def round_result(self, node, expr: str) -> str:
+        """A float32 result rounded to the node's f16/bf16 type (other types: unchanged)."""
         if node.dtype == "f16":
             return f"_f16({expr})"
         if node.dtype == "bf16":

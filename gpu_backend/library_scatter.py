@@ -23,14 +23,11 @@ from .dtypes import FLOATS, COMPUTE
 
 
 def write_scatter(w) -> str:
+    """The scatter kernel: a grid-stride loop over lanes; each lane copies its output elements from the
+    operand, then applies every update that lands in its window, in the scatter indices' order."""
     node = w.nodes[0]
     x, ind, upd = node.operands
-    a = node.attrs
-    out = w.out
-    sizes = window_sizes(node)
-    indexed = set(a["scatter_dims_to_operand_dims"]) | set(a["input_batching_dims"])
-    safe = all(sizes[d] == 1 for d in indexed)
-    free = [d for d in range(x.rank) if d not in indexed] if safe else []
+    free = lane_dims(node)
     lanes = prod(x.shape[d] for d in free)
     if lanes != scatter_lanes(node):
         w.fail(f"the plan launches lanes for {scatter_lanes(node)} positions, the kernel needs {lanes}")
@@ -41,7 +38,28 @@ def write_scatter(w) -> str:
     w.grid_stride(lanes, "lanes: each owns the output elements at one position of the non-scattered dims"
                   if free else "one thread applies everything (a scattered dim has a window wider than 1)")
     lane = dict(zip(free, w.unravel_vars("e", [x.shape[d] for d in free], "d")))
-    rest = [d for d in range(x.rank) if d not in free]
+    copy_lane(w, node, lane, src, dst)
+    uidx = open_update_loops(w, node, lane)
+    apply_update(w, node, uidx, gi, gu, dst)
+    return f"scatter ({node.attrs['combiner']}) of {upd.name} into {x.name} at {ind.name}"
+
+
+def lane_dims(node) -> list:
+    """The operand dims a lane owns: the non-scattered dims, when every scattered dim has a window of 1
+    (then no two lanes write one element); else none (one thread does it all)."""
+    a = node.attrs
+    x = node.operands[0]
+    sizes = window_sizes(node)
+    indexed = set(a["scatter_dims_to_operand_dims"]) | set(a["input_batching_dims"])
+    safe = all(sizes[d] == 1 for d in indexed)
+    return [d for d in range(x.rank) if d not in indexed] if safe else []
+
+
+def copy_lane(w, node, lane: dict, src: str, dst: str):
+    """Copy the lane's elements of the operand into the result (every position of the other dims)."""
+    x = node.operands[0]
+    out = w.out
+    rest = [d for d in range(x.rank) if d not in lane]
     out(f"for q in range({prod(x.shape[d] for d in rest)}):  # copy this lane's elements of the operand")
     out.indent()
     qv = dict(zip(rest, w.unravel_vars("q", [x.shape[d] for d in rest], "c")))
@@ -49,6 +67,13 @@ def write_scatter(w) -> str:
     out(f"{dst}[{E.ravel(full, x.shape)}] = {src}[{E.ravel(full, x.shape)}]")
     out.dedent()
 
+
+def open_update_loops(w, node, lane: dict) -> tuple:
+    """Open the loops over the updates that may land in the lane's window: the scatter indices in order,
+    then each update window dim the lane does not fix; returns the update element's index."""
+    x, _, upd = node.operands
+    a = node.attrs
+    out = w.out
     window = [d for d in range(x.rank) if d not in a["inserted_window_dims"] and d not in a["input_batching_dims"]]
     owner = dict(zip(a["update_window_dims"], window))        # updates window dim -> operand dim
     inside = [f"{lane[od]} < {upd.shape[u]}" for u, od in owner.items() if od in lane and upd.shape[u] < x.shape[od]]
@@ -60,7 +85,6 @@ def write_scatter(w) -> str:
     out(f"for gq in range({prod(upd.shape[d] for d in sdims)}):  # every scatter index, in order")
     out.indent()
     U = dict(zip(sdims, w.unravel_vars("gq", [upd.shape[d] for d in sdims], "g")))
-    loops = 0
     for u, od in owner.items():
         if od in lane:
             U[u] = lane[od]
@@ -70,9 +94,15 @@ def write_scatter(w) -> str:
             var = w.names.fresh(f"w{u}")
             out(f"for {var} in range({upd.shape[u]}):  # the update window, in order")
             out.indent()
-            loops += 1
             U[u] = var
-    uidx = tuple(U[d] for d in range(upd.rank))
+    return tuple(U[d] for d in range(upd.rank))
+
+
+def apply_update(w, node, uidx: tuple, gi: str, gu: str, dst: str):
+    """Apply update element ``uidx`` at its target, if its whole window fits (else XLA drops it):
+    assign, or combine with the combiner in the element's type."""
+    x, ind, upd = node.operands
+    out = w.out
 
     def fetch(where):
         var = w.names.fresh("start")
@@ -87,7 +117,7 @@ def write_scatter(w) -> str:
     t = w.names.fresh("t")
     out(f"{t} = {E.ravel(target, x.shape)}")
     val = w.load(upd.dtype, f"{gu}[{E.ravel(uidx, upd.shape)}]")
-    comb = a["combiner"]
+    comb = node.attrs["combiner"]
     if comb == "assign":
         out(f"{dst}[{t}] = {gu}[{E.ravel(uidx, upd.shape)}]  # assign: the last update wins")
     else:
@@ -97,4 +127,3 @@ def write_scatter(w) -> str:
         elif x.dtype not in FLOATS and not (x.dtype == "pred" and comb in ("and", "or", "max", "min")):
             new = f"{COMPUTE[x.dtype]}({new})"
         out(f"{dst}[{t}] = {w.store(x.dtype, new)}  # {comb}")
-    return f"scatter ({comb}) of {upd.name} into {x.name} at {ind.name}"

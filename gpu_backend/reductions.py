@@ -13,6 +13,8 @@ stages that reuse it with another element type never race.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from astitch_sim.reducers import ATOMIC_DTYPES, REDUCERS, reduce_inits, reduce_inputs
@@ -21,12 +23,29 @@ from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, FLOATS
 from .values import Scope
 
+if TYPE_CHECKING:
+    from .dtypes import CastEmitter
+    from .slots import SlotEmitter
+    from .stage_context import StageContext
+    from .values import ValueEmitter
+
 #: pair reducers -> the prelude helper that says whether the new pair wins
 _PAIR_TAKE = {"argmax": "_argmax_take", "argmin": "_argmin_take"}
 
 
 class ReductionEmitter:
-    """Reductions and epilogues (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
+    """Reductions and epilogues of one stage: accumulator folds, the shared-memory tree, the
+    combines of a task split over blocks, and the task's completion (its result and epilogue).
+
+    Built with the stage context (the reduces, their accumulators, the mapping; it switches
+    the context's phase to ``epilogue`` while writing a task's epilogue), the
+    :class:`~gpu_backend.values.ValueEmitter` (init values and epilogue ops), the
+    :class:`~gpu_backend.dtypes.CastEmitter` (rounding a result to f16/bf16) and the
+    :class:`~gpu_backend.slots.SlotEmitter` (where a Regional result is stored).
+    """
+
+    def __init__(self, ctx: StageContext, values: ValueEmitter, casts: CastEmitter, slots: SlotEmitter):
+        self.ctx, self.values, self.casts, self.slots = ctx, values, casts, slots
 
     def combine(self, node, a: str, b: str) -> str:
         """One step of a one-value reduction in the accumulator's type (f16/bf16 accumulate in float32)."""
@@ -42,12 +61,12 @@ class ReductionEmitter:
         """``dst = reduce(dst, src)`` as statements: one value, or an argmax/argmin (value, index) pair."""
         red = node.attrs["reducer"]
         if len(dst) == 1:
-            self.out(f"{dst[0]} = {self.combine(node, dst[0], src[0])}  # {why} ({red})")
+            self.ctx.out(f"{dst[0]} = {self.combine(node, dst[0], src[0])}  # {why} ({red})")
             return
-        self.out(f"if {_PAIR_TAKE[red]}({dst[0]}, {dst[1]}, {src[0]}, {src[1]}):  # {why} ({red}: NaN first, "
-                 "ties to the lower index)")
-        self.out(f"    {dst[0]} = {src[0]}")
-        self.out(f"    {dst[1]} = {src[1]}")
+        self.ctx.out(f"if {_PAIR_TAKE[red]}({dst[0]}, {dst[1]}, {src[0]}, {src[1]}):  # {why} ({red}: NaN first, "
+                     "ties to the lower index)")
+        self.ctx.out(f"    {dst[0]} = {src[0]}")
+        self.ctx.out(f"    {dst[1]} = {src[1]}")
 
     def identity(self, node) -> tuple:
         """The accumulator's start value(s); argmax/argmin: the worst value and the largest index (never wins)."""
@@ -57,10 +76,11 @@ class ReductionEmitter:
             worst = "max" if red == "argmax" else "min"
             info = np.iinfo(STORAGE[ins[1].dtype])
             return (self._identity_of(worst, ins[0].dtype),
-                    self.kw.mod.constant(info.max, ins[1].dtype, f"index_identity_{ins[1].dtype}"))
+                    self.ctx.kw.mod.constant(info.max, ins[1].dtype, f"index_identity_{ins[1].dtype}"))
         return (self._identity_of(red, node.dtype),)
 
     def _identity_of(self, red, dtype) -> str:
+        """The identity of a one-value reducer in ``dtype``, as a typed module constant."""
         if red in ("sum", "or"):
             v = 0
         elif red in ("prod", "and"):
@@ -72,17 +92,20 @@ class ReductionEmitter:
         else:
             info = np.iinfo(STORAGE[dtype])
             v = info.min if red == "max" else info.max
-        return self.kw.mod.constant(v, dtype, f"{red}_identity_{dtype}")
+        return self.ctx.kw.mod.constant(v, dtype, f"{red}_identity_{dtype}")
 
     def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
-        out, m = self.out, self.m
-        for r in self.reduces:
-            for sv, acc in zip(red_scratch[r], self.acc_var[r]):
+        """Each thread's partial into its scratch word, then the tree over the ``width`` threads of a
+        task (the upper half folds into the lower half, the half rounded up)."""
+        ctx = self.ctx
+        out = ctx.out
+        for r in ctx.reduces:
+            for sv, acc in zip(red_scratch[r], ctx.acc_var[r]):
                 out(f"{sv.at('tid')} = {acc}")
         if width <= 1:
             out("# one thread per task: its partial is the task's total")
             return
-        lanev, step = ("lane", 1) if rows_kind else ("row_lane", m.threads_per_row)
+        lanev, step = ("lane", 1) if rows_kind else ("row_lane", ctx.m.threads_per_row)
         who = f"the {width} threads of each row" if rows_kind else f"the {width} row lanes of each column"
         out("cuda.syncthreads()")
         out(f"# shared-memory tree over {who}: the upper half folds into the lower half (half rounded up,"
@@ -94,128 +117,156 @@ class ReductionEmitter:
         out(f"if {lanev} < n - h:")
         out.indent()
         partner = "tid + h" if step == 1 else f"tid + h * {step}"
-        for r in self.reduces:
+        for r in ctx.reduces:
             svs = red_scratch[r]
-            self.fold(self.g[r], tuple(sv.at("tid") for sv in svs), tuple(sv.at(partner) for sv in svs),
+            self.fold(ctx.g[r], tuple(sv.at("tid") for sv in svs), tuple(sv.at(partner) for sv in svs),
                       "fold the partner's partial")
         out.dedent()
         out("cuda.syncthreads()")
         out("n = h")
         out.dedent()
 
+    # -- a task split over blocks ------------------------------------------------------------
     def split_buffers(self, r: str):
-        node = self.g[r]
-        m = self.m
-        v = self.kw.values[r]
+        """The kernel arguments a split reduce combines into: its result buffer (pre-filled with the
+        init value for an atomic combine) and, for a grid-barrier combine, one partial per task and split."""
+        ctx = self.ctx
+        kw, m = ctx.kw, ctx.m
+        node = ctx.g[r]
+        v = kw.values[r]
         if m.combine == "atomic":
             if REDUCERS[node.attrs["reducer"]].atomic is None:
-                self.fail(f"{r}: no atomic for reducer {node.attrs['reducer']}")
+                ctx.fail(f"{r}: no atomic for reducer {node.attrs['reducer']}")
             if node.dtype not in ATOMIC_DTYPES:
-                self.fail(f"{r}: atomics on {node.dtype} are not supported by Numba (use f32/f64/s32/s64/u32/u64)")
+                ctx.fail(f"{r}: atomics on {node.dtype} are not supported by Numba (use f32/f64/s32/s64/u32/u64)")
         # the result buffer: the output array, the Global value's array, or scratch -- pre-filled with init
-        if r in self.kw.array_of:
-            self.fail(f"split reduce {r}: its result buffer is already used elsewhere in the kernel")
+        if r in kw.array_of:
+            ctx.fail(f"split reduce {r}: its result buffer is already used elsewhere in the kernel")
         role = "output" if v.output else "scratch"
         comment = (f"split reduction result of {r}" + (", pre-filled with the init value (atomic combine)"
                                                        if m.combine == "atomic" else ""))
-        name = self.kw.add_param(r, role, node.shape, node.dtype, "g_" + r,
-                                 fill_from=r if m.combine == "atomic" else "", comment=comment)
-        self.kw.array_of[r] = name
-        self.kw.result_of[r] = name
+        name = kw.add_param(r, role, node.shape, node.dtype, "g_" + r,
+                            fill_from=r if m.combine == "atomic" else "", comment=comment)
+        kw.array_of[r] = name
+        kw.result_of[r] = name
         if m.combine == "grid_barrier":
-            pname = self.kw.add_param("", "partials", (max(1, node.size) * m.splits,), node.dtype if node.dtype
-                                      not in ("f16", "bf16") else "f32", "partials_" + r,
-                                      comment=f"one partial of {r} per task and split")
-            self.kw.partials_of[r] = pname
+            pname = kw.add_param("", "partials", (max(1, node.size) * m.splits,),
+                                 node.dtype if node.dtype not in ("f16", "bf16") else "f32", "partials_" + r,
+                                 comment=f"one partial of {r} per task and split")
+            kw.partials_of[r] = pname
 
     def split_partial(self, red_scratch, task_idx, part):
-        out = self.out
-        for r in self.reduces:
-            node = self.g[r]
+        """This block's total of each reduce, combined across the task's blocks: an atomic into the
+        result buffer, or a store into the block's partial slot (summed after the grid barrier)."""
+        ctx = self.ctx
+        out, m = ctx.out, ctx.m
+        for r in ctx.reduces:
+            node = ctx.g[r]
             flat = E.ravel(task_idx, node.shape)
             total = red_scratch[r][0].at("tid")
-            if self.m.combine == "atomic":
+            if m.combine == "atomic":
                 fn = REDUCERS[node.attrs["reducer"]].atomic
-                out(f"cuda.atomic.{fn}({self.kw.result_of[r]}, {flat}, {total})  # combine across the "
-                    f"{self.m.splits} blocks of the task")
+                out(f"cuda.atomic.{fn}({ctx.kw.result_of[r]}, {flat}, {total})  # combine across the "
+                    f"{m.splits} blocks of the task")
             else:
-                out(f"{self.kw.partials_of[r]}[{E.add(E.mul(flat, self.m.splits), part)}] = {total}  "
+                out(f"{ctx.kw.partials_of[r]}[{E.add(E.mul(flat, m.splits), part)}] = {total}  "
                     "# this block's partial")
 
     def sum_partials(self, task_idx, part):
-        out = self.out
-        for r in self.reduces:
-            node = self.g[r]
+        """After the grid barrier: fold a task's partials in split order, then the init value; the
+        task's first block stores the result."""
+        ctx = self.ctx
+        out, kw, splits = ctx.out, ctx.kw, ctx.m.splits
+        for r in ctx.reduces:
+            node = ctx.g[r]
             flat = E.ravel(task_idx, node.shape)
-            init = self.value(node.operands[1].name, (), Scope())
-            acc = self.kw.names.fresh("total_" + r)
-            partials = self.kw.partials_of[r]
-            out(f"{acc} = {partials}[{E.mul(flat, self.m.splits)}]")
-            out(f"for p in range(1, {self.m.splits}):  # every block folds the partials in the same order")
+            init = self.values.value(node.operands[1].name, (), Scope())
+            acc = kw.names.fresh("total_" + r)
+            partials = kw.partials_of[r]
+            out(f"{acc} = {partials}[{E.mul(flat, splits)}]")
+            out(f"for p in range(1, {splits}):  # every block folds the partials in the same order")
             out.indent()
-            partial = f"{partials}[{E.add(E.mul(flat, self.m.splits), 'p')}]"
+            partial = f"{partials}[{E.add(E.mul(flat, splits), 'p')}]"
             out(f"{acc} = {self.combine(node, acc, partial)}")
             out.dedent()
             out(f"{acc} = {self.combine(node, acc, init)}  # and the init value last")
-            final = self.round_result(node, acc)
+            final = self.casts.round_result(node, acc)
             cond = "part == 0" if part != 0 else True
             if cond is not True:
                 out(f"if {cond}:")
                 out.indent()
-            out(f"{self.kw.result_of[r]}[{flat}] = {self.kw.store(node.dtype, final)}")
+            out(f"{kw.result_of[r]}[{flat}] = {kw.store(node.dtype, final)}")
             if cond is not True:
                 out.dedent()
 
+    # -- the task's completion ---------------------------------------------------------------
     def finish_tasks(self, red_scratch, m, tc, task_idx, part):
-        """The task's first thread: complete each reduce, store it, run the epilogue, store its values."""
-        out = self.out
-        self.phase = "epilogue"
+        """The task's first thread: complete each reduce, store it, run the epilogue, store its values.
+
+        ``red_scratch`` holds the tree's totals (None: the reduce was split over blocks and its
+        complete value is read back from the result buffer); ``tc`` is the task coordinate (for a
+        Regional value's slot) and ``part`` the block's split part (only part 0 stores outputs).
+        While writing this the context's phase is ``epilogue`` and there is no iteration (``it``).
+        """
+        ctx = self.ctx
+        ctx.phase = "epilogue"
         scope = Scope()
-        self.it = None
-        for r in self.reduces:
-            node = self.g[r]
-            var = self.kw.names.fresh(r)
-            if red_scratch is not None and len(red_scratch[r]) == 2:
-                inits = tuple(self.value(x.name, (), scope) for x in reduce_inits(node))
-                pair = (self.kw.names.fresh(r + "_value"), self.kw.names.fresh(r + "_index"))
-                for p, sv in zip(pair, red_scratch[r]):
-                    out(f"{p} = {sv.at('tid')}")
-                self.fold(node, pair, inits, "and the init value last")
-                k = node.attrs.get("result", 0)
-                out(f"{var} = {self.round_result(node, pair[k]) if k == 0 else pair[k]}  # {self.describe(node)}")
-            elif red_scratch is not None:
-                init = self.value(node.operands[1].name, (), scope)
-                out(f"{var} = {self.round_result(node, self.combine(node, red_scratch[r][0].at('tid'), init))}"
-                    f"  # {self.describe(node)}")
+        ctx.it = None
+        for r in ctx.reduces:
+            ctx.result_var[r] = self.complete(r, red_scratch, task_idx, scope)
+        for n in ctx.stage.epilogue:
+            self.values.value(n, task_idx, scope)
+        for n in list(ctx.reduces) + list(ctx.stage.epilogue):
+            self.store_task_value(n, m, tc, task_idx, part, scope)
+        ctx.phase = "element"
+
+    def complete(self, r: str, red_scratch, task_idx, scope: Scope) -> str:
+        """A variable holding reduce ``r``'s complete value: the tree's total combined with the init
+        value last (an argmax/argmin pair picks its value or index), or the split combine's result."""
+        ctx = self.ctx
+        out, kw = ctx.out, ctx.kw
+        node = ctx.g[r]
+        var = kw.names.fresh(r)
+        if red_scratch is not None and len(red_scratch[r]) == 2:
+            inits = tuple(self.values.value(x.name, (), scope) for x in reduce_inits(node))
+            pair = (kw.names.fresh(r + "_value"), kw.names.fresh(r + "_index"))
+            for p, sv in zip(pair, red_scratch[r]):
+                out(f"{p} = {sv.at('tid')}")
+            self.fold(node, pair, inits, "and the init value last")
+            k = node.attrs.get("result", 0)
+            out(f"{var} = {self.casts.round_result(node, pair[k]) if k == 0 else pair[k]}  "
+                f"# {self.values.describe(node)}")
+        elif red_scratch is not None:
+            init = self.values.value(node.operands[1].name, (), scope)
+            out(f"{var} = {self.casts.round_result(node, self.combine(node, red_scratch[r][0].at('tid'), init))}"
+                f"  # {self.values.describe(node)}")
+        else:
+            flat = E.ravel(task_idx, node.shape)
+            out(f"{var} = {kw.load(node.dtype, f'{kw.result_of[r]}[{flat}]')}  # {r}, complete")
+        return var
+
+    def store_task_value(self, n: str, m, tc, task_idx, part, scope: Scope):
+        """Store a reduce or epilogue value where its Value says: its Regional slot in shared memory,
+        and/or global memory (an output, or Global) -- a split task's part 0 only."""
+        ctx = self.ctx
+        out, kw = ctx.out, ctx.kw
+        node = ctx.g[n]
+        v = kw.values.get(n)
+        val = ctx.result_var.get(n) or scope.get((n, tuple(str(x) for x in task_idx)))
+        if val is None:
+            val = self.values.value(n, task_idx, scope)
+        split_result = n in kw.result_of
+        if v.space == "shared":
+            out(f"{kw.shared_view(n)}[{self.slots.slot_of(m, tc)}] = {kw.store(node.dtype, val)}"
+                f"  # Regional: for this block's later stages")
+        if (v.output or v.space == "global") and not split_result:
+            flat = E.ravel(task_idx, node.shape)
+            line = (f"{kw.global_array(n)}[{flat}] = {kw.store(node.dtype, val)}  # "
+                    + ("output" if v.output else "Global: for every block, after the grid barrier"))
+            if part != 0:
+                out("if part == 0:")
+                out(f"    {line}")
             else:
-                flat = E.ravel(task_idx, node.shape)
-                out(f"{var} = {self.kw.load(node.dtype, f'{self.kw.result_of[r]}[{flat}]')}  # {r}, complete")
-            self.result_var[r] = var
-        stores = []
-        for n in self.reduces:
-            stores.append(n)
-        for n in self.stage.epilogue:
-            self.value(n, task_idx, scope)
-            stores.append(n)
-        for n in stores:
-            node = self.g[n]
-            v = self.kw.values.get(n)
-            val = self.result_var.get(n) or scope.get((n, tuple(str(x) for x in task_idx)))
-            if val is None:
-                val = self.value(n, task_idx, scope)
-            split_result = n in self.kw.result_of
-            if v.space == "shared":
-                out(f"{self.kw.shared_view(n)}[{self.slot_of(m, tc)}] = {self.kw.store(node.dtype, val)}"
-                    f"  # Regional: for this block's later stages")
-            if (v.output or v.space == "global") and not split_result:
-                flat = E.ravel(task_idx, node.shape)
-                line = (f"{self.kw.global_array(n)}[{flat}] = {self.kw.store(node.dtype, val)}  # "
-                        + ("output" if v.output else "Global: for every block, after the grid barrier"))
-                if part != 0:
-                    out("if part == 0:")
-                    out(f"    {line}")
-                else:
-                    out(line)
-            if v.space == "register" and n in self.kw.read_later:
-                self.fail(f"{n} is computed once per task but kept in registers for a later stage")
-        self.phase = "element"
+                out(line)
+        if v.space == "register" and n in kw.read_later:
+            ctx.fail(f"{n} is computed once per task but kept in registers for a later stage")

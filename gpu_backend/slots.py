@@ -7,11 +7,25 @@ later stage of the same block finds it from the task's domain index.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import exprs as E
 
+if TYPE_CHECKING:
+    from .stage_context import StageContext
 
-class SlotMixin:
-    """Shared-memory slots of Regional values (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
+
+class SlotEmitter:
+    """Shared-memory slot expressions of Regional values.
+
+    It writes no statements: it turns a task's domain index into the slot expression that
+    the producing stage's mapping gives it, so the stage that stores a Regional value and
+    the later stages that read it compute the same slot.  It reads the kernel's Values and
+    stages through the stage context.
+    """
+
+    def __init__(self, ctx: StageContext):
+        self.ctx = ctx
 
     def task_coord(self, m, idx_of_dim: dict):
         """The mapping's task coordinate (row, or column) from the domain index of its kept dims."""
@@ -45,23 +59,26 @@ class SlotMixin:
             if m.tiles <= m.slots:
                 return E.mod(tc, tpr)
             return E.add(E.mul(E.floordiv(E.floordiv(tc, tpr), m.slots), tpr), E.mod(tc, tpr))
-        self.fail("a Regional value needs a rows or columns mapping")
+        self.ctx.fail("a Regional value needs a rows or columns mapping")
 
     def kept_dims(self, stage) -> list:
-        red = [n for n in stage.ops if self.g[n].op == "reduce"]
+        """The domain dims that index one task of ``stage`` (all but the reduced dims)."""
+        g = self.ctx.g
+        red = [n for n in stage.ops if g[n].op == "reduce"]
         if red:
-            dims = set(self.g[red[0]].attrs["dimensions"])
+            dims = set(g[red[0]].attrs["dimensions"])
             return [d for d in range(len(stage.mapping.domain)) if d not in dims]
         m = stage.mapping
         return sorted(m.groups[0]) if m.kind == "rows" else sorted(m.groups[0] + m.groups[2])
 
     def shared_slot(self, n: str, idx: tuple):
         """Slot of a Regional value (a reduce result or an epilogue value) at task index ``idx``."""
-        v = self.kw.values[n]
-        prod = self.k.stages[v.stage]
-        if not (n in prod.epilogue or self.g[n].op == "reduce"):
-            self.fail(f"{n} is Regional but is neither a reduce nor an epilogue value: no task slot for it")
+        ctx = self.ctx
+        v = ctx.kw.values[n]
+        prod = ctx.k.stages[v.stage]
+        if not (n in prod.epilogue or ctx.g[n].op == "reduce"):
+            ctx.fail(f"{n} is Regional but is neither a reduce nor an epilogue value: no task slot for it")
         kept = self.kept_dims(prod)
         if len(kept) != len(idx):
-            self.fail(f"{n}: index {idx} does not match the {len(kept)} kept dims of stage {v.stage}")
+            ctx.fail(f"{n}: index {idx} does not match the {len(kept)} kept dims of stage {v.stage}")
         return self.slot_of(prod.mapping, self.task_coord(prod.mapping, dict(zip(kept, idx))))

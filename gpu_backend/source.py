@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import keyword
 import re
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 #: the names a generated module imports from gpu_backend.prelude (kept here so that generating
 #: source needs no numba; tests check the prelude defines exactly these)
@@ -56,7 +58,8 @@ class Names:
 
 
 class Lines:
-    """Source lines at an indentation depth: ``out("x = 1")`` writes one, ``indent``/``dedent`` nest."""
+    """Source lines at an indentation depth: ``out("x = 1")`` writes one, ``indent``/``dedent`` nest,
+    and ``with out.block(header):`` writes a header (``for ...:``, ``if ...:``) and nests what follows."""
 
     def __init__(self):
         self.lines: list[str] = []
@@ -70,3 +73,16 @@ class Lines:
 
     def dedent(self):
         self.depth -= 1
+
+    @contextmanager
+    def block(self, header: Optional[str]) -> Iterator[None]:
+        """``header`` and the lines written inside the ``with``, one level deeper.  A None header writes
+        nothing and nests nothing: a loop of one iteration or a condition known to hold at generation
+        time disappears from the source."""
+        if header is None:
+            yield
+            return
+        self(header)
+        self.indent()
+        yield
+        self.dedent()

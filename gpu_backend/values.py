@@ -12,7 +12,7 @@ computed once per element.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from astitch_sim import indexed
 from astitch_sim.graph import shape_str
@@ -20,6 +20,11 @@ from astitch_sim.ops import compare_scalar
 
 from . import exprs as E
 from .dtypes import HELPER_BY_DTYPE, BITS, FLOATS
+
+if TYPE_CHECKING:
+    from .dtypes import CastEmitter
+    from .slots import SlotEmitter
+    from .stage_context import StageContext
 
 #: compare with type=TOTALORDER on floats (IEEE total order: -NaN < -inf < -0 < +0 < inf < +NaN)
 _TOTAL_ORDER = {"LT": "_tot_less({0}, {1})", "GT": "_tot_less({1}, {0})", "LE": "(not _tot_less({1}, {0}))",
@@ -42,65 +47,86 @@ class Scope:
 
 
 class ValueEmitter:
-    """Values at domain elements (a mixin of :class:`~gpu_backend.stage.StageWriter`)."""
+    """Values at domain elements: the statements that load or compute a node at an index, and the
+    expression that holds it.
+
+    Built with the stage context (which stage, its Values, the phase: per element or the
+    epilogue), the :class:`~gpu_backend.dtypes.CastEmitter` (an op's result back to its
+    node's type) and the :class:`~gpu_backend.slots.SlotEmitter` (where a Regional value
+    sits in shared memory).
+    """
+
+    def __init__(self, ctx: StageContext, casts: CastEmitter, slots: SlotEmitter):
+        self.ctx, self.casts, self.slots = ctx, casts, slots
 
     def value(self, n: str, idx: tuple, scope: Scope) -> str:
         """Source of node ``n``'s value at index ``idx`` (emitting the statements it needs)."""
-        node = self.g[n]
+        ctx = self.ctx
+        node = ctx.g[n]
         if node.op == "constant" and node.rank == 0:
-            return self.kw.mod.constant(node.attrs["value"], node.dtype, n)
+            return ctx.kw.mod.constant(node.attrs["value"], node.dtype, n)
         key = (n, tuple(str(x) for x in idx))
         hit = scope.get(key)
         if hit is not None:
             return hit
-        if self.phase == "epilogue" and n in self.result_var:
-            return self.result_var[n]
-        if (n in self.ops and node.op != "reduce") or (self.phase == "epilogue" and n in self.epi):
+        if ctx.phase == "epilogue" and n in ctx.result_var:
+            return ctx.result_var[n]
+        if (n in ctx.ops and node.op != "reduce") or (ctx.phase == "epilogue" and n in ctx.epi):
             return self.compute(n, idx, scope, key)
-        if n in self.ops or n in self.epi:
-            self.fail(f"{n} is read at a domain element before the stage has finished computing it")
-        v = self.kw.values.get(n)
+        if n in ctx.ops or n in ctx.epi:
+            ctx.fail(f"{n} is read at a domain element before the stage has finished computing it")
+        return self.read(n, idx, scope, key)
+
+    def read(self, n: str, idx: tuple, scope: Scope, key) -> str:
+        """A value this stage does not compute: a kernel input, or an earlier stage's value, read from
+        where the plan's ``Value.space`` puts it (registers, shared memory, global memory)."""
+        ctx = self.ctx
+        node = ctx.g[n]
+        v = ctx.kw.values.get(n)
         if v is None:
-            self.fail(f"{n} is read but the kernel has no Value for it")
-        if v.stage >= self.si:
-            self.fail(f"{n} is read before stage {v.stage} computes it")
-        if v.stage < 0 and 0 <= v.loaded_in < self.si:
+            ctx.fail(f"{n} is read but the kernel has no Value for it")
+        if v.stage >= ctx.si:
+            ctx.fail(f"{n} is read before stage {v.stage} computes it")
+        if v.stage < 0 and 0 <= v.loaded_in < ctx.si:
             return self.kept_register(n, v)
         if v.stage < 0:
-            ref = f"{self.kw.global_array(n)}[{E.ravel(idx, node.shape)}]"
-            var = self.assign(scope, key, n, self.kw.load(node.dtype, ref),
-                              f"{n}: {shape_str(node.shape, node.dtype)} from global memory")
-            return var
+            ref = f"{ctx.kw.global_array(n)}[{E.ravel(idx, node.shape)}]"
+            return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref),
+                               f"{n}: {shape_str(node.shape, node.dtype)} from global memory")
         if v.space == "register":
             return self.kept_register(n, v)
         if v.space == "shared":
-            ref = f"{self.kw.shared_view(n)}[{self.shared_slot(n, idx)}]"
-            return self.assign(scope, key, n, self.kw.load(node.dtype, ref),
+            ref = f"{ctx.kw.shared_view(n)}[{self.slots.shared_slot(n, idx)}]"
+            return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref),
                                f"{n} from shared memory (Regional, written by stage {v.stage})")
         if v.space == "global":
-            arr = self.kw.result_of.get(n) or self.kw.global_array(n)
+            arr = ctx.kw.result_of.get(n) or ctx.kw.global_array(n)
             ref = f"{arr}[{E.ravel(idx, node.shape)}]"
-            return self.assign(scope, key, n, self.kw.load(node.dtype, ref),
+            return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref),
                                f"{n} from global memory (Global, written by stage {v.stage})")
-        self.fail(f"{n} lives in unknown space {v.space!r}")
+        ctx.fail(f"{n} lives in unknown space {v.space!r}")
 
     def kept_register(self, n: str, v) -> str:
         """A value an earlier stage left in this thread's registers (computed there, or a kept input it loaded)."""
+        ctx = self.ctx
         at = v.stage if v.stage >= 0 else v.loaded_in
-        if self.it is None:
-            self.fail(f"{n} is kept in registers by stage {at} but read outside a domain loop")
-        if self.k.stages[at].mapping != self.m:
-            self.fail(f"{n} is kept in registers by stage {at}, whose mapping differs from this stage's")
-        return f"{self.kw.local_array(n)}[{self.it}]"
+        if ctx.it is None:
+            ctx.fail(f"{n} is kept in registers by stage {at} but read outside a domain loop")
+        if ctx.k.stages[at].mapping != ctx.m:
+            ctx.fail(f"{n} is kept in registers by stage {at}, whose mapping differs from this stage's")
+        return f"{ctx.kw.local_array(n)}[{ctx.it}]"
 
     def assign(self, scope: Scope, key, n: str, expr: str, comment: str) -> str:
-        var = self.kw.names.fresh(n)
-        self.out(f"{var} = {expr}  # {comment}")
+        """``var = expr  # comment`` under a fresh name, remembered in ``scope`` for ``key`` (CSE)."""
+        var = self.ctx.kw.names.fresh(n)
+        self.ctx.out(f"{var} = {expr}  # {comment}")
         scope.known[key] = var
         return var
 
     def compute(self, n: str, idx: tuple, scope: Scope, key) -> str:
-        node = self.g[n]
+        """A value this stage computes: views follow their operand's index, iota is the index itself,
+        concatenate/pad/indexed ops branch or look up, elementwise ops apply their scalar template."""
+        node = self.ctx.g[n]
         op = node.op
         if node.opdef.is_view:
             return self.value(node.operands[0].name, self.operand_index(node, idx), scope)
@@ -108,25 +134,27 @@ class ValueEmitter:
             return self.value(node.operands[0].name, idx, scope)
         if op == "iota":
             d = node.attrs["iota_dimension"]
-            return self.assign(scope, key, n, self.cast(node, str(idx[d]), force=True), self.describe(node))
+            return self.assign(scope, key, n, self.casts.cast(node, str(idx[d]), force=True), self.describe(node))
         if op in ("concatenate", "pad"):
             return self.branchy(node, idx, scope, key)
         if node.kind == "indexed":
             return self.indexed(node, idx, scope, key)
         if node.kind != "elementwise":
-            self.fail(f"{n} ({op}) cannot be evaluated per element")
+            self.ctx.fail(f"{n} ({op}) cannot be evaluated per element")
         args = [self.value(o.name, idx, scope) for o in node.operands]
         if op == "convert":
-            expr = self.convert(node.operands[0].dtype, node.dtype, args[0])
+            expr = self.casts.convert(node.operands[0].dtype, node.dtype, args[0])
         else:
-            expr = self.cast(node, self.template(node).format(*args, bits=BITS.get(node.dtype, 32)))
+            expr = self.casts.cast(node, self.template(node).format(*args, bits=BITS.get(node.dtype, 32)))
         return self.assign(scope, key, n, expr, self.describe(node))
 
     def describe(self, node) -> str:
+        """The node as the comment beside its statement: ``name: shape = op{attrs}(operands)``."""
         args = ", ".join(o.name for o in node.operands)
         return f"{node.name}: {shape_str(node.shape, node.dtype)} = {node.op}{node.attr_str()}({args})"
 
     def template(self, node) -> str:
+        """The op's scalar template, with integer helper variants for integer dtypes."""
         op, dtype = node.op, node.dtype
         if op == "compare":
             if node.attrs.get("type") == "TOTALORDER" and node.operands[0].dtype in FLOATS:
@@ -134,7 +162,7 @@ class ValueEmitter:
             return compare_scalar(node.attrs["direction"])
         t = node.opdef.scalar
         if t is None:
-            self.fail(f"op {op} has no scalar template")
+            self.ctx.fail(f"op {op} has no scalar template")
         if dtype not in FLOATS:
             for f, i in HELPER_BY_DTYPE.items():
                 if f == "_not" and dtype == "pred":
@@ -149,17 +177,17 @@ class ValueEmitter:
             return self.value(node.operands[j].name, tuple(where), scope)
 
         def clamp(v, lo, hi):
-            var = self.kw.names.fresh(f"start_{node.name}")
+            var = self.ctx.kw.names.fresh(f"start_{node.name}")
             expr = str(lo) if lo == hi else f"min(max(int64({v}), {lo}), {hi})"
-            self.out(f"{var} = {expr}  # a start index of {node.name}, clamped into the operand (XLA semantics)")
+            self.ctx.out(f"{var} = {expr}  # a start index of {node.name}, clamped into the operand (XLA semantics)")
             return var
 
         if node.op == "gather":
-            self.out(f"# {self.describe(node)}: an indexed load")
+            self.ctx.out(f"# {self.describe(node)}: an indexed load")
             src = indexed.gather_index(node, idx, lambda w: fetch(1, w), E.add, clamp)
             return self.value(node.operands[0].name, src, scope)
         if node.op == "dynamic-slice":
-            self.out(f"# {self.describe(node)}: a load at run-time offsets")
+            self.ctx.out(f"# {self.describe(node)}: a load at run-time offsets")
             src = indexed.dynamic_slice_index(node, idx, lambda j: fetch(j, ()), E.add, clamp)
             return self.value(node.operands[0].name, src, scope)
         upd = node.operands[1]
@@ -183,7 +211,7 @@ class ValueEmitter:
         else:
             if any(node.attrs["interior"]) or any(x < 0 for x in node.attrs["low"]) or \
                     any(x < 0 for x in node.attrs["high"]):
-                self.fail(f"{node.name}: pad with interior or negative padding is not supported")
+                self.ctx.fail(f"{node.name}: pad with interior or negative padding is not supported")
             x = node.operands[0]
             pos = tuple(E.sub(i, lo) for i, lo in zip(idx, node.attrs["low"]))
             conds = []
@@ -195,8 +223,8 @@ class ValueEmitter:
 
     def emit_branches(self, node, branches, scope: Scope, key) -> str:
         """``if cond: var = operand[index] elif ...``: one branch per place an element may come from."""
-        var = self.kw.names.fresh(node.name)
-        self.out(f"# {self.describe(node)}")
+        var = self.ctx.kw.names.fresh(node.name)
+        self.ctx.out(f"# {self.describe(node)}")
         first = True
         for cond, o, oidx in branches:
             if cond is False:
@@ -204,17 +232,17 @@ class ValueEmitter:
             if cond is True:
                 if first:           # statically this branch: no if at all
                     val = self.value(o, oidx, scope)
-                    self.out(f"{var} = {self.cast(node, val, force=True)}")
+                    self.ctx.out(f"{var} = {self.casts.cast(node, val, force=True)}")
                     scope.known[key] = var
                     return var
-                self.out("else:")
+                self.ctx.out("else:")
             else:
-                self.out(f"{'if' if first else 'elif'} {cond}:")
-            self.out.indent()
+                self.ctx.out(f"{'if' if first else 'elif'} {cond}:")
+            self.ctx.out.indent()
             child = Scope(scope)
             val = self.value(o, oidx, child)
-            self.out(f"{var} = {self.cast(node, val, force=True)}")
-            self.out.dedent()
+            self.ctx.out(f"{var} = {self.casts.cast(node, val, force=True)}")
+            self.ctx.out.dedent()
             first = False
             if cond is True:
                 break
@@ -242,4 +270,4 @@ class ValueEmitter:
         if op == "slice":
             strides = node.attrs.get("strides") or (1,) * node.rank
             return tuple(E.add(s, E.mul(x, st)) for x, s, st in zip(idx, node.attrs["starts"], strides))
-        self.fail(f"cannot propagate an index through {op}")
+        self.ctx.fail(f"cannot propagate an index through {op}")
