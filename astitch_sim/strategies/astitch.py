@@ -62,7 +62,7 @@ from dataclasses import replace
 from math import ceil
 
 from ..errors import AStitchError
-from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
+from ..analysis import VIEW_OPS, ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
     is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
     with_rematerialised
 from ..boundary import library_groups
@@ -345,7 +345,7 @@ def _epilogue_merge(graph, groups, d, names, home):
                     if o.rank and tuple(o.shape) != tuple(tshape):
                         ok = False
                 elif o.kind in ("elementwise",) or (o.op == "broadcast" and o.operands[0].rank == 0) \
-                        or (o.op in ("reshape", "bitcast") and tuple(o.shape) == tuple(tshape)):
+                        or (o.op in VIEW_OPS and tuple(o.shape) == tuple(tshape)):
                     if o.rank and tuple(o.shape) != tuple(tshape):
                         ok = False
                         continue

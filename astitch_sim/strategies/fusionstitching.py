@@ -46,6 +46,7 @@ from dataclasses import replace
 from math import ceil
 from time import perf_counter
 
+from ..analysis import VIEW_OPS
 from ..errors import AStitchError
 from ..dtypes import itemsize
 from ..kernel_builder import assemble_kernel, reduction_slots
@@ -98,7 +99,7 @@ def _epilogue_target(graph, stages: list, src: Stage):
             node = graph[n]
             fits = (node.kind in _EPILOGUE_KINDS and tuple(node.shape) == tshape) or \
                 (node.op == "broadcast" and node.operands[0].rank == 0) or \
-                (node.op in ("reshape", "bitcast") and tuple(node.shape) == tshape)
+                (node.op in VIEW_OPS and tuple(node.shape) == tshape)
             if not fits:
                 return None
             for o in node.operands:
