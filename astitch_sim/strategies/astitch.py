@@ -71,7 +71,7 @@ from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
-from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
+from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 
 BLOCK = 1024                 # "assume": 1024 threads per block
@@ -577,18 +577,11 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
         return {o.name for o in srcs if o.name not in unit[1]}
 
     owner = {n: i for i, u in enumerate(units) for n in u[1]}
-    ordered, done = [], set()
-    while len(ordered) < len(units):
-        progressed = False
-        for i, u in enumerate(units):
-            if i in done:
-                continue
-            if all(owner.get(d, i) in done or owner.get(d) is None or owner.get(d) == i for d in deps(u)):
-                ordered.append(u)
-                done.add(i)
-                progressed = True
-        if not progressed:      # pragma: no cover - remote stitching never makes cycles
-            raise AssertionError("astitch: kernels depend on each other in a cycle")
+    needs = [{owner[d] for d in deps(u) if d in owner} for u in units]
+    order = dependency_order(needs, first=in_passes(needs))
+    if order is None:           # pragma: no cover - remote stitching never makes cycles
+        raise AssertionError("astitch: kernels depend on each other in a cycle")
+    ordered = [units[i] for i in order]
     kernels, scope_index, stitch_scopes = [], [], []
     for kind, names in ordered:
         if kind == "library":

@@ -57,6 +57,7 @@ from .common import MAX_GRID, next_pow2, prev_pow2
 from .fs_cost import estimate_us
 from .fs_options import FusionStitchingOptions
 from .fusion import partition_plan
+from .register_only import XLA
 
 ROW_MODES = ("rows packed", "one row per block")
 
@@ -324,7 +325,7 @@ class _Search:
 def fusionstitching_plan(graph, gpu, opts: FusionStitchingOptions = FusionStitchingOptions()) -> Plan:
     """The FusionStitching plan of ``graph``: XLA's kernels, stitched where the cost model says it pays."""
     start = perf_counter()                     # the budget counts the whole planning, XLA's partition included
-    base = partition_plan(graph, gpu, "xla")
+    base = partition_plan(graph, gpu, XLA)
     search = _Search(graph, gpu, base, opts, start)
     runs, cur = [], []
     for i, k in enumerate(base.kernels):
