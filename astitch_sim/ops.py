@@ -302,15 +302,10 @@ def _dot(node, a, b):
     return out.reshape(node.shape)
 
 
-#: the rules a row gets unless it names its own: elementwise ops share one shape rule and read
-#: every operand at the output's index
-_ELEMENTWISE_RULES = (rule.elementwise, at.same_index)
-
-
 def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False, xla_cheap=False,
          shape=None, index=None, runtime_index=None, tuple_result=False):
-    if kind == "elementwise":
-        shape, index = shape or _ELEMENTWISE_RULES[0], index or _ELEMENTWISE_RULES[1]
+    if kind == "elementwise":   # unless a row names its own: one shape and one dtype, read at the output's index
+        shape, index = shape or rule.elementwise, index or at.same_index
     assert shape is not None, f"op row {name!r} names no shape rule"
     return OpDef(name, kind, dependency, cost, flops, arity, fn, shape, index, runtime_index, scalar, inline,
                  xla_cheap, tuple_result)
