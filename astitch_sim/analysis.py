@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from .dtypes import is_float
 from .graph import Graph, Node
+from .index_rules import same_flat_position
+from .ops import OPS
 from .reducers import reduce_inputs
 
 def is_free(node: Node) -> bool:
@@ -36,8 +38,9 @@ def is_compute(node: Node) -> bool:
     return node.op == "dot"
 
 
-#: ops that only reinterpret their operand's bytes: a row-major reshape keeps every element's flat position
-VIEW_OPS = ("reshape", "bitcast")
+#: ops that only reinterpret their operand's bytes: every element keeps its row-major flat position
+#: (the op table's rows whose index rule is ``same_flat_position``: reshape, bitcast)
+VIEW_OPS = tuple(name for name, row in OPS.items() if row.index is same_flat_position)
 
 
 def in_memory(node: Node) -> bool:

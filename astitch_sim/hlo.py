@@ -887,7 +887,7 @@ _ATTRS = {
     "reduce-window": _Builder._window_attrs,
 }
 #: ops whose result may be a tuple: one node per element, attr ``result`` = its position
-_MULTI_RESULT = {"reduce", "sort", "topk"}
+_MULTI_RESULT = {name for name, row in OPS.items() if row.tuple_result}
 
 
 def from_hlo(text: str, name: Optional[str] = None) -> Graph:

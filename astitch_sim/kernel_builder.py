@@ -190,7 +190,8 @@ def _recompute(graph, stage: Stage) -> dict:
     for n in stage.ops:
         node = graph[n]
         size = node.operands[0].size if node.op == "reduce" else node.size
-        if node.op not in ("broadcast", "reshape", "bitcast") and size and domain > size and node.kind != "source":
+        # an inline view (broadcast, reshape, bitcast) is an index remap: evaluating it again costs nothing
+        if not (node.opdef.inline and node.opdef.is_view) and size and domain > size and node.kind != "source":
             out[n] = domain // size
     return out
 

@@ -37,6 +37,16 @@ Each row gives
     evaluate it as an index remap with no instruction.  ``pad`` (a second
     operand, the pad value) and ``concatenate`` (several) are layout ops but not
     views: an element may come from either operand.
+  * ``shape``: the op's shape rule, a function of ``shape_rules`` (``elementwise``,
+    ``broadcast``, ``reduce``...): what the result's shape and dtype are and what the
+    operands must satisfy.  ``shapes.infer`` is this lookup plus the checks all ops share.
+  * ``index``: the op's index rule, a function of ``index_rules``: which operand element
+    an output element reads (``indexing.operand_index`` is this lookup).  None for ops
+    that have no element-level reading (sources, library ops).  Indexed ops add a
+    ``runtime_index`` rule, which reads the index values (the SIMT model has them).
+  * ``tuple_result``: the op may give several results (an HLO tuple: argmax's value and
+    index, sort's sorted operands, topk's values and indices); each becomes a node that
+    picks one with the attr ``result``.
   * ``scalar``: for elementwise ops, a Python expression template over scalar
     operands ``{0} {1} {2}`` (and ``{bits}``, the integer width, for shifts)
     that code generators (Numba) emit per element; helpers named ``_x`` are
@@ -54,10 +64,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from . import index_rules as at, shape_rules as rule
+from .comparisons import COMPARE_DIRECTIONS, compare_scalar, np_compare  # noqa: F401 (the first two re-exported)
 from .indexed import np_dynamic_slice, np_dynamic_update_slice, np_gather
 from .reducers import REDUCER_OF_OP, REDUCERS, fold_tree
 from .scatter import np_scatter
-from .sorting import np_sort, np_topk, total_order_key
+from .sorting import np_sort, np_topk
 from .windows import np_reduce_window
 
 try:  # scipy's erf is vectorised and exact; fall back to math.erf per element without it
@@ -78,9 +90,13 @@ class OpDef:
     flops: int
     arity: Optional[int]
     numpy: Callable
+    shape: Callable
+    index: Optional[Callable] = None
+    runtime_index: Optional[Callable] = None
     scalar: Optional[str] = None
     inline: bool = False
     xla_cheap: bool = False
+    tuple_result: bool = False
 
     @property
     def is_view(self) -> bool:
@@ -158,17 +174,6 @@ def _power(a, b):
 
 def _sign(x):
     return np.sign(x)
-
-
-_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
-            "GT": np.greater, "GE": np.greater_equal}
-_COMPARE_SYMBOL = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
-
-
-def _compare(node, a, b):
-    if node.attrs.get("type") == "TOTALORDER" and a.dtype.kind == "f":
-        return _compare_total(node, a, b)
-    return _COMPARE[node.attrs["direction"]](a, b)
 
 
 def _clamp(node, lo, x, hi):
@@ -281,11 +286,6 @@ def _reduce(node, *args):
     return folded[result]
 
 
-def _compare_total(node, a, b):
-    """compare with ``type=TOTALORDER``: IEEE total order (-NaN < -inf < -0 < +0 < inf < +NaN)."""
-    return _COMPARE[node.attrs["direction"]](total_order_key(a, False), total_order_key(b, False))
-
-
 def _dot(node, a, b):
     """dot_general: output dims are batch dims, then lhs free dims, then rhs free dims."""
     lb, lc = node.attrs["lhs_batch_dims"], node.attrs["lhs_contracting_dims"]
@@ -302,16 +302,21 @@ def _dot(node, a, b):
     return out.reshape(node.shape)
 
 
-def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False, xla_cheap=False):
-    return OpDef(name, kind, dependency, cost, flops, arity, fn, scalar, inline, xla_cheap)
+def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False, xla_cheap=False,
+         shape=None, index=None, runtime_index=None, tuple_result=False):
+    if kind == "elementwise":   # unless a row names its own: one shape and one dtype, read at the output's index
+        shape, index = shape or rule.elementwise, index or at.same_index
+    assert shape is not None, f"op row {name!r} names no shape rule"
+    return OpDef(name, kind, dependency, cost, flops, arity, fn, shape, index, runtime_index, scalar, inline,
+                 xla_cheap, tuple_result)
 
 
 E, L, X = "elementwise", "light", "expensive"
 _ROWS = [
     # sources
-    _row("parameter", "source", "source", "free", 0, 0, _parameter, inline=True),
-    _row("constant", "source", "source", "free", 0, 0, _constant, inline=True),
-    _row("iota", "source", "source", "light", 1, 0, _iota, inline=True),
+    _row("parameter", "source", "source", "free", 0, 0, _parameter, inline=True, shape=rule.declared_source),
+    _row("constant", "source", "source", "free", 0, 0, _constant, inline=True, shape=rule.constant),
+    _row("iota", "source", "source", "light", 1, 0, _iota, inline=True, shape=rule.iota),
     # unary elementwise
     _row("negate", E, "one-to-one", L, 1, 1, _unary(np.negative), "(-{0})"),
     _row("abs", E, "one-to-one", L, 1, 1, _unary(np.abs), "abs({0})"),
@@ -335,8 +340,8 @@ _ROWS = [
     _row("tan", E, "one-to-one", X, 16, 1, _unary(np.tan), "math.tan({0})", xla_cheap=True),
     _row("not", E, "one-to-one", L, 1, 1, _unary(lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)),
          "_not({0})"),
-    _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})"),
-    _row("convert", E, "one-to-one", L, 1, 1, lambda node, x: x, "{0}"),   # the cast to node.dtype does it
+    _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})", shape=rule.predicate),
+    _row("convert", E, "one-to-one", L, 1, 1, lambda node, x: x, "{0}", shape=rule.convert),   # the cast to node.dtype does it
     _row("copy", E, "one-to-one", "free", 0, 1, lambda node, x: x, "{0}", inline=True),
     # binary elementwise
     _row("add", E, "one-to-one", L, 1, 2, _binary(np.add), "({0} + {1})"),
@@ -354,31 +359,41 @@ _ROWS = [
     _row("shift-left", E, "one-to-one", L, 1, 2, _binary(_shift_left), "_shl({0}, {1}, {bits})"),
     _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(_shift_right_arithmetic), "_sra({0}, {1}, {bits})"),
     _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1}, {bits})"),
-    _row("compare", E, "one-to-one", L, 1, 2, _quiet(_compare), None),   # template depends on direction, type
+    _row("compare", E, "one-to-one", L, 1, 2, _quiet(np_compare), None, shape=rule.compare),   # template depends on direction, type
     # ternary elementwise
-    _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})"),
-    _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})"),
+    _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})", shape=rule.select),
+    _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})", shape=rule.clamp),
     # data movement
-    _row("broadcast", "broadcast", "one-to-many", "free", 0, 1, _broadcast, inline=True),
-    _row("reshape", "layout", "one-to-one", "free", 0, 1, _reshape, inline=True),
-    _row("bitcast", "layout", "one-to-one", "free", 0, 1, _reshape, inline=True),
-    _row("transpose", "layout", "one-to-one", "free", 0, 1, _transpose),
-    _row("slice", "layout", "one-to-one", "free", 0, 1, _slice),
-    _row("concatenate", "layout", "one-to-one", "free", 0, None, _concatenate),
-    _row("reverse", "layout", "one-to-one", "free", 0, 1, _reverse),
-    _row("pad", "layout", "one-to-one", "free", 0, 2, _pad),
+    _row("broadcast", "broadcast", "one-to-many", "free", 0, 1, _broadcast, inline=True,
+         shape=rule.broadcast, index=at.broadcast),
+    _row("reshape", "layout", "one-to-one", "free", 0, 1, _reshape, inline=True,
+         shape=rule.same_elements, index=at.same_flat_position),
+    _row("bitcast", "layout", "one-to-one", "free", 0, 1, _reshape, inline=True,
+         shape=rule.same_elements, index=at.same_flat_position),
+    _row("transpose", "layout", "one-to-one", "free", 0, 1, _transpose, shape=rule.transpose, index=at.transpose),
+    _row("slice", "layout", "one-to-one", "free", 0, 1, _slice, shape=rule.slice_, index=at.slice_),
+    _row("concatenate", "layout", "one-to-one", "free", 0, None, _concatenate,
+         shape=rule.concatenate, index=at.concatenate),
+    _row("reverse", "layout", "one-to-one", "free", 0, 1, _reverse, shape=rule.reverse, index=at.reverse),
+    _row("pad", "layout", "one-to-one", "free", 0, 2, _pad, shape=rule.pad, index=at.pad),
     # indexed loads (runtime indices): stitched like layout ops
-    _row("gather", "indexed", "one-to-one", L, 2, 2, np_gather),
-    _row("dynamic-slice", "indexed", "one-to-one", L, 2, None, np_dynamic_slice),
-    _row("dynamic-update-slice", "indexed", "one-to-one", L, 2, None, np_dynamic_update_slice),
+    _row("gather", "indexed", "one-to-one", L, 2, 2, np_gather, shape=rule.gather, index=at.at_runtime,
+         runtime_index=at.gather_at_runtime),
+    _row("dynamic-slice", "indexed", "one-to-one", L, 2, None, np_dynamic_slice,
+         shape=rule.dynamic_slice, index=at.at_runtime,
+         runtime_index=at.dynamic_slice_at_runtime),
+    _row("dynamic-update-slice", "indexed", "one-to-one", L, 2, None, np_dynamic_update_slice,
+         shape=rule.dynamic_update_slice, index=at.update_or_runtime,
+         runtime_index=at.update_at_runtime),
     # reduction (several inputs and inits for argmax/argmin)
-    _row("reduce", "reduce", "many-to-one", L, 1, None, _reduce),
+    _row("reduce", "reduce", "many-to-one", L, 1, None, _reduce, shape=rule.reduce, index=at.reduce_input,
+         tuple_result=True),
     # library kernels: the stitcher plans around them (boundary.py says what each is)
-    _row("dot", "library", "compute", "compute", 2, 2, _dot),
-    _row("sort", "library", "many-to-many", L, 8, None, np_sort),
-    _row("topk", "library", "many-to-many", L, 8, 1, np_topk),
-    _row("scatter", "library", "many-to-many", L, 1, 3, np_scatter),
-    _row("reduce-window", "library", "many-to-many", L, 1, 2, np_reduce_window),
+    _row("dot", "library", "compute", "compute", 2, 2, _dot, shape=rule.dot),
+    _row("sort", "library", "many-to-many", L, 8, None, np_sort, shape=rule.sort, tuple_result=True),
+    _row("topk", "library", "many-to-many", L, 8, 1, np_topk, shape=rule.topk, tuple_result=True),
+    _row("scatter", "library", "many-to-many", L, 1, 3, np_scatter, shape=rule.scatter),
+    _row("reduce-window", "library", "many-to-many", L, 1, 2, np_reduce_window, shape=rule.reduce_window),
 ]
 
 OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
@@ -388,14 +403,6 @@ OP_ALIASES = {"exp": "exponential", "expm1": "exponential-minus-one", "log1p": "
               "sin": "sine", "cos": "cosine", "round": "round-nearest-afz", "neg": "negate",
               "sub": "subtract", "mul": "multiply", "div": "divide", "pow": "power", "max": "maximum",
               "min": "minimum", "sigmoid": "logistic", "rem": "remainder"}
-
-COMPARE_DIRECTIONS = tuple(_COMPARE)
-
-
-def compare_scalar(direction: str) -> str:
-    """Scalar template of ``compare`` for a direction: ``({0} < {1})``."""
-    return "({0} %s {1})" % _COMPARE_SYMBOL[direction]
-
 
 def op_def(name: str) -> OpDef:
     """Look an op up by HLO opcode or alias; unknown ops raise AStitchError listing the table."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ops import OPS
 from .backend import BARRIER_STYLE, SCHEME_COLOURS, SCHEME_EDGE, figure_and_axes
 from ..vocabulary import Barrier
 
@@ -72,7 +73,8 @@ class Layout:
         return [b for b in self.boxes() if b.node == node and (lane is None or b.lane == lane)]
 
 
-MOVE_OPS = ("copy", "broadcast", "reshape", "bitcast", "transpose", "slice", "concatenate", "reverse", "pad")
+#: ops that only move data (no arithmetic): the op table's free ops that are not sources
+MOVE_OPS = tuple(name for name, row in OPS.items() if row.cost == "free" and row.kind != "source")
 
 
 def _hidden(graph, hide_scalars: bool, hide_moves: bool = False) -> set:

@@ -62,7 +62,7 @@ from dataclasses import replace
 from math import ceil
 
 from ..errors import AStitchError
-from ..analysis import ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
+from ..analysis import VIEW_OPS, ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
     is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
     with_rematerialised
 from ..boundary import library_groups
@@ -71,7 +71,7 @@ from ..kernel_builder import assemble_kernel, task_shape
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Plan, Stage
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
-from .common import LOOP_BLOCK, column_mapping, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
+from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 from ..vocabulary import Barrier, Combine, Space
 
@@ -371,7 +371,7 @@ def _epilogue_merge(graph, groups, d, names, home):
                     if o.rank and tuple(o.shape) != tuple(tshape):
                         ok = False
                 elif o.kind in ("elementwise",) or (o.op == "broadcast" and o.operands[0].rank == 0) \
-                        or (o.op in ("reshape", "bitcast") and tuple(o.shape) == tuple(tshape)):
+                        or (o.op in VIEW_OPS and tuple(o.shape) == tuple(tshape)):
                     if o.rank and tuple(o.shape) != tuple(tshape):
                         ok = False
                         continue
@@ -646,18 +646,11 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
         return {o.name for o in srcs if o.name not in unit[1]}
 
     owner = {n: i for i, u in enumerate(units) for n in u[1]}
-    ordered, done = [], set()
-    while len(ordered) < len(units):
-        progressed = False
-        for i, u in enumerate(units):
-            if i in done:
-                continue
-            if all(owner.get(d, i) in done or owner.get(d) is None or owner.get(d) == i for d in deps(u)):
-                ordered.append(u)
-                done.add(i)
-                progressed = True
-        if not progressed:      # pragma: no cover - remote stitching never makes cycles
-            raise AssertionError("astitch: kernels depend on each other in a cycle")
+    needs = [{owner[d] for d in deps(u) if d in owner} for u in units]
+    order = dependency_order(needs, first=in_passes(needs))
+    if order is None:           # pragma: no cover - remote stitching never makes cycles
+        raise AssertionError("astitch: kernels depend on each other in a cycle")
+    ordered = [units[i] for i in order]
     kernels, scope_index, stitch_scopes = [], [], []
     for kind, names in ordered:
         if kind == "library":

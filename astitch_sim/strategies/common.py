@@ -82,6 +82,43 @@ def column_mapping(node, gpu, block: int, fill_blocks: int, combine: str) -> Thr
                          threads_per_row=lanes_c, splits=splits, combine=combine if splits > 1 else "none")
 
 
+def dependency_order(needs: list, first=None) -> list | None:
+    """The order kernels run in: each after every kernel whose results it reads.
+
+    ``needs[i]``: positions of the kernels kernel ``i`` reads from (its own position is
+    ignored).  Of the kernels whose needs are met, the one that comes first by the key
+    ``first`` (default: its position) runs next, so the order stays as close to the
+    given one as the dependences allow.  Returns the positions in run order, or None
+    when some kernels wait on each other in a cycle.  Every strategy orders its kernels
+    with this one function.
+    """
+    key = first or (lambda i: i)
+    done, order = set(), []
+    while len(order) < len(needs):
+        ready = [i for i in range(len(needs)) if i not in done and needs[i] - {i} <= done]
+        if not ready:
+            return None
+        pick = min(ready, key=key)
+        done.add(pick)
+        order.append(pick)
+    return order
+
+
+def in_passes(needs: list):
+    """A preference for :func:`dependency_order`: kernels in *passes* over the given order.
+
+    Each pass takes, in the given order, every kernel whose needs are met by then (by an
+    earlier pass or earlier in this pass); a kernel that waits on a later one goes to a
+    later pass.  The key is ``(pass, position)``: a kernel's pass is the largest of its
+    needs' passes, plus one for a need that comes after it.  This is AStitch's order (its
+    stitch scopes in graph order, then its library kernels).
+    """
+    rank = {}
+    for i in dependency_order(needs) or ():
+        rank[i] = max([0] + [rank[d] + (1 if d > i else 0) for d in needs[i] if d != i])
+    return lambda i: (rank.get(i, 0), i)
+
+
 def max_reduction_slots(gpu) -> int:
     """How many reduced values one stage may fold at once: their shared-memory trees (8 bytes per thread
     each, blocks of up to ``max_threads_per_block``) must fit the default per-block budget (48 KiB), so a

@@ -6,7 +6,9 @@ walking producers back until a root, an input or a matrix product: a producer
 reached from several kernels is *recomputed* in each (it stays in registers,
 never stored) unless the policy makes it a root of its own ("re-read").
 
-What differs between strategies is only which nodes are roots:
+What differs between strategies is only which nodes are roots: each strategy is a
+policy object (``register_only.py``: ``UNFUSED``, ``XLA``, ``TVM``) that
+:func:`partition_plan` follows:
 
 * ``unfused``: every op that does work (a kernel per op, like TensorFlow
   without XLA); reshapes, bitcasts, broadcasts and constants are free.
@@ -81,17 +83,17 @@ cap of 256 ops per fused function (``kMaxFusedOps``) is not modelled.
 """
 from __future__ import annotations
 
-from ..analysis import ancestors, boundary_source, is_boundary, is_expensive, is_free, is_one_to_many_producer, \
+from ..analysis import ancestors, boundary_source, is_boundary, is_free, is_one_to_many_producer, \
     must_materialise
 from ..boundary import sibling_key
 from ..kernel_builder import assemble_kernel
 from ..plan import Plan, Stage
-from .common import LOOP_BLOCK, closure, escapes_of, flat_mapping, fusible_stop, is_work, library_kernel, \
-    max_reduction_slots, reduction_values, \
-    xla_reduce_mapping
+from .common import LOOP_BLOCK, closure, dependency_order, escapes_of, flat_mapping, fusible_stop, library_kernel, \
+    max_reduction_slots, reduction_values, xla_reduce_mapping
+from .register_only import POLICIES, RegisterOnlyPolicy
 
 
-def _initial_roots(graph, live, strategy) -> set:
+def _initial_roots(graph, live, policy: RegisterOnlyPolicy) -> set:
     roots = set()
     for n in graph.outputs:
         if n.op not in ("parameter", "constant"):
@@ -101,9 +103,7 @@ def _initial_roots(graph, live, strategy) -> set:
             roots.add(n.name)
         if must_materialise(n) and not fusible_stop(n):
             roots.add(n.name)            # a library kernel reads it from memory
-        if strategy == "unfused" and is_work(n):
-            roots.add(n.name)
-        if strategy == "xla" and is_one_to_many_producer(n):
+        if policy.is_own_root(n):
             roots.add(n.name)
     return roots
 
@@ -119,9 +119,9 @@ def _members(graph, roots: set) -> dict:
     return out
 
 
-def _settle_roots(graph, live, strategy) -> tuple[set, dict]:
-    """Grow the root set until no expensive producer is computed by two kernels (xla, tvm re-read it)."""
-    roots = _initial_roots(graph, live, strategy)
+def _settle_roots(graph, live, policy: RegisterOnlyPolicy) -> tuple[set, dict]:
+    """Grow the root set until every producer two kernels compute is one the policy recomputes."""
+    roots = _initial_roots(graph, live, policy)
     while True:
         members = _members(graph, roots)
         count: dict[str, int] = {}
@@ -131,11 +131,8 @@ def _settle_roots(graph, live, strategy) -> tuple[set, dict]:
         extra = set()
         for n, c in count.items():
             node = graph[n]
-            if c > 1 and n not in roots and not is_free(node):
-                if strategy == "tvm":
-                    continue      # TVM inlines injective producers into every consumer and recomputes them
-                if is_expensive(node) or strategy == "unfused":
-                    extra.add(n)
+            if c > 1 and n not in roots and not is_free(node) and policy.shared_producer_is_root(node):
+                extra.add(n)
         if not extra:
             return roots, members
         roots |= extra
@@ -146,7 +143,7 @@ def _depends(graph, a: str, b: str, cache: dict) -> bool:
     return b in ancestors(graph[a], cache)
 
 
-def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots: int = 1 << 30) -> list:
+def _group_siblings(graph, order: list, members: dict, policy: RegisterOnlyPolicy, max_slots: int = 1 << 30) -> list:
     """XLA multi-output fusion: sibling reduces of one input share a kernel; so do the results of
     one library op (a sort's keys and values, top-k's values and indices)."""
     groups: list[list[str]] = []
@@ -163,7 +160,7 @@ def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots:
                 library[key] = [r]
                 groups.append(library[key])
             continue
-        if strategy == "xla" and node.op == "reduce":       # TVM's FuseOps fuses no siblings
+        if policy.multi_output_fusion and node.op == "reduce":       # TVM's FuseOps fuses no siblings
             for g in groups:
                 first = graph[g[0]]
                 if (first.op == "reduce" and first.operands[0].shape == node.operands[0].shape
@@ -175,7 +172,7 @@ def _group_siblings(graph, order: list, members: dict, strategy: str, max_slots:
                     g.append(r)
                     placed = True
                     break
-        if strategy == "xla" and is_loop_root(node):
+        if policy.multi_output_fusion and is_loop_root(node):
             for g in groups:
                 if _joins_loop_fusion(graph, members, g, r, cache):
                     g.append(r)
@@ -248,23 +245,21 @@ def _order_groups(graph, groups: list, members: dict) -> list:
         mine = {n for r in g for n in members.get(r, [r])}
         deps = {produced_by[o.name] for o in _read_values(graph, mine) if o.name in produced_by}
         needs.append(deps)
-    ordered, done = [], set()
-    while len(ordered) < len(groups):
-        ready = [i for i in range(len(groups)) if i not in done and needs[i] <= done]
-        if not ready:   # pragma: no cover - sibling fusion checks dependences
-            raise AssertionError("fusion: kernels depend on each other in a cycle")
-        ordered.append(groups[ready[0]])
-        done.add(ready[0])
-    return ordered
+    order = dependency_order(needs)
+    if order is None:   # pragma: no cover - sibling fusion checks dependences
+        raise AssertionError("fusion: kernels depend on each other in a cycle")
+    return [groups[i] for i in order]
 
 
-def partition_plan(graph, gpu, strategy: str) -> Plan:
-    """Build the Plan of a register-only strategy (``unfused``, ``xla`` or ``tvm``)."""
+def partition_plan(graph, gpu, policy) -> Plan:
+    """Build the Plan of a register-only strategy: ``policy`` is ``UNFUSED``, ``XLA`` or ``TVM``
+    (``register_only.py``), or one of their names."""
+    policy = POLICIES[policy] if isinstance(policy, str) else policy
     live = graph.live_nodes()
     position = {n.name: i for i, n in enumerate(graph)}
-    roots, members = _settle_roots(graph, live, strategy)
+    roots, members = _settle_roots(graph, live, policy)
     order = sorted(roots, key=position.get)
-    groups = _order_groups(graph, _group_siblings(graph, order, members, strategy, max_reduction_slots(gpu)),
+    groups = _order_groups(graph, _group_siblings(graph, order, members, policy, max_reduction_slots(gpu)),
                            members)
     computed_by = {}
     for g in groups:
@@ -288,16 +283,15 @@ def partition_plan(graph, gpu, strategy: str) -> Plan:
         else:
             mapping = flat_mapping(head.shape, LOOP_BLOCK)
         stage = Stage(dominant=g[-1], ops=ops, mapping=mapping)
-        label = {"unfused": "op", "xla": "fusion", "tvm": "fusion"}[strategy]
-        notes = _notes(graph, g, ops, roots, strategy)
-        k = assemble_kernel(graph, f"{label}.{len(kernels)}:{g[-1]}", [stage], gpu,
+        notes = _notes(graph, g, ops, roots, policy)
+        k = assemble_kernel(graph, f"{policy.kernel_label}.{len(kernels)}:{g[-1]}", [stage], gpu,
                             escapes_of(graph, set(ops), read_elsewhere), stitch=False, notes=notes)
         kernels.append(k)
-    plan_notes = [f"{strategy}: {len(kernels)} kernels from roots " + ", ".join(order)]
-    return Plan(graph, strategy, gpu, kernels, plan_notes)
+    plan_notes = [f"{policy.name}: {len(kernels)} kernels from roots " + ", ".join(order)]
+    return Plan(graph, policy.name, gpu, kernels, plan_notes)
 
 
-def _notes(graph, group, ops, roots, strategy) -> list:
+def _notes(graph, group, ops, roots, policy: RegisterOnlyPolicy) -> list:
     notes = []
     head = graph[group[-1]]
     if len(group) > 1:
@@ -305,10 +299,10 @@ def _notes(graph, group, ops, roots, strategy) -> list:
         notes.append(f"multi-output fusion of {what} {', '.join(group)}")
     if head.op == "reduce":
         notes.append(f"{head.name} ends the kernel: a reduce result leaves through global memory")
-    elif strategy == "xla" and is_one_to_many_producer(head):
-        notes.append(f"{head.name} is expensive and broadcast: XLA ends the kernel here")
+    elif policy.expensive_broadcast_ends_kernel and is_one_to_many_producer(head):
+        notes.append(f"{head.name} is expensive and broadcast: {policy.title} ends the kernel here")
     for n in ops:
         node = graph[n]
-        if strategy == "tvm" and is_one_to_many_producer(node) and n not in roots:
-            notes.append(f"{n} is recomputed for every element of its broadcast (TVM)")
+        if not policy.expensive_broadcast_ends_kernel and is_one_to_many_producer(node) and n not in roots:
+            notes.append(f"{n} is recomputed for every element of its broadcast ({policy.title})")
     return notes

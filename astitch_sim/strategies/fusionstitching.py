@@ -46,6 +46,7 @@ from dataclasses import replace
 from math import ceil
 from time import perf_counter
 
+from ..analysis import VIEW_OPS
 from ..errors import AStitchError
 from ..dtypes import itemsize
 from ..kernel_builder import assemble_kernel, reduction_slots
@@ -56,6 +57,7 @@ from .common import MAX_GRID, next_pow2, prev_pow2
 from .fs_cost import estimate_us
 from .fs_options import FusionStitchingOptions
 from .fusion import partition_plan
+from .register_only import XLA
 
 ROW_MODES = ("rows packed", "one row per block")
 
@@ -98,7 +100,7 @@ def _epilogue_target(graph, stages: list, src: Stage):
             node = graph[n]
             fits = (node.kind in _EPILOGUE_KINDS and tuple(node.shape) == tshape) or \
                 (node.op == "broadcast" and node.operands[0].rank == 0) or \
-                (node.op in ("reshape", "bitcast") and tuple(node.shape) == tshape)
+                (node.op in VIEW_OPS and tuple(node.shape) == tshape)
             if not fits:
                 return None
             for o in node.operands:
@@ -323,7 +325,7 @@ class _Search:
 def fusionstitching_plan(graph, gpu, opts: FusionStitchingOptions = FusionStitchingOptions()) -> Plan:
     """The FusionStitching plan of ``graph``: XLA's kernels, stitched where the cost model says it pays."""
     start = perf_counter()                     # the budget counts the whole planning, XLA's partition included
-    base = partition_plan(graph, gpu, "xla")
+    base = partition_plan(graph, gpu, XLA)
     search = _Search(graph, gpu, base, opts, start)
     runs, cur = [], []
     for i, k in enumerate(base.kernels):

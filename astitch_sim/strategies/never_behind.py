@@ -54,6 +54,7 @@ from types import SimpleNamespace
 from ..errors import AStitchError
 from ..plan import Plan
 from ..simt.cost import predict_kernel
+from .common import dependency_order
 from .fs_cost import kernel_counters
 
 #: graphs with at most this many elements in all their values are decided on the SIMT model's exact counters
@@ -162,15 +163,8 @@ def _ordered(graph, kernels: list):
                 return None
             deps.add(writers[n])
         needs.append(deps)
-    done, out = set(), []
-    while len(out) < len(kernels):
-        ready = [i for i in range(len(kernels)) if i not in done and needs[i] - {i} <= done]
-        if not ready:
-            return None
-        pick = min(ready, key=lambda i: kernels[i][0])
-        done.add(pick)
-        out.append(kernels[pick][1])
-    return out
+    order = dependency_order(needs, first=lambda i: kernels[i][0])
+    return None if order is None else [kernels[i][1] for i in order]
 
 
 def _decide(parts, stitched_cost, xla_cost):
@@ -195,8 +189,9 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
     on when counters must be exact (default: seeded inputs from :func:`~astitch_sim.workloads.workload_inputs`).
     """
     from .fusion import partition_plan
+    from .register_only import XLA
     graph, gpu = stitch.graph, stitch.gpu
-    xla = partition_plan(graph, gpu, "xla")
+    xla = partition_plan(graph, gpu, XLA)
     parts = _parts(stitch, scope_index, scopes, xla)
     if parts is None or not stitch.kernels:
         parts = [Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],

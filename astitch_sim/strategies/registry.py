@@ -53,10 +53,12 @@ def strategy_named(name: str) -> Strategy:
 
 def _register_builtin() -> None:
     """The strategies of the paper's comparison (imported lazily: their modules import the planner's helpers)."""
-    def register_only(kind):
+    def register_only(name):
+        """The planner of a register-only strategy: ``fusion.partition_plan`` following its policy."""
         def plan(graph, gpu, _options):
             from .fusion import partition_plan
-            return partition_plan(graph, gpu, kind)
+            from .register_only import POLICIES
+            return partition_plan(graph, gpu, POLICIES[name])
         return plan
 
     def astitch(graph, gpu, options):
