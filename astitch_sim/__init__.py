@@ -15,6 +15,7 @@ from .hlo import from_hlo, from_hlo_file
 from .mapping import ThreadMapping
 from .ops import OPS
 from .plan import Kernel, Plan, Stage, Value
+from .vocabulary import Barrier, Combine, Scheme, Space
 from .reference import random_inputs, reference
 from .workloads import WORKLOADS, list_workloads, workload
 from .compiler import STRATEGIES, compile
@@ -24,7 +25,7 @@ from .measured import gpu_measurements
 from . import figures
 
 __all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "ThreadMapping", "OPS",
-           "Kernel", "Plan", "Stage", "Value", "random_inputs", "reference", "WORKLOADS", "list_workloads",
+           "Kernel", "Plan", "Stage", "Value", "Space", "Scheme", "Barrier", "Combine", "random_inputs", "reference", "WORKLOADS", "list_workloads",
            "workload", "STRATEGIES", "compile", "AStitchOptions", "simulate", "SimResult", "gpu_measurements",
            "figures"]
 __version__ = "0.1.0"
