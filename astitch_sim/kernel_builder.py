@@ -20,7 +20,6 @@ out the rest the same way for every strategy:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
 
 import numpy as np
 
@@ -101,7 +100,6 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
         else:
             found[name] = (ids, index)
 
-    in_ops = set(stage.ops)
     for r in stage_roots(graph, stage, needed_later):
         add(r, elems, idx)
     for n in reversed(stage.ops):

@@ -26,7 +26,7 @@ block-locality check all use it, so they cannot disagree.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from math import ceil, prod
 
 import numpy as np

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Optional
 
 from .errors import AStitchError
-from .graph import Graph, shape_str
+from .graph import Graph
 from .hardware import GPU, gpu as get_gpu
 from .machine import MachineResources
 from .mapping import ThreadMapping

@@ -62,12 +62,12 @@ from dataclasses import replace
 from math import ceil
 
 from ..errors import AStitchError
-from ..analysis import VIEW_OPS, ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, is_free, \
+from ..analysis import VIEW_OPS, ancestors, boundary_source, classify_reduce, is_boundary, is_expensive, \
     is_one_to_many_producer, is_rematerialisable, is_scalar_of_inputs, memory_clusters, read_directly, \
     with_rematerialised
 from ..boundary import library_groups
 from ..reducers import has_atomic, reducer
-from ..kernel_builder import assemble_kernel, task_shape
+from ..kernel_builder import assemble_kernel
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Plan, Stage
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
