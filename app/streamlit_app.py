@@ -9,16 +9,12 @@ AStitchError's message, never a traceback.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import streamlit as st  # noqa: E402
-
-import astitch_sim as asim  # noqa: E402
-from explorer import compute, sidebar, state, style  # noqa: E402
-from explorer.views import Context, code, compare, graph, kernel, mapping, movement, timeline, whatif  # noqa: E402
+import astitch_sim as asim
+# Streamlit runs this file with its own folder on sys.path: ``explorer`` is the package beside it
+from explorer import compute, sidebar, state, style
+from explorer.views import Context, code, compare, graph, kernel, mapping, movement, timeline, whatif
 
 RENDER = {"Compare": compare.render, "Graph": graph.render, "Kernel": kernel.render,
           "Thread mapping": mapping.render, "Data movement": movement.render, "Timeline": timeline.render,

@@ -1,6 +1,6 @@
 """GPU measurements committed under ``benchmarks/results/``, read back for comparison with the model.
 
-``benchmarks/gpu_bench.py`` writes a ``results.json`` per run (format
+``python -m benchmarks.gpu_bench`` writes a ``results.json`` per run (format
 ``astitch-sim gpu_bench 1``): provenance (device, driver, versions, commit,
 date, command), and per case the workload, its shape and one run per strategy
 with its measured ``gpu_us``.  A run in Numba's CUDA simulator writes the same
@@ -57,7 +57,7 @@ class Measurements:
                     f"(devices: {', '.join(devices)})")
         else:
             head = (f"no GPU measurements under {self.root}: no results.json there comes from a GPU run "
-                    "(benchmarks/gpu_bench.py on a machine with a CUDA GPU writes one)")
+                    "(python -m benchmarks.gpu_bench on a machine with a CUDA GPU writes one)")
         lines = [head] + [f"  skipped {p}: {why}" for p, why in self.skipped]
         return "\n".join(lines)
 

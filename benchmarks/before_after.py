@@ -4,11 +4,16 @@ The planner's output is the project's product, so a change to it is reported as 
 This script checks the *before* commit out into a temporary git worktree, runs the same measurement
 there in a subprocess (the old code, importing the old package), runs it again on the code as it is,
 and writes the two side by side.  Both sides run on the same inputs: the catalog workloads at the
-paper's shapes (``simt_predictions.CASES``) and every HLO fixture under ``tests/fixtures`` (taken from
-the current tree, so a fixture added after *before* is still compared; one the old importer refuses is
-recorded as unsupported there).  All numbers are SIMT-model predictions, not GPU measurements.
+paper's shapes (``benchmarks.simt_predictions.CASES``) and every HLO fixture under ``tests/fixtures``
+(taken from the current tree, so a fixture added after *before* is still compared; one the old importer
+refuses is recorded as unsupported there), with the current tree's input maker (``astitch_sim/seeded.py``).
+All numbers are SIMT-model predictions, not GPU measurements.
 
-    python benchmarks/before_after.py --before dfb35f1 [--gpu H100] [--stem plans_issue13]
+The old side imports only the old ``astitch_sim``: the case list reaches it as JSON, and this file and
+today's ``seeded.py`` are loaded there from their paths, so any old commit works, whatever its
+``benchmarks/`` looked like (before it was a package, or before ``seeded.py`` moved into the library).
+
+    python -m benchmarks.before_after --before dfb35f1 [--gpu H100] [--stem plans_issue13]
 
 dfb35f1 is the last commit before issue 13 (plan quality).  Writes ``STEM.json`` (provenance of both
 sides and the raw rows) and ``STEM.md`` under ``--out``.
@@ -31,35 +36,39 @@ FIXTURES = REPO / "tests" / "fixtures"
 STRATEGIES = ("unfused", "xla", "astitch")
 
 
-def _cases():
-    """(label, graph-maker, inputs-maker) for the paper's catalog shapes and every HLO fixture."""
-    import astitch_sim as asim
-    from astitch_sim.workloads import workload_inputs
-    sys.path.insert(0, str(HERE))
-    from simt_predictions import CASES
-    for label, name, shape in CASES:
-        yield label, (lambda name=name, shape=shape: asim.workload(name, **shape)), workload_inputs
-    sys.path.insert(0, str(FIXTURES))
-    import seeded
+def case_list(only: str = "") -> list:
+    """The cases whose label contains ``only``, as JSON-able dicts: ``{"case", "workload", "shape"}`` for the
+    paper's catalog shapes, ``{"case", "hlo"}`` for every HLO fixture (its absolute path)."""
+    from benchmarks.simt_predictions import CASES
+    cases = [{"case": label, "workload": name, "shape": shape} for label, name, shape in CASES]
     for sub in ("hlo", "ops", "models"):
-        for path in sorted((FIXTURES / sub).glob("*.hlo")):
-            def inputs(g, seed, path=path):
-                return seeded.fixture_inputs(path)
-            yield f"{sub}/{path.stem}", (lambda path=path: asim.from_hlo_file(path)), inputs
+        cases += [{"case": f"{sub}/{path.stem}", "hlo": str(path)} for path in sorted((FIXTURES / sub).glob("*.hlo"))]
+    return [c for c in cases if only in c["case"]]
 
 
 def measure(gpu: str, only: str = "") -> list:
     """One row per case whose label contains ``only``: per strategy kernels, global bytes and predicted us
-    (or the error's first line)."""
+    (or the error's first line), with the code as it is."""
+    from astitch_sim import seeded
+    return measure_cases(gpu, case_list(only), seeded.fixture_inputs)
+
+
+def measure_cases(gpu: str, cases: list, fixture_inputs) -> list:
+    """``measure`` on a given case list (see :func:`case_list`), fixtures' inputs from ``fixture_inputs(path)``.
+    It imports nothing but ``astitch_sim``, so an old commit's package can run it."""
     import astitch_sim as asim
+    from astitch_sim.workloads import workload_inputs
     rows = []
-    for label, make_graph, make_inputs in _cases():
-        if only not in label:
-            continue
+    for case in cases:
+        label = case["case"]
         row = {"case": label}
         try:
-            g = make_graph()
-            inputs = make_inputs(g, 0)
+            if "hlo" in case:
+                g = asim.from_hlo_file(case["hlo"])
+                inputs = fixture_inputs(case["hlo"])
+            else:
+                g = asim.workload(case["workload"], **case["shape"])
+                inputs = workload_inputs(g, 0)
         except asim.AStitchError as e:
             row["unsupported"] = str(e).splitlines()[0]
             rows.append(row)
@@ -75,6 +84,26 @@ def measure(gpu: str, only: str = "") -> list:
             print(f"  {label:40s} {s:8s} {time.perf_counter() - t0:6.1f} s", file=sys.stderr, flush=True)
         rows.append(row)
     return rows
+
+
+def _load_from_path(name: str, path: Path):
+    """The module in the file ``path``, loaded under ``name`` whatever the process's ``sys.path`` says."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _measure_old(gpu: str, cases_file: str, out_file: str) -> None:
+    """The old commit's side, in its subprocess: ``measure_cases`` with the old ``astitch_sim`` (the one on
+    ``PYTHONPATH``) on today's case list and today's inputs (this tree's ``astitch_sim/seeded.py``, by path:
+    ``astitch_sim`` itself is the old one here)."""
+    seeded = _load_from_path("_seeded_today", REPO / "astitch_sim" / "seeded.py")
+    with open(cases_file) as fh:
+        cases = json.load(fh)
+    with open(out_file, "w") as fh:
+        json.dump(measure_cases(gpu, cases, seeded.fixture_inputs), fh)
 
 
 def _git(*args, cwd=REPO) -> str:
@@ -93,9 +122,14 @@ def measure_at(rev: str, gpu: str, only: str = "") -> dict:
         _git("worktree", "add", "--detach", tree, commit)
         try:
             env = dict(os.environ, PYTHONPATH=tree)
-            out = os.path.join(tmp, "rows.json")
-            code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import before_after as b; "
-                    f"json.dump(b.measure({gpu!r}, {only!r}), open({out!r}, 'w'))")
+            cases, out = os.path.join(tmp, "cases.json"), os.path.join(tmp, "rows.json")
+            with open(cases, "w") as fh:
+                json.dump(case_list(only), fh)
+            # this file, loaded by its path (the old tree's benchmarks/ may be no package, or lack this script)
+            here = str(Path(__file__).resolve())
+            code = ("import importlib.util as u; "
+                    f"s = u.spec_from_file_location('_before_after_today', {here!r}); b = u.module_from_spec(s); "
+                    f"s.loader.exec_module(b); b._measure_old({gpu!r}, {cases!r}, {out!r})")
             subprocess.run([sys.executable, "-c", code], env=env, cwd=tree, check=True)
             with open(out) as fh:
                 return {"commit": commit, "rows": json.load(fh)}
@@ -157,20 +191,20 @@ def markdown(before: dict, after: dict, prov: dict) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.before_after", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, help="the commit (or any git revision) to compare against")
     ap.add_argument("--gpu", default="H100")
     ap.add_argument("--stem", default="plans_before_after")
     ap.add_argument("--only", default="", help="measure only the cases whose label contains this")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(HERE))
-    from simt_predictions import provenance, write_results
+    from benchmarks.simt_predictions import provenance, write_results
     print(f"before: {args.before}", file=sys.stderr)
     before = measure_at(args.before, args.gpu, args.only)
     print("after: the working tree", file=sys.stderr)
     after = {"commit": _git("rev-parse", "HEAD"), "rows": measure(args.gpu, args.only)}
-    prov = dict(provenance([os.path.relpath(__file__)] + argv), gpu=args.gpu, before_commit=before["commit"],
+    prov = dict(provenance(["-m", "benchmarks.before_after"] + argv), gpu=args.gpu, before_commit=before["commit"],
                 dirty_after=bool(_git("status", "--porcelain", "--untracked-files=no")))
     write_results(args.out, args.stem, prov, {"before": before, "after": after}, markdown(before, after, prov))
 

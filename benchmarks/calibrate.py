@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit the SIMT cost model to GPU measurements, and check how well it predicts them.
 
-    python benchmarks/calibrate.py benchmarks/results/<dir>/results.json [--max-elements N] [--params a,b,...]
+    python -m benchmarks.calibrate benchmarks/results/<dir>/results.json [--max-elements N] [--params a,b,...]
 
 Reads a ``results.json`` written by ``gpu_bench.py`` on a real GPU and writes,
 beside it:
@@ -75,16 +75,10 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Optional
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
-for _p in (_ROOT, _HERE):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import astitch_sim as asim  # noqa: E402
-from astitch_sim.simt import cost  # noqa: E402
+import astitch_sim as asim
+from astitch_sim.simt import cost
 
 #: targets from the issue
 TARGET_SPEARMAN = 0.9
@@ -386,7 +380,7 @@ def simulate_stats(plan, seed: int = 0) -> list:
 
 def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int):
     """(plan at ``shape``, KernelStats for it, note): simulated at ``shape`` or scaled + extrapolated."""
-    from suite import graph_elements
+    from benchmarks.suite import graph_elements
     g = asim.workload(workload, **shape)
     plan = asim.compile(g, strategy=strategy, gpu=gpu)
     elements = graph_elements(g)
@@ -494,7 +488,7 @@ def snippet(gpu_name: str, fitted: dict, source: str, banner: str = "") -> str:
     entry.update(fitted)
     body = ",\n".join(f"        {k}={_fmt(v)}" for k, v in entry.items())
     warn = f"    # NOT A CALIBRATION -- {banner}\n" if banner else ""
-    return (f"{warn}    # calibrated by benchmarks/calibrate.py from {source}\n"
+    return (f"{warn}    # calibrated by python -m benchmarks.calibrate from {source}\n"
             f"    \"{gpu_name}\": dict(\n{body},\n    ),")
 
 
@@ -683,7 +677,7 @@ def calibrate(results_path: str, out_dir: Optional[str] = None, max_elements: in
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="results.json written by gpu_bench.py on a GPU")
     ap.add_argument("--out", help="folder for calibration.json / crosscheck.* (default: beside results.json)")

@@ -9,7 +9,7 @@ the search is bounded by ``time_budget_ms``, default 500 ms).
 Predicted times are the SIMT model's cost model (uncalibrated constants; no GPU
 was used).  Planning times are this machine's wall clock, best of ``--repeat``.
 
-    python benchmarks/fusionstitching.py [--gpu H100] [--repeat 3] [--out benchmarks/results] [--no-fixtures]
+    python -m benchmarks.fusionstitching [--gpu H100] [--repeat 3] [--out benchmarks/results] [--no-fixtures]
 
 Writes fusionstitching.json (with provenance) and fusionstitching.md.
 """
@@ -27,10 +27,10 @@ import astitch_sim as asim
 from astitch_sim.errors import AStitchError
 from astitch_sim.workloads import workload_inputs
 
+from benchmarks.simt_predictions import provenance
+
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
-sys.path.insert(0, str(HERE))
-from simt_predictions import provenance  # noqa: E402
 
 FIXTURE_DIRS = ("hlo", "ops", "models", "real_hlo")
 
@@ -120,13 +120,13 @@ def markdown(prov, gpu, rows, fixture_rows) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.fusionstitching", description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="H100")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--no-fixtures", action="store_true", help="skip the planning-time distribution on HLO fixtures")
     a = ap.parse_args(argv)
-    prov = provenance(["benchmarks/fusionstitching.py"] + list(argv))
+    prov = provenance(["-m", "benchmarks.fusionstitching"] + list(argv))
     prov["what"] = ("Predicted times are SIMT-model predictions (cost model, uncalibrated constants) -- not GPU "
                     "measurements; planning times are measured wall clock on this machine")
     prov["repeat"] = a.repeat

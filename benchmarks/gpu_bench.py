@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Run the benchmark suite on a GPU: every strategy's plan through ``gpu_backend``, plus real baselines.
 
-    python3 benchmarks/gpu_bench.py --out benchmarks/results/<dir> [--quick] [--gpu-preset H100]
-    python3 benchmarks/gpu_bench.py --simulator --out /tmp/sim      # no GPU: Numba's CUDA simulator, tiny shapes
+    python3 -m benchmarks.gpu_bench --out benchmarks/results/<dir> [--quick] [--gpu-preset H100]
+    python3 -m benchmarks.gpu_bench --simulator --out /tmp/sim      # no GPU: Numba's CUDA simulator, tiny shapes
 
-For every case of :mod:`suite` (workload + shape):
+(from the repository root: ``astitch_sim``, ``gpu_backend`` and ``benchmarks`` are imported from the checkout).
+For every case of :mod:`benchmarks.suite` (workload + shape):
 
 1. inputs from ``workload_inputs`` (fixed seed) and the numpy reference ``asim.reference``;
 2. each strategy's plan (``asim.compile(graph, strategy, gpu=<preset>)``) compiled by
@@ -12,7 +13,7 @@ For every case of :mod:`suite` (workload + shape):
    reference (relative L2 error per output, NaN check), then timed;
 3. the baselines, when importable: ``jax.jit`` of the same formula in ``jax.numpy``,
    PyTorch eager, PyTorch's own fused op where it has one, and ``torch.compile``
-   (:mod:`baselines`), validated the same way, timed on the same input values.
+   (:mod:`benchmarks.baselines`), validated the same way, timed on the same input values.
 
 How time is measured (read this before quoting a number)
 --------------------------------------------------------
@@ -62,18 +63,15 @@ import time
 import traceback
 from typing import Callable, Optional
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
-for _p in (_ROOT, _HERE):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+#: the checkout: its git commit and a digest of its sources go into the provenance
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # JAX must not grab 75% of the GPU before numba and torch have their share
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # small grids (Figure 7, few long rows) are the point here, not a mistake to warn about on every launch
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after the environment settings above)
 
 SIM_NOTE = "CUDA simulator, not GPU timing"
 FORMAT = "astitch-sim gpu_bench 1"
@@ -636,7 +634,7 @@ def run_baselines(case, graph, inputs, reference, names, settings, which) -> lis
 
     On a GPU they run on the GPU.  In simulator mode they run on the CPU when installed (this checks their
     formulas against the reference; the times are labelled and mean nothing)."""
-    import baselines as B
+    from benchmarks import baselines as B
     runs = []
     if graph.name not in B.FUNCTIONS:
         return [{"kind": "baseline", "name": n, "skipped": f"no baseline formula for {graph.name}"} for n in which]
@@ -763,7 +761,7 @@ def run_plan(plan, inputs, reference, names, clock: Clock) -> dict:
 def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, baselines_wanted) -> dict:
     import astitch_sim as asim
     from astitch_sim.workloads import workload_inputs
-    from suite import LARGE_BYTES, graph_bytes
+    from benchmarks.suite import LARGE_BYTES, graph_bytes
 
     shape = case.shape_for(mode_shape)
     graph = asim.workload(case.workload, **shape)
@@ -1011,7 +1009,7 @@ def run_suite(out_dir: str, quick: bool = False, simulator: Optional[bool] = Non
     """The Python API of the command: runs the suite and writes results.json/md/png into ``out_dir``."""
     mode = choose_mode(simulator)
     import astitch_sim as asim
-    from suite import select
+    from benchmarks.suite import select
     sim = mode == "simulator"
     shapes = "sim" if sim else ("quick" if quick else "full")
     reps = reps or (1 if sim else (10 if quick else 20))
@@ -1089,7 +1087,7 @@ def print_table(results: dict) -> None:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu_bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--out", required=True, help="output folder (results.json, results.md, plot.png)")
     ap.add_argument("--quick", action="store_true", help="smaller shapes and 10 repetitions: a fast check")
@@ -1119,11 +1117,11 @@ def main(argv=None) -> int:
         return 0
     only = a.only
     if a.part:
-        from suite import part
+        from benchmarks.suite import part
         only = [c.key for c in part(a.part, only)]
     results = run_suite(a.out, quick=a.quick, simulator=a.simulator, gpu_preset=a.gpu_preset, only=only,
                         strategies=a.strategies, baselines=a.baselines, reps=a.reps, warmup=a.warmup, seed=a.seed,
-                        commit=a.commit, plot=not a.no_plot, argv=[os.path.relpath(__file__)] + argv)
+                        commit=a.commit, plot=not a.no_plot, argv=["-m", "benchmarks.gpu_bench"] + argv)
     print_table(results)
     return 0
 

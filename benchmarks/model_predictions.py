@@ -7,7 +7,7 @@ generated ones), global traffic and predicted time.  These are *predictions*
 of the cost model (uncalibrated constants, see astitch_sim/simt/cost.py), not
 GPU measurements.
 
-    python benchmarks/model_predictions.py [--out benchmarks/results] [--gpus H100] [--models gpt_forward ...]
+    python -m benchmarks.model_predictions [--out benchmarks/results] [--gpus H100] [--models gpt_forward ...]
 
 Writes model_predictions.json (with provenance) and model_predictions.md.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,13 +22,11 @@ from pathlib import Path
 import numpy as np
 
 import astitch_sim as asim
+from astitch_sim import seeded
+from benchmarks.simt_predictions import provenance, write_results
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
-sys.path.insert(0, str(FIXTURES))
-sys.path.insert(0, str(HERE))
-import seeded  # noqa: E402
-from simt_predictions import provenance, write_results  # noqa: E402
 
 GPT = ["gpt_forward", "gpt_train_step"]
 
@@ -79,14 +76,15 @@ def markdown(rows, prov) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.model_predictions", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--gpus", nargs="+", default=["H100"])
     ap.add_argument("--models", nargs="+", default=GPT + sorted(p.stem for p in (FIXTURES / "models").glob("*.hlo")
                                                                  if p.stem not in GPT))
     args = ap.parse_args(argv)
     rows = run(args.models, args.gpus)
-    prov = provenance([os.path.relpath(__file__)] + argv)
+    prov = provenance(["-m", "benchmarks.model_predictions"] + argv)
     write_results(args.out, "model_predictions", prov, rows, markdown(rows, prov))
 
 

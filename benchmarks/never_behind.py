@@ -7,7 +7,7 @@ SIMT model: xla, astitch's raw stitch plan, and astitch with the never-behind st
 each, and the ratios astitch/xla before and after.  These are *predictions* of the
 cost model (uncalibrated constants), not GPU measurements.
 
-    python benchmarks/never_behind.py [--out benchmarks/results] [--gpus H100]
+    python -m benchmarks.never_behind [--out benchmarks/results] [--gpus H100]
 
 Writes never_behind.json (with provenance) and never_behind.md.  Re-run it after
 any change to the astitch planner: "before" is always the raw stitch plan of the
@@ -16,20 +16,17 @@ code as it is, "after" the plan the default ``compile`` returns.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import astitch_sim as asim
+from astitch_sim import seeded
 from astitch_sim.workloads import workload_inputs
+from benchmarks.simt_predictions import CASES, provenance, write_results
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(FIXTURES))
-import seeded  # noqa: E402
-from simt_predictions import CASES, provenance, write_results  # noqa: E402
 
 #: HLO fixtures whose raw stitch plan is behind xla (tests/test_never_behind.py: KNOWN_BEHIND), as
 #: (fixture dir, name).  Before issue 13's sibling-reduction and register-reuse work these were hlo/groupnorm,
@@ -103,12 +100,13 @@ def markdown(rows, prov) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.never_behind", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--gpus", nargs="+", default=["H100"])
     args = ap.parse_args(argv)
     rows = run(args.gpus)
-    prov = provenance([os.path.relpath(__file__)] + argv)
+    prov = provenance(["-m", "benchmarks.never_behind"] + argv)
     write_results(args.out, "never_behind", prov, rows, markdown(rows, prov))
 
 

@@ -9,7 +9,7 @@ stack, shared memory (the kernel's own and what CUDA's device runtime adds), and
 blocks per wave with the estimate and with the real numbers; for a cooperative
 kernel the check that its grid still fits one wave.  No GPU needed::
 
-    python benchmarks/ptxas_catalog.py [--gpus V100 A100 H100] [--jobs 2] [--out benchmarks/results]
+    python -m benchmarks.ptxas_catalog [--gpus V100 A100 H100] [--jobs 2] [--out benchmarks/results]
 
 Writes ``ptxas_catalog_<GPU>.json`` (provenance and every kernel's record) and
 ``ptxas_catalog_<GPU>.md`` (per-plan summary, the kernels where ptxas and the plan
@@ -25,14 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import astitch_sim as asim  # noqa: E402
-from astitch_sim.workloads import list_workloads  # noqa: E402
-from gpu_backend import toolchain  # noqa: E402
-from gpu_backend.resource_check import run_cases  # noqa: E402
-from simt_predictions import provenance  # noqa: E402
+import astitch_sim as asim
+from astitch_sim.workloads import list_workloads
+from benchmarks.simt_predictions import provenance
+from gpu_backend import toolchain
+from gpu_backend.resource_check import run_cases
 
 ARCH = {"V100": "sm_70", "A100": "sm_80", "H100": "sm_90", "H200": "sm_90"}
 
@@ -142,7 +139,8 @@ def markdown(gpu: str, records: dict, prov: dict, wall_s: float) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ptxas_catalog", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", nargs="+", default=["V100", "A100", "H100"], choices=sorted(ARCH))
     ap.add_argument("--jobs", type=int, default=1, help="plans compiled at once (worker processes)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
@@ -164,7 +162,7 @@ def main(argv=None):
         t0, before = time.monotonic(), entries()
         records = run_cases(catalog_cases(gpu), jobs=args.jobs)
         wall = time.monotonic() - t0
-        prov = provenance([os.path.relpath(__file__)] + list(argv))
+        prov = provenance(["-m", "benchmarks.ptxas_catalog"] + list(argv))
         prov.update(what=f"ptxas resource check of the catalog, {gpu} preset ({ARCH[gpu]})", tools=tool_versions(),
                     cache=f"{args.jobs} job(s); disk cache: {before} entries at start, {entries() - before} added", wall_s=round(wall, 1))
         out = Path(args.out)

@@ -10,7 +10,7 @@ barriers, shuffles) the busiest thread's count in the model is held against the
 static SASS count: ``gpu_backend/mix_vs_model.py`` explains the normalisation.
 No GPU needed::
 
-    python benchmarks/ptxas_vs_model.py [--gpus H100 A100] [--strategies ...] [--jobs 2]
+    python -m benchmarks.ptxas_vs_model [--gpus H100 A100] [--strategies ...] [--jobs 2]
 
 Writes ``ptxas_vs_model_<GPU>.json`` (provenance and every row) and ``ptxas_vs_model_<GPU>.md``.
 """
@@ -26,13 +26,10 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import astitch_sim as asim  # noqa: E402
-from gpu_backend import toolchain  # noqa: E402
-from ptxas_catalog import ARCH, tool_versions  # noqa: E402
-from simt_predictions import provenance  # noqa: E402
+import astitch_sim as asim
+from benchmarks.ptxas_catalog import ARCH, tool_versions
+from benchmarks.simt_predictions import provenance
+from gpu_backend import toolchain
 
 #: the catalog at shapes the per-thread trace accepts (at most TRACE_LIMIT = 65536 elements per kernel);
 #: rows shrink, the reduced widths stay the real ones where they fit
@@ -131,7 +128,8 @@ def markdown(gpu: str, results: dict, prov: dict) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ptxas_vs_model", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", nargs="+", default=["H100", "A100"], choices=["A100", "H100", "H200"])
     ap.add_argument("--strategies", nargs="+", default=list(asim.STRATEGIES), choices=list(asim.STRATEGIES))
     ap.add_argument("--workloads", nargs="+", default=list(SHAPES), choices=list(SHAPES))
@@ -154,7 +152,7 @@ def main(argv=None):
                  for w in args.workloads for s in args.strategies]
         t0 = time.monotonic()
         results = run(cases, args.jobs)
-        prov = provenance([os.path.relpath(__file__)] + list(argv))
+        prov = provenance(["-m", "benchmarks.ptxas_vs_model"] + list(argv))
         prov.update(what=f"SASS instruction mix ({ARCH[gpu]}) against the SIMT model's per-thread counts",
                     tools=tool_versions(), wall_s=round(time.monotonic() - t0, 1), shapes=SHAPES)
         out = Path(args.out)

@@ -5,7 +5,7 @@ astitch_sim/simt/cost.py), not GPU measurements: they show what the model
 says the plans do -- kernels, global traffic, predicted time -- so the
 README can say where AStitch should win and where it should not.
 
-    python benchmarks/simt_predictions.py [--out benchmarks/results] [--gpus V100 H100]
+    python -m benchmarks.simt_predictions [--out benchmarks/results] [--gpus V100 H100]
 
 Writes simt_predictions.json (with provenance) and simt_predictions.md.
 """
@@ -44,6 +44,8 @@ CASES = [
 
 
 def provenance(argv) -> dict:
+    """Who made a result: date, commit, versions, machine, and the command (``argv``: what follows ``python``,
+    e.g. ``["-m", "benchmarks.simt_predictions", "--gpus", "H100"]``)."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                 cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
@@ -106,12 +108,13 @@ def write_results(out: str, stem: str, prov: dict, rows: list, text: str) -> Non
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.simt_predictions", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--gpus", nargs="+", default=["V100", "H100"])
     args = ap.parse_args(argv)
     rows = run(args.gpus)
-    prov = provenance([os.path.relpath(__file__)] + argv)
+    prov = provenance(["-m", "benchmarks.simt_predictions"] + argv)
     write_results(args.out, "simt_predictions", prov, rows, markdown(rows, prov))
 
 

@@ -21,8 +21,8 @@ but not CPU time (numpy runs these on one core).  Compiling the plan is not time
 The biggest catalog shapes (log_softmax and cross_entropy at 8192 x 32000: 262M
 elements, 1 GB per f32 array) need several GB of memory.
 
-    python benchmarks/simt_speed.py                         # everything -> benchmarks/results/simt_speed.{json,md}
-    python benchmarks/simt_speed.py --only softmax layernorm --repeat 5 --out /tmp/s --skip-numba
+    python -m benchmarks.simt_speed                         # everything -> benchmarks/results/simt_speed.{json,md}
+    python -m benchmarks.simt_speed --only softmax layernorm --repeat 5 --out /tmp/s --skip-numba
 """
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def provenance(argv) -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpu": cpu, "cores": os.cpu_count(),
             "load_average_1min_at_end": load, "platform": platform.platform(), "python": platform.python_version(),
             "numpy": np.__version__, "numba": numba.__version__, "astitch_sim": asim.__version__,
-            "git_commit": commit, "command": " ".join(["python", "benchmarks/simt_speed.py"] + list(argv))}
+            "git_commit": commit, "command": " ".join(["python", "-m", "benchmarks.simt_speed"] + list(argv))}
 
 
 def markdown(r: dict) -> str:
@@ -249,7 +249,8 @@ def markdown(r: dict) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.simt_speed", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="+", metavar="WORKLOAD", help="only these catalog workloads")
     ap.add_argument("--strategies", nargs="+", default=list(asim.STRATEGIES), choices=list(asim.STRATEGIES))
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per measurement (after one warm-up)")

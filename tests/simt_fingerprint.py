@@ -9,7 +9,7 @@ and block entries, and each output's bytes.  A digest changes when any value in 
 numpy float64 of one value read the same), and the readable part shows roughly where.
 
 ``CASES`` are the catalog at test sizes, every strategy, plus bigger shapes (the paper's
-among them, marked ``slow``).  ``tests/fixtures/make_simt_stats.py`` records them into
+among them, marked ``slow``).  ``tests/make_simt_stats.py`` records them into
 ``tests/fixtures/simt_stats.json`` (one line per case) from a known-good version of the
 model; ``tests/test_simt_stats_fixture.py`` checks the current model reproduces them exactly.
 """

@@ -14,17 +14,13 @@ import sys
 import numpy as np
 import pytest
 
+import astitch_sim as asim
+from astitch_sim.workloads import WORKLOADS, workload_inputs
+from benchmarks import baselines as B
+from benchmarks import calibrate as C
+from benchmarks import suite as S
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "benchmarks")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-
-import astitch_sim as asim  # noqa: E402
-from astitch_sim.workloads import WORKLOADS, workload_inputs  # noqa: E402
-
-import baselines as B  # noqa: E402
-import calibrate as C  # noqa: E402
-import suite as S  # noqa: E402
 
 
 def _gpu_backend_or_skip():
@@ -38,7 +34,7 @@ def _simulate_or_skip():
 
 def _simulator_mode_or_skip():
     """gpu_bench picks the simulator before numba.cuda is imported; if it already is, on a GPU, skip."""
-    import gpu_bench
+    from benchmarks import gpu_bench
     if "numba.cuda" not in sys.modules and gpu_bench.gpu_present():
         pytest.skip("a CUDA GPU is present: these simulator tests would switch this process's numba.cuda to the "
                     "simulator (and the GPU tests after them); see test_gpu_bench_on_the_device")
@@ -102,7 +98,7 @@ def test_gpu_bench_simulator_run_structure_provenance_and_validation(tmp_path):
     _gpu_backend_or_skip()
     out = tmp_path / "sim"
     res = gb.run_suite(str(out), simulator=True, only=["layernorm_16384x768", "paper_fig7"], baselines=[],
-                       commit="test-commit", argv=["gpu_bench.py", "--simulator"])
+                       commit="test-commit", argv=["-m", "benchmarks.gpu_bench", "--simulator"])
     saved = json.loads((out / "results.json").read_text())
     assert saved["format"] == gb.FORMAT and saved["mode"] == "simulator"
     assert saved["timing_note"] == gb.SIM_NOTE
@@ -157,7 +153,7 @@ def test_plan_runner_is_rerunnable_and_agrees_with_gpu_backend_run():
 
 
 def test_compare_catches_wrong_shape_nan_and_error():
-    import gpu_bench as gb
+    from benchmarks import gpu_bench as gb
     r = np.ones((3, 4), np.float32)
     assert gb.compare([r.copy()], [r], ["y"])["ok"]
     bad = r.copy()
@@ -170,7 +166,7 @@ def test_compare_catches_wrong_shape_nan_and_error():
 
 def test_markdown_and_summary_from_a_synthetic_gpu_results_dict(tmp_path):
     """Rendering only: a hand-made GPU-mode results dict (SYNTHETIC device name), targets computed from it."""
-    import gpu_bench as gb
+    from benchmarks import gpu_bench as gb
 
     def run(name, us, kind="plan"):
         return {"kind": kind, "name": name, "strategy": name if kind == "plan" else None, "gpu_us": us,
@@ -349,7 +345,7 @@ def test_extrapolated_counters_match_a_full_simulation():
 def test_gpu_clock_arithmetic_with_fake_events():
     """The GPU branch of Clock.time_launches (events, per-kernel differences, dropping host-bound reps),
     driven by a fake event API whose 'GPU' advances by known durations: nothing here is a measurement."""
-    import gpu_bench as gb
+    from benchmarks import gpu_bench as gb
 
     class FakeGPU:
         now = 0.0                                   # ms
@@ -397,7 +393,7 @@ def test_gpu_clock_arithmetic_with_fake_events():
 @pytest.mark.gpu
 def test_gpu_bench_on_the_device(tmp_path):
     """On a machine with a CUDA GPU only: one small case through the real GPU path (events, sleep, flush)."""
-    import gpu_bench as gb
+    from benchmarks import gpu_bench as gb
     if "numba.cuda" in sys.modules:
         from numba import config
         if getattr(config, "ENABLE_CUDASIM", 0):
@@ -405,7 +401,7 @@ def test_gpu_bench_on_the_device(tmp_path):
     elif not gb.gpu_present():
         pytest.skip("no CUDA GPU")
     res = gb.run_suite(str(tmp_path), simulator=False, only=["paper_fig7"], baselines=[], reps=5, warmup=1,
-                       copy_bytes=64 * 2**20, argv=["gpu_bench.py", "(pytest)"])
+                       copy_bytes=64 * 2**20, argv=["-m", "benchmarks.gpu_bench", "(pytest)"])
     assert res["mode"] == "gpu" and res["copy"]["bandwidth_gbs"] > 0
     runs = [r for r in res["cases"][0]["runs"] if r["kind"] == "plan"]
     assert all(r["validation"]["ok"] for r in runs), [r.get("validation") or r.get("error") for r in runs]
@@ -417,7 +413,7 @@ def test_before_after_compares_two_commits_on_the_same_graphs(tmp_path):
     graphs; a case measured at both commits gets both numbers, 'behind' flags bytes or time over xla's."""
     import subprocess
 
-    import before_after as BA
+    from benchmarks import before_after as BA
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     if head.returncode != 0:
         pytest.skip("not a git checkout")
@@ -432,3 +428,54 @@ def test_before_after_compares_two_commits_on_the_same_graphs(tmp_path):
     text = BA.markdown(after, worse, prov)
     assert "| hlo/groupnorm |" in text and "bytes 2.000x" in text
     assert "astitch behind xla in 0 before and 1 after" in text
+
+
+# ---------------------------------------------------------------------------
+# the package layout: python -m benchmarks.<name>, no sys.path edits
+# ---------------------------------------------------------------------------
+
+#: the scripts of benchmarks/ (modules with a command line); suite and baselines are shared modules
+SCRIPTS = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "benchmarks"))
+                 if name.endswith(".py") and "__main__" in open(os.path.join(ROOT, "benchmarks", name)).read())
+
+
+def test_every_benchmark_script_is_a_module_of_the_package_and_listed_in_its_docstring():
+    import importlib
+
+    import benchmarks
+    assert len(SCRIPTS) >= 10, SCRIPTS
+    for name in SCRIPTS + ["suite", "baselines"]:
+        module = importlib.import_module(f"benchmarks.{name}")
+        assert module.__name__ == f"benchmarks.{name}"
+        assert f"``{name}``" in benchmarks.__doc__, f"benchmarks/__init__.py does not list {name}"
+        source = open(module.__file__).read()
+        assert f"python benchmarks/{name}.py" not in source, f"{name}: documents the old command"
+        if name in SCRIPTS:
+            assert f'prog="python -m benchmarks.{name}"' in source, f"{name}: --help names another command"
+
+
+def test_a_benchmark_runs_as_python_dash_m_from_the_repository_root():
+    """What the docs say to type: ``python -m benchmarks.<name>`` from the root, with no PYTHONPATH."""
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-m", "benchmarks.never_behind", "--help"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("usage: python -m benchmarks.never_behind")
+
+
+def test_no_script_or_test_edits_sys_path():
+    """Imports go through packages (``benchmarks``, ``astitch_sim``, ``gpu_backend``) and pytest's rootdir, never
+    through a ``sys.path`` edit that makes a module's meaning depend on who imported it first."""
+    import re
+    edit = re.compile(r"\bsys\.path\.(insert|append|extend)\(|\bsys\.path\s*(\+=|=[^=])")
+    found = []
+    for top in ("benchmarks", "tests", "app", "tutorials"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    for i, line in enumerate(open(path, encoding="utf-8"), 1):
+                        if edit.search(line):
+                            found.append(f"{os.path.relpath(path, ROOT)}:{i}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -51,9 +51,7 @@ from hypothesis import HealthCheck, given, settings
 import astitch_sim as asim
 from astitch_sim.workloads import list_workloads
 from gpu_backend import toolchain
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from random_graphs import cases as random_cases  # noqa: E402
+from random_graphs import cases as random_cases
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CI_GPUS = ("H100",)

@@ -6,7 +6,7 @@ flax LayerNorm over 16k tokens, masked softmax, ``jax.nn.dot_product_attention``
 grouped-query attention, AdamW and Lion steps, cross-entropy with integer labels,
 argmax accuracy, cumsum position ids, a KV-cache update, top-k sampling, an
 embedding and its gradient, bf16/f16/int math -- and a small flax GPT, forward
-and training step.  Inputs are stored as seeds (``fixtures/seeded.py``); JAX's
+and training step.  Inputs are stored as seeds (``astitch_sim/seeded.py``); JAX's
 outputs in full when small, else as a sample of positions plus the sum and the
 sum of magnitudes of every element.
 
@@ -28,10 +28,9 @@ import numpy as np
 import pytest
 
 import astitch_sim as asim
+from astitch_sim import seeded
 
 FIXTURES = Path(__file__).parent / "fixtures"
-sys.path.insert(0, str(FIXTURES))
-import seeded  # noqa: E402
 
 MODELS = sorted(p.stem for p in (FIXTURES / "models").glob("*.hlo"))
 SMALL = ("gpt_forward", "gpt_train_step")

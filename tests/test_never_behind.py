@@ -9,20 +9,17 @@ tests can fail, and do on the raw plans) and to be fixed by the fallback, whose 
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import astitch_sim as asim
+from astitch_sim import seeded
 from astitch_sim.workloads import WORKLOADS, workload_inputs
+from test_workloads import SMALL
 
 FIXTURES = Path(__file__).parent / "fixtures"
-sys.path.insert(0, str(FIXTURES))
-sys.path.insert(0, str(Path(__file__).parent))
-import seeded  # noqa: E402
-from test_workloads import SMALL  # noqa: E402
 
 #: predicted time may exceed xla's by this factor (the cost model's rounding, not a licence to lose)
 TIME_SLACK = 1.01
@@ -83,7 +80,7 @@ def test_catalog_at_test_sizes_is_never_behind_xla(name):
         assert_never_behind(stats_of(g, workload_inputs(g, 0), gpu), f"{name} {SMALL[name]} on {gpu}")
 
 
-#: paper sizes the SIMT model runs in about a second or less per plan (the rest: benchmarks/never_behind.py)
+#: paper sizes the SIMT model runs in about a second or less per plan (the rest: python -m benchmarks.never_behind)
 PAPER_CHEAP = ["layernorm", "rmsnorm", "softmax", "attention_softmax", "global_norm", "adam_step", "paper_fig7"]
 
 

@@ -1,6 +1,6 @@
 """The SIMT model's results do not move: every counter, the predicted time, the timeline and the
 output bytes of ``simulate`` on the catalog (test sizes, and bigger shapes in the slow set) equal
-what ``tests/fixtures/make_simt_stats.py`` recorded from the model before its speed work (issue 14).
+what ``tests/make_simt_stats.py`` recorded from the model before its speed work (issue 14).
 
 A deliberate change to what the model counts regenerates the fixture and says why in its commit."""
 import json

@@ -210,7 +210,7 @@ print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7
 # ## Measured against predicted
 #
 # The test that matters for a cost model is a GPU: run every plan, time it, compare with the prediction.
-# `benchmarks/gpu_bench.py` does exactly that and writes `results.json` files under `benchmarks/results/`;
+# `python -m benchmarks.gpu_bench` does exactly that and writes `results.json` files under `benchmarks/results/`;
 # `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU.
 
 # %%
@@ -279,7 +279,7 @@ fig7 = asim.workload("paper_fig7")
 live = asim.simulate(asim.compile(fig7, "astitch", "H100"), asim.workloads.workload_inputs(fig7)).stats.predicted_us
 print(f"Figure 7, astitch, H100: file {pred[('paper Figure 7', 'astitch')]:.2f} us, live {live:.2f} us"
       + ("" if abs(live - pred[("paper Figure 7", "astitch")]) < 0.05 else
-         "  -> the file is older than the code: python benchmarks/simt_predictions.py regenerates it"))
+         "  -> the file is older than the code: python -m benchmarks.simt_predictions regenerates it"))
 
 # %% [markdown]
 # ## Our numbers

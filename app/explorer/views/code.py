@@ -100,7 +100,7 @@ def timings(ctx):
     rows = compute.measured_for(ctx.source, compute.gpu_measurements())
     if not rows:
         st.info("**No GPU measurements exist for this case.** No GPU has run these kernels yet (the project has "
-                "had no GPU so far); `benchmarks/gpu_bench.py` measures them when one is available and commits "
+                "had no GPU so far); `python -m benchmarks.gpu_bench` measures them when one is available and commits "
                 "`benchmarks/results/.../results.json`, which this view will show here, labelled. Until then, the "
                 "only times are the SIMT model's **predictions** (Compare view).")
         return
