@@ -34,25 +34,52 @@ def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
     """Scatter the reduce input into ``[task, part, inner, lane]`` (holes hold the identity)."""
     task, part, inner, lane, lanes = layout
     T, S, I = m.rows, m.splits, m.inner_iterations
+    width = S * I * lanes
     pos = (part * I + inner) * lanes + lane
-    if geom.separable:
-        p0, p1 = geom.parts
-        v = np.broadcast_to(values, geom.shape)
-        v = np.transpose(v, list(p0) + list(p1)).reshape(len(task), len(pos))
-        if pos.size == S * I * lanes and np.array_equal(task, np.arange(T)) and \
-                np.array_equal(pos, np.arange(pos.size)):
-            return v.reshape(T, S, I, lanes)           # already in place, no holes: nothing to copy
-    dense = np.full((T, S * I * lanes), ident, dtype=values.dtype)
-    if geom.separable:
-        if np.array_equal(task, np.arange(T)) and np.array_equal(pos, np.arange(pos.size)):
-            dense[:, :pos.size] = v
-        elif np.array_equal(pos, np.arange(pos.size)):
-            dense[task, :pos.size] = v
-        else:
-            dense[np.ix_(task, pos)] = v
+    if not geom.separable:
+        dense = np.full((T, width), ident, dtype=values.dtype)
+        dense.reshape(-1)[task * width + pos] = geom.full(values)
+        return dense.reshape(T, S, I, lanes)
+    p0, p1 = geom.parts
+    v = np.broadcast_to(values, geom.shape)
+    v = np.transpose(v, list(p0) + list(p1)).reshape(len(task), len(pos))
+    every_task = np.array_equal(task, np.arange(T))
+    runs = _contiguous_runs(pos)
+    if runs is None:                                # scattered positions: one fancy-indexed scatter
+        dense = np.full((T, width), ident, dtype=values.dtype)
+        dense[np.ix_(task, pos)] = v
+    elif every_task and runs == [(0, 0, width)]:
+        return v.reshape(T, S, I, lanes)            # already in place, no holes: nothing to copy
+    elif every_task:                                # e.g. one run per split of a row: block copies, and the
+        dense = np.empty((T, width), dtype=values.dtype)     # identity only in the holes between runs
+        end = 0
+        for src, dst, n in sorted(runs, key=lambda r: r[1]):
+            dense[:, end:dst] = ident
+            dense[:, dst:dst + n] = v[:, src:src + n]
+            end = dst + n
+        dense[:, end:] = ident
     else:
-        dense.reshape(-1)[task * (S * I * lanes) + pos] = geom.full(values)
+        dense = np.full((T, width), ident, dtype=values.dtype)
+        for src, dst, n in runs:
+            dense[task, dst:dst + n] = v[:, src:src + n]
     return dense.reshape(T, S, I, lanes)
+
+
+#: at most this many contiguous runs of positions are copied run by run (more: one fancy-indexed scatter)
+MAX_RUNS = 64
+
+
+def _contiguous_runs(pos: np.ndarray):
+    """``(start in pos, first position, length)`` for each run of consecutive positions in ``pos``
+    (positions are distinct), or None if there are more than :data:`MAX_RUNS` runs."""
+    if pos.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(pos) != 1) + 1
+    if breaks.size >= MAX_RUNS:
+        return None
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [pos.size]))
+    return [(int(s), int(pos[s]), int(e - s)) for s, e in zip(starts, ends)]
 
 
 def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
