@@ -26,7 +26,7 @@ the device keeps resident (else :class:`~astitch_sim.AStitchError`) -- and
 returns the outputs in graph output order.
 
 ``run`` is three steps, public for whoever launches a plan many times (timing it:
-``benchmarks/gpu_bench.py``): ``prepared = prepare(plan, inputs)`` does everything
+``python -m benchmarks.gpu_bench``): ``prepared = prepare(plan, inputs)`` does everything
 up to the launches, once (a :class:`~gpu_backend.launch.PreparedPlan`);
 ``prepared.launch()`` enqueues every kernel in plan order on those buffers --
 first copying each split reduction's result buffer back to the init value, on the

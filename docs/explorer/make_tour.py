@@ -24,7 +24,6 @@ TOUR = [("1-compare", "view=Compare"), ("2-graph", "view=Graph&node=power.1"),
 
 
 def main() -> None:
-    sys.path.insert(0, str(ROOT))
     from astitch_sim.cli import EXPLORE_FLAGS
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
