@@ -100,3 +100,32 @@ def test_blocked_tree_combines_the_gpu_pairs(monkeypatch, tasks, lanes):
     (got,), got_steps = reduce.tree((a,), lambda x, y: (np.add(x[0], y[0]),))
     assert got_steps == steps and got.shape == (tasks, 2) and got.dtype == np.float32
     assert got.tobytes() == want[..., 0].tobytes()
+
+
+def _plain_pairs(W, S):
+    """The definition: distinct (W, S) pairs and distinct W, by numpy's unique."""
+    pairs = np.unique(np.stack([W, S]), axis=1).shape[1] if W.size else 0
+    return pairs, np.unique(W).size
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("shape", [(20000, 300, 50), (5000, 40, 100000), (9000, 2, 3)])
+def test_distinctpairs_by_table_and_by_sort_agree_with_the_definition(monkeypatch, seed, shape):
+    """The presence table (small pair ranges) and the sort (large ones) both count exactly; warps
+    recur run after run as in a columns stage, so the linear-time shortcut does not apply."""
+    n, wspan, sspan = shape
+    rng = np.random.default_rng(seed)
+    W = np.repeat(rng.integers(0, wspan, n // 4), 4)
+    S = rng.integers(-sspan, sspan, W.size)
+    want = _plain_pairs(W, S)
+    assert memory.distinct_pairs(W, S) == want
+    monkeypatch.setattr(memory, "TABLE_MIN", 0)
+    monkeypatch.setattr(memory, "TABLE_PER_ACCESS", 0)
+    assert memory.pairs_by_table(W, S) is None           # the sort path, forced
+    assert memory.distinct_pairs(W, S) == want
+
+
+@pytest.mark.parametrize("W", [np.array([], np.int64), np.array([3, 3, 1, 1, 3, 2, 2]), np.arange(10) // 3,
+                               np.tile(np.arange(5), 100)])
+def test_distinct_count_is_the_number_of_distinct_values(W):
+    assert memory.distinct_count(W) == np.unique(W).size
