@@ -149,7 +149,7 @@ def pairs_by_table(W, S):
     if wspan * sspan > max(TABLE_MIN, TABLE_PER_ACCESS * W.size):
         return None
     seen = np.zeros((wspan, sspan), dtype=bool)
-    seen[W.astype(np.int64) - w0, S.astype(np.int64) - s0] = True
+    seen[W - w0, S - s0] = True
     return int(np.count_nonzero(seen)), int(np.count_nonzero(seen.any(axis=1)))
 
 
