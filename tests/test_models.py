@@ -143,3 +143,15 @@ def test_gpt_kernels_compile_with_numba_cuda_for_a_real_gpu(tmp_path):
                            cwd=root, timeout=900)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
         assert r.stdout.count("ok ") == len(strategies.split(","))
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"shape": [4], "dtype": "f32", "kind": "gaussian", "seed": 0}, "kind must be one of normal"),
+    ({"shape": [4], "dtype": "c64", "kind": "normal", "seed": 0}, "dtype one of f32"),
+    ({"shape": [4], "dtype": "f32", "kind": "normal"}, "lacks seed"),
+    ({"shape": [4], "dtype": "s32", "kind": "int", "seed": 0}, "needs its range, lo and hi"),
+    ([4], "needs shape, dtype, kind and seed"),
+])
+def test_a_bad_seeded_spec_is_an_astitch_error(spec, match):
+    with pytest.raises(asim.AStitchError, match=match):
+        seeded.make(spec)
