@@ -97,6 +97,9 @@ class OpDef:
     inline: bool = False
     xla_cheap: bool = False
     tuple_result: bool = False
+    #: result types the scalar template already produces, so generated code needs no cast to the node's
+    #: type: "float" (f32/f64 in, the same out: ``a + b``), "pred" (a Python bool: ``a < b``)
+    uncast: tuple = ()
 
     @property
     def is_view(self) -> bool:
@@ -303,12 +306,12 @@ def _dot(node, a, b):
 
 
 def _row(name, kind, dependency, cost, flops, arity, fn, scalar=None, inline=False, xla_cheap=False,
-         shape=None, index=None, runtime_index=None, tuple_result=False):
+         shape=None, index=None, runtime_index=None, tuple_result=False, uncast=()):
     if kind == "elementwise":   # unless a row names its own: one shape and one dtype, read at the output's index
         shape, index = shape or rule.elementwise, index or at.same_index
     assert shape is not None, f"op row {name!r} names no shape rule"
     return OpDef(name, kind, dependency, cost, flops, arity, fn, shape, index, runtime_index, scalar, inline,
-                 xla_cheap, tuple_result)
+                 xla_cheap, tuple_result, tuple(uncast))
 
 
 E, L, X = "elementwise", "light", "expensive"
@@ -318,8 +321,8 @@ _ROWS = [
     _row("constant", "source", "source", "free", 0, 0, _constant, inline=True, shape=rule.constant),
     _row("iota", "source", "source", "light", 1, 0, _iota, inline=True, shape=rule.iota),
     # unary elementwise
-    _row("negate", E, "one-to-one", L, 1, 1, _unary(np.negative), "(-{0})"),
-    _row("abs", E, "one-to-one", L, 1, 1, _unary(np.abs), "abs({0})"),
+    _row("negate", E, "one-to-one", L, 1, 1, _unary(np.negative), "(-{0})", uncast=("float",)),
+    _row("abs", E, "one-to-one", L, 1, 1, _unary(np.abs), "abs({0})", uncast=("float",)),
     _row("sign", E, "one-to-one", L, 1, 1, _unary(_sign), "_sign({0})"),
     _row("exponential", E, "one-to-one", X, 8, 1, _unary(np.exp), "math.exp({0})"),
     _row("exponential-minus-one", E, "one-to-one", X, 8, 1, _unary(np.expm1), "math.expm1({0})"),
@@ -339,30 +342,30 @@ _ROWS = [
     _row("cosine", E, "one-to-one", X, 12, 1, _unary(np.cos), "math.cos({0})", xla_cheap=True),
     _row("tan", E, "one-to-one", X, 16, 1, _unary(np.tan), "math.tan({0})", xla_cheap=True),
     _row("not", E, "one-to-one", L, 1, 1, _unary(lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)),
-         "_not({0})"),
-    _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})", shape=rule.predicate),
+         "_not({0})", uncast=("pred",)),
+    _row("is-finite", E, "one-to-one", L, 1, 1, _unary(np.isfinite), "math.isfinite({0})", shape=rule.predicate, uncast=("pred",)),
     _row("convert", E, "one-to-one", L, 1, 1, lambda node, x: x, "{0}", shape=rule.convert),   # the cast to node.dtype does it
-    _row("copy", E, "one-to-one", "free", 0, 1, lambda node, x: x, "{0}", inline=True),
+    _row("copy", E, "one-to-one", "free", 0, 1, lambda node, x: x, "{0}", inline=True, uncast=("float",)),
     # binary elementwise
-    _row("add", E, "one-to-one", L, 1, 2, _binary(np.add), "({0} + {1})"),
-    _row("subtract", E, "one-to-one", L, 1, 2, _binary(np.subtract), "({0} - {1})"),
-    _row("multiply", E, "one-to-one", L, 1, 2, _binary(np.multiply), "({0} * {1})"),
-    _row("divide", E, "one-to-one", X, 4, 2, _binary(_divide), "_divide({0}, {1})"),
+    _row("add", E, "one-to-one", L, 1, 2, _binary(np.add), "({0} + {1})", uncast=("float",)),
+    _row("subtract", E, "one-to-one", L, 1, 2, _binary(np.subtract), "({0} - {1})", uncast=("float",)),
+    _row("multiply", E, "one-to-one", L, 1, 2, _binary(np.multiply), "({0} * {1})", uncast=("float",)),
+    _row("divide", E, "one-to-one", X, 4, 2, _binary(_divide), "_divide({0}, {1})", uncast=("float",)),
     _row("power", E, "one-to-one", X, 16, 2, _binary(_power), "_power({0}, {1})"),
-    _row("maximum", E, "one-to-one", L, 1, 2, _binary(np.maximum), "_max({0}, {1})"),
-    _row("minimum", E, "one-to-one", L, 1, 2, _binary(np.minimum), "_min({0}, {1})"),
+    _row("maximum", E, "one-to-one", L, 1, 2, _binary(np.maximum), "_max({0}, {1})", uncast=("float",)),
+    _row("minimum", E, "one-to-one", L, 1, 2, _binary(np.minimum), "_min({0}, {1})", uncast=("float",)),
     _row("remainder", E, "one-to-one", X, 4, 2, _binary(_remainder), "_remainder({0}, {1})"),
     _row("atan2", E, "one-to-one", X, 16, 2, _binary(np.arctan2), "math.atan2({0}, {1})"),
-    _row("and", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a & b), "({0} & {1})"),
-    _row("or", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a | b), "({0} | {1})"),
-    _row("xor", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a ^ b), "({0} ^ {1})"),
+    _row("and", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a & b), "({0} & {1})", uncast=("pred",)),
+    _row("or", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a | b), "({0} | {1})", uncast=("pred",)),
+    _row("xor", E, "one-to-one", L, 1, 2, _binary(lambda a, b: a ^ b), "({0} ^ {1})", uncast=("pred",)),
     _row("shift-left", E, "one-to-one", L, 1, 2, _binary(_shift_left), "_shl({0}, {1}, {bits})"),
     _row("shift-right-arithmetic", E, "one-to-one", L, 1, 2, _binary(_shift_right_arithmetic), "_sra({0}, {1}, {bits})"),
     _row("shift-right-logical", E, "one-to-one", L, 1, 2, _binary(_shift_right_logical), "_srl({0}, {1}, {bits})"),
-    _row("compare", E, "one-to-one", L, 1, 2, _quiet(np_compare), None, shape=rule.compare),   # template depends on direction, type
+    _row("compare", E, "one-to-one", L, 1, 2, _quiet(np_compare), None, shape=rule.compare, uncast=("pred",)),   # template depends on direction, type
     # ternary elementwise
-    _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})", shape=rule.select),
-    _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})", shape=rule.clamp),
+    _row("select", E, "one-to-one", L, 1, 3, _select, "({1} if {0} else {2})", shape=rule.select, uncast=("float", "pred")),
+    _row("clamp", E, "one-to-one", L, 2, 3, _quiet(_clamp), "_min(_max({1}, {0}), {2})", shape=rule.clamp, uncast=("float",)),
     # data movement
     _row("broadcast", "broadcast", "one-to-many", "free", 0, 1, _broadcast, inline=True,
          shape=rule.broadcast, index=at.broadcast),

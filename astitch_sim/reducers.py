@@ -50,6 +50,8 @@ class Reducer:
     combine: Callable
     identity: Callable
     scalar: Optional[str] = None
+    #: its scalar template on two bools gives a bool (``_max``, ``&``), so generated code needs no cast
+    scalar_keeps_bool: bool = False
 
     @property
     def splittable(self) -> bool:
@@ -97,11 +99,11 @@ def _arg_combine(better):
 
 ROWS = [
     Reducer("sum", 1, "add", "add", _one(np.add), lambda dts: (np.zeros((), dts[0]),), "({0} + {1})"),
-    Reducer("max", 1, "maximum", "max", _one(np.maximum), lambda dts: (_min_of(dts[0]),), "_max({0}, {1})"),
-    Reducer("min", 1, "minimum", "min", _one(np.minimum), lambda dts: (_max_of(dts[0]),), "_min({0}, {1})"),
+    Reducer("max", 1, "maximum", "max", _one(np.maximum), lambda dts: (_min_of(dts[0]),), "_max({0}, {1})", True),
+    Reducer("min", 1, "minimum", "min", _one(np.minimum), lambda dts: (_max_of(dts[0]),), "_min({0}, {1})", True),
     Reducer("prod", 1, "multiply", None, _one(np.multiply), lambda dts: (np.ones((), dts[0]),), "({0} * {1})"),
-    Reducer("and", 1, "and", None, _one(np.logical_and), lambda dts: (np.array(True),), "({0} & {1})"),
-    Reducer("or", 1, "or", None, _one(np.logical_or), lambda dts: (np.array(False),), "({0} | {1})"),
+    Reducer("and", 1, "and", None, _one(np.logical_and), lambda dts: (np.array(True),), "({0} & {1})", True),
+    Reducer("or", 1, "or", None, _one(np.logical_or), lambda dts: (np.array(False),), "({0} | {1})", True),
     Reducer("argmax", 2, None, None, _arg_combine(np.greater), lambda dts: (_min_of(dts[0]), _max_of(dts[1]))),
     Reducer("argmin", 2, None, None, _arg_combine(np.less), lambda dts: (_max_of(dts[0]), _max_of(dts[1]))),
 ]

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from astitch_sim.ops import OPS
+
 if TYPE_CHECKING:
     from .stage_context import StageContext
 
@@ -41,10 +43,10 @@ BITS = {"s64": 64, "s32": 32, "s16": 16, "s8": 8, "u64": 64, "u32": 32, "u16": 1
 #: op-table helpers whose integer meaning differs: the generator picks the integer variant
 HELPER_BY_DTYPE = {"_divide": "_idivide", "_remainder": "_iremainder", "_power": "_ipower", "_not": "_invert"}
 
-#: float ops whose Python/Numba result already has the operand type (no cast needed)
-TYPE_PRESERVING = {"add", "subtract", "multiply", "negate", "abs", "select", "clamp", "maximum", "minimum",
-                    "divide", "copy"}
-BOOL_RESULT = {"compare", "and", "or", "xor", "not", "is-finite", "select"}
+#: ops whose scalar template already gives a float result the operand's type, or a Python bool for a pred
+#: result (no cast needed): the op table's ``uncast`` column
+TYPE_PRESERVING = frozenset(name for name, d in OPS.items() if "float" in d.uncast)
+BOOL_RESULT = frozenset(name for name, d in OPS.items() if "pred" in d.uncast)
 
 
 class CastEmitter:

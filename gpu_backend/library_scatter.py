@@ -124,6 +124,6 @@ def apply_update(w, node, uidx: tuple, gi: str, gu: str, dst: str):
         new = REDUCERS[comb].scalar.format(w.load(x.dtype, f"{dst}[{t}]"), val)
         if x.dtype in ("f16", "bf16"):
             new = w.result(x.dtype, new)
-        elif x.dtype not in FLOATS and not (x.dtype == "pred" and comb in ("and", "or", "max", "min")):
+        elif x.dtype not in FLOATS and not (x.dtype == "pred" and REDUCERS[comb].scalar_keeps_bool):
             new = f"{COMPUTE[x.dtype]}({new})"
         out(f"{dst}[{t}] = {w.store(x.dtype, new)}  # {comb}")

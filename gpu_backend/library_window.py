@@ -64,7 +64,7 @@ def write_reduce_window(w) -> str:
         val = w.load(x.dtype, f"{src}[{E.ravel(pos, x.shape)}]")
         step = REDUCERS[red].scalar.format("acc", val)
         if node.dtype not in FLOATS:
-            step = f"{acc_t}({step})" if node.dtype != "pred" or red not in ("and", "or", "max", "min") else step
+            step = f"{acc_t}({step})" if node.dtype != "pred" or not REDUCERS[red].scalar_keeps_bool else step
         out(f"acc = {step}")
         if cond is not True:
             out.dedent()

@@ -54,7 +54,7 @@ class ReductionEmitter:
         if node.dtype in FLOATS:
             return t
         if node.dtype == "pred":
-            return t if red in ("and", "or", "max", "min") else f"bool_({t})"
+            return t if REDUCERS[red].scalar_keeps_bool else f"bool_({t})"
         return f"{COMPUTE[node.dtype]}({t})"
 
     def fold(self, node, dst: tuple, src: tuple, why: str):
