@@ -119,7 +119,9 @@ def test_distinctpairs_by_table_and_by_sort_agree_with_the_definition(monkeypatc
     S = rng.integers(-sspan, sspan, W.size)
     want = _plain_pairs(W, S)
     assert memory.distinct_pairs(W, S) == want
-    monkeypatch.setattr(memory, "TABLE_MIN", 0)
+    monkeypatch.setattr(memory, "TABLE_MIN_ACCESSES", 0)
+    assert memory.pairs_by_table(W, S) is not None or wspan * 2 * sspan > memory.TABLE_PER_ACCESS * W.size
+    assert memory.distinct_pairs(W, S) == want            # the table wherever the range allows
     monkeypatch.setattr(memory, "TABLE_PER_ACCESS", 0)
     assert memory.pairs_by_table(W, S) is None           # the sort path, forced
     assert memory.distinct_pairs(W, S) == want

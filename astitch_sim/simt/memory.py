@@ -134,19 +134,22 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
     return pairs, 1 + int(np.count_nonzero(new_w))
 
 
-#: a presence table of (W, S) pairs replaces the sort when it has at most this many entries, or
-#: TABLE_PER_ACCESS per access (one byte each: a BERT-size column reduction's 12.6M reads of a
-#: per-row value by 8192 blocks make a 134 MB table, filled in a tenth of the time of the sort)
-TABLE_MIN = 1 << 24
+#: a presence table of (W, S) pairs replaces the sort for accesses of at least TABLE_MIN_ACCESSES lanes
+#: whose pairs span at most TABLE_PER_ACCESS entries per access (one byte each: a BERT-size column
+#: reduction's 12.6M reads of a per-row value by 8192 blocks make a 134 MB table, filled in a tenth of the
+#: time of the sort); below that size the sort is cheap and a table would only cost memory
+TABLE_MIN_ACCESSES = 1 << 16
 TABLE_PER_ACCESS = 16
 
 
 def pairs_by_table(W, S):
     """(distinct (W, S) pairs, distinct W) by marking each pair in a table over the pairs' range, or
-    None if that range is too large for a table (then the caller sorts)."""
+    None if the access is small or that range too large for a table (then the caller sorts)."""
+    if W.size < TABLE_MIN_ACCESSES:
+        return None
     w0, s0 = int(W.min()), int(S.min())
     wspan, sspan = int(W.max()) - w0 + 1, int(S.max()) - s0 + 1
-    if wspan * sspan > max(TABLE_MIN, TABLE_PER_ACCESS * W.size):
+    if wspan * sspan > TABLE_PER_ACCESS * W.size:
         return None
     seen = np.zeros((wspan, sspan), dtype=bool)
     seen[W - w0, S - s0] = True
