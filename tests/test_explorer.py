@@ -206,3 +206,59 @@ def test_every_catalog_workload_compares_at_its_explorer_shape(name):
     at = app(view="Compare", workload=name)
     assert_clean(at)
     assert list(at.dataframe[0].value["strategy"]) == list(asim.STRATEGIES)
+
+
+#: switching orders: forward, backward, and one that comes back to a strategy already seen
+ORDERS = {"forward": asim.STRATEGIES, "backward": tuple(reversed(asim.STRATEGIES)),
+          "revisit": ("unfused", "xla", "astitch", "unfused", "fusionstitching", "tvm", "astitch")}
+
+
+def strategy_picker(at):
+    return at.selectbox(key="strategy")
+
+
+def pickers_show_this_plan(at, workload, shape, strategy):
+    """Every plan-part picker on the page shows this strategy's kernels (never a previous plan's); returns
+    how many pickers it checked."""
+    plan = asim.compile(asim.workload(workload, **shape), strategy=strategy, gpu="V100")
+    names = {k.name for k in plan.kernels}
+    checked = 0
+    for box in at.selectbox:
+        if box.key and box.key.startswith(("kernel@", "graph_kernel@", "st_kernel@")):
+            shown = box.format_func(box.value)
+            assert any(n in shown for n in names) or shown == "(none)", (box.key, shown, sorted(names))
+            checked += 1
+    return checked
+
+
+#: views with a kernel picker (the Data movement view's step-through has one at this tiny shape)
+PICKERS = {"Graph": 1, "Kernel": 1, "Code": 1, "Data movement": 1}
+
+
+@pytest.mark.parametrize("order", [o if o == "forward" else pytest.param(o, marks=pytest.mark.slow) for o in ORDERS])
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_view_survives_strategy_switches(view, order):
+    """The explorer's Kernel view crashed on unfused -> xla -> astitch (its kernel picker kept the previous
+    plan's label): every view, every strategy, in several orders, draws cleanly and shows this plan."""
+    at = app(view=view, workload="paper_fig7", shape="n:4,c:8")
+    for s in ORDERS[order]:
+        strategy_picker(at).set_value(s).run()
+        assert_clean(at)
+        assert at.session_state["strategy"] == s and qp(at, "strategy") == s
+        assert pickers_show_this_plan(at, "paper_fig7", {"n": 4, "c": 8}, s) >= PICKERS.get(view, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", ("Kernel", "Code", "Graph", "Thread mapping"))
+def test_plan_views_survive_strategy_switches_at_paper_size(view):
+    """The same at the paper's BERT layernorm size (16384x768), with the last kernel picked first."""
+    shape = {"rows": 16384, "cols": 768}
+    at = app(view=view, workload="layernorm", shape="rows:16384,cols:768", strategy="unfused")
+    kernel = [b for b in at.selectbox if b.key and b.key.startswith("kernel@")]
+    if kernel:
+        kernel[0].select_index(len(kernel[0].options) - 1).run()
+        assert_clean(at)
+    for s in ORDERS["revisit"]:
+        strategy_picker(at).set_value(s).run()
+        assert_clean(at)
+        assert pickers_show_this_plan(at, "layernorm", shape, s) >= PICKERS.get(view, 0)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import astitch_sim as asim
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("ASTITCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -183,3 +185,26 @@ def test_bad_hlo_shows_the_message_in_the_page(server, page):
     assert "AStitchError" in alert.inner_text()
     assert pg.locator("[data-testid=stException]").count() == 0
     assert "Traceback" not in pg.inner_text("body")
+
+
+@pytest.mark.parametrize("start_view", ["Kernel", "Code"])
+def test_kernel_picker_survives_strategy_switches(server, page, start_view):
+    """The kernel picker lists the plan's kernels by name; a strategy switch changes them, and the browser
+    then sends back the previous plan's label (a string) as the picker's value. Switching unfused -> xla ->
+    astitch -> tvm, and Kernel -> Code, must show each plan's kernel, never a TypeError."""
+    pg = page
+    pg.goto(server + f"/?workload=paper_fig7&shape=n:128,c:256&strategy=unfused&gpu=V100&view={start_view}")
+    settle(pg)
+    no_exception(pg)
+    for strategy in ("xla", "astitch", "tvm"):
+        pick(pg, "Strategy", strategy)
+        no_exception(pg)
+        assert f"strategy={strategy}" in pg.url
+        # the picker shows this plan's first kernel, not the label the previous plan's picker showed
+        first = asim.compile(asim.workload("paper_fig7", n=128, c=256), strategy=strategy, gpu="V100").kernels[0]
+        box = pg.locator("[data-testid=stMain] [data-testid=stSelectbox]").filter(has_text="Kernel").first
+        assert box.locator("input").first.input_value() == f"kernel 0: {first.name} ({first.kind})"
+    view(pg, "Code" if start_view == "Kernel" else "Kernel")
+    no_exception(pg)
+    pick(pg, "Strategy", "unfused")
+    no_exception(pg)

@@ -2,6 +2,7 @@
 the graph's source, the GPU, the strategy, the what-if options, and cached access to plans and runs."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import astitch_sim as asim
@@ -36,14 +37,30 @@ class Context:
         return f"{strategy} (what-if)" if strategy == "astitch" and self.options else strategy
 
 
-def kernel_picker(ctx: Context, plan, key: str = "kernel") -> int:
-    """A kernel selector shared by the views (its choice goes in the URL)."""
-    n = len(plan.kernels)
-    if st.session_state.get("kernel", 0) >= n:
-        st.session_state["kernel"] = 0
-    st.selectbox("Kernel", list(range(n)), key="kernel",
-                 format_func=lambda i: f"kernel {i}: {plan.kernels[i].name} ({plan.kernels[i].kind})")
-    return st.session_state["kernel"]
+def plan_choice(label: str, options, labels, state_key: str, *, default=None, where=None):
+    """A selectbox over the parts of a plan (its kernels, its stages), whose labels change with the plan.
+
+    The browser keeps the label a selectbox shows: after a strategy or workload switch gives the same
+    widget other labels, it shows and sends back the *previous* plan's label, which names nothing in this
+    plan (Streamlit versions that return such a label as the value then fail on ``'>=' not supported
+    between 'str' and 'int'``).  So the widget's key is derived from its labels, and a plan with other
+    parts gets a fresh widget; the choice itself lives in ``state_key`` (an option, an index or a stage),
+    kept across plans where it still exists, else ``default`` (else the first option)."""
+    options, labels = list(options), list(labels)
+    current = st.session_state.get(state_key, default)
+    if current not in options:
+        current = default if default in options else options[0]
+    digest = hashlib.sha1("\x1f".join(labels).encode()).hexdigest()[:12]
+    i = (where or st).selectbox(label, range(len(options)), index=options.index(current),
+                                key=f"{state_key}@{digest}", format_func=labels.__getitem__)
+    st.session_state[state_key] = options[i]
+    return options[i]
+
+
+def kernel_picker(ctx: Context, plan) -> int:
+    """A kernel selector shared by the views (its choice, an index, goes in the URL as ``kernel``)."""
+    labels = [f"kernel {i}: {k.name} ({k.kind})" for i, k in enumerate(plan.kernels)]
+    return plan_choice("Kernel", range(len(labels)), labels, "kernel", default=0)
 
 
 def node_picker(plan, label: str = "Highlight a node (graph, plan and source together)") -> str | None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from .. import pictures
 from ..style import SPACE_WORD, esc, scheme_legend
-from . import node_picker
+from . import node_picker, plan_choice
 
 
 def downloads(dot: str, stem: str, key: str) -> None:
@@ -29,10 +29,9 @@ def render(ctx):
     top = st.columns([2, 2, 1], gap="medium")
     with top[0]:
         opts = [None] + list(range(len(plan.kernels)))
-        if st.session_state.get("graph_kernel") not in opts:
-            st.session_state["graph_kernel"] = None
-        k = st.selectbox("Highlight a kernel", opts, key="graph_kernel",
-                         format_func=lambda i: "(none)" if i is None else f"kernel {i}: {plan.kernels[i].name}")
+        k = plan_choice("Highlight a kernel", opts,
+                        ["(none)"] + [f"kernel {i}: {kern.name}" for i, kern in enumerate(plan.kernels)],
+                        "graph_kernel", default=None)
     with top[1]:
         node = node_picker(plan)
     with top[2]:

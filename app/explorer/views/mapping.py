@@ -6,6 +6,7 @@ import streamlit as st
 
 from .. import charts, state
 from ..compute import HEAVY_ELEMENTS
+from . import plan_choice
 
 PAPER_SHAPES = [("softmax <750000,32> (DIEN)", "softmax", {"rows": 750000, "cols": 32}),
                 ("softmax <64,30000> (Transformer)", "softmax", {"rows": 64, "cols": 30000}),
@@ -49,12 +50,9 @@ def render(ctx):
                 st.info(f"{s}: no generated kernel (only library GEMMs)")
                 continue
             default = default_stage(plan)
-            key = f"map_stage:{s}"
-            if st.session_state.get(key) not in generated:
-                st.session_state[key] = default if default in generated else generated[0]
-            i, j = st.selectbox(f"{ctx.label(s)}: stage", generated, key=key,
-                                format_func=lambda t, p=plan: f"kernel {t[0]} stage {t[1]}: "
-                                                              f"{p.kernels[t[0]].stages[t[1]].dominant}")
+            i, j = plan_choice(f"{ctx.label(s)}: stage", generated,
+                               [f"kernel {a} stage {b}: {plan.kernels[a].stages[b].dominant}" for a, b in generated],
+                               f"map_stage:{s}", default=default)
             m = plan.kernels[i].stages[j].mapping
             df, rows, ncols, step = charts.mapping_cells(m)
             title = f"{ctx.label(s)}: grid {m.grid} x block {m.block}"

@@ -7,6 +7,7 @@ import streamlit as st
 
 from .. import charts, compute, pictures, state
 from ..style import SPACE_WORD, esc
+from . import plan_choice
 
 
 def per_stage(stats) -> pd.DataFrame:
@@ -79,8 +80,8 @@ def step_through(ctx):
     res = compute.trace_of(ctx.source, ctx.strategy, ctx.gpu, ctx.opts_for(ctx.strategy))
     trace = res.trace
     c = st.columns(4)
-    ki = c[0].selectbox("kernel", list(range(len(plan.kernels))), key="st_kernel",
-                        format_func=lambda i: f"{i}: {plan.kernels[i].name}")
+    ki = plan_choice("kernel", range(len(plan.kernels)), [f"{i}: {k.name}" for i, k in enumerate(plan.kernels)],
+                     "st_kernel", default=0, where=c[0])
     k = plan.kernels[ki]
     if k.kind == "library":
         st.info("a library GEMM kernel: not traced per thread")
