@@ -223,7 +223,7 @@ def stage_membership(graph, stages, name: str = "kernel") -> Membership:
             stage_of.setdefault(n, i)
             part_of.setdefault(n, "ops")
         for n in s.epilogue:
-            if n in stage_of and part_of[n] == "ops" and is_scalar_of_inputs(graph[n]):
+            if n in stage_of and is_scalar_of_inputs(graph[n]):
                 copies[n].add(i)             # a scalar of inputs: every stage computes its own copy
                 continue
             if n in stage_of:
@@ -287,6 +287,10 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
             v.scheme = Scheme.REGIONAL if stages[i].mapping.splits == 1 else Scheme.GLOBAL
             v.why = ("the threads of its task combine it in shared memory (a reduction tree)"
                      if stages[i].mapping.splits == 1 else "its task is split over blocks: the parts meet in global memory")
+        if len(member.copies.get(n, ())) > 1:
+            v.why += (f"; stages {', '.join(map(str, sorted(member.copies[n])))} each compute their own copy ("
+                      + ("a scalar of the kernel's inputs" if is_scalar_of_inputs(graph[n]) else "a cheap op")
+                      + ": recomputing it costs less than passing it)")
         if v.output:
             v.why += "; written to global memory (a graph output or read by a later kernel)"
         values[n] = v

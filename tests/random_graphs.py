@@ -324,6 +324,35 @@ def _reduce_back(gen, xs):
     return gen.g.add_node(op, (x, b), name=gen.name("nrm"))
 
 
+def _shared_across_reductions(gen, xs):
+    """One cheap producer shared by two reductions over different dims (optax.adafactor's row and column
+    statistics, whose scalar ``lr * 0.5`` scales both): either a scalar of the inputs scaling both results
+    (both outputs), or an elementwise value both reduce and an elementwise consumer combines with them."""
+    (x,) = xs
+    if x.rank < 2:
+        return None
+    a = gen.draw(st.integers(0, x.rank - 1))
+    b = (a + 1 + gen.draw(st.integers(0, x.rank - 2))) % x.rank
+    g, n = gen.g, gen.name
+    if gen.draw(st.booleans()):                                    # a scalar of the inputs in both epilogues
+        d = g.add_node("multiply", (gen.param((), x.dtype), gen.scalar(x.dtype)), name=n("shs"))
+        outs = []
+        for dim in (a, b):
+            r = g.add_node("reduce", (x, _init(gen, x, "sum")), name=n("shr"), dimensions=(dim,), reducer="sum")
+            bd = g.add_node("broadcast", (d,), shape=r.shape, name=n("shb"), dimensions=())
+            outs.append(g.add_node("multiply", (bd, r), name=n("sho")))
+        gen.pool.append(outs[1])
+        return outs[0]
+    p = g.add_node("multiply", (x, gen.like(x)), name=n("shp"))     # an element value both reductions read
+    out = p
+    for dim in (a, b):
+        r = g.add_node("reduce", (p, _init(gen, p, "sum")), name=n("shr"), dimensions=(dim,), reducer="sum")
+        kept = tuple(d for d in range(x.rank) if d != dim)
+        bb = g.add_node("broadcast", (r,), shape=x.shape, name=n("shb"), dimensions=kept)
+        out = g.add_node("subtract", (out, bb), name=n("sho"))
+    return out
+
+
 def _broadcast(gen, xs):
     (x,) = xs
     extra = gen.draw(st.lists(st.sampled_from((1, 2, 3, 5, 8, 32)), min_size=1, max_size=2))
@@ -464,7 +493,8 @@ INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "
 OPS: list[OpRow] = (
     [OpRow("reduce+broadcast", 1, ALL, _reduce_back, weight=6),
      OpRow("reduce", 1, ALL, _reduce, weight=6),
-     OpRow("broadcast", 1, ALL, _broadcast, weight=3)]
+     OpRow("broadcast", 1, ALL, _broadcast, weight=3),
+     OpRow("shared producer, two reductions", 1, FLOAT + INT, _shared_across_reductions, weight=2)]
     + [OpRow(op, 2, FLOAT, _binary(op), FLOAT_BINARY_DOMAINS.get(op, ()), weight=w) for op, w in FLOAT_BINARY]
     + [OpRow(op, 1, FLOAT, _unary(op), (domain,), weight=2 if op in ("exponential", "log", "tanh") else 1)
        for op, domain in FLOAT_UNARY]
@@ -485,7 +515,7 @@ OPS: list[OpRow] = (
     + [OpRow(f"{op}/pred", 2, PRED, _binary(op)) for op in ("and", "or", "xor")]
     + [OpRow("not/pred", 1, PRED, _unary("not"))]
 )
-ROWS_NEEDING_RANK = {"transpose", "reverse", "slice", "concatenate", "pad", "iota"}
+ROWS_NEEDING_RANK = {"transpose", "reverse", "slice", "concatenate", "pad", "iota", "shared producer, two reductions"}
 
 
 # -- the ops real models add (issue 9, point 3): indexed loads, argmax, and the library ops ----------------
@@ -761,22 +791,24 @@ def make_inputs(gen: Gen, seed: int) -> list:
 
 #: per family, rows drawn more often: long rows are where index arithmetic breaks (reshapes of long rows:
 #: numpy's unravel_index past 8192), and where reductions get split over blocks
-FAMILY_BOOST = {"long_rows": {"reshape": 4, "transpose": 2, "slice": 2, "reduce+broadcast": 2}}
+FAMILY_BOOST = {"long_rows": {"reshape": 4, "transpose": 2, "slice": 2, "reduce+broadcast": 2},
+                "shared": {"shared producer, two reductions": 25}}
 
 
 @st.composite
 def cases(draw, family: str = "mixed", max_ops: int = 8) -> Case:
     """A random graph and inputs.  ``family``: ``mixed`` (everything), ``float`` (float dtypes only),
     ``long_rows`` (rows and columns past 2^13 and 2^16 elements), ``int`` (integer and boolean graphs),
-    ``tiny`` (everything, at most ``TINY_ELEMENTS`` per tensor: for Numba's CUDA simulator)."""
+    ``tiny`` (everything, at most ``TINY_ELEMENTS`` per tensor: for Numba's CUDA simulator), ``shared``
+    (float graphs where one cheap producer feeds reductions over different dims, drawn often)."""
     g = asim.Graph("random")
     gen = Gen(draw, g, long_rows=family == "long_rows", limit=TINY_ELEMENTS if family == "tiny" else MAX_ELEMENTS)
-    dtypes = {"float": ("f32", "f32", "bf16", "f16"), "int": ("s32", "s8", "u8", "s64", "pred", "u32", "s16"),
+    dtypes = {"float": ("f32", "f32", "bf16", "f16"), "shared": ("f32", "f32", "bf16", "f16"), "int": ("s32", "s8", "u8", "s64", "pred", "u32", "s16"),
               "long_rows": ("f32", "f32", "bf16", "s32")}.get(family, PARAM_DTYPES)
     for _ in range(draw(st.integers(1, 3))):
         gen.param(shapes(draw, gen.long_rows, family == "tiny"), draw(st.sampled_from(dtypes)))
     rows = [r for r in OPS if family != "int" or set(r.dtypes) & set(INT + PRED)]
-    if family == "float":
+    if family in ("float", "shared"):
         rows = [r for r in OPS if set(r.dtypes) & set(FLOAT) and r.name not in ("convert",)]
     boost = FAMILY_BOOST.get(family, {})
     weights = [r.weight * boost.get(r.name, 1) for r in rows]

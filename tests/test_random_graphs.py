@@ -185,6 +185,14 @@ def test_random_integer_and_boolean_graphs(case, sample, typechecker):
     run_case(case, typechecker, sample == 0)
 
 
+@settings(PROPERTY, max_examples=40)
+@given(case=cases("shared", max_ops=5), sample=st.integers(0, TYPECHECK_EVERY - 1))
+def test_random_graphs_with_producers_shared_across_reductions(case, sample, typechecker):
+    """optax.adafactor's update crashed the planners: one cheap producer read by reductions over different
+    dims (a scalar scaling both, or the element values both reduce)."""
+    run_case(case, typechecker, sample == 0)
+
+
 #: a long-row example simulates past 2^16 elements (about 1 s each on 2 cores): 2 in 5 of the profile's count
 LONG_ROW_EXAMPLES = max(20, settings().max_examples * 2 // 5)
 

@@ -145,10 +145,12 @@ def _depends(graph, a: str, b: str, cache: dict) -> bool:
 
 def _group_siblings(graph, order: list, members: dict, policy: RegisterOnlyPolicy, max_slots: int = 1 << 30) -> list:
     """XLA multi-output fusion: sibling reduces of one input share a kernel; so do the results of
-    one library op (a sort's keys and values, top-k's values and indices)."""
+    one library op (a sort's keys and values, top-k's values and indices).  No merge may make two
+    kernels wait on each other (:class:`_KernelGraph`)."""
     groups: list[list[str]] = []
     cache: dict = {}
     library: dict = {}
+    kernels = _KernelGraph(graph, members)
     for r in order:
         node = graph[r]
         placed = False
@@ -159,6 +161,7 @@ def _group_siblings(graph, order: list, members: dict, policy: RegisterOnlyPolic
             else:
                 library[key] = [r]
                 groups.append(library[key])
+            kernels.place(r, library[key])
             continue
         if policy.multi_output_fusion and node.op == "reduce":       # TVM's FuseOps fuses no siblings
             for g in groups:
@@ -168,19 +171,62 @@ def _group_siblings(graph, order: list, members: dict, policy: RegisterOnlyPolic
                         and first.attrs["dimensions"] == node.attrs["dimensions"]
                         and first.operands[0].layout == node.operands[0].layout
                         and _shares_input(graph, members, g, r)
-                        and not any(_depends(graph, r, x, cache) or _depends(graph, x, r, cache) for x in g)):
+                        and not any(_depends(graph, r, x, cache) or _depends(graph, x, r, cache) for x in g)
+                        and not kernels.merge_makes_cycle(r, g)):
                     g.append(r)
                     placed = True
                     break
-        if policy.multi_output_fusion and is_loop_root(node):
+        if not placed and policy.multi_output_fusion and is_loop_root(node):
             for g in groups:
-                if _joins_loop_fusion(graph, members, g, r, cache):
+                if _joins_loop_fusion(graph, members, g, r, cache) and not kernels.merge_makes_cycle(r, g):
                     g.append(r)
                     placed = True
                     break
         if not placed:
             groups.append([r])
+            g = groups[-1]
+        kernels.place(r, g)
     return groups
+
+
+class _KernelGraph:
+    """Which kernel (group of roots) reads which, as roots are placed in graph order.
+
+    A kernel runs as a unit: it starts after every kernel whose results it reads has finished.  So
+    merging root ``r``'s kernel into group ``g`` makes a cycle when ``r`` reads, directly or not, a
+    kernel *other than* ``g`` that itself waits on ``g`` (optax.adafactor: a row sum and a column sum
+    of one gradient, each scaled by a value from a kernel that waits on the other).  The check on
+    single nodes misses it: the kernel in between is read through a value that depends on no root of
+    ``g``, but its kernel computes another that does.  Roots are placed in graph order, so every
+    kernel ``r`` reads is placed before ``r``, and nothing placed yet reads ``r``: a cycle can only
+    close through ``r``'s own reads (XLA's ``FuseSiblings`` checks reachability the same way)."""
+
+    def __init__(self, graph, members: dict):
+        self.graph, self.members = graph, members
+        self.group_of: dict = {}          # root -> the id of its group's list
+        self.reads: dict = {}             # group id -> ids of the groups it reads
+
+    def _reads_of(self, r) -> set:
+        mine = set(self.members.get(r, [r]))
+        return {self.group_of[o.name] for o in _read_values(self.graph, mine) if o.name in self.group_of}
+
+    def _waits_on(self, start: set, target: int) -> bool:
+        seen, stack = set(), list(start)
+        while stack:
+            k = stack.pop()
+            if k == target:
+                return True
+            if k not in seen:
+                seen.add(k)
+                stack.extend(self.reads.get(k, ()))
+        return False
+
+    def merge_makes_cycle(self, r, g: list) -> bool:
+        return self._waits_on(self._reads_of(r) - {id(g)}, id(g))
+
+    def place(self, r, g: list) -> None:
+        self.reads.setdefault(id(g), set()).update(self._reads_of(r) - {id(g)})
+        self.group_of[r] = id(g)
 
 
 #: XLA's ``kMaxOperandsAndOutputsPerFusion`` (gpu_fusible.cc): a fusion's parameters plus outputs
