@@ -26,7 +26,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     (``astitch_sim.trivial_reduce``), as XLA's algebraic simplifier does.
 
     ``options`` belong to the strategy.  ``fusionstitching`` takes its search's
-    bounds: ``time_budget_ms`` (400), ``beam_width`` (3), ``max_merge`` (8 XLA
+    bounds: ``search_budget`` (2000 schedules priced), ``beam_width`` (3), ``max_merge`` (8 XLA
     kernels per pattern), ``block_sizes`` and ``min_gain`` (0.02: a re-tuned kernel
     replaces XLA's only if that much faster); see ``strategies/fs_options.py``.
     For ``astitch`` they are what-if switches: each turns one AStitch

@@ -58,7 +58,7 @@ def format_search(d: dict, max_candidates: int = 6) -> list:
     if not d:
         return []
     lines = [f"search: {d['patterns_scored']} fusion patterns, {d['schedules_scored']} schedules scored in "
-             f"{d['elapsed_ms']:.0f} ms" + (" (time budget hit: kept the best so far)" if d["budget_hit"] else "")
+             f"{d['elapsed_ms']:.0f} ms" + (" (search budget spent: kept the best so far)" if d["budget_hit"] else "")
              + f"; predicted {d['chosen_us']:.2f} us vs XLA's {d['xla_kernels']} kernels {d['xla_us']:.2f} us"]
     for alt in d.get("alternatives", [])[:3]:
         lines.append(f"  beam: {alt['kernels']} kernels, groups of XLA kernels {alt['groups']}: "

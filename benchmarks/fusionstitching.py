@@ -4,7 +4,7 @@ For every catalog workload at its default (paper-size) shape: kernels, global
 memory traffic and predicted time from the SIMT model (``asim.simulate``), and
 the wall-clock time each strategy took to *plan* (``asim.compile``).  Then the
 planning time of fusionstitching on every HLO fixture as well (a distribution:
-the search is bounded by ``time_budget_ms``, default 500 ms).
+the search is bounded by ``search_budget``, default 2000 schedules priced).
 
 Predicted times are the SIMT model's cost model (uncalibrated constants; no GPU
 was used).  Planning times are this machine's wall clock, best of ``--repeat``.

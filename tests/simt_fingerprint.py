@@ -73,9 +73,9 @@ def cases(big: bool = False):
     return out
 
 
-#: fusionstitching stops searching after ``time_budget_ms`` of wall clock, so on a loaded machine (CI's two
-#: cores) it may stop early and return another plan; the fingerprint pins the plan the whole search finds
-UNBOUNDED = {"fusionstitching": {"time_budget_ms": 1e9}}
+#: per strategy, compile options for the fingerprint (none: fusionstitching's search is budgeted in schedules
+#: priced, not wall-clock time, and every case finishes its search under the default budget)
+UNBOUNDED: dict = {}
 
 
 def run_case(name: str, shape: dict, strategy: str, gpu: str = "H100"):

@@ -164,16 +164,22 @@ def test_options_bound_the_search_and_are_recorded():
     assert len(one.kernels) == len(xla.kernels) and one.options == {"max_merge": 1}
     narrow = asim.compile(g, FS, "H100", beam_width=1)
     assert len(narrow.search["alternatives"]) == 1
-    hurried = asim.compile(g, FS, "H100", time_budget_ms=1e-6)
+    hurried = asim.compile(g, FS, "H100", search_budget=1)
     assert hurried.search["budget_hit"] and len(hurried.kernels) == len(xla.kernels)
-    assert "time budget hit" in str(hurried)
+    assert "search budget spent" in str(hurried)
+    full = asim.compile(g, FS, "H100")
+    assert not full.search["budget_hit"]
+    # a budget of work, not of time: the same plan on every run, and a budget that just suffices changes nothing
+    again = asim.compile(g, FS, "H100", search_budget=full.search["schedules_scored"])
+    assert not again.search["budget_hit"] and again.kernels == full.kernels
     small = asim.compile(g, FS, "H100", block_sizes=[256])
     assert all(k.block == 256 for k in small.kernels if k.name.startswith("fstitch."))
 
 
 @pytest.mark.parametrize("options, words", [
     (dict(beam_width=0), "beam_width must be an integer >= 1"),
-    (dict(time_budget_ms=-1), "time_budget_ms must be a positive number"),
+    (dict(search_budget=-1), "search_budget must be a positive number of schedules"),
+    (dict(search_budget=2.5), "search_budget must be a positive number of schedules"),
     (dict(block_sizes=[100]), "block_sizes must be a non-empty list of powers of two"),
     (dict(min_gain=1.5), "min_gain must be a fraction"),
     (dict(global_stitching=False), "unknown fusionstitching option"),

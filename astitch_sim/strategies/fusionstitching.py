@@ -22,7 +22,8 @@ only: no Global scheme, no grid barrier.  This module plays that game:
    programming over the sequence picks the cheapest cover by patterns, keeping
    the ``beam_width`` best partial plans per position; a pattern that is
    illegal is not extended further (the *approximate* part), and exploration
-   stops growing patterns when ``time_budget_ms`` runs out.
+   stops growing patterns once ``search_budget`` schedules are priced (a count
+   of work, not a clock: the same input gives the same plan on every machine).
 3. **Schedule tuning.**  Each pattern is built under several schedules (block
    sizes; rows packed several to a block, or one row per block) and priced by
    the delta cost model (:mod:`.fs_cost`: the SIMT model's formula on
@@ -230,7 +231,8 @@ class _Search:
         self.schedules += len(self.xla_us)
 
     def over_budget(self) -> bool:
-        if (perf_counter() - self.start) * 1e3 > self.opts.time_budget_ms:
+        """Has the search priced ``search_budget`` schedules?  A count, not a clock: deterministic."""
+        if self.schedules >= self.opts.search_budget:
             self.budget_hit = True
         return self.budget_hit
 
@@ -251,7 +253,7 @@ class _Search:
         self.patterns += 1
         seg = [self.base.kernels[i] for i in idx]
         if len(idx) == 1 and self.over_budget():
-            # out of time: XLA's kernel stays as it is (re-tuning it is what the budget cuts first)
+            # budget spent: XLA's kernel stays as it is (re-tuning it is what the budget cuts first)
             return self.xla_us[idx[0]], seg[0], [ScheduleCandidate("XLA's own kernel", self.xla_us[idx[0]], "chosen")]
         stages = _stages_of(self.graph, seg)
         scheds = _schedules(stages, self.opts)
@@ -324,7 +326,7 @@ class _Search:
 
 def fusionstitching_plan(graph, gpu, opts: FusionStitchingOptions = FusionStitchingOptions()) -> Plan:
     """The FusionStitching plan of ``graph``: XLA's kernels, stitched where the cost model says it pays."""
-    start = perf_counter()                     # the budget counts the whole planning, XLA's partition included
+    start = perf_counter()                     # for the record only: the budget counts schedules priced
     base = partition_plan(graph, gpu, XLA)
     search = _Search(graph, gpu, base, opts, start)
     runs, cur = [], []
