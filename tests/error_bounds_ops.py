@@ -21,7 +21,8 @@ backend run -- so that a bug there cannot make the oracle agree with it:
   a float sum of ``n`` terms is bounded by ``gamma_(n+1)`` (a sequential fold in
   any order; f16/bf16 steps may round to their own type);
 * **sort** (JAX's comparator: ``-0 == 0``, NaNs last, stable; lexicographic over
-  the keys) and **topk** (IEEE total order, ties to the lower index): a row whose
+  the keys) and **topk** (IEEE total order, ties to the lower index; a computed row
+  with a NaN is never certain: the sign of a computed NaN is unspecified): a row whose
   order is certain (every key exact, or consecutive sorted intervals strictly
   apart) is permuted exactly; otherwise the sorted key itself is still claimed
   (sorting is 1-Lipschitz in the max norm) and the carried operands are not;
@@ -335,6 +336,12 @@ def topk(ev, node) -> Val:
     vx = _whole(ev, x)
     order = "desc_total" if a["largest"] else "asc_total"
     perm, certain, O, key, nan_row = _sorted(ev, node, [vx], [order], x.rank - 1, [])
+    if x.op != "parameter":
+        # IEEE 754 leaves the sign of a NaN that arithmetic makes or passes on unspecified (x86 makes -NaN,
+        # CUDA +NaN; a sum's NaN takes the sign of whichever NaN operand its order meets first), and the
+        # total order tells -NaN from +NaN: a computed row with a NaN has no certain order.  (Found as top-1
+        # of x - sum(x) over f32[65537]: index 0 when the sum's NaN is +NaN, the first +NaN input when -NaN.)
+        certain = certain & ~nan_row
     if a["result"] == 1:
         idx = np.broadcast_to(np.arange(x.shape[-1]), perm.shape)
         v = Val(idx, np.zeros(perm.shape), np.zeros(perm.shape, bool))

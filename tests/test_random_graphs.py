@@ -363,3 +363,23 @@ def test_zero_size_operands_of_the_model_ops():
         plan = asim.compile(g, strategy, "H100")
         for got, want in zip(asim.simulate(plan, ins).outputs, ref):
             assert got.shape == want.shape and np.array_equal(got, want), (strategy, got, want)
+
+
+def test_top1_after_a_sum_with_nans_accepts_either_nan_sign(typechecker):
+    """The undiagnosed long-rows case (astitch's top-1 index 122 where the oracle said 0): the top-1 of
+    ``x - sum(x)`` over f32[65537] with infinities and NaNs among the inputs.  The sum is a NaN whose sign
+    depends on the order its NaN operands meet (IEEE 754 leaves it unspecified), so every ``x - sum`` is
+    -NaN or +NaN, and under the total order top-1 is index 0 (all tie) or the first +NaN input.  Here the
+    reference's sum is +NaN (index 0) and astitch's split sum -NaN (index 311): both right, and the oracle
+    no longer claims either (it did, and this failed)."""
+    g = asim.Graph("top1_nan_sum")
+    x = g.parameter("x", (65537,))
+    y = g.subtract(x, g.broadcast(g.reduce(x, (0,)), (65537,), ()))
+    g.set_outputs(*g.top_k(y, 1))
+    rng = np.random.default_rng(26)
+    v = rng.standard_normal(65537)
+    hit = rng.random(65537) < 0.05
+    v = np.where(hit, rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan], size=65537), v).astype(np.float32)
+    plan = asim.compile(g, "astitch", "H100")
+    assert int(asim.simulate(plan, [v]).outputs[1][0]) != int(asim.reference(g, [v])[1][0])  # the two signs
+    run_case(Case(g, [v], "top-1 of x - sum(x) with NaNs"), typechecker, False)
