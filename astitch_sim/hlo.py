@@ -68,6 +68,7 @@ from .graph import Graph, Node, shape_str
 from .indexed import GATHER_ATTRS
 from .ops import OPS
 from .reducers import REDUCER_OF_OP
+from .refusals import is_known_type, unsupported_dtype, unsupported_op
 from .regions import identify_pair_reducer, identify_sort_orders
 from .scatter import SCATTER_ATTRS
 
@@ -288,7 +289,9 @@ class _Parser:
             self.error(f"malformed type: expected an element type like f32[4,8], found {t.text!r}")
         dtype = self.next().text
         if dtype not in DTYPES:
-            self.error(f"malformed type: unsupported element type {dtype!r} (astitch-sim knows "
+            if is_known_type(dtype):
+                self.error(unsupported_dtype(dtype), t.line)
+            self.error(f"malformed type: unknown element type {dtype!r} (astitch-sim knows "
                        f"{', '.join(DTYPES)})", t.line)
         if not (self.tok.kind == "punct" and self.tok.text == "["):
             self.error(f"malformed type: expected '[' after element type {dtype!r}, found {self.tok.text!r}")
@@ -622,8 +625,8 @@ class _Builder:
     def instr(self, ins: Instr, env, args, prefix, comp, stack) -> Value:
         op = ins.opcode
         if op not in OPS and op not in _STRUCTURAL:
-            _err(ins.line, f"unsupported op {op!r} in {ins.name!r}: astitch-sim imports "
-                           f"{', '.join(sorted(OPS))}, call, fusion, tuple, get-tuple-element and opt-barrier")
+            target = _attr(ins, "custom_call_target") if op == "custom-call" else None
+            _err(ins.line, unsupported_op(op, f"in {ins.name!r}", str(target).strip('"') if target else None))
         ops = []
         for o in ins.operands:
             if o not in env:
@@ -868,7 +871,7 @@ def _dynamic_slice_attrs(builder, ins, ops):
 #: opcode -> parser of its attributes (ops not listed have none the simulator needs)
 _ATTRS = {
     "parameter": lambda b, ins, ops: {"index": b._param_number(ins)},
-    "constant": lambda b, ins, ops: {"value": _literal(ins)},
+    "constant": lambda b, ins, ops: {"value": ins.literal if isinstance(ins.literal, np.ndarray) else _literal(ins)},
     "iota": lambda b, ins, ops: {"iota_dimension": _int(_attr(ins, "iota_dimension", "0"), ins, "iota_dimension=")},
     "broadcast": _ints_attrs("dimensions"),
     "reverse": _ints_attrs("dimensions"),
