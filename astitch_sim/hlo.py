@@ -1,5 +1,8 @@
 """Import XLA HLO text (what ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` prints) as a Graph.
 
+(JAX's *default* text, StableHLO MLIR, is read by :mod:`astitch_sim.stablehlo`, which translates
+it into this module's instructions; :func:`from_hlo` sends MLIR text there.)
+
 The grammar accepted here (a practical subset of XLA's HLO text format)::
 
     module       := [ "HloModule" NAME { "," KEY "=" value } ] computation+ [ stack-frame tables ]
@@ -896,6 +899,11 @@ _MULTI_RESULT = {name for name, row in OPS.items() if row.tuple_result}
 def from_hlo(text: str, name: Optional[str] = None) -> Graph:
     """Parse XLA HLO module text into a :class:`Graph` (see the module docstring for the grammar).
 
+    StableHLO or MHLO MLIR text (JAX's default ``as_text()``: ``module @jit_f {...}``,
+    ``func.func``, ``stablehlo.`` ops) is recognised and imported by
+    :func:`astitch_sim.stablehlo.from_stablehlo`; ``graph.source`` says which was read
+    (``"hlo"``, ``"stablehlo"`` or ``"mhlo"``).
+
     ``name`` overrides the graph name (default: the ``HloModule`` name).  Graph inputs
     are the ENTRY parameters in parameter-number order; outputs are the ROOT (or the
     elements of a ROOT tuple).  Raises :class:`AStitchError` on anything it cannot read.
@@ -906,6 +914,9 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         raise AStitchError(f"from_hlo: name must be a str (the graph name) or None, got {type(name).__name__}")
     if not text.strip():
         raise AStitchError("the HLO text is empty: pass the text of jax.jit(f).lower(*args).as_text('hlo')")
+    from .stablehlo import from_stablehlo, looks_like_mlir     # late: stablehlo builds on this module
+    if looks_like_mlir(text):      # JAX's default as_text(): StableHLO (or MHLO) MLIR
+        return from_stablehlo(text, name=name)
     try:
         module_name, comps = _Parser(text).module()
     except RecursionError:
@@ -926,11 +937,12 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         _Builder(by_name, g).run(entries[0])
     except RecursionError:
         raise AStitchError("calls nest too deeply to inline") from None
+    g.source = "hlo"
     return g
 
 
 def from_hlo_file(path, name: Optional[str] = None) -> Graph:
-    """Read an ``.hlo`` text file and import it with :func:`from_hlo`."""
+    """Read an ``.hlo`` (or StableHLO ``.mlir``) text file and import it with :func:`from_hlo`."""
     if not isinstance(path, (str, Path)) or (isinstance(path, str) and not path.strip()):
         raise AStitchError(f"from_hlo_file needs a file path (str or pathlib.Path), got {path!r}; "
                            "for HLO text already in memory use from_hlo(text)")
