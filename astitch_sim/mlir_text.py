@@ -258,9 +258,28 @@ class Parser:
                     funcs.append(self.func())
             elif self.at("func.func", "word") or self.at("func", "word"):
                 funcs.append(self.func())
+            elif self.tok.kind == "str" and self.tok.text in ('"builtin.module"', '"func.func"'):
+                funcs += self._generic_funcs(self.op())
             else:
                 _err(self.tok.line, f"expected 'module' or 'func.func', found {self.tok.text!r}")
         return funcs
+
+    def _generic_funcs(self, op: Op) -> list[Func]:
+        """The fully generic form (``print_generic_op_form``): ``"builtin.module"() ({ "func.func"() <{
+        sym_name = "main", function_type = (...) -> ...}> ({^bb0(%arg0: ...): ...}) })``."""
+        if op.name == "builtin.module":
+            return [f for blk in op.regions for inner in blk.ops for f in self._generic_funcs(inner)]
+        if op.name != "func.func":
+            _err(op.line, f"expected func.func inside the module, found {op.name!r}")
+        name = [t.text for t in op.props.get("sym_name", []) if isinstance(t, Tok) and t.kind == "str"]
+        if not name or len(op.regions) != 1:
+            _err(op.line, "a generic func.func needs sym_name and one region (its body)")
+        ftype = op.props.get("function_type", [])
+        arrow = next((k for k, t in enumerate(ftype) if isinstance(t, Tok) and t.text == "->"), len(ftype))
+        results = [t.text for t in _flat(ftype[arrow + 1:]) if t.kind in ("type", "bang")]
+        visibility = [t.text for t in op.props.get("sym_visibility", []) if isinstance(t, Tok)]
+        body = op.regions[0]
+        return [Func(name[0].strip('"'), body.args, results, body, op.line, visibility != ['"private"'])]
 
     def _alias_def(self):
         """``#loc3 = loc(...)`` (the loc already dropped) or ``#map = affine_map<...>``: skipped."""
@@ -483,6 +502,14 @@ class Parser:
                     self.expect(",", "between result types")
             return out
         return [self._type("a result type")]
+
+
+def _flat(items) -> list:
+    """The tokens of items, bracket groups opened."""
+    out = []
+    for it in items:
+        out += _flat(it.items) if isinstance(it, Group) else [it]
+    return out
 
 
 def dict_items(g: Group) -> dict:

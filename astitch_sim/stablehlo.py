@@ -246,7 +246,8 @@ class _Lowerer:
         self._add(Instr(name, typ, "subtract", [bone, erf], {}, op.line), op.results)
 
     def call(self, op: Op):
-        callee = op.callee or (_words(op.props.get("callee", []))[0].lstrip("@") if "callee" in op.props else None)
+        symbols = [t.text for t in op.props.get("callee", []) if isinstance(t, Tok) and t.kind == "symbol"]
+        callee = op.callee or (symbols[0][1:].strip('"') if symbols else None)
         if callee is None:
             _err(op.line, f"{op.name} needs a callee (@name)")
         check_op(op.name, op.line, callee, self._state[3])
