@@ -93,7 +93,7 @@ def tokenize(text: str) -> list[Tok]:
                     i += 1
                 i += 1
             if depth:
-                _err(line, f"type {text[start:start + 20]!r}... is never closed with '>': the text looks truncated")
+                _err(line, f"type {text[start:start + 20]!r}... is never closed with '>': the MLIR text looks truncated")
             toks.append(Tok("type", re.sub(r"\s+", "", text[start:i]), line))
             pos = i
             continue
@@ -448,6 +448,12 @@ class Parser:
             if t.kind == "eof" or (t.kind == "punct" and t.text == "}"):
                 if op.name in stop and not op.items:      # return with no values
                     return
+                self._unexpected(f"':' and the type signature of {op.name!r}")
+            ahead = [x.text for x in self.toks[self.i + 1:self.i + 4]]
+            next_op = (t.kind == "value" and (ahead[:1] == ["="] or (ahead[:1] == [":"] and ahead[1].isdigit()
+                                                                     and ahead[2:3] == ["="]))) or \
+                (t.kind == "word" and t.text in stop)
+            if next_op:                                   # the next op began: this one lacks its signature
                 self._unexpected(f"':' and the type signature of {op.name!r}")
             if op.name in ("call", "func.call") and t.kind == "symbol" and op.callee is None:
                 op.callee = self.next().text[1:].strip('"')

@@ -21,7 +21,8 @@ The pieces:
   computation of its own, and the pretty ``applies stablehlo.add`` a one-op region;
 * an op with several results (``%1:2 = ...``, ``%values, %indices = chlo.top_k``) becomes
   a tuple-typed instruction and one ``get-tuple-element`` per result;
-* ``chlo`` ops: ``chlo.erf`` is HLO's ``erf``, ``chlo.top_k`` its ``topk``; ``chlo.erfc``
+* ``chlo`` ops: ``chlo.erf`` is HLO's ``erf``, ``chlo.top_k`` its ``topk``, ``chlo.square(x)``
+  is ``x * x``; ``chlo.erfc``
   is imported as ``1 - erf(x)`` (within one f32 ulp of 1 absolutely: the tail's *relative*
   accuracy is lower than XLA's erfc); other chlo ops are refused with the advice to print
   the HLO text, where XLA has expanded them into elementwise ops;
@@ -163,6 +164,8 @@ class _Lowerer:
             literal = dense(view.get("value") if op.generic else op.items, typ, op.line, f"{op.name}")
         if hlo_op == "erfc":
             return self.erfc(op, operands, typ, name)
+        if hlo_op == "square":      # chlo.square(x) is x * x
+            hlo_op, operands = "multiply", operands * 2
         if hlo_op == "broadcast":
             operands, attrs = self.broadcast(op, operands, attrs, typ, name)
         if hlo_op == "opt-barrier" and len(operands) != 1:     # HLO's barrier takes one tuple

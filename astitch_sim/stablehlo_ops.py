@@ -273,9 +273,10 @@ OPS.update({
     "erf": ("erf", _none),          # chlo.erf
     "top_k": ("topk", _top_k),      # chlo.top_k
     "erfc": ("erfc", _none),        # chlo.erfc: 1 - erf(x), see _Lowerer.erfc
+    "square": ("square", _none),    # chlo.square: x * x, see _Lowerer.square
 })
 #: the chlo ops read above; any other chlo op is refused with the advice to print HLO text
-_CHLO = {"erf", "top_k", "erfc"}
+_CHLO = {"erf", "top_k", "erfc", "square"}
 #: StableHLO spellings of ops whose refusal advice is filed under another HLO name
 _REFUSAL_NAME = {"case": "conditional", "if": "conditional", "rng_bit_generator": "rng-bit-generator",
                  "custom_call": "custom-call"}

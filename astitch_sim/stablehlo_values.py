@@ -84,7 +84,9 @@ def _ints(items, line: int, what: str) -> tuple:
     """An integer list in any spelling JAX prints: ``[1, 2]``, ``array<i64: 1, 2>``, ``dense<[1, 2]>``,
     ``dense<1>`` (or one integer, ``1 : i64``)."""
     items = list(items)
+    splat_size = None
     if items and isinstance(items[-1], Tok) and items[-1].kind == "type":   # dense<...> : tensor<2xi64>
+        splat_size = int(np.prod(tensor_type(items[-1].text, line, what).shape, dtype=np.int64))
         items = items[:-2]
     if len(items) == 3 and isinstance(items[1], Tok) and items[1].text == ":":   # 1 : i64
         items = items[:1]
@@ -97,9 +99,17 @@ def _ints(items, line: int, what: str) -> tuple:
     else:
         words = _words(items)
     try:
-        return tuple(int(w) for w in words)
+        values = tuple(int(w) for w in words)
     except ValueError:
         _err(line, f"{what} must be integers, got {' '.join(words)}")
+    if splat_size is not None and len(values) == 1 and not any(isinstance(it, Group) and it.open == "["
+                                                                 for it in _groups(items)):
+        return values * splat_size          # dense<0> : tensor<2x2xi64>, a splat
+    return values
+
+
+def _groups(items) -> list:
+    return [g for it in items if isinstance(it, Group) for g in [it, *_groups(it.items)]]
 
 
 def _int(items, line, what) -> int:
