@@ -572,7 +572,7 @@ _STRUCTURAL = {"call", "fusion", "tuple", "get-tuple-element", "opt-barrier"}
 Value = Union[Node, list]
 
 
-class _Builder:
+class Builder:
     def __init__(self, comps: dict[str, Computation], graph: Graph):
         self.comps, self.g = comps, graph
 
@@ -699,7 +699,7 @@ class _Builder:
         """The region as a small Graph of its own (parameters in, ROOT out), to run on probe values."""
         g = Graph(region.name)
         try:
-            _Builder(self.comps, g).run(region)
+            Builder(self.comps, g).run(region)
         except AStitchError as e:
             _err(ins.line, f"{ins.opcode} {ins.name!r}: cannot read its region {region.name!r}: {e}")
         return g
@@ -884,13 +884,13 @@ _ATTRS = {
     "slice": lambda b, ins, ops: _slice_attrs(ins),
     "pad": lambda b, ins, ops: _pad_attrs(ins),
     "dot": _ints_attrs("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"),
-    "reduce": _Builder._reduce_attrs,
+    "reduce": Builder._reduce_attrs,
     "gather": _gather_attrs,
     "dynamic-slice": _dynamic_slice_attrs,
-    "scatter": _Builder._scatter_attrs,
-    "sort": _Builder._sort_attrs,
-    "topk": _Builder._topk_attrs,
-    "reduce-window": _Builder._window_attrs,
+    "scatter": Builder._scatter_attrs,
+    "sort": Builder._sort_attrs,
+    "topk": Builder._topk_attrs,
+    "reduce-window": Builder._window_attrs,
 }
 #: ops whose result may be a tuple: one node per element, attr ``result`` = its position
 _MULTI_RESULT = {name for name, row in OPS.items() if row.tuple_result}
@@ -934,7 +934,7 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         _err(entries[1].line, f"a second ENTRY computation {entries[1].name!r}; a module has one")
     g = Graph(name or module_name or entries[0].name)
     try:
-        _Builder(by_name, g).run(entries[0])
+        Builder(by_name, g).run(entries[0])
     except RecursionError:
         raise AStitchError("calls nest too deeply to inline") from None
     g.source = "hlo"

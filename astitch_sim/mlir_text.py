@@ -93,7 +93,8 @@ def tokenize(text: str) -> list[Tok]:
                     i += 1
                 i += 1
             if depth:
-                _err(line, f"type {text[start:start + 20]!r}... is never closed with '>': the MLIR text looks truncated")
+                _err(line, f"type {text[start:start + 20]!r}... is never closed with '>': "
+                           "the MLIR text looks truncated")
             toks.append(Tok("type", re.sub(r"\s+", "", text[start:i]), line))
             pos = i
             continue

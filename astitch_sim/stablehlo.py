@@ -46,8 +46,8 @@ from .errors import AStitchError
 from .graph import Graph
 from .hlo import Computation, HloType, Instr
 from .mlir_text import Func, Group, Op, Tok, parse
-from .stablehlo_ops import _CALL, _RETURN, OPS, _a, _g, _split, _View, check_op
-from .stablehlo_values import _words, dense, tensor_type
+from .stablehlo_ops import CALL_OPS, OPS, RETURN_OPS, OpView, attr, check_op, ints_attr, split_name
+from .stablehlo_values import dense, tensor_type, word_texts
 
 __all__ = ["from_stablehlo", "looks_like_mlir", "mlir_dialect"]
 
@@ -79,13 +79,13 @@ class _Lowerer:
                                 line, [str(i)]), [value])
             returned = None
             for op in ops:
-                if op.name in _RETURN:
+                if op.name in RETURN_OPS:
                     returned = op
                     break
                 self.op(op)
             if returned is None:
                 _err(line, f"@{func}: a block without a return")
-            values = _View(returned).values
+            values = OpView(returned).values
             if result_types is not None and len(result_types) != len(values):
                 _err(returned.line, f"@{func} returns {len(values)} value(s) but declares {len(result_types)}")
             names = [self._use(x, returned.line) for x in values]
@@ -143,13 +143,13 @@ class _Lowerer:
 
     def op(self, op: Op):
         func = self._state[3]
-        if op.name in _CALL:
+        if op.name in CALL_OPS:
             return self.call(op)
-        check_op(op.name, op.line, _words(op.props.get("call_target_name", []))[0].strip('"')
+        check_op(op.name, op.line, word_texts(op.props.get("call_target_name", []))[0].strip('"')
                  if "call_target_name" in op.props else None, func)
-        short = _split(op.name)[1]
+        short = split_name(op.name)[1]
         hlo_op, reader = OPS[short]
-        view = _View(op)
+        view = OpView(op)
         types = self._types(op)
         if not types:
             _err(op.line, f"{op.name} defines no value")
@@ -173,7 +173,7 @@ class _Lowerer:
             operands = [f"{name}/in"]
         self._add(Instr(name, typ, hlo_op, operands, attrs, op.line, literal), op.results)
 
-    def pretty_reduce(self, op: Op, view: _View, typ: HloType, name: str):
+    def pretty_reduce(self, op: Op, view: OpView, typ: HloType, name: str):
         """``stablehlo.reduce(%x init: %c), ... [applies stablehlo.add] across dimensions = [1]``."""
         inputs, inits = [], []
         for seg in view.positional:
@@ -192,12 +192,13 @@ class _Lowerer:
         else:
             region = self.region(view, 0)
         operands = [self._use(x, op.line) for x in inputs + inits]
-        attrs = {"dimensions": _a(_g(view.ints("dimensions"), op.line), op.line), "to_apply": _a(region, op.line)}
+        attrs = {"dimensions": ints_attr(view.ints("dimensions"), op.line),
+                 "to_apply": attr(region, op.line)}
         self._add(Instr(name, typ, "reduce", operands, attrs, op.line), op.results)
 
     def applies_region(self, op: Op, body_op: str, init_types: list) -> str:
         """The region of the pretty ``applies stablehlo.add``: the op applied to (acc_i, x_i)."""
-        hlo_op = OPS[_split(body_op)[1]][0]
+        hlo_op = OPS[split_name(body_op)[1]][0]
         self.regions += 1
         name = f"{self._state[3]}/region{self.regions}"
         n = len(init_types)
@@ -215,7 +216,7 @@ class _Lowerer:
         self.comps[name] = comp
         return name
 
-    def region(self, view: _View, k: int) -> str:
+    def region(self, view: OpView, k: int) -> str:
         op = view.op
         if len(op.regions) <= k:
             _err(op.line, f"{op.name} needs a region (its body)")
@@ -237,14 +238,14 @@ class _Lowerer:
             return operands, attrs
         squeezed = HloType(src.dtype, tuple(src.shape[k] for k in keep))
         self._add(Instr(f"{name}/squeeze", squeezed, "reshape", operands, {}, op.line), [])
-        return [f"{name}/squeeze"], {"dimensions": _a(_g([dims[k] for k in keep], op.line), op.line)}
+        return [f"{name}/squeeze"], {"dimensions": ints_attr([dims[k] for k in keep], op.line)}
 
     def erfc(self, op: Op, operands: list, typ: HloType, name: str):
         """chlo.erfc(x) as 1 - erf(x) (see the module docstring on its accuracy)."""
         scalar = HloType(typ.dtype, ())
         one, bone, erf = f"{name}/one", f"{name}/one.b", f"{name}/erf"
         self._add(Instr(one, scalar, "constant", [], {}, op.line, np.asarray(cast(np.ones(()), typ.dtype))), [])
-        self._add(Instr(bone, typ, "broadcast", [one], {"dimensions": _a(_g((), op.line), op.line)}, op.line), [])
+        self._add(Instr(bone, typ, "broadcast", [one], {"dimensions": ints_attr((), op.line)}, op.line), [])
         self._add(Instr(erf, typ, "erf", operands, {}, op.line), [])
         self._add(Instr(name, typ, "subtract", [bone, erf], {}, op.line), op.results)
 
@@ -260,12 +261,12 @@ class _Lowerer:
         if callee not in self.comps:
             self.comps[callee] = None          # mark: being lowered (recursion is refused by the builder)
             self.function(func)
-        view = _View(op)
+        view = OpView(op)
         operands = [self._use(x, op.line) for x in view.values]
         types = self._types(op)
         typ = types[0] if len(types) == 1 else HloType(elements=types)
         name = self._instr_name(op, "call")
-        self._add(Instr(name, typ, "call", operands, {"to_apply": _a(callee, op.line)}, op.line), op.results)
+        self._add(Instr(name, typ, "call", operands, {"to_apply": attr(callee, op.line)}, op.line), op.results)
 
     def function(self, func: Func, is_entry=False) -> Computation:
         return self.computation(func.name, func.body.args or func.args, func.body.ops, func.line, func.name,
@@ -324,7 +325,7 @@ def from_stablehlo(text: str, name: Optional[str] = None) -> Graph:
     comp = lowerer.function(entry, is_entry=True)
     g = Graph(name or (module.group(1) if module else entry.name))
     try:
-        hlo._Builder(lowerer.comps, g).run(comp)
+        hlo.Builder(lowerer.comps, g).run(comp)
     except RecursionError:
         raise AStitchError("calls nest too deeply to inline") from None
     g.source = mlir_dialect(text)

@@ -16,7 +16,7 @@ from . import hlo
 from .errors import AStitchError
 from .mlir_text import Group, Op, Tok
 from .refusals import unsupported_op
-from .stablehlo_values import _enum, _int, _ints, _struct, _words
+from .stablehlo_values import enum_word, int_list, one_int, struct_fields, word_texts
 
 
 def _err(line, msg):
@@ -25,7 +25,7 @@ def _err(line, msg):
 
 # -- the op table ----------------------------------------------------------------------------
 
-class _View:
+class OpView:
     """One MLIR op's operands and attributes, read the same way from the pretty and the generic form."""
 
     def __init__(self, op: Op):
@@ -69,55 +69,60 @@ class _View:
 
     def ints(self, *keys, required=True, default=()):
         v = self.get(*keys, required=required)
-        return default if v is None else _ints(v, self.line, f"{self.op.name}'s {keys[0]}")
+        return default if v is None else int_list(v, self.line, f"{self.op.name}'s {keys[0]}")
 
 
-def _g(ints, line) -> hlo.Group:
+def hlo_list(ints, line) -> hlo.Group:
     """An HLO ``{1,2}`` list attribute."""
     return hlo.Group("{", [str(int(i)) for i in ints], line)
 
 
-def _a(value, line):
+def ints_attr(ints, line) -> tuple:
+    """An HLO ``{1,2}`` list attribute with its line, as the HLO importer keeps attributes."""
+    return (hlo_list(ints, line), line)
+
+
+def attr(value, line):
     return (value, line)
 
 
-def _none(v: _View, lo) -> dict:
+def _none(v: OpView, lo) -> dict:
     return {}
 
 
 def _broadcast(v, lo):
-    return {"dimensions": _a(_g(v.ints("dims", "broadcast_dimensions"), v.line), v.line)}
+    return {"dimensions": ints_attr(v.ints("dims", "broadcast_dimensions"), v.line)}
 
 
 def _iota(v, lo):
-    return {"iota_dimension": _a(str(_int(v.get("dim", "iota_dimension"), v.line, "iota's dim")), v.line)}
+    return {"iota_dimension": attr(str(one_int(v.get("dim", "iota_dimension"), v.line, "iota's dim")), v.line)}
 
 
 def _transpose(v, lo):
-    return {"dimensions": _a(_g(v.ints("dims", "permutation"), v.line), v.line)}
+    return {"dimensions": ints_attr(v.ints("dims", "permutation"), v.line)}
 
 
 def _reverse(v, lo):
-    return {"dimensions": _a(_g(v.ints("dims", "dimensions"), v.line), v.line)}
+    return {"dimensions": ints_attr(v.ints("dims", "dimensions"), v.line)}
 
 
 def _concatenate(v, lo):
-    return {"dimensions": _a(_g([_int(v.get("dim", "dimension"), v.line, "concatenate's dim")], v.line), v.line)}
+    return {"dimensions": ints_attr([one_int(v.get("dim", "dimension"), v.line, "concatenate's dim")], v.line)}
 
 
 def _compare(v, lo):
     if v.op.generic:
-        direction = _enum(v.get("comparison_direction"))
-        kind = _enum(v.get("compare_type", required=False) or [])
+        direction = enum_word(v.get("comparison_direction"))
+        kind = enum_word(v.get("compare_type", required=False) or [])
     else:
         words = [seg[0].text for seg in v.positional if isinstance(seg[0], Tok) and seg[0].kind == "word"]
         direction = words[0] if words else None
         kind = words[1] if len(words) > 1 else None
     if direction is None:
         _err(v.line, f"{v.op.name} needs a direction (EQ, NE, LT, LE, GT, GE)")
-    attrs = {"direction": _a(direction, v.line)}
+    attrs = {"direction": attr(direction, v.line)}
     if kind is not None:
-        attrs["type"] = _a(kind, v.line)
+        attrs["type"] = attr(kind, v.line)
     return attrs
 
 
@@ -141,7 +146,7 @@ def _slice(v, lo):
             strides.append(int(nums[2]) if len(nums) == 3 else 1)
     bounds = [hlo.Group("[", [str(s), str(e), str(k)], v.line) for s, e, k in zip(starts, limits, strides,
                                                                                     strict=True)]
-    return {"slice": _a(hlo.Group("{", bounds, v.line), v.line)}
+    return {"slice": attr(hlo.Group("{", bounds, v.line), v.line)}
 
 
 def _pad(v, lo):
@@ -150,13 +155,13 @@ def _pad(v, lo):
     if not (len(low) == len(high) == len(interior)):
         _err(v.line, f"{v.op.name}: low, high and interior padding must have one entry per dimension")
     text = "x".join(f"{a}_{b}_{c}" for a, b, c in zip(low, high, interior, strict=True))
-    return {"padding": _a(text, v.line)}
+    return {"padding": attr(text, v.line)}
 
 
 def _dot_general(v, lo):
     if v.op.generic or "dot_dimension_numbers" in v.kw:
-        dn = _struct(v.get("dot_dimension_numbers"), v.line, v.op.name)
-        get = lambda k: _ints(dn[k], v.line, k) if k in dn else ()  # noqa: E731
+        dn = struct_fields(v.get("dot_dimension_numbers"), v.line, v.op.name)
+        get = lambda k: int_list(dn[k], v.line, k) if k in dn else ()  # noqa: E731
         lb, rb = get("lhs_batching_dimensions"), get("rhs_batching_dimensions")
         lc, rc = get("lhs_contracting_dimensions"), get("rhs_contracting_dimensions")
     else:
@@ -167,65 +172,65 @@ def _dot_general(v, lo):
             groups = [it for it in items if isinstance(it, Group) and it.open == "["]
             if len(groups) != 2:
                 _err(v.line, f"{v.op.name}: {key} must look like [0] x [0]")
-            return _ints([groups[0]], v.line, key), _ints([groups[1]], v.line, key)
+            return int_list([groups[0]], v.line, key), int_list([groups[1]], v.line, key)
         lb, rb = pair("batching_dims")
         lc, rc = pair("contracting_dims")
     if v.get("algorithm", required=False) is not None:
         _err(v.line, f"{v.op.name}: a dot algorithm (lower-precision accumulation) is not supported")
-    return {"lhs_batch_dims": _a(_g(lb, v.line), v.line), "rhs_batch_dims": _a(_g(rb, v.line), v.line),
-            "lhs_contracting_dims": _a(_g(lc, v.line), v.line), "rhs_contracting_dims": _a(_g(rc, v.line), v.line)}
+    return {"lhs_batch_dims": ints_attr(lb, v.line), "rhs_batch_dims": ints_attr(rb, v.line),
+            "lhs_contracting_dims": ints_attr(lc, v.line), "rhs_contracting_dims": ints_attr(rc, v.line)}
 
 
 def _dot(v, lo):
     """The old ``stablehlo.dot``: a matrix/vector product contracting lhs's last with rhs's first dim."""
     lhs_rank = len(lo.type_of(v.values[0], v.line).shape)
-    return {"lhs_batch_dims": _a(_g((), v.line), v.line), "rhs_batch_dims": _a(_g((), v.line), v.line),
-            "lhs_contracting_dims": _a(_g([lhs_rank - 1], v.line), v.line),
-            "rhs_contracting_dims": _a(_g([0], v.line), v.line)}
+    return {"lhs_batch_dims": ints_attr((), v.line), "rhs_batch_dims": ints_attr((), v.line),
+            "lhs_contracting_dims": ints_attr([lhs_rank - 1], v.line),
+            "rhs_contracting_dims": ints_attr([0], v.line)}
 
 
 def _dynamic_slice(v, lo):
-    return {"dynamic_slice_sizes": _a(_g(v.ints("sizes", "slice_sizes"), v.line), v.line)}
+    return {"dynamic_slice_sizes": ints_attr(v.ints("sizes", "slice_sizes"), v.line)}
 
 
 def _gather(v, lo):
-    dn = _struct(v.get("dimension_numbers"), v.line, v.op.name)
+    dn = struct_fields(v.get("dimension_numbers"), v.line, v.op.name)
     attrs = {}
     for hk, mk in (("offset_dims", "offset_dims"), ("collapsed_slice_dims", "collapsed_slice_dims"),
                    ("start_index_map", "start_index_map"), ("operand_batching_dims", "operand_batching_dims"),
                    ("start_indices_batching_dims", "start_indices_batching_dims")):
-        attrs[hk] = _a(_g(_ints(dn.get(mk, []), v.line, mk), v.line), v.line)
-    attrs["index_vector_dim"] = _a(str(_int(dn.get("index_vector_dim", []), v.line, "index_vector_dim")), v.line)
-    attrs["slice_sizes"] = _a(_g(v.ints("slice_sizes"), v.line), v.line)
+        attrs[hk] = ints_attr(int_list(dn.get(mk, []), v.line, mk), v.line)
+    attrs["index_vector_dim"] = attr(str(one_int(dn.get("index_vector_dim", []), v.line, "index_vector_dim")), v.line)
+    attrs["slice_sizes"] = ints_attr(v.ints("slice_sizes"), v.line)
     return attrs
 
 
 def _scatter(v, lo):
-    dn = _struct(v.get("scatter_dimension_numbers"), v.line, v.op.name)
+    dn = struct_fields(v.get("scatter_dimension_numbers"), v.line, v.op.name)
     attrs = {}
     for k in ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
               "scatter_indices_batching_dims"):
-        attrs[k] = _a(_g(_ints(dn.get(k, []), v.line, k), v.line), v.line)
-    attrs["index_vector_dim"] = _a(str(_int(dn.get("index_vector_dim", []), v.line, "index_vector_dim")), v.line)
-    attrs["to_apply"] = _a(lo.region(v, 0), v.line)
+        attrs[k] = ints_attr(int_list(dn.get(k, []), v.line, k), v.line)
+    attrs["index_vector_dim"] = attr(str(one_int(dn.get("index_vector_dim", []), v.line, "index_vector_dim")), v.line)
+    attrs["to_apply"] = attr(lo.region(v, 0), v.line)
     return attrs
 
 
 def _sort(v, lo):
-    dim = _int(v.get("dimension", required=False) or [Tok("word", "-1", v.line)], v.line, "sort's dimension")
+    dim = one_int(v.get("dimension", required=False) or [Tok("word", "-1", v.line)], v.line, "sort's dimension")
     if dim < 0:
         dim += len(lo.type_of(v.values[0], v.line).shape)
-    stable = _words(v.get("is_stable", required=False) or [Tok("word", "false", v.line)])
-    return {"dimensions": _a(_g([dim], v.line), v.line), "is_stable": _a(stable[0] if stable else "true", v.line),
-            "to_apply": _a(lo.region(v, 0), v.line)}
+    stable = word_texts(v.get("is_stable", required=False) or [Tok("word", "false", v.line)])
+    return {"dimensions": ints_attr([dim], v.line), "is_stable": attr(stable[0] if stable else "true", v.line),
+            "to_apply": attr(lo.region(v, 0), v.line)}
 
 
 def _top_k(v, lo):
-    return {"k": _a(str(_int(v.get("k"), v.line, "top_k's k")), v.line), "largest": _a("true", v.line)}
+    return {"k": attr(str(one_int(v.get("k"), v.line, "top_k's k")), v.line), "largest": attr("true", v.line)}
 
 
 def _reduce(v, lo):
-    return {"dimensions": _a(_g(v.ints("dimensions"), v.line), v.line), "to_apply": _a(lo.region(v, 0), v.line)}
+    return {"dimensions": ints_attr(v.ints("dimensions"), v.line), "to_apply": attr(lo.region(v, 0), v.line)}
 
 
 def _reduce_window(v, lo):
@@ -239,7 +244,7 @@ def _reduce_window(v, lo):
         d = v.ints(mk, required=False)
         if d is not None and any(x != 1 for x in d):
             fields += [hk, "=", "x".join(map(str, d))]
-    return {"window": _a(hlo.Group("{", fields, v.line), v.line), "to_apply": _a(lo.region(v, 0), v.line)}
+    return {"window": attr(hlo.Group("{", fields, v.line), v.line), "to_apply": attr(lo.region(v, 0), v.line)}
 
 
 #: elementwise and shape ops whose HLO opcode is their StableHLO name with '-' for '_', and no attributes
@@ -280,24 +285,24 @@ _CHLO = {"erf", "top_k", "erfc", "square"}
 #: StableHLO spellings of ops whose refusal advice is filed under another HLO name
 _REFUSAL_NAME = {"case": "conditional", "if": "conditional", "rng_bit_generator": "rng-bit-generator",
                  "custom_call": "custom-call"}
-_RETURN = {"return", "func.return", "stablehlo.return", "mhlo.return"}
-_CALL = {"call", "func.call"}
+RETURN_OPS = {"return", "func.return", "stablehlo.return", "mhlo.return"}
+CALL_OPS = {"call", "func.call"}
 _RNG_FUNCS = re.compile(r"threefry|_random_bits|_uniform|_normal|_bernoulli|_gumbel|_randint|_truncated_normal")
 
 
-def _split(name: str) -> tuple[str, str]:
+def split_name(name: str) -> tuple[str, str]:
     dialect, _, op = name.partition(".")
     return (dialect, op) if op else ("", name)
 
 
 def check_op(name: str, line: int, target: Optional[str] = None, func: Optional[str] = None):
     """Refuse an op this importer does not read, naming it, its line and the fix."""
-    if name in _RETURN or name in _CALL:
-        if name in _CALL and target and _RNG_FUNCS.search(target):
+    if name in RETURN_OPS or name in CALL_OPS:
+        if name in CALL_OPS and target and _RNG_FUNCS.search(target):
             _err(line, f"call to @{target} in @{func or '?'}: this is jax.random's generator inside the jitted "
                        "function: draw the random numbers outside the function and pass them in")
         return
-    dialect, op = _split(name)
+    dialect, op = split_name(name)
     where = f"in @{func}" if func else ""
     if dialect in ("stablehlo", "mhlo") and op in OPS and op not in _CHLO:
         return

@@ -69,18 +69,18 @@ def tensor_type(text: str, line: int, what: str) -> HloType:
 
 # -- reading attribute values -----------------------------------------------------------------
 
-def _words(items) -> list[str]:
+def word_texts(items) -> list[str]:
     """The word tokens of items (bracket groups flattened), without punctuation."""
     out = []
     for it in items:
         if isinstance(it, Group):
-            out += _words(it.items)
+            out += word_texts(it.items)
         elif it.kind in ("word", "str") or (it.kind == "alias"):
             out.append(it.text)
     return out
 
 
-def _ints(items, line: int, what: str) -> tuple:
+def int_list(items, line: int, what: str) -> tuple:
     """An integer list in any spelling JAX prints: ``[1, 2]``, ``array<i64: 1, 2>``, ``dense<[1, 2]>``,
     ``dense<1>`` (or one integer, ``1 : i64``)."""
     items = list(items)
@@ -93,11 +93,11 @@ def _ints(items, line: int, what: str) -> tuple:
     if len(items) == 2 and isinstance(items[0], Tok) and items[0].text == "array" and isinstance(items[1], Group):
         inner = items[1].items
         colon = next((k for k, t in enumerate(inner) if isinstance(t, Tok) and t.text == ":"), None)
-        words = _words(inner[colon + 1:]) if colon is not None else []
+        words = word_texts(inner[colon + 1:]) if colon is not None else []
     elif len(items) == 2 and isinstance(items[0], Tok) and items[0].text == "dense":
-        words = _words([items[1]])
+        words = word_texts([items[1]])
     else:
-        words = _words(items)
+        words = word_texts(items)
     try:
         values = tuple(int(w) for w in words)
     except ValueError:
@@ -112,24 +112,24 @@ def _groups(items) -> list:
     return [g for it in items if isinstance(it, Group) for g in [it, *_groups(it.items)]]
 
 
-def _int(items, line, what) -> int:
-    vals = _ints(items, line, what)
+def one_int(items, line, what) -> int:
+    vals = int_list(items, line, what)
     if len(vals) != 1:
         _err(line, f"{what} must be one integer, got {list(vals)}")
     return vals[0]
 
 
-def _struct(items, line: int, what: str) -> dict:
+def struct_fields(items, line: int, what: str) -> dict:
     """``#stablehlo.gather<offset_dims = [1], index_vector_dim = 1>`` -> {key: items}."""
     group = next((it for it in items if isinstance(it, Group) and it.open == "<"), None)
     if group is None:
-        _err(line, f"{what}: expected a #stablehlo.<...> structure, got {' '.join(_words(items))}")
+        _err(line, f"{what}: expected a #stablehlo.<...> structure, got {' '.join(word_texts(items))}")
     return dict_items(Group("{", group.items, group.line))
 
 
-def _enum(items) -> Optional[str]:
+def enum_word(items) -> Optional[str]:
     """``#stablehlo<comparison_direction GT>`` or ``GT`` -> "GT"."""
-    words = _words(items)
+    words = word_texts(items)
     return words[-1] if words else None
 
 
@@ -160,11 +160,11 @@ def dense(items, typ: HloType, line: int, what: str) -> np.ndarray:
         items = items[:-1]
     if not items or not isinstance(items[0], Tok):
         _err(line, f"{what}: expected a dense<...> literal")
-    if items[0].text in ("dense_resource", "__elided__") or "__elided__" in _words(items):
+    if items[0].text in ("dense_resource", "__elided__") or "__elided__" in word_texts(items):
         _err(line, f"{what}: the constant was printed elided (dense_resource): print the text without "
                    "eliding large constants")
     if items[0].text != "dense" or len(items) != 2 or not isinstance(items[1], Group) or items[1].open != "<":
-        _err(line, f"{what}: expected a dense<...> literal, got {' '.join(_words(items))}")
+        _err(line, f"{what}: expected a dense<...> literal, got {' '.join(word_texts(items))}")
     body = items[1].items
     dtype, shape = typ.dtype, typ.shape
     size = int(np.prod(shape, dtype=np.int64))
@@ -181,7 +181,7 @@ def dense(items, typ: HloType, line: int, what: str) -> np.ndarray:
         flat = bf16_bits_to_f32(flat) if dtype == "bf16" else (flat != 0 if dtype == "pred" else flat)
         arr = np.broadcast_to(flat, (size,)).reshape(shape) if len(flat) == 1 else flat.reshape(shape)
         return np.asarray(cast(np.array(arr), dtype))
-    words = _words(body)
+    words = word_texts(body)
     listed = any(isinstance(it, Group) for it in body)
     values = [_scalar(w, dtype, line, what) for w in words]
     storage = np.float64 if DTYPES[dtype][2] else DTYPES[dtype][0]

@@ -141,9 +141,12 @@ def _module(*body, args="%arg0: tensor<4xf32>", result="tensor<4xf32>"):
 
 WHILE = _module("%c = stablehlo.constant dense<0> : tensor<i32>",
                 "%0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<4xf32>",
-                "cond {", "  %1 = stablehlo.compare LT, %iterArg, %c, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
-                "  stablehlo.return %1 : tensor<i1>", "} do {", "  stablehlo.return %iterArg, %iterArg_0 : tensor<i32>, "
-                "tensor<4xf32>", "}", "return %0#1 : tensor<4xf32>")
+                "cond {",
+                "  %1 = stablehlo.compare LT, %iterArg, %c, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
+                "  stablehlo.return %1 : tensor<i1>",
+                "} do {",
+                "  stablehlo.return %iterArg, %iterArg_0 : tensor<i32>, tensor<4xf32>",
+                "}", "return %0#1 : tensor<4xf32>")
 
 BAD = [
     ("while", WHILE, r"line 4: unsupported op 'stablehlo\.while' in @main: .*unroll the loop .*compile the loop body"),
@@ -222,7 +225,8 @@ def test_not_a_str():
 # -- the HLO importer's refusals (the same advice table, astitch_sim/refusals.py) --------------------
 
 def _hlo(*body):
-    return "HloModule m\n\nENTRY main.1 {\n  p.1 = f32[4]{0} parameter(0)\n" + "\n".join(f"  {b}" for b in body) + "\n}\n"
+    return ("HloModule m\n\nENTRY main.1 {\n  p.1 = f32[4]{0} parameter(0)\n"
+            + "\n".join(f"  {b}" for b in body) + "\n}\n")
 
 
 HLO_BAD = [
