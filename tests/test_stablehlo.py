@@ -254,3 +254,40 @@ def test_hlo_refusals_name_the_op_its_line_and_the_fix(case, text, match):
     with pytest.raises(AStitchError, match=match) as info:
         from_hlo(text)
     assert "abs, add, and" not in str(info.value)         # no longer a list of every supported op
+
+
+# -- front doors: the CLI's --hlo and the explorer's paste box take StableHLO -----------------------
+
+def test_cli_hlo_option_reads_stablehlo(capsys):
+    from astitch_sim.cli import main
+    path = HERE / "families" / "llama_rmsnorm_swiglu.mlir"
+    assert main(["plan", "--hlo", str(path), "--strategy", "astitch"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("plan astitch for jit_llama_glue") and "1 generated + 0 library kernel(s)" in out
+    assert main(["simulate", "--hlo", str(path), "--compare"]) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"^astitch\s+1\s", table, re.M) and re.search(r"^unfused\s+\d+\s", table, re.M)
+
+
+def test_cli_bad_stablehlo_is_an_error_not_a_traceback(capsys, tmp_path):
+    from astitch_sim.cli import main
+    bad = tmp_path / "while.mlir"
+    bad.write_text(WHILE)
+    assert main(["show", "--hlo", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("astitch: error: ") and "stablehlo.while" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path,dialect", [(HERE / "families" / "softmax.mlir", "StableHLO"),
+                                          (HLO / "softmax.hlo", "XLA HLO")])
+def test_explorer_takes_pasted_stablehlo_and_says_which_dialect_it_read(path, dialect):
+    pytest.importorskip("streamlit")
+    from test_explorer import APP, assert_clean, page_text
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["view"] = "Graph"
+    at.run()
+    at.radio(key="source").set_value("Your HLO").run()
+    at.text_area(key="hlo_text").input(path.read_text()).run()
+    assert_clean(at)
+    assert f"(read as {dialect} text)" in page_text(at)
