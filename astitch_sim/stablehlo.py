@@ -186,6 +186,8 @@ class _Lowerer:
                     inits.append(vals[1])
         words = [t.text for seg in view.positional for t in seg if isinstance(t, Tok) and t.kind == "word"]
         if "applies" in words:
+            if words[-1] == "applies":
+                _err(op.line, f"{op.name}: 'applies' must name the reducing op, like applies stablehlo.add")
             body_op = words[words.index("applies") + 1]
             check_op(body_op, op.line, None, self._state[3])
             region = self.applies_region(op, body_op, [self.type_of(x, op.line) for x in inits])
@@ -230,8 +232,9 @@ class _Lowerer:
         """StableHLO's broadcast_in_dim may stretch a size-1 dimension (4x1 -> 4x8); HLO's broadcast may
         not, so such dimensions are first reshaped away."""
         dims = tuple(int(x) for x in attrs["dimensions"][0].items)
-        src = self._state[2][operands[0]]
-        if len(dims) != len(src.shape) or any(d >= len(typ.shape) for d in dims):
+        src = self._state[2][operands[0]] if len(operands) == 1 else None
+        if src is None or src.is_tuple or typ.is_tuple or len(dims) != len(src.shape) or \
+                any(not 0 <= d < len(typ.shape) for d in dims):
             return operands, attrs          # the builder's shape check reports it
         keep = [k for k, d in enumerate(dims) if not (src.shape[k] == 1 and typ.shape[d] != 1)]
         if len(keep) == len(dims):

@@ -144,6 +144,8 @@ def _slice(v, lo):
             starts.append(int(nums[0]))
             limits.append(int(nums[1]))
             strides.append(int(nums[2]) if len(nums) == 3 else 1)
+    if not len(starts) == len(limits) == len(strides):
+        _err(v.line, f"{v.op.name}: start_indices, limit_indices and strides need one entry per dimension")
     bounds = [hlo.Group("[", [str(s), str(e), str(k)], v.line) for s, e, k in zip(starts, limits, strides,
                                                                                     strict=True)]
     return {"slice": attr(hlo.Group("{", bounds, v.line), v.line)}
@@ -238,6 +240,8 @@ def _reduce_window(v, lo):
     rank = len(size)
     strides = v.ints("window_strides", required=False, default=(1,) * rank)
     pad = v.ints("padding", required=False, default=(0,) * (2 * rank))
+    if len(strides) != rank or len(pad) != 2 * rank:
+        _err(v.line, f"{v.op.name}: window_strides and padding need one entry (padding: two) per dimension")
     fields = ["size", "=", "x".join(map(str, size)) or "1", "stride", "=", "x".join(map(str, strides)) or "1",
               "pad", "=", "x".join(f"{pad[2 * k]}_{pad[2 * k + 1]}" for k in range(rank)) or "0_0"]
     for mk, hk in (("base_dilations", "lhs_dilate"), ("window_dilations", "rhs_dilate")):

@@ -172,11 +172,16 @@ def dense(items, typ: HloType, line: int, what: str) -> np.ndarray:
         hexs = body[0].text[1:-1]
         if not hexs.lower().startswith("0x"):
             _err(line, f"{what}: a quoted dense literal must be hex (\"0x...\"), got {hexs[:20]!r}")
-        raw = bytes.fromhex(hexs[2:])
+        try:
+            raw = bytes.fromhex(hexs[2:])
+        except ValueError:
+            _err(line, f"{what}: the hex literal has a character that is not a hex digit: the text looks damaged")
         width = 1 if dtype == "pred" else DTYPES[dtype][1]
         storage = {"pred": np.uint8, "bf16": np.uint16}.get(dtype, DTYPES[dtype][0])
+        if len(raw) % width:
+            _err(line, f"{what}: hex literal of {len(raw)} bytes is not a whole number of {dtype} elements")
         flat = np.frombuffer(raw, dtype=np.dtype(storage).newbyteorder("<"))
-        if len(raw) != width * len(flat) or len(flat) not in (1, size):
+        if len(flat) not in (1, size):
             _err(line, f"{what}: hex literal of {len(raw)} bytes does not fill {size} {dtype} elements")
         flat = bf16_bits_to_f32(flat) if dtype == "bf16" else (flat != 0 if dtype == "pred" else flat)
         arr = np.broadcast_to(flat, (size,)).reshape(shape) if len(flat) == 1 else flat.reshape(shape)

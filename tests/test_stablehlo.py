@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_hlo import _assert_close, _npz_list, _tolerance
 
 import astitch_sim as asim
@@ -215,6 +217,26 @@ def test_bad_stablehlo_is_an_astitch_error_naming_the_fix(case, text, match):
         from_stablehlo(text)
     with pytest.raises(AStitchError, match=match if case != "empty" else "empty"):
         from_hlo(text) if case != "empty" else from_stablehlo(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(FAMILY_TEXTS), st.data())
+def test_damaged_text_is_an_astitch_error_or_imports(text_name, data):
+    """Cut, a span deleted, a stray token inserted: never a KeyError/IndexError/ValueError from the importer."""
+    text = (HERE / "families" / text_name).read_text()
+    i = data.draw(st.integers(0, len(text) - 1))
+    how = data.draw(st.sampled_from(["cut", "delete", "insert"]))
+    if how == "cut":
+        text = text[:i]
+    elif how == "delete":
+        text = text[:i] + text[i + data.draw(st.integers(1, 12)):]
+    else:
+        text = text[:i] + data.draw(st.sampled_from(["(", ")", "{", "}", "<", ">", ",", ":", "%0", "0x", '"', "[",
+                                                       "]", "=", "#", "@f", "-1", "99", "applies"])) + text[i:]
+    try:
+        from_stablehlo(text)
+    except AStitchError:
+        pass
 
 
 def test_not_a_str():
