@@ -280,6 +280,7 @@ class _Lowerer:
 
 _MLIR_START = re.compile(r"\A(?:\s|//[^\n]*\n)*(?:module\b|func\.func\b|#\w+\s*=)")
 _MLIR_OPS = re.compile(r"\b(stablehlo|mhlo|chlo)\.[a-z_]+")
+_OP_NAMES = re.compile(r'(?:=\s*"?|^\s*"?)(stablehlo|mhlo)\.[a-z_]+', re.M)
 
 
 def looks_like_mlir(text: str) -> bool:
@@ -292,9 +293,8 @@ def looks_like_mlir(text: str) -> bool:
 def mlir_dialect(text: str) -> str:
     """``"stablehlo"`` or ``"mhlo"``: the dialect most of the text's ops are in."""
     counts = {"stablehlo": 0, "mhlo": 0}
-    for m in _MLIR_OPS.finditer(text):
-        if m.group(1) in counts:
-            counts[m.group(1)] += 1
+    for m in _OP_NAMES.finditer(text):         # ops only: attributes like mhlo.num_partitions do not count
+        counts[m.group(1)] += 1
     return "mhlo" if counts["mhlo"] > counts["stablehlo"] else "stablehlo"
 
 

@@ -195,6 +195,10 @@ def _dynamic_slice(v, lo):
     return {"dynamic_slice_sizes": ints_attr(v.ints("sizes", "slice_sizes"), v.line)}
 
 
+#: a field MLIR leaves out when it holds its default, 0 (index_vector_dim of a gather/scatter)
+_ZERO = [Tok("word", "0", 0)]
+
+
 def _gather(v, lo):
     dn = struct_fields(v.get("dimension_numbers"), v.line, v.op.name)
     attrs = {}
@@ -202,7 +206,8 @@ def _gather(v, lo):
                    ("start_index_map", "start_index_map"), ("operand_batching_dims", "operand_batching_dims"),
                    ("start_indices_batching_dims", "start_indices_batching_dims")):
         attrs[hk] = ints_attr(int_list(dn.get(mk, []), v.line, mk), v.line)
-    attrs["index_vector_dim"] = attr(str(one_int(dn.get("index_vector_dim", []), v.line, "index_vector_dim")), v.line)
+    attrs["index_vector_dim"] = attr(str(one_int(dn.get("index_vector_dim", _ZERO), v.line, "index_vector_dim")),
+                                     v.line)
     attrs["slice_sizes"] = ints_attr(v.ints("slice_sizes"), v.line)
     return attrs
 
@@ -213,7 +218,8 @@ def _scatter(v, lo):
     for k in ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
               "scatter_indices_batching_dims"):
         attrs[k] = ints_attr(int_list(dn.get(k, []), v.line, k), v.line)
-    attrs["index_vector_dim"] = attr(str(one_int(dn.get("index_vector_dim", []), v.line, "index_vector_dim")), v.line)
+    attrs["index_vector_dim"] = attr(str(one_int(dn.get("index_vector_dim", _ZERO), v.line, "index_vector_dim")),
+                                     v.line)
     attrs["to_apply"] = attr(lo.region(v, 0), v.line)
     return attrs
 

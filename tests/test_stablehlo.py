@@ -7,8 +7,9 @@ not needed to run these tests):
   some also printed in MLIR's generic form (``.generic.mlir``) and with locations (``.debug.mlir``).
   Each imports, its reference and every strategy's SIMT run match JAX's outputs, and a sample runs
   through the Numba backend (the CUDA simulator where there is no GPU);
-* ``twins/<name>.mlir``: the StableHLO text of each HLO fixture's JAX function; the StableHLO and
-  the HLO imports give the same reference outputs on the HLO fixture's inputs.
+* ``twins/<folder>/<name>.mlir``: the StableHLO text of the JAX function of each HLO fixture in
+  tests/fixtures/{hlo,ops,models}; the StableHLO and the HLO imports give the same reference outputs on
+  the HLO fixture's inputs (those of models/, at real sizes, are marked slow).
 
 The rest are hand-written modules, one per refusal.  Tolerances are test_hlo's: float32 outputs
 within rtol 2e-5, atol 2e-6 x max(1, max|want|) of JAX's (XLA's CPU math and numpy differ by a few ulps
@@ -16,6 +17,7 @@ per op and sum in another order); f16 2e-3, bf16 1.6e-2; integers and bools exac
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -26,12 +28,12 @@ from hypothesis import strategies as st
 from test_hlo import _assert_close, _npz_list, _tolerance
 
 import astitch_sim as asim
-from astitch_sim import AStitchError, from_hlo, from_stablehlo
+from astitch_sim import AStitchError, from_hlo, from_stablehlo, seeded
 
 HERE = Path(__file__).parent / "fixtures" / "stablehlo"
 FAMILY_TEXTS = sorted(p.name for p in (HERE / "families").glob("*.mlir"))
 FAMILIES = sorted({n.split(".")[0] for n in FAMILY_TEXTS})
-TWINS = sorted(p.stem for p in (HERE / "twins").glob("*.mlir"))
+TWINS = sorted((p.parent.name, p.stem) for p in (HERE / "twins").glob("*/*.mlir"))
 HLO = Path(__file__).parent / "fixtures" / "hlo"
 
 #: op families the fixtures must cover (what the HLO importer supports), by the op text that shows it
@@ -101,23 +103,38 @@ def test_family_runs_on_the_numba_backend(family, strategy):
     _check(g, outs, wants, f"{family}/{strategy} on the Numba backend")
 
 
-@pytest.mark.parametrize("twin", TWINS)
-def test_twin_of_hlo_fixture_gives_the_same_outputs(twin):
+def _twin_inputs(folder, name):
+    """The HLO fixture's inputs: stored (in0, in1...), or made from the seeds it stores (models)."""
+    with np.load(Path(__file__).parent / "fixtures" / folder / f"{name}.npz") as z:
+        if "spec" in z.files and "in0" not in z.files:
+            return [seeded.make(s) for s in json.loads(str(z["spec"]))["inputs"]]
+        return _npz_list(z, "in")
+
+
+def _twin_params():
+    """(folder, name) of every twin; those of models/ (real sizes, seconds each) are marked slow."""
+    return [pytest.param(f, n, marks=[pytest.mark.slow] if f == "models" else [], id=f"{f}/{n}")
+            for f, n in TWINS]
+
+
+@pytest.mark.parametrize("folder,twin", _twin_params())
+def test_twin_of_hlo_fixture_gives_the_same_outputs(folder, twin):
     """The same JAX function, printed as StableHLO and as HLO, imports to graphs that compute the same."""
-    from_mlir = from_hlo((HERE / "twins" / f"{twin}.mlir").read_text())
-    from_hlo_text = from_hlo((HLO / f"{twin}.hlo").read_text())
+    from_mlir = from_hlo((HERE / "twins" / folder / f"{twin}.mlir").read_text())
+    from_hlo_text = from_hlo((Path(__file__).parent / "fixtures" / folder / f"{twin}.hlo").read_text())
     assert (from_mlir.source, from_hlo_text.source) == ("stablehlo", "hlo")
-    with np.load(HLO / f"{twin}.npz") as z:
-        inputs = _npz_list(z, "in")
+    inputs = _twin_inputs(folder, twin)
     sig = lambda g: [(tuple(p.shape), p.dtype) for p in g.inputs]  # noqa: E731
     assert sig(from_mlir) == sig(from_hlo_text)
     got = asim.reference(from_mlir, inputs)
     want = asim.reference(from_hlo_text, inputs)
-    _check(from_hlo_text, got, want, f"twin {twin}")
+    _check(from_hlo_text, got, want, f"twin {folder}/{twin}")
 
 
 def test_every_hlo_fixture_has_a_twin():
-    assert TWINS == sorted(p.stem for p in HLO.glob("*.hlo"))
+    for folder in ("hlo", "ops", "models"):
+        hlo = sorted(p.stem for p in (Path(__file__).parent / "fixtures" / folder).glob("*.hlo"))
+        assert hlo and [n for f, n in TWINS if f == folder] == hlo, folder
 
 
 def test_names_and_dialect_of_an_import():
