@@ -322,11 +322,11 @@ def from_stablehlo(text: str, name: Optional[str] = None) -> Graph:
             raise AStitchError(f"the MLIR text has no @main and {len(public)} public functions: cannot tell which "
                                "is the entry")
         entry = public[0]
-    module = re.search(r"^\s*module\s+@([\w.$-]+)", text, re.M)
+    module = re.search(r'^\s*module\s+@(?:"([^"\n]+)"|([\w.$-]+))', text, re.M)
     lowerer = _Lowerer(funcs)
     lowerer.comps[entry.name] = None
     comp = lowerer.function(entry, is_entry=True)
-    g = Graph(name or (module.group(1) if module else entry.name))
+    g = Graph(name or (module.group(1) or module.group(2) if module else entry.name))
     try:
         hlo.Builder(lowerer.comps, g).run(comp)
     except RecursionError:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from random_graphs import cases
 from test_hlo import _assert_close, _npz_list, _tolerance
 
 import astitch_sim as asim
@@ -342,3 +343,47 @@ def test_explorer_takes_pasted_stablehlo_and_says_which_dialect_it_read(path, di
     at.text_area(key="hlo_text").input(path.read_text()).run()
     assert_clean(at)
     assert f"(read as {dialect} text)" in page_text(at)
+
+
+# -- round trip: Graph -> StableHLO text (to_stablehlo) -> Graph, on the property suite's random graphs ----
+
+#: ops to_stablehlo does not print (see its docstring); a random graph holding one is not round-tripped
+NOT_PRINTED = {"gather", "scatter", "sort", "topk", "reduce-window", "copy", "bitcast"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=st.sampled_from(["mixed", "int", "float"]).flatmap(cases))
+def test_random_graph_round_trips_through_stablehlo_text(case):
+    """The printed graph imports to the same ops computing the same values, bit for bit (NaNs included).
+    A graph with an op the printer does not write must be refused naming it (about 40% of the draws)."""
+    from astitch_sim.to_stablehlo import to_stablehlo
+    g = case.graph
+    try:
+        text = to_stablehlo(g)
+    except AStitchError as e:
+        unprinted = {n.op for n in g if n.op in NOT_PRINTED}
+        unprinted |= {f"a {n.attrs['reducer']} reduce" for n in g
+                      if n.op == "reduce" and n.attrs["reducer"] in ("argmax", "argmin")}
+        assert unprinted and any(u in str(e) for u in unprinted), (str(e), unprinted)
+        event("not printed")
+        return
+    event("round-tripped")
+    back = from_stablehlo(text)
+    assert back.source == "stablehlo"
+    assert sorted(n.op for n in back) == sorted(n.op for n in g)
+    assert [(tuple(p.shape), p.dtype) for p in back.inputs] == [(tuple(p.shape), p.dtype) for p in g.inputs]
+    for a, b in zip(asim.reference(back, case.inputs), asim.reference(g, case.inputs), strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_real_block_round_trips_and_its_text_is_readable():
+    g = from_stablehlo((HERE / "families" / "llama_rmsnorm_swiglu.mlir").read_text())
+    from astitch_sim.to_stablehlo import to_stablehlo
+    text = to_stablehlo(g)
+    assert text.startswith("module @jit_llama_glue {") and '"stablehlo.reduce"' in text
+    back = from_stablehlo(text)
+    inputs, wants = _load("llama_rmsnorm_swiglu")
+    _check(back, asim.reference(back, inputs), wants, "llama glue, printed and read back")
+    with pytest.raises(AStitchError, match="to_stablehlo expects a Graph"):
+        to_stablehlo(text)
