@@ -13,19 +13,22 @@ The pieces:
 * :mod:`astitch_sim.mlir_text` reads MLIR syntax into functions, blocks and ops (generic
   form ``"stablehlo.sort"(%0) <{dimension = 1 : i64}> ({...})`` and the pretty forms JAX
   prints, ``stablehlo.add %0, %1 : tensor<4xf32>``); ``loc(...)`` is dropped there;
-* :data:`OPS` (below) maps each StableHLO op to its HLO opcode and an attribute reader
+* :data:`astitch_sim.stablehlo_ops.OPS` maps each StableHLO op to its HLO opcode and an attribute reader
   that turns the pretty or generic attributes into HLO's (``dims = [0]`` ->
-  ``dimensions={0}``, ``contracting_dims = [1] x [0]`` -> ``lhs_contracting_dims={1}``...);
+  ``dimensions={0}``, ``contracting_dims = [1] x [0]`` -> ``lhs_contracting_dims={1}``...), and
+  :mod:`astitch_sim.stablehlo_values` reads types, integer lists and dense constants;
+* a ``broadcast_in_dim`` that stretches a size-1 dimension (StableHLO allows it, HLO does not)
+  gets a ``reshape`` dropping that dimension first (node ``<name>/squeeze``);
 * ``func.func`` becomes an HLO computation, ``func.call`` an HLO ``call`` (inlined by the
   builder, nodes named ``<call>/<op>``), a reduce/sort/scatter/reduce_window region a
   computation of its own, and the pretty ``applies stablehlo.add`` a one-op region;
 * an op with several results (``%1:2 = ...``, ``%values, %indices = chlo.top_k``) becomes
   a tuple-typed instruction and one ``get-tuple-element`` per result;
 * ``chlo`` ops: ``chlo.erf`` is HLO's ``erf``, ``chlo.top_k`` its ``topk``, ``chlo.square(x)``
-  is ``x * x``; ``chlo.erfc``
-  is imported as ``1 - erf(x)`` (within one f32 ulp of 1 absolutely: the tail's *relative*
-  accuracy is lower than XLA's erfc); other chlo ops are refused with the advice to print
-  the HLO text, where XLA has expanded them into elementwise ops;
+  is ``x * x``; ``chlo.erfc`` is imported as ``1 - erf(x)`` (within one f32 ulp of 1
+  absolutely: the tail's *relative* accuracy is lower than XLA's erfc); other chlo ops are
+  refused with the advice to print the HLO text, where XLA has expanded them into
+  elementwise ops;
 * dense constants: splats (``dense<1.0>``), nested lists, hex bit patterns
   (``dense<0xFF800000>``) and hex blobs (``dense<"0x0000803F...">``, little-endian).
 
@@ -34,6 +37,7 @@ Node names follow the MLIR value names: ``%5 = stablehlo.multiply`` is node
 Every unsupported construct is an :class:`AStitchError` naming the op and its line, with
 the fix where there is one (:mod:`astitch_sim.refusals`).
 """
+from __future__ import annotations
 
 import re
 from typing import Optional
@@ -69,6 +73,7 @@ class _Lowerer:
     # one computation (a function body or a region)
     def computation(self, name: str, args: list, ops: list, line: int, func: str, is_entry=False,
                     result_types=None) -> Computation:
+        func_line = line
         comp = Computation(name, line, is_entry)
         saved = getattr(self, "_state", None)
         self._state = (comp, {}, {}, func)      # computation, value -> instr name, instr name -> type, func
@@ -89,6 +94,10 @@ class _Lowerer:
             if result_types is not None and len(result_types) != len(values):
                 _err(returned.line, f"@{func} returns {len(values)} value(s) but declares {len(result_types)}")
             names = [self._use(x, returned.line) for x in values]
+            for k, (n, declared) in enumerate(zip(names, result_types or [], strict=False)):
+                want, got = tensor_type(declared, func_line, f"result {k} of @{func}"), self._state[2][n]
+                if (want.dtype, want.shape, want.is_tuple) != (got.dtype, got.shape, got.is_tuple):
+                    _err(returned.line, f"@{func} declares result {k} as {want} but returns {values[k]}: {got}")
             if len(names) == 1:
                 comp.root = names[0]
             else:
