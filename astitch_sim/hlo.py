@@ -158,7 +158,8 @@ class Instr:
     operands: list          # operand names
     attrs: dict             # key -> str token or Group
     line: int
-    literal: object = None  # parameter / constant: the items between the parentheses
+    literal: object = None  # parameter / constant: the items between the parentheses (or, from the
+    #                         StableHLO importer, a constant's value already as a numpy array)
 
 
 @dataclass
@@ -573,6 +574,11 @@ Value = Union[Node, list]
 
 
 class Builder:
+    """Computations of :class:`Instr` s -> graph nodes (inlining calls, reading regions, checking types).
+
+    The one place instructions become nodes: the StableHLO importer translates MLIR ops into
+    these same instructions and runs this builder, so both texts mean the same graph."""
+
     def __init__(self, comps: dict[str, Computation], graph: Graph):
         self.comps, self.g = comps, graph
 
