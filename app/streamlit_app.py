@@ -30,6 +30,10 @@ def show_error(e: Exception) -> None:
                  "with the link in your address bar.")
 
 
+#: graph.source (the text an importer read) -> how the page names it
+DIALECTS = {"hlo": "XLA HLO", "stablehlo": "StableHLO", "mhlo": "MHLO"}
+
+
 def main() -> None:
     st.set_page_config(page_title="astitch-sim explorer", page_icon="🧵", layout="wide")
     st.markdown(style.CSS, unsafe_allow_html=True)
@@ -43,8 +47,8 @@ def main() -> None:
     if "_notice" in st.session_state:
         st.warning(st.session_state.pop("_notice"))
     if source is None:
-        st.info("Paste HLO text or upload a `.hlo` file in the sidebar (see *How to get HLO from JAX*), or pick "
-                "a catalog workload or an HLO example.")
+        st.info("Paste JAX's text (StableHLO, or HLO) or upload a `.mlir`/`.hlo` file in the sidebar (see *How to "
+                "get StableHLO / HLO from JAX*), or pick a catalog workload or an HLO example.")
         return
     state.write_query(source)
     try:
@@ -54,7 +58,9 @@ def main() -> None:
         return
     ctx = Context(source, g, st.session_state["gpu"], st.session_state["strategy"], state.what_if_options())
     sig = g.signature()
-    st.markdown(f"**{ctx.source.label}** on **{ctx.gpu}** &nbsp; `{sig if len(sig) < 150 else sig[:147] + '...'}`")
+    read = f" (read as {DIALECTS.get(g.source, g.source)} text)" if g.source else ""
+    st.markdown(f"**{ctx.source.label}**{read} on **{ctx.gpu}** &nbsp; "
+                f"`{sig if len(sig) < 150 else sig[:147] + '...'}`")
     if ctx.options:
         st.caption("what-if switches active for astitch: " + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
     try:

@@ -52,7 +52,7 @@ class _TopFormatter(_Formatter):
 GRAPH_EPILOG = """\
 a graph is named by one of:
   --workload NAME [--shape k=v ...]   a catalog workload ('astitch workloads' lists them)
-  --hlo FILE                          XLA HLO text, e.g. from jax.jit(f).lower(x).as_text('hlo')
+  --hlo FILE                          JAX's text: StableHLO (jax.jit(f).lower(x).as_text()) or HLO (as_text('hlo'))
 """
 
 
@@ -62,7 +62,8 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     source = group.add_mutually_exclusive_group(required=True)
     source.add_argument("-w", "--workload", metavar="NAME",
                         help="a catalog workload, e.g. layernorm, softmax, paper_fig7")
-    source.add_argument("--hlo", metavar="FILE", help="a file of XLA HLO text (HloModule ... ENTRY ...)")
+    source.add_argument("--hlo", metavar="FILE", help="a file of JAX's default text, StableHLO (module @jit_f "
+                        "{ func.func ...}), or of XLA HLO text (HloModule ... ENTRY ...)")
     group.add_argument("-s", "--shape", metavar="k=v", nargs="+", action="extend", default=[],
                        help="override a workload's default shape, e.g. --shape rows=64 cols=1024 "
                             "(also rows=64,cols=1024)")
@@ -92,7 +93,7 @@ def read_text(path: str) -> str:
     except OSError as e:
         raise AStitchError(f"cannot read {path}: {e.strerror or e}") from None
     except UnicodeDecodeError:
-        raise AStitchError(f"{path} is not a text file (expected XLA HLO text)") from None
+        raise AStitchError(f"{path} is not a text file (expected StableHLO or XLA HLO text)") from None
 
 
 def load_graph(args: argparse.Namespace) -> Graph:
@@ -102,7 +103,7 @@ def load_graph(args: argparse.Namespace) -> Graph:
             raise AStitchError("--shape applies to --workload only; an HLO file fixes its own shapes")
         text = read_text(args.hlo)
         try:
-            from .hlo import from_hlo      # imported lazily: only --hlo needs the importer
+            from .hlo import from_hlo      # imported lazily: only --hlo needs the importer (it reads both texts)
         except ImportError as e:
             raise AStitchError(f"the HLO importer is not available ({e}); use --workload") from None
         return from_hlo(text)

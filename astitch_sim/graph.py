@@ -132,6 +132,8 @@ class Graph:
         self.outputs: list[Node] = []
         self._users: dict[str, list[Node]] = {}
         self._counter = 0
+        #: the text format an importer read it from ("hlo", "stablehlo", "mhlo"); None when built in Python
+        self.source: Optional[str] = None
 
     # -- core -----------------------------------------------------------------
     def add_node(self, op: str, operands: Sequence[Node] = (), *, shape=None, dtype=None,

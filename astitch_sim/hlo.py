@@ -1,5 +1,8 @@
 """Import XLA HLO text (what ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` prints) as a Graph.
 
+(JAX's *default* text, StableHLO MLIR, is read by :mod:`astitch_sim.stablehlo`, which translates
+it into this module's instructions; :func:`from_hlo` sends MLIR text there.)
+
 The grammar accepted here (a practical subset of XLA's HLO text format)::
 
     module       := [ "HloModule" NAME { "," KEY "=" value } ] computation+ [ stack-frame tables ]
@@ -68,6 +71,7 @@ from .graph import Graph, Node, shape_str
 from .indexed import GATHER_ATTRS
 from .ops import OPS
 from .reducers import REDUCER_OF_OP
+from .refusals import is_known_type, unsupported_dtype, unsupported_op
 from .regions import identify_pair_reducer, identify_sort_orders
 from .scatter import SCATTER_ATTRS
 
@@ -154,7 +158,8 @@ class Instr:
     operands: list          # operand names
     attrs: dict             # key -> str token or Group
     line: int
-    literal: object = None  # parameter / constant: the items between the parentheses
+    literal: object = None  # parameter / constant: the items between the parentheses (or, from the
+    #                         StableHLO importer, a constant's value already as a numpy array)
 
 
 @dataclass
@@ -288,7 +293,9 @@ class _Parser:
             self.error(f"malformed type: expected an element type like f32[4,8], found {t.text!r}")
         dtype = self.next().text
         if dtype not in DTYPES:
-            self.error(f"malformed type: unsupported element type {dtype!r} (astitch-sim knows "
+            if is_known_type(dtype):
+                self.error(unsupported_dtype(dtype), t.line)
+            self.error(f"malformed type: unknown element type {dtype!r} (astitch-sim knows "
                        f"{', '.join(DTYPES)})", t.line)
         if not (self.tok.kind == "punct" and self.tok.text == "["):
             self.error(f"malformed type: expected '[' after element type {dtype!r}, found {self.tok.text!r}")
@@ -566,7 +573,12 @@ _STRUCTURAL = {"call", "fusion", "tuple", "get-tuple-element", "opt-barrier"}
 Value = Union[Node, list]
 
 
-class _Builder:
+class Builder:
+    """Computations of :class:`Instr` s -> graph nodes (inlining calls, reading regions, checking types).
+
+    The one place instructions become nodes: the StableHLO importer translates MLIR ops into
+    these same instructions and runs this builder, so both texts mean the same graph."""
+
     def __init__(self, comps: dict[str, Computation], graph: Graph):
         self.comps, self.g = comps, graph
 
@@ -622,8 +634,8 @@ class _Builder:
     def instr(self, ins: Instr, env, args, prefix, comp, stack) -> Value:
         op = ins.opcode
         if op not in OPS and op not in _STRUCTURAL:
-            _err(ins.line, f"unsupported op {op!r} in {ins.name!r}: astitch-sim imports "
-                           f"{', '.join(sorted(OPS))}, call, fusion, tuple, get-tuple-element and opt-barrier")
+            target = _attr(ins, "custom_call_target") if op == "custom-call" else None
+            _err(ins.line, unsupported_op(op, f"in {ins.name!r}", str(target).strip('"') if target else None))
         ops = []
         for o in ins.operands:
             if o not in env:
@@ -693,7 +705,7 @@ class _Builder:
         """The region as a small Graph of its own (parameters in, ROOT out), to run on probe values."""
         g = Graph(region.name)
         try:
-            _Builder(self.comps, g).run(region)
+            Builder(self.comps, g).run(region)
         except AStitchError as e:
             _err(ins.line, f"{ins.opcode} {ins.name!r}: cannot read its region {region.name!r}: {e}")
         return g
@@ -868,7 +880,7 @@ def _dynamic_slice_attrs(builder, ins, ops):
 #: opcode -> parser of its attributes (ops not listed have none the simulator needs)
 _ATTRS = {
     "parameter": lambda b, ins, ops: {"index": b._param_number(ins)},
-    "constant": lambda b, ins, ops: {"value": _literal(ins)},
+    "constant": lambda b, ins, ops: {"value": ins.literal if isinstance(ins.literal, np.ndarray) else _literal(ins)},
     "iota": lambda b, ins, ops: {"iota_dimension": _int(_attr(ins, "iota_dimension", "0"), ins, "iota_dimension=")},
     "broadcast": _ints_attrs("dimensions"),
     "reverse": _ints_attrs("dimensions"),
@@ -878,13 +890,13 @@ _ATTRS = {
     "slice": lambda b, ins, ops: _slice_attrs(ins),
     "pad": lambda b, ins, ops: _pad_attrs(ins),
     "dot": _ints_attrs("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"),
-    "reduce": _Builder._reduce_attrs,
+    "reduce": Builder._reduce_attrs,
     "gather": _gather_attrs,
     "dynamic-slice": _dynamic_slice_attrs,
-    "scatter": _Builder._scatter_attrs,
-    "sort": _Builder._sort_attrs,
-    "topk": _Builder._topk_attrs,
-    "reduce-window": _Builder._window_attrs,
+    "scatter": Builder._scatter_attrs,
+    "sort": Builder._sort_attrs,
+    "topk": Builder._topk_attrs,
+    "reduce-window": Builder._window_attrs,
 }
 #: ops whose result may be a tuple: one node per element, attr ``result`` = its position
 _MULTI_RESULT = {name for name, row in OPS.items() if row.tuple_result}
@@ -892,6 +904,11 @@ _MULTI_RESULT = {name for name, row in OPS.items() if row.tuple_result}
 
 def from_hlo(text: str, name: Optional[str] = None) -> Graph:
     """Parse XLA HLO module text into a :class:`Graph` (see the module docstring for the grammar).
+
+    StableHLO or MHLO MLIR text (JAX's default ``as_text()``: ``module @jit_f {...}``,
+    ``func.func``, ``stablehlo.`` ops) is recognised and imported by
+    :func:`astitch_sim.stablehlo.from_stablehlo`; ``graph.source`` says which was read
+    (``"hlo"``, ``"stablehlo"`` or ``"mhlo"``).
 
     ``name`` overrides the graph name (default: the ``HloModule`` name).  Graph inputs
     are the ENTRY parameters in parameter-number order; outputs are the ROOT (or the
@@ -903,6 +920,9 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         raise AStitchError(f"from_hlo: name must be a str (the graph name) or None, got {type(name).__name__}")
     if not text.strip():
         raise AStitchError("the HLO text is empty: pass the text of jax.jit(f).lower(*args).as_text('hlo')")
+    from .stablehlo import from_stablehlo, looks_like_mlir     # late: stablehlo builds on this module
+    if looks_like_mlir(text):      # JAX's default as_text(): StableHLO (or MHLO) MLIR
+        return from_stablehlo(text, name=name)
     try:
         module_name, comps = _Parser(text).module()
     except RecursionError:
@@ -920,14 +940,15 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         _err(entries[1].line, f"a second ENTRY computation {entries[1].name!r}; a module has one")
     g = Graph(name or module_name or entries[0].name)
     try:
-        _Builder(by_name, g).run(entries[0])
+        Builder(by_name, g).run(entries[0])
     except RecursionError:
         raise AStitchError("calls nest too deeply to inline") from None
+    g.source = "hlo"
     return g
 
 
 def from_hlo_file(path, name: Optional[str] = None) -> Graph:
-    """Read an ``.hlo`` text file and import it with :func:`from_hlo`."""
+    """Read an ``.hlo`` (or StableHLO ``.mlir``) text file and import it with :func:`from_hlo`."""
     if not isinstance(path, (str, Path)) or (isinstance(path, str) and not path.strip()):
         raise AStitchError(f"from_hlo_file needs a file path (str or pathlib.Path), got {path!r}; "
                            "for HLO text already in memory use from_hlo(text)")

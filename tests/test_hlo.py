@@ -449,7 +449,7 @@ BAD = [
      r"line 5: 'a' uses undefined operand 'nope\.7'"),
     # malformed types
     (_entry("  ROOT x = f32[4,x]{1,0} parameter(0)"), r"line 4: malformed type"),
-    (_entry("  ROOT x = q7[4]{0} parameter(0)"), r"line 4: malformed type: unsupported element type 'q7'"),
+    (_entry("  ROOT x = q7[4]{0} parameter(0)"), r"line 4: malformed type: unknown element type 'q7'"),
     (_entry("  ROOT x = f32[4,4]{0,0} parameter(0)"), r"line 4: malformed layout"),
     (_entry("  ROOT x = f32 parameter(0)"), r"line 4: malformed type: expected '\['"),
     (_entry("  ROOT x = f32[<=4]{0} parameter(0)"), r"line 4: malformed type.*dynamic"),

@@ -31,7 +31,8 @@
 # *astitch-sim tutorials, part 7 of 7 -- about 60 minutes, plus the mini-project.*
 #
 # **Learning goals.** After this notebook you can
-# - take a JAX function to XLA's HLO text and import it (`asim.from_hlo`), matrix products included;
+# - take a JAX function to its text (JAX's default StableHLO, or XLA's HLO) and import it (`asim.from_hlo`),
+#   matrix products included;
 # - compare the strategies on a real model's subgraphs and attribute the difference to **memory-intensive
 #   clusters** (the subgraphs between matrix products);
 # - say which clusters gain from stitching and why, and which do not;
@@ -89,9 +90,12 @@ grader = otter.Notebook("07_bring_your_own_model.ipynb") if Path("tests").is_dir
 #     return jax.value_and_grad(loss)(logits)
 #
 # text = jax.jit(ffn_block).lower(*example_args).as_text(dialect="hlo")   # XLA's HLO, before its fusion passes
+# text = jax.jit(ffn_block).lower(*example_args).as_text()                # JAX's default: StableHLO (MLIR)
 # ```
 #
-# The HLO is what XLA itself would optimise. astitch-sim imports it into its graph IR:
+# The HLO is what XLA itself would optimise. astitch-sim imports it into its graph IR. JAX's *default* text,
+# StableHLO, works too: `asim.from_hlo` recognises MLIR (`module @jit_f { func.func ...`) and imports it into
+# the same graph (`g.source` says which text it read). The files here are HLO:
 
 # %%
 models = {name: asim.from_hlo((HLO / f"{name}.hlo").read_text())

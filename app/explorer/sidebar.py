@@ -10,18 +10,19 @@ from . import state
 from .compute import Source, hlo_examples
 
 JAX_HOWTO = """\
-**Dump HLO from JAX** (any jitted function):
+**Dump your model's text from JAX** (any jitted function):
 
 ```python
 import jax, jax.numpy as jnp
 def f(x):                                   # e.g. a softmax
     return jax.nn.softmax(x, axis=-1)
 x = jnp.zeros((64, 1000), jnp.float32)
-print(jax.jit(f).lower(x).as_text(dialect="hlo"))
+print(jax.jit(f).lower(x).as_text())        # StableHLO, JAX's default
 ```
 
-Paste the printed module (`HloModule ... ENTRY ...`) here, or save it to a `.hlo` file and upload it.
-From a whole model, `XLA_FLAGS=--xla_dump_to=/tmp/dump` writes every module XLA compiles;
+Paste the printed module (`module @jit_f ...`) here, or save it to a `.mlir` file and upload it.
+XLA's HLO text (`as_text(dialect="hlo")`, `HloModule ... ENTRY ...`) works too; the page says which
+it read. From a whole model, `XLA_FLAGS=--xla_dump_to=/tmp/dump` writes every module XLA compiles;
 take a `*.before_optimizations.txt` file.
 """
 
@@ -65,15 +66,16 @@ def graph_inputs() -> Source | None:
         st.sidebar.caption("Real HLO modules from `jax.jit(...).lower(...).as_text('hlo')`, "
                            "as in `tests/fixtures/make_fixtures.py`.")
         return Source("example", ss["example"])
-    up = st.sidebar.file_uploader("Upload a .hlo / .txt file", type=["hlo", "txt"], key="hlo_file")
+    up = st.sidebar.file_uploader("Upload a .mlir / .hlo / .txt file", type=["mlir", "hlo", "txt"], key="hlo_file")
     if up is not None:
         try:
             ss["hlo_text"] = up.getvalue().decode("utf-8")
         except UnicodeDecodeError:
-            st.sidebar.error("that file is not UTF-8 text; upload the HLO text module")
-    st.sidebar.text_area("…or paste HLO text", key="hlo_text", height=180,
-                         placeholder="HloModule jit_f, entry_computation_layout=...\n\nENTRY main { ... }")
-    with st.sidebar.expander("How to get HLO from JAX"):
+            st.sidebar.error("that file is not UTF-8 text; upload the StableHLO or HLO text module")
+    st.sidebar.text_area("…or paste StableHLO or HLO text", key="hlo_text", height=180,
+                         placeholder="module @jit_f {\n  func.func public @main(...) { ... }\n}\n\n"
+                                     "(or HloModule jit_f ... ENTRY main { ... })")
+    with st.sidebar.expander("How to get StableHLO / HLO from JAX"):
         st.markdown(JAX_HOWTO)
     text = ss.get("hlo_text", "").strip()
     if not text:
