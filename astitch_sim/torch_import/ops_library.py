@@ -9,12 +9,30 @@ f16/bf16 products accumulate in float32 and round once, as the numpy reference o
 from __future__ import annotations
 
 
+def _untransposed(x, contracting: int):
+    """``(operand, contracting dim)`` with a transpose of the last two dims folded into the dot's dimension
+    numbers: ``nn.Linear`` exports as ``addmm(bias, x, permute(weight))``, and XLA (and cuBLAS) read the
+    weight as it is stored, contracting its dim 1, rather than writing a transposed copy first."""
+    r = x.rank
+    if x.op == "transpose" and tuple(x.attrs["permutation"]) == tuple(range(r - 2)) + (r - 1, r - 2):
+        return x.operands[0], (r - 1 if contracting == r - 2 else r - 2)
+    return x, contracting
+
+
+def _dot(b, x, y, batch):
+    x, y = b.cast(x, b.out_dtype), b.cast(y, b.out_dtype)
+    x, lc = _untransposed(x, x.rank - 1)
+    y, rc = _untransposed(y, y.rank - 2)
+    dims = tuple(range(batch))
+    return b.g.dot(x, y, (lc,), (rc,), dims, dims, name=b.fresh("dot"))
+
+
 def _mm(b, x, y):
-    return b.g.dot(b.cast(x, b.out_dtype), b.cast(y, b.out_dtype), (1,), (0,), name=b.fresh("dot"))
+    return _dot(b, x, y, 0)
 
 
 def _bmm(b, x, y):
-    return b.g.dot(b.cast(x, b.out_dtype), b.cast(y, b.out_dtype), (2,), (1,), (0,), (0,), name=b.fresh("dot"))
+    return _dot(b, x, y, 1)
 
 
 def _scaled_sum(b, product, bias, beta, alpha):
