@@ -15,8 +15,6 @@ How a module becomes a Graph::
 """
 from __future__ import annotations
 
-import inspect
-
 from .export import as_module, decompose, export, require_torch
 
 __all__ = ["from_torch", "torch_inputs"]
@@ -49,12 +47,7 @@ def torch_inputs(module_or_function, *args, **kwargs) -> list:
     from torch.utils._pytree import tree_leaves
     module = as_module(torch, module_or_function)
     program = export(module, args, kwargs)
-    try:                                                  # torch.export orders kwargs as the forward names them
-        order = list(inspect.signature(module.forward).parameters)
-        kwargs = dict(sorted(kwargs.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
-    except (TypeError, ValueError):
-        pass
-    leaves = iter(tree_leaves((tuple(args), kwargs)))
+    leaves = iter(tree_leaves((tuple(args), kwargs)))      # keyword arguments in the call's order, as torch.export
     out = []
     for spec in program.graph_signature.input_specs:
         kind = spec.kind.name

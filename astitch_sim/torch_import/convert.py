@@ -14,6 +14,7 @@ difference in the numbers.
 from __future__ import annotations
 
 import operator
+from itertools import pairwise
 
 from ..errors import AStitchError
 from ..graph import Graph, Node
@@ -40,9 +41,10 @@ def _refuse_mutations(sig):
 
 
 def _where(node) -> str:
-    """The user's source line torch.export recorded for ``node``, when there is one."""
-    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
-    return f" (from {trace[-2].strip()}: {trace[-1].strip()})" if len(trace) >= 2 else ""
+    """The source line torch.export recorded for ``node``: the innermost module ``forward`` that made it."""
+    lines = [x.strip() for x in (node.meta.get("stack_trace") or "").strip().splitlines()]
+    frames = [(a, b) for a, b in pairwise(lines) if a.startswith("File ")]
+    return f" (from {frames[-1][0]}: {frames[-1][1]})" if frames else ""
 
 
 def _key(node) -> str:
@@ -50,17 +52,21 @@ def _key(node) -> str:
     return name.removeprefix("aten.")
 
 
-def _expected(torch, val):
-    if _is_tensor(torch, val):
-        return tuple(int(s) for s in val.shape), xla_dtype(val.dtype)
-    return None
+def _expected(torch, val, node=None):
+    if not _is_tensor(torch, val):
+        return None
+    if not all(isinstance(s, int) for s in val.shape):     # an unbacked SymInt: a size known only at run time
+        where = f"{node.name}: {_key(node)}" if node is not None else "an input"
+        raise AStitchError(f"{where} {REFUSED['nonzero.default']} (its shape is {list(val.shape)})"
+                           f"{_where(node) if node is not None else ''}")
+    return tuple(val.shape), xla_dtype(val.dtype)
 
 
 def _check(torch, node, result, val):
     got = result if isinstance(result, (tuple, list)) else (result,)
     want = val if isinstance(val, (tuple, list)) else (val,)
     for r, v in zip(got, want):
-        exp = _expected(torch, v)
+        exp = _expected(torch, v, node)
         if exp is None or not isinstance(r, Node):
             continue
         if (r.shape, r.dtype) != exp:
@@ -138,7 +144,7 @@ def _convert_node(torch, b: Builder, node, env):
                            f"(the {len(ATEN)} supported ATen ops: sorted(astitch_sim.torch_import.table.ATEN))")
     val = node.meta.get("val")
     first = val if _is_tensor(torch, val) else next((v for v in (val or ()) if _is_tensor(torch, v)), None)
-    exp = _expected(torch, first) if first is not None else ((), "f32")
+    exp = _expected(torch, first, node) if first is not None else ((), "f32")
     b.start(node.name, *exp)
 
     def arg(a):

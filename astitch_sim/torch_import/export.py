@@ -7,8 +7,6 @@ AStitchError, with the fix the importer can suggest.
 """
 from __future__ import annotations
 
-import inspect
-
 from ..errors import AStitchError
 
 
@@ -23,21 +21,16 @@ def require_torch():
 
 
 def as_module(torch, fn):
-    """A module to export: ``fn`` itself, or a module whose forward is ``fn`` with its own signature
-    (so torch.export names the inputs after ``fn``'s arguments)."""
+    """A module to export: ``fn`` itself, or a module whose forward is the function ``fn``."""
     if isinstance(fn, torch.nn.Module):
         return fn
     if not callable(fn):
         raise AStitchError(f"asim.from_torch takes a torch.nn.Module or a function, got {type(fn).__name__}")
 
     class Function(torch.nn.Module):
-        def forward(self, *args, **kwargs):
-            return fn(*args, **kwargs)
+        forward = staticmethod(fn)      # fn itself: torch.export names inputs after its arguments and
+                                        # records its source lines (a wrapper's would hide them)
 
-    try:
-        Function.forward.__signature__ = inspect.signature(fn)
-    except (TypeError, ValueError):
-        pass
     Function.__name__ = getattr(fn, "__name__", "function")
     return Function()
 
