@@ -50,16 +50,11 @@ class Builder:
         return self.g.add_node(op, operands, name=self.fresh(op), **attrs)
 
     def finish(self, node: Node) -> Node:
-        """Give the node an ATen op returned the ATen node's own name, if it was made for this op.
-
-        The Graph has no rename (names are fixed once users refer to them); a node just made has
-        users only among this op's helpers, which hold it by object, so renaming the key is safe."""
+        """Give the node an ATen op returned the ATen node's own name, if it was made for this op (a view
+        that returned its operand unchanged keeps the operand's name)."""
         if node.name.startswith(self.here + ".") and self.here not in self.g.nodes:
-            old = node.name
-            self.g.nodes = {(self.here if k == old else k): v for k, v in self.g.nodes.items()}
-            self.g._users[self.here] = self.g._users.pop(old)
-            node.name = self.here
             self.names.add(self.here)
+            self.g.rename(node, self.here)
         return node
 
     # -- values ---------------------------------------------------------------------------
