@@ -7,6 +7,9 @@ AStitchError, with the fix the importer can suggest.
 """
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
+
 from ..errors import AStitchError
 
 
@@ -43,13 +46,23 @@ _HINTS = (
 )
 
 
+@contextmanager
+def _quiet_torch():
+    """Silence torch's own deprecation notice about its pytree internals (``LeafSpec``), which torch.export
+    triggers in torch 2.13 and nothing in the user's model can change."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+        yield
+
+
 def export(module, args, kwargs):
     """``torch.export.export(module, args, kwargs)``; a refusal becomes an AStitchError carrying torch's reason."""
     torch = require_torch()
     if not isinstance(args, tuple):
         args = tuple(args)
     try:
-        return torch.export.export(module, args, kwargs or {})
+        with _quiet_torch():
+            return torch.export.export(module, args, kwargs or {})
     except Exception as e:  # noqa: BLE001 -- torch raises many types here (UserError, Unsupported, GuardOn...)
         reason = f"{type(e).__name__}: {str(e).strip()}"
         hint = next((h for keys, h in _HINTS if any(k in reason for k in keys)), "see torch's reason above")
@@ -61,6 +74,7 @@ def decompose(program):
     """``run_decompositions`` with :func:`~.decompositions.decomposition_table`."""
     from .decompositions import decomposition_table
     try:
-        return program.run_decompositions(decomposition_table())
+        with _quiet_torch():
+            return program.run_decompositions(decomposition_table())
     except Exception as e:  # noqa: BLE001 -- whatever a decomposition raises, say where it came from
         raise AStitchError(f"torch.export could not decompose the graph: {type(e).__name__}: {e}") from None
