@@ -138,6 +138,18 @@ def _hardtanh(b, x, min_val=-1.0, max_val=1.0):
     return _clamp(b, x, min_val, max_val)
 
 
+def _leaky_relu(b, x, negative_slope=0.01):
+    return b.select(b.compare(x, 0, "GT"), x, b.elementwise("multiply", x, negative_slope, dtype=x.dtype))
+
+
+def _elu(b, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """``elu``/``selu``: ``scale * x`` above 0, ``scale * alpha * expm1(input_scale * x)`` below."""
+    neg = b.elementwise("exponential-minus-one", b.elementwise("multiply", x, input_scale, dtype=x.dtype))
+    neg = b.elementwise("multiply", neg, scale * alpha, dtype=x.dtype)
+    pos = b.elementwise("multiply", x, scale, dtype=x.dtype) if scale != 1 else x
+    return b.select(b.compare(x, 0, "GT"), pos, neg)
+
+
 ROWS = {
     "add.Tensor": _add("add"), "add.Scalar": _add("add"),
     "sub.Tensor": _add("subtract"), "sub.Scalar": _add("subtract"),
@@ -156,7 +168,8 @@ ROWS = {
     "logical_and.default": _logical("and"), "logical_or.default": _logical("or"),
     "logical_xor.default": _logical("xor"), "logical_not.default": _logical("not"),
     "bitwise_and.Tensor": _binary("and"), "bitwise_or.Tensor": _binary("or"), "bitwise_xor.Tensor": _binary("xor"),
-    "bitwise_not.default": _bitwise_not,
+    "bitwise_and.Scalar": _binary("and"), "bitwise_or.Scalar": _binary("or"), "bitwise_xor.Scalar": _binary("xor"),
+    "bitwise_not.default": _bitwise_not, "leaky_relu.default": _leaky_relu, "elu.default": _elu,
     "neg.default": _unary("negate"), "abs.default": _unary("abs"), "sign.default": _sign,
     "exp.default": _unary("exponential", True), "expm1.default": _unary("exponential-minus-one", True),
     "log.default": _unary("log", True), "log1p.default": _unary("log-plus-one", True),

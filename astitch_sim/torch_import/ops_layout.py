@@ -82,6 +82,16 @@ def _unbind(b, x, dim=0):
     return tuple(b.reshape(_slice_dim(b, x, dim, i, i + 1), shape) for i in range(x.shape[dim]))
 
 
+def _repeat(b, x, repeats):
+    """``repeat``: tile ``x``; each dim ``n`` repeated ``r`` times is a broadcast to ``(r, n)``, then a reshape."""
+    lead = len(repeats) - x.rank
+    x = b.reshape(x, (1,) * lead + x.shape)
+    pairs = [(r, n) for r, n in zip(repeats, x.shape)]
+    tiled = b.g.broadcast(x, [m for pair in pairs for m in pair], [2 * d + 1 for d in range(x.rank)],
+                          name=b.fresh("broadcast"))
+    return b.reshape(tiled, b.out_shape)
+
+
 def _flip(b, x, dims):
     return b.add("reverse", [x], dimensions=tuple(b.dim(d, x.rank) for d in dims))
 
@@ -154,7 +164,7 @@ ROWS = {
     "expand.default": _expand, "permute.default": _permute, "transpose.int": _transpose, "t.default": _t,
     "slice.Tensor": _slice, "select.int": _select, "cat.default": _cat,
     "split_with_sizes.default": _split, "split.Tensor": _split, "unbind.int": _unbind,
-    "flip.default": _flip, "constant_pad_nd.default": _pad,
+    "flip.default": _flip, "repeat.default": _repeat, "constant_pad_nd.default": _pad,
     "clone.default": _identity, "alias.default": _identity, "detach.default": _identity,
     "lift_fresh_copy.default": _lifted, "contiguous.default": _identity,
     "_to_copy.default": _to_copy, "to.dtype": _to_copy,

@@ -98,6 +98,25 @@ def _value_and_index(reducer, which):
     return build
 
 
+def _vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
+    """``linalg.vector_norm`` (``F.normalize``, ``cosine_similarity``): the p-norm over ``dim``."""
+    acc = "f32" if b.out_dtype in _LOW else b.out_dtype
+    dims = _dims(b, x, dim)
+    a = b.elementwise("abs", b.cast(x, acc), dtype=acc)
+    if ord in (float("inf"), float("-inf")):
+        r = b.reduce(a, dims, "max" if ord > 0 else "min")
+    elif ord == 0:
+        r = b.reduce(b.cast(b.compare(a, 0, "NE"), acc), dims, "sum")
+    elif ord == 1:
+        r = b.reduce(a, dims, "sum")
+    elif ord == 2:
+        r = b.elementwise("sqrt", b.reduce(b.elementwise("multiply", a, a), dims, "sum"))
+    else:
+        r = b.elementwise("power", b.reduce(b.elementwise("power", a, float(ord), dtype=acc), dims, "sum"),
+                          1.0 / ord, dtype=acc)
+    return _finish(b, b.cast(r, b.out_dtype), keepdim)
+
+
 ROWS = {
     "sum.dim_IntList": _sum, "sum.default": lambda b, x, dtype=None: _sum(b, x),
     "mean.dim": _mean, "mean.default": lambda b, x, dtype=None: _mean(b, x),
@@ -109,5 +128,6 @@ ROWS = {
     "all.dim": _logical("and"), "all.dims": _logical("and"), "all.default": lambda b, x: _logical("and")(b, x),
     "prod.dim_int": _prod, "prod.default": lambda b, x, dtype=None: _prod(b, x),
     "argmax.default": _arg("argmax"), "argmin.default": _arg("argmin"),
+    "linalg_vector_norm.default": _vector_norm,
     "max.dim": _value_and_index("max", "argmax"), "min.dim": _value_and_index("min", "argmin"),
 }
