@@ -46,6 +46,9 @@ def torch_inputs(module_or_function, *args, **kwargs) -> list:
     torch = require_torch()
     from torch.utils._pytree import tree_leaves
     module = as_module(torch, module_or_function)
+    leaves = [x for x in tree_leaves((tuple(args), kwargs)) if isinstance(x, torch.Tensor)]
+    if next(module.parameters(), None) is None and next(module.buffers(), None) is None:
+        return [_numpy(x) for x in leaves]        # no state: the inputs are the call's tensors, no export needed
     program = export(module, args, kwargs)
     leaves = iter(tree_leaves((tuple(args), kwargs)))      # keyword arguments in the call's order, as torch.export
     out = []
