@@ -13,6 +13,7 @@ from .graph import Graph, Node
 from .hardware import GPU, gpu
 from .hlo import from_hlo, from_hlo_file
 from .stablehlo import from_stablehlo
+from .torch_import import from_torch, torch_inputs
 from .mapping import ThreadMapping
 from .ops import OPS
 from .plan import Kernel, Plan, Stage, Value
@@ -25,7 +26,8 @@ from .simt import SimResult, simulate
 from .measured import gpu_measurements
 from . import figures
 
-__all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "from_stablehlo", "ThreadMapping", "OPS",
+__all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "from_stablehlo", "from_torch",
+           "torch_inputs", "ThreadMapping", "OPS",
            "Kernel", "Plan", "Stage", "Value", "Space", "Scheme", "Barrier", "Combine", "random_inputs", "reference", "WORKLOADS", "list_workloads",
            "workload", "STRATEGIES", "compile", "AStitchOptions", "simulate", "SimResult", "gpu_measurements",
            "figures"]

@@ -193,6 +193,17 @@ class Graph:
             raise AStitchError(f"no node named {name!r} in graph {self.name!r}")
         return list(self._users[name])
 
+    def rename(self, node: Node, name: str) -> Node:
+        """Give ``node`` a new, unused name (an importer naming a node after the source op it completes);
+        its place in the graph and its users stay as they are."""
+        if self.nodes.get(node.name) is not node or not isinstance(name, str) or not name or name in self.nodes:
+            raise AStitchError(f"cannot rename {node!r} to {name!r}: it must be a node of graph {self.name!r} "
+                               "and the new name a non-empty str no node has")
+        self.nodes = {(name if k == node.name else k): v for k, v in self.nodes.items()}
+        self._users[name] = self._users.pop(node.name)
+        node.name = name
+        return node
+
     def __getitem__(self, name: str) -> Node:
         if name not in self.nodes:
             close = [n for n in self.nodes if str(name).lower() in n.lower()][:5]

@@ -32,7 +32,7 @@
 #
 # **Learning goals.** After this notebook you can
 # - take a JAX function to its text (JAX's default StableHLO, or XLA's HLO) and import it (`asim.from_hlo`),
-#   matrix products included;
+#   matrix products included (or a PyTorch module, with `asim.from_torch`);
 # - compare the strategies on a real model's subgraphs and attribute the difference to **memory-intensive
 #   clusters** (the subgraphs between matrix products);
 # - say which clusters gain from stitching and why, and which do not;
@@ -123,6 +123,46 @@ for name, g in models.items():
         want = jax_out[f"out{i}"]
         err = np.max(np.abs(np.asarray(out, np.float32) - want)) / max(1e-30, np.max(np.abs(want)))
         print(f"{name:10s} output {i}: max |astitch - JAX| / max |JAX| = {err:.1e}")
+
+# %% [markdown]
+# ## Or from PyTorch
+#
+# The same LLaMA MLP written as a PyTorch module imports without HLO: `asim.from_torch(module, *args)` runs
+# `torch.export` (softmax, norms and GELU decomposed into elementwise and reduce ops) and converts the ATen
+# graph; `asim.torch_inputs` gives the parameters' values (the module's weights, then `x`). This cell needs
+# PyTorch (`pip install 'astitch-sim[torch]'`) and skips itself without it; the rest of the notebook uses
+# the JAX graphs.
+
+# %%
+try:
+    import torch
+except ImportError:
+    torch = None
+    print("PyTorch is not installed: this section is skipped")
+if torch is not None:
+    class LlamaMLP(torch.nn.Module):                 # RMSNorm + SwiGLU + residual, as llama_mlp above
+        def __init__(self, d, hidden):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(d))
+            self.gate = torch.nn.Linear(d, hidden, bias=False)
+            self.up = torch.nn.Linear(d, hidden, bias=False)
+            self.down = torch.nn.Linear(hidden, d, bias=False)
+
+        def forward(self, x):
+            h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+            return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+
+    torch.manual_seed(0)
+    block, x = LlamaMLP(256, 688).eval(), torch.randn(128, 256)
+    g_torch = asim.from_torch(block, x)
+    sim = asim.simulate(asim.compile(g_torch, strategy="astitch", gpu="H100"), asim.torch_inputs(block, x))
+    with torch.no_grad():
+        want = block(x).numpy()
+    print(g_torch.signature())
+    print(f"max |astitch - PyTorch| / max |PyTorch| = {np.max(np.abs(sim.outputs[0] - want)) / np.max(np.abs(want)):.1e}")
+    for name, g in (("from JAX", models["llama_mlp"]), ("from PyTorch", g_torch)):
+        p = asim.compile(g, strategy="astitch", gpu="H100")
+        print(f"{name:13s} {len(p.generated)} generated + {len(p.library)} library kernels")
 
 # %% [markdown]
 # ## Plans: matrix products split the graph into clusters

@@ -613,21 +613,44 @@ def _split_note(gr: _Group, wave: int, block: int) -> str:
 
 
 def _remote_stitch(graph, clusters: list) -> list:
-    """Merge clusters that do not depend on each other (no cycle through a matrix product)."""
+    """Merge clusters that do not depend on each other (no cycle through a matrix product).
+
+    Two clusters independent node by node may still depend on each other through a scope merged
+    earlier, which runs as one unit: in HF attention (tests/torch_models.py) the softmax and the value
+    weight's transpose are independent, but the transpose feeds the value projection, whose bias add
+    was merged with the query weight's transpose, which feeds the query projection the softmax reads.
+    So dependence is judged with every merged scope taken as one node: what a value needs is its
+    ancestors, plus everything a merged scope among them needs, until nothing is added."""
     cache: dict = {}
-
-    def depends(a: set, b: set) -> bool:
-        return any(ancestors(graph[x], cache) & b for x in a)
-
     merged: list[set] = []
+    needs: list[set] = []                          # per merged scope: its members' ancestors
+
+    def ancestors_of(names) -> set:
+        return set().union(*(ancestors(graph[x], cache) for x in names))
+
+    def needed(start: set, own: int) -> set:
+        """``start`` (ancestors of one unit) grown through every other merged scope it touches."""
+        out, pending, grown = set(start), [i for i in range(len(merged)) if i != own], True
+        while grown:
+            grown = False
+            for i in list(pending):
+                if not out.isdisjoint(merged[i]):
+                    out |= needs[i]
+                    pending.remove(i)
+                    grown = True
+        return out
+
     for c in clusters:
         names = {n.name for n in c}
-        for m in merged:
-            if not depends(names, m) and not depends(m, names):
+        mine = ancestors_of(names)
+        for i, m in enumerate(merged):
+            if needed(mine, i).isdisjoint(m) and needed(needs[i], i).isdisjoint(names):
                 m |= names
+                needs[i] |= mine
                 break
         else:
             merged.append(names)
+            needs.append(mine)
     return merged
 
 
