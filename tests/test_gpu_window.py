@@ -42,3 +42,51 @@ def test_simulator_flag_read_where_numba_cuda_core_config_is_missing(monkeypatch
     import numba.core.config
     assert numba_compat.numba_config() is numba.core.config
     assert launch.simulator() is True                 # tests run in the simulator (tests/conftest.py)
+
+
+# -- 1. the toolchain on a CUDA 13 image: nvidia/cu13 wheels, /usr/local/cuda, CUDA_HOME ------------------
+
+def _touch(base: Path, rels) -> None:
+    for rel in rels:
+        f = base / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("")
+
+
+def test_toolchain_found_in_the_cuda13_wheel_layout(tmp_path):
+    from gpu_backend import toolchain
+    nvidia = tmp_path / "site-packages" / "nvidia"
+    _touch(nvidia, ["cu13/bin/ptxas", "cu13/lib/libcudadevrt.a", "cu13/nvvm/lib64/libnvvm.so",
+                    "cu13/nvvm/libdevice/libdevice.10.bc", "cu13/bin/nvdisasm"])
+    found = toolchain.where(roots=[nvidia], toolkits=[])
+    assert found == {k: str(nvidia / "cu13" / rel) for k, rel in
+                     (("ptxas", "bin/ptxas"), ("cudadevrt", "lib/libcudadevrt.a"), ("nvvm", "nvvm/lib64/libnvvm.so"),
+                      ("libdevice", "nvvm/libdevice/libdevice.10.bc"), ("nvdisasm", "bin/nvdisasm"))}
+
+
+def test_toolchain_found_in_a_cuda_toolkit_folder(tmp_path, monkeypatch):
+    """The image's nvcc 13 toolkit (/usr/local/cuda) has ptxas, the device runtime, NVVM and libdevice."""
+    from gpu_backend import toolchain
+    cuda = tmp_path / "cuda"
+    _touch(cuda, ["bin/ptxas", "lib64/libcudadevrt.a", "nvvm/lib64/libnvvm.so", "nvvm/libdevice/libdevice.10.bc"])
+    assert toolchain.locate("ptxas", roots=[], toolkits=[cuda]) == str(cuda / "bin/ptxas")
+    assert toolchain.locate("cudadevrt", roots=[], toolkits=[cuda]) == str(cuda / "lib64/libcudadevrt.a")
+    monkeypatch.setenv("CUDA_HOME", str(cuda))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    assert toolchain.toolkit_dirs()[0] == cuda
+    assert toolchain.locate("nvvm", roots=[]) == str(cuda / "nvvm/lib64/libnvvm.so")
+
+
+def test_cuda_home_named_for_numba_only_where_no_wheel_has_nvvm(tmp_path, monkeypatch):
+    from gpu_backend import toolchain
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    cuda = tmp_path / "cuda"
+    _touch(cuda, ["nvvm/lib64/libnvvm.so", "nvvm/libdevice/libdevice.10.bc"])
+    bare = tmp_path / "nvidia_without_nvvm"
+    _touch(bare, ["cu13/lib/libnvrtc.so.13"])
+    assert toolchain.cuda_home_for_numba(roots=[bare], toolkits=[tmp_path / "none", cuda]) == str(cuda)
+    wheel = tmp_path / "nvidia_with_nvvm"
+    _touch(wheel, ["cu13/nvvm/lib64/libnvvm.so"])
+    assert toolchain.cuda_home_for_numba(roots=[wheel], toolkits=[cuda]) is None
+    monkeypatch.setenv("CUDA_HOME", "/somewhere")
+    assert toolchain.cuda_home_for_numba(roots=[bare], toolkits=[cuda]) is None
