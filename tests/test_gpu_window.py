@@ -90,3 +90,29 @@ def test_cuda_home_named_for_numba_only_where_no_wheel_has_nvvm(tmp_path, monkey
     assert toolchain.cuda_home_for_numba(roots=[wheel], toolkits=[cuda]) is None
     monkeypatch.setenv("CUDA_HOME", "/somewhere")
     assert toolchain.cuda_home_for_numba(roots=[bare], toolkits=[cuda]) is None
+
+
+# -- 3. the compute-sanitizer child imports the checkout and ends inside one device command ----------------
+
+def test_sanitizer_child_imports_this_checkout_without_an_installed_package(tmp_path):
+    """The child runs from a temporary folder with no PYTHONPATH of its own (the image installs nothing)."""
+    import os
+
+    from benchmarks import sanitizer
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = sanitizer.child_env(tmp_path / "cache", simulator=True, base=base)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+    assert "NUMBA_ENABLE_CUDASIM" not in sanitizer.child_env(tmp_path / "c2", base={"NUMBA_ENABLE_CUDASIM": "1"})
+    rec = sanitizer.run_plain(tmp_path / "child", cases=sanitizer.SANITIZED_SIM[:1], simulator=True)
+    assert rec["ok"], rec["log"]
+    assert rec["imported_from"] and Path(rec["imported_from"]).resolve().is_relative_to(ROOT), rec["imported_from"]
+
+
+def test_sanitizer_runs_fit_one_device_command_and_sample_a_stitched_cooperative_kernel():
+    import astitch_sim as asim
+    from benchmarks import sanitizer
+    assert 2 * sanitizer.TIMEOUT_S < 540           # memcheck + racecheck inside one 10-minute command, with room
+    coop = [c for c in sanitizer.SANITIZED
+            if c[2] == "astitch" and any(k.cooperative for k in asim.compile(asim.workload(c[0], **c[1]), c[2],
+                                                                                "H100").kernels)]
+    assert coop, "the sample needs a stitched kernel with a grid barrier"
