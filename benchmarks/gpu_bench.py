@@ -676,7 +676,7 @@ def run_baselines(case, graph, inputs, reference, names, settings, which) -> lis
                   "skipped": "torch not importable" + ("" if sim else " with CUDA")} for n in wants_torch]
     for name, fn, compiled in variants:
         def build(fn=fn, compiled=compiled):
-            f = torch.compile(fn) if compiled else fn
+            f = B.torch_compiled(fn) if compiled else fn
             args = [torch.from_numpy(np.ascontiguousarray(x)) for x in inputs]
             if not sim:
                 args = [a.cuda() for a in args]

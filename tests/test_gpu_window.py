@@ -116,3 +116,53 @@ def test_sanitizer_runs_fit_one_device_command_and_sample_a_stitched_cooperative
             if c[2] == "astitch" and any(k.cooperative for k in asim.compile(asim.workload(c[0], **c[1]), c[2],
                                                                                 "H100").kernels)]
     assert coop, "the sample needs a stitched kernel with a grid barrier"
+
+
+# -- 4, 5. the PyTorch baselines: global_norm runs, every case really compiles ------------------------------
+
+def _torch():
+    return pytest.importorskip("torch", reason="the PyTorch baselines need torch")
+
+
+def test_global_norm_torch_baseline_matches_the_reference():
+    """torch.maximum(x, 1.0) with a Python float raised TypeError: global_norm's torch baselines always failed."""
+    import numpy as np
+
+    import astitch_sim as asim
+    from astitch_sim.workloads import workload_inputs
+    from benchmarks import baselines as B
+    torch = _torch()
+    for shape in ({"rows": 8, "cols": 16}, {"rows": 2, "cols": 4}):       # norm above 1 and (scaled) below
+        g = asim.workload("global_norm", **shape)
+        ins = workload_inputs(g, 0)
+        if shape["rows"] == 2:
+            ins = [x * np.float32(1e-3) for x in ins]
+        got = B.bind("global_norm", B.TorchOps())(*(torch.from_numpy(x) for x in ins))
+        for o, r in zip(got, asim.reference(g, ins), strict=True):
+            np.testing.assert_allclose(o.numpy(), r, rtol=1e-5)
+
+
+def test_torch_compile_compiles_every_case_past_dynamos_recompile_limit():
+    """Ten workloads through one code object (bind's closure): each must reach the compiler backend."""
+    import numpy as np
+
+    import astitch_sim as asim
+    from astitch_sim.workloads import workload_inputs
+    from benchmarks import baselines as B
+    torch = _torch()
+    names = ["layernorm", "rmsnorm", "softmax", "log_softmax", "bias_gelu", "swiglu", "batchnorm_train",
+             "global_norm", "row_reduce", "column_reduce"]
+    assert len(names) > 8                 # dynamo's default recompile limit
+    for name in names:
+        graphs = []
+
+        def backend(gm, example_inputs, graphs=graphs):
+            graphs.append(gm)
+            return gm.forward
+        g = asim.workload(name, **({"rows": 4, "cols": 8} if name != "swiglu" else {}))
+        ins = workload_inputs(g, 0)
+        f = B.torch_compiled(B.bind(name, B.TorchOps()), backend=backend)
+        out = f(*(torch.from_numpy(np.ascontiguousarray(x)) for x in ins))
+        assert graphs, f"{name}: torch.compile ran eagerly (dynamo gave up recompiling)"
+        for o, r in zip(out, asim.reference(g, ins), strict=True):
+            np.testing.assert_allclose(o.detach().numpy(), r, rtol=1e-4, atol=1e-5)
