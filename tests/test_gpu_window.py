@@ -166,3 +166,137 @@ def test_torch_compile_compiles_every_case_past_dynamos_recompile_limit():
         assert graphs, f"{name}: torch.compile ran eagerly (dynamo gave up recompiling)"
         for o, r in zip(out, asim.reference(g, ins), strict=True):
             np.testing.assert_allclose(o.detach().numpy(), r, rtol=1e-4, atol=1e-5)
+
+
+# -- 6, 7. the benchmark measures plans after apply_compiler, and validates once per case -------------------
+
+def test_benchmark_measures_plans_after_apply_compiler_and_prepares_the_reference_once(tmp_path, monkeypatch):
+    from gpu_backend import toolchain
+    if not toolchain.available():
+        pytest.skip(toolchain.missing_reason())
+    from benchmarks import gpu_bench as gb
+    from benchmarks import validation
+    made = []
+    real_init = validation.Validator.__init__
+
+    def counting_init(self, *a, **k):
+        made.append(self)
+        real_init(self, *a, **k)
+    monkeypatch.setattr(validation.Validator, "__init__", counting_init)
+    res = gb.run_suite(str(tmp_path), simulator=True, only=["paper_fig7"], strategies=["xla", "astitch"],
+                       baselines=[], plot=False, apply_compiler=True)
+    runs = res["cases"][0]["runs"]
+    assert [r["name"] for r in runs] == ["xla", "astitch"]
+    for r in runs:
+        assert r["validation"]["ok"], r
+        assert r["compiler"]["applied"] is True, r.get("compiler")
+        assert r["compiler"]["kernels"] and all(k["registers"] for k in r["compiler"]["kernels"])
+    assert res["settings"]["apply_compiler"] is True
+    assert len(made) == 1 and made[0].checks == len(runs)       # one reference preparation, one check per run
+
+
+def test_chunked_validation_agrees_with_the_whole_array_computation(monkeypatch):
+    import numpy as np
+
+    from benchmarks import validation
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((37, 11)).astype(np.float32)
+    ref[3, 4] = np.nan
+    out = (ref + 1e-3 * rng.standard_normal(ref.shape)).astype(np.float32)
+    out[3, 4] = np.nan
+    monkeypatch.setattr(validation, "CHUNK", 50)            # many chunks, a ragged last one
+    v = validation.Validator([ref], ["y"]).check([out])
+    o64, r64 = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    both = ~(np.isnan(o64) | np.isnan(r64))
+    want = np.linalg.norm(o64[both] - r64[both]) / np.linalg.norm(r64[both])
+    e = v["outputs"][0]
+    assert e["rel_l2"] == pytest.approx(want, rel=1e-9)
+    assert e["nan"] == e["nan_reference"] == 1
+    assert not v["ok"]                                        # 1e-3 noise is far above the 1e-4 tolerance
+    assert validation.Validator([ref], ["y"]).check([ref.copy()])["ok"]
+    bad = ref.copy()
+    bad[0, 0] = np.nan                                        # a NaN the reference does not have
+    assert not validation.Validator([ref], ["y"]).check([bad])["ok"]
+
+
+# -- 8. the headline is astitch against jax.jit and torch.compile -----------------------------------------
+
+def _fake_gpu_results():
+    def run(name, us, spread=0.02):
+        samples = [us * (1 + spread * k) for k in (-1, -0.5, 0, 0.5, 1)]
+        return {"kind": "plan" if name in ("xla", "astitch") else "baseline", "name": name, "gpu_us": us,
+                "gpu_us_samples": samples, "validation": {"ok": True, "max_rel_l2": 1e-7}}
+    cases = [{"key": "a", "title": "", "shape": {}, "min_bytes": {"total": 1 << 20}, "runs": [
+                 run("xla", 20.0), run("astitch", 10.0), run("jax.jit", 15.0), run("torch.compile", 10.1)]},
+             {"key": "b", "title": "", "shape": {}, "min_bytes": {"total": 1 << 20}, "runs": [
+                 run("xla", 30.0), run("astitch", 40.0), run("jax.jit", 20.0), run("torch.compile", 80.0)]}]
+    return {"mode": "gpu", "gpu_preset": "H100", "settings": {"shapes": "full", "reps": 5, "warmup": 1,
+                                                               "flush_bytes": 1 << 28},
+            "provenance": {"device": "TEST FIXTURE (not measured)"}, "copy": {}, "cases": cases}
+
+
+def test_headline_is_astitch_against_jax_jit_and_torch_compile(tmp_path):
+    from benchmarks import gpu_bench as gb
+    res = _fake_gpu_results()
+    s = gb.summarize(res)
+    h = s["headline"]
+    assert h["against"][:2] == ["jax.jit", "torch.compile"]
+    a = {r["case"]: r["against"] for r in h["per_case"]}
+    assert a["a"]["jax.jit"]["verdict"] == "faster" and a["a"]["jax.jit"]["speedup"] == pytest.approx(1.5)
+    assert a["a"]["torch.compile"]["verdict"] == "within spread"        # 10.0 vs 10.1 with 2% spread
+    assert a["b"]["jax.jit"]["verdict"] == "slower" and a["b"]["torch.compile"]["verdict"] == "faster"
+    assert h["geomean_speedup"]["jax.jit"] == pytest.approx((1.5 * 0.5) ** 0.5)
+    res["summary"] = s
+    gb.write_markdown(res, str(tmp_path / "r.md"))
+    sections = [ln for ln in (tmp_path / "r.md").read_text().splitlines() if ln.startswith("## ")]
+    assert "jax.jit and torch.compile" in sections[0], sections
+
+
+# -- 9. JAX's pipelined timing: batches long enough, a spread reported ---------------------------------------
+
+def test_pipelined_timing_sizes_batches_and_reports_the_spread():
+    """A fake GPU queue: f costs 10 us, the flush 100 us, every batch pays 0.5 ms of host noise."""
+    from benchmarks import jax_timing
+    now = [0.0]
+    rng = __import__("random").Random(1)
+
+    def clock():
+        return now[0]
+
+    def queue_both(n):
+        now[0] += n * 110e-6 + rng.uniform(0, 5e-4)
+
+    def queue_alone(n):
+        now[0] += n * 100e-6 + rng.uniform(0, 5e-4)
+
+    out = jax_timing.pipelined(queue_both, queue_alone, lambda: None, clock=clock)
+    assert out["calls_per_batch"] * 110e-6 >= jax_timing.MIN_BATCH_S * 0.9
+    assert len(out["gpu_us_samples"]) == jax_timing.BATCHES
+    assert out["gpu_us"] == pytest.approx(10.0, rel=0.3)       # 0.5 ms noise over >= 20 ms batches
+    sp = out["spread"]
+    assert sp["p25"] <= out["gpu_us"] <= sp["p75"] and sp["iqr_rel"] is not None
+
+
+# -- 10. --only is checked before the copy measurement; the L2 is flushed by reading -----------------------
+
+def test_only_typo_fails_before_the_copy_measurement(tmp_path, monkeypatch):
+    from benchmarks import gpu_bench as gb
+
+    def no_copy(*a, **k):
+        raise AssertionError("the copy bandwidth was measured before --only was checked")
+    monkeypatch.setattr(gb.Clock, "copy_bandwidth", no_copy)
+    monkeypatch.setattr(gb, "choose_mode", lambda *a: pytest.fail("the GPU was probed before --only was checked"))
+    with pytest.raises(SystemExit, match="unknown case"):
+        gb.run_suite(str(tmp_path), simulator=True, only=["layernrom"], plot=False)
+
+
+def test_l2_flush_reads_and_leaves_the_buffer_clean():
+    import numpy as np
+
+    from benchmarks import gpu_bench as gb
+    clock = gb.Clock(True, 1 << 20, reps=1, warmup=0)
+    before = clock.flush_buf.copy_to_host()
+    clock.flush()
+    clock.flush()
+    assert np.array_equal(clock.flush_buf.copy_to_host(), before)        # nothing written: no dirty lines
+    assert np.all(before == 1.0)
