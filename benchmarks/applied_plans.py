@@ -66,8 +66,12 @@ def apply_all(plans: list, timeout: float = 600) -> list:
             for rec in json.loads(r.stdout)]
 
 
-def main() -> int:
+def main(argv=None) -> int:
     """stdin: a JSON list of plan JSON texts; stdout: ``[{"plan": json} | {"error": why}]``."""
+    import argparse
+    argparse.ArgumentParser(prog="python -m benchmarks.applied_plans", description=__doc__.split("\n\n")[0],
+                            epilog="reads a JSON list of plan JSON texts on stdin, writes the applied plans "
+                                   "on stdout").parse_args(argv)
     import astitch_sim as asim
     plans = [asim.Plan.from_json(t) for t in json.load(sys.stdin)]
     out = [{"plan": p.to_json(indent=None)} if p is not None else {"error": e} for p, e in _apply_here(plans)]

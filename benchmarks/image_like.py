@@ -46,7 +46,11 @@ def image_like_env(folder, names=IMAGE_LACKS, base=None) -> dict:
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.image_like", description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", nargs=argparse.REMAINDER,
+                    help="the command (after --); default: python -m pytest -m gpu --collect-only -q")
+    argv = ap.parse_args(sys.argv[1:] if argv is None else argv).command
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
