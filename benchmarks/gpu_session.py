@@ -265,13 +265,17 @@ def _correctness(session, simulator, preset, workloads, **_):
             "failed": [f"{r['workload']}/{r['strategy']}" for r in rows if not r.get("ok")]}
 
 
-def _sanitizer(simulator, preset, out_dir, **_):
+def _sanitizer(simulator, preset, **_):
+    import tempfile
+
     from benchmarks import sanitizer
-    if simulator:
-        rec = sanitizer.run_plain(out_dir / "sanitizer_child", sanitizer.SANITIZED_SIM, preset)
-        return {"ok": rec["ok"], "plain": rec, "note": "CUDA simulator: the child ran without compute-sanitizer"}
-    tools = {t: sanitizer.run_tool(t, out_dir / f"sanitizer_{t}", sanitizer.SANITIZED, preset)
-             for t in sanitizer.TOOLS}
+    # the child's script and kernel cache go to a temporary folder: only a few files may come back from $OUT
+    with tempfile.TemporaryDirectory(prefix="astitch_sanitizer_") as tmp:
+        tmp = Path(tmp)
+        if simulator:
+            rec = sanitizer.run_plain(tmp / "child", sanitizer.SANITIZED_SIM, preset)
+            return {"ok": rec["ok"], "plain": rec, "note": "CUDA simulator: the child ran without compute-sanitizer"}
+        tools = {t: sanitizer.run_tool(t, tmp / t, sanitizer.SANITIZED, preset) for t in sanitizer.TOOLS}
     return {"ok": all(r.get("ok") for r in tools.values()), "tools": tools}
 
 

@@ -56,6 +56,9 @@ def test_the_runbook_dry_runs_every_part_in_the_simulator_and_renders(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     parts = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert parts == ["p1", "p2", "p3"]
+    for p in parts:             # what comes back from a device command: at most 8 files, 2 folders down
+        assert sorted(f.name for f in (out / p).iterdir()) in (["session.json"], ["results.json", "results.md",
+                                                                                  "session.json"]), p
     steps = {}
     for p in parts:
         s = json.loads((out / p / "session.json").read_text())
