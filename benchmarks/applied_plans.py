@@ -66,6 +66,21 @@ def apply_all(plans: list, timeout: float = 600) -> list:
             for rec in json.loads(r.stdout)]
 
 
+def apply_for_case(plans: dict, log=lambda msg: None) -> tuple:
+    """``{strategy: plan}`` -> (applied plans, ``{strategy: compiler record}``, seconds).  A plan ptxas cannot
+    take keeps its estimate and its record says why (the benchmark still measures it)."""
+    import time
+    t0 = time.perf_counter()
+    out, records = dict(plans), {}
+    for (strategy, before), (after, err) in zip(list(plans.items()), apply_all(list(plans.values())), strict=True):
+        if after is None:
+            records[strategy] = {"applied": False, "error": err}
+            log(f"{strategy}: apply_compiler FAILED ({err}); measuring the plan as compiled")
+        else:
+            out[strategy], records[strategy] = after, compiler_record(before, after)
+    return out, records, time.perf_counter() - t0
+
+
 def main(argv=None) -> int:
     """stdin: a JSON list of plan JSON texts; stdout: ``[{"plan": json} | {"error": why}]``."""
     import argparse

@@ -72,6 +72,7 @@ os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 import numpy as np  # noqa: E402  (after the environment settings above)
 
+from benchmarks.jax_timing import time_jax  # noqa: E402  (pipelined, with its spread)
 from benchmarks.validation import Validator  # noqa: E402
 
 SIM_NOTE = "CUDA simulator, not GPU timing"
@@ -228,7 +229,7 @@ _KERNELS: dict = {}
 
 
 def _helper_kernels(simulator: bool) -> dict:
-    """The clock's kernels (fill, copy, sleep).  Defined with ``cuda`` a module global, because the
+    """The clock's kernels (fill, read, sleep).  Defined with ``cuda`` a module global, because the
     simulator swaps the kernel's global ``cuda`` for its fake module (a closure variable it would miss)."""
     if _KERNELS:
         return _KERNELS
@@ -256,15 +257,7 @@ def _helper_kernels(simulator: bool) -> dict:
         if acc < 0.0:
             sink[0] = acc
 
-    @cuda.jit
-    def copy(a, b):
-        i = cuda.grid(1)
-        stride = cuda.gridsize(1)
-        while i < a.size:
-            b[i] = a[i]
-            i += stride
-
-    _KERNELS.update(fill=fill, copy=copy, read=read)
+    _KERNELS.update(fill=fill, read=read)
     if not simulator:
         @cuda.jit
         def sleep(chunks, out):
@@ -290,7 +283,7 @@ class Clock:
         self.dropped = 0
 
         k = _helper_kernels(simulator)
-        self._fill, self._copy, self._read = k["fill"], k["copy"], k["read"]
+        self._fill, self._read = k["fill"], k["read"]
         n = self.flush_buf.size
         self._fill[1 if simulator else min(4096, -(-n // 256)), 1 if simulator else 256](self.flush_buf,
                                                                                         np.float32(1.0))
@@ -407,35 +400,15 @@ class Clock:
                     e2e_us=statistics.median(totals), e2e_us_samples=totals, host_enqueue_us=None,
                     reps=len(totals), method=f"host wall clock ({SIM_NOTE})")
 
-    def copy_bandwidth(self, nbytes: int) -> dict:
-        """Device-to-device memcpy of ``nbytes`` (and a Numba copy kernel): bytes read + written / time."""
-        cuda = self.cuda
-        n = nbytes // 4
-        src = cuda.device_array(n, dtype=np.float32)
-        dst = cuda.device_array(n, dtype=np.float32)
-        self._fill[1 if self.simulator else 4096, 1 if self.simulator else 256](src, np.float32(1.5))
-        cuda.synchronize()
-
-        _copy = self._copy
-
-        def memcpy():
-            dst.copy_to_device(src)
-
-        def kernel():
-            if self.simulator:
-                _copy[1, 32](src, dst)
-            else:
-                _copy[4 * 132 * 8, 256](src, dst)
-
-        out = {"bytes": 2 * n * 4, "method": "cudaMemcpyDtoD (dst.copy_to_device(src)), bytes read + written"}
-        for label, f in (("memcpy", memcpy), ("numba_copy_kernel", kernel)):
-            r = self.time_launches([f])
-            out[f"{label}_us"] = r["gpu_us"]
-            out[f"{label}_bandwidth_gbs"] = out["bytes"] / (r["gpu_us"] * 1e3)
-        out["us"], out["bandwidth_gbs"] = out["memcpy_us"], out["memcpy_bandwidth_gbs"]
+    def copy_bandwidth(self, nbytes: int, sms: int = 132) -> dict:
+        """Device-to-device copies of ``nbytes`` (memcpy, a 4-byte and a 128-bit Numba copy kernel): bytes
+        read + written / time (:mod:`benchmarks.copy_bandwidth`)."""
+        from benchmarks.copy_bandwidth import measure
+        out = measure(self, nbytes, sms)
+        out["us"] = out["memcpy_us"]
+        out["numba_copy_kernel_us"] = out["scalar_us"]
         if self.simulator:
             out["note"] = SIM_NOTE
-        del src, dst
         return out
 
 
@@ -594,12 +567,6 @@ def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
                 e2e_us=statistics.median(e2e), e2e_us_samples=e2e,
                 host_enqueue_us=statistics.median(enqueue) if enqueue else None, reps=len(totals),
                 method="torch.cuda events, L2 flushed by reading, queued behind torch.cuda._sleep")
-
-
-def time_jax(jax, fn, args, reps, warmup, flush_bytes) -> dict:
-    """Pipelined GPU time with its spread: :func:`benchmarks.jax_timing.time_jax`."""
-    from benchmarks.jax_timing import time_jax as _time_jax
-    return _time_jax(jax, fn, args, reps, warmup, flush_bytes)
 
 
 def run_baselines(case, graph, inputs, reference, names, settings, which) -> list:
@@ -766,16 +733,8 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
             log(f"  {case.key} / {strategy}: compile FAILED: {e}")
     compiler = {s: {"applied": False} for s in plans}
     if settings.get("apply_compiler") and plans:        # what AStitch ships: ptxas-checked register caps
-        from benchmarks.applied_plans import apply_all, compiler_record
-        t0 = time.perf_counter()
-        for (strategy, before), (after, err) in zip(list(plans.items()), apply_all(list(plans.values())),
-                                                    strict=True):
-            if after is None:
-                compiler[strategy] = {"applied": False, "error": err}
-                log(f"  {case.key} / {strategy}: apply_compiler FAILED ({err}); measuring the plan as compiled")
-            else:
-                plans[strategy], compiler[strategy] = after, compiler_record(before, after)
-        rec["apply_compiler_s"] = time.perf_counter() - t0
+        from benchmarks.applied_plans import apply_for_case
+        plans, compiler, rec["apply_compiler_s"] = apply_for_case(plans, lambda m: log(f"  {case.key} / {m}"))
     for strategy, plan in plans.items():
         log(f"  {case.key} / {strategy}")
         try:
