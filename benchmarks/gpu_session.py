@@ -183,8 +183,14 @@ def run_part(part_steps: list, out_dir, simulator: bool, commit: Optional[str] =
     out_dir.mkdir(parents=True, exist_ok=True)
     mode = _choose_mode(simulator)
     t_start = time.monotonic()
-    prov = gb.provenance("simulator" if simulator else "gpu", argv or sys.argv, commit)
-    preset = "H100" if simulator else (gb.detect_preset(prov["device"]) or "H100")
+    try:
+        prov = gb.provenance("simulator" if simulator else "gpu", argv or sys.argv, commit)
+    except Exception as e:          # noqa: BLE001 - numba-cuda cannot reach the GPU: the probe step says more
+        prov = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "device": None,
+                "command": " ".join(argv or sys.argv), "git_commit": commit or "unknown",
+                "error": f"{type(e).__name__}: {e}"}
+        log(f"provenance failed: {prov['error']}")
+    preset = "H100" if simulator else (gb.detect_preset(prov.get("device") or "") or "H100")
     session = Session(out_dir, {"format": FORMAT, "mode": "simulator" if simulator else "gpu", "part": label,
                                 "planned": [s.name for s in part_steps],
                                 "estimates_s": {s.name: s.estimate_s for s in part_steps},
