@@ -131,3 +131,41 @@ def test_every_planned_part_fits_one_device_command():
     assert [s for p in parts for s in p] == all_steps            # every step once, in order
     assert all(sum(s.estimate_s for s in p) <= gs.PART_LIMIT_S for p in parts)
     assert gs.PART_LIMIT_S <= 540                                  # 9 minutes: the 10-minute limit with room
+
+
+def test_the_readme_states_each_parts_estimate_from_the_plan():
+    from benchmarks import gpu_session as gs
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    parts = gs.partition(gs.steps(), gs.DEFAULT_PARTS)
+    for k, part in enumerate(parts, 1):
+        m = re.search(rf"^\| {k}/{gs.DEFAULT_PARTS} \|.*\| ~([\d.]+) min \|$", text, re.M)
+        assert m, f"benchmarks/README.md has no row for part {k}/{gs.DEFAULT_PARTS}"
+        minutes = sum(s.estimate_s for s in part) / 60
+        assert abs(float(m.group(1)) - minutes) <= 0.5, (k, m.group(1), minutes)
+        assert f"--part {k}/{gs.DEFAULT_PARTS} --out $OUT/p{k}" in text
+
+
+def test_calibration_fits_constants_the_cost_model_adds_later(monkeypatch):
+    """The cross-check reads which constants to fit from cost.py: a new term is fitted without editing it."""
+    import astitch_sim as asim
+    from astitch_sim.simt import cost
+    from benchmarks import crosscheck
+    gpu = asim.gpu("H100")
+    params, extra = crosscheck.fittable(gpu)
+    assert "measured_bandwidth_gbs" in params and "sms" not in params
+    table = {**cost.COST_CONSTANTS}
+    table[gpu.name] = {**cost.constants(gpu), "issue_rate_per_clock": 2.5}
+    monkeypatch.setattr(cost, "COST_CONSTANTS", table)
+    params, extra = crosscheck.fittable(gpu)
+    assert "issue_rate_per_clock" in params and extra["issue_rate_per_clock"] == (0.025, 250.0)
+
+
+def test_held_out_third_is_whole_cases_and_seeded():
+    from types import SimpleNamespace
+
+    from benchmarks import crosscheck
+    samples = [SimpleNamespace(case=f"c{i}", strategy=s) for i in range(9) for s in ("xla", "astitch")]
+    fit, held, cases = crosscheck.split_cases(samples)
+    assert len(cases) == 3 and {s.case for s in held} == set(cases)
+    assert not {s.case for s in fit} & set(cases) and len(fit) + len(held) == len(samples)
+    assert crosscheck.split_cases(samples)[2] == cases
