@@ -8,6 +8,9 @@ Run them from the repository root as modules (the checkout's ``astitch_sim``, ``
 Results go to ``benchmarks/results/`` (``--out`` elsewhere) with the date, commit, versions, machine and
 the command that made them.  The commands:
 
+``gpu_session``        the GPU window's runbook: ``--part K/N`` per device command (probe, correctness, sanitizer,
+                       copy bandwidth, the suite against jax.jit/torch.compile), ``--render`` here (calibration,
+                       cross-check); ``--simulator`` dry-runs it all
 ``gpu_bench``          the suite on a real GPU (Numba's CUDA simulator at tiny shapes without one): validate, time
 ``calibrate``          fit the cost model's constants to a ``gpu_bench`` results.json, cross-check its predictions
 ``simt_predictions``   the SIMT model's predictions (no GPU) on the paper's shapes and the catalog
@@ -18,8 +21,13 @@ the command that made them.  The commands:
 ``simt_speed``         how fast the SIMT model is against the numpy reference and Numba's CUDA simulator
 ``ptxas_catalog``      every catalog plan through NVIDIA's ptxas (no GPU): registers, spills, shared memory
 ``ptxas_vs_model``     the machine code's instruction mix (nvdisasm) against the SIMT model's accounting
+``applied_plans``      (a helper run in a child) gpu_backend.apply_compiler on plans, JSON in and out
+``image_like``         a command run with the packages the GPU image lacks hidden (``pytest -m gpu`` collects?)
 
-and two modules they share: ``suite`` (the GPU suite's workloads and shapes) and ``baselines`` (the same
-workloads as array code for ``jax.jit`` and PyTorch).  ``benchmarks/README.md`` says how to run the GPU
+and modules they share: ``suite`` (the GPU suite's workloads and shapes), ``baselines`` (the same
+workloads as array code for ``jax.jit`` and PyTorch), ``validation`` (outputs against the reference, once
+per case), ``jax_timing`` (pipelined JAX timing with its spread), ``headline`` (astitch against jax.jit and
+torch.compile), ``sanitizer`` (compute-sanitizer on sample kernels), ``gpu_probe`` (what the GPU machine
+has), ``crosscheck`` (predicted against measured, a third held out).  ``benchmarks/README.md`` says how to run the GPU
 suite on a lent machine and how to read the results.
 """

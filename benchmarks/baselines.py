@@ -91,7 +91,10 @@ class TorchOps:
     def log(self, x): return self.torch.log(x)
     def sqrt(self, x): return self.torch.sqrt(x)
     def rsqrt(self, x): return self.torch.rsqrt(x)
-    def maximum(self, x, y): return self.torch.maximum(x, y)
+    def maximum(self, x, y):
+        # torch.maximum takes two tensors; a Python number (global_norm's 1.0) is a clamp
+        return self.torch.maximum(x, y) if isinstance(y, self.torch.Tensor) else self.torch.clamp(x, min=y)
+
     def sigmoid(self, x): return self.torch.sigmoid(x)
     def power(self, x, k): return self.torch.pow(x, k)
     def broadcast_to(self, x, shape): return x.broadcast_to(shape)
@@ -251,4 +254,17 @@ def bind(workload: str, ops):
     return run
 
 
-__all__ = ["FUNCTIONS", "NumpyOps", "JaxOps", "TorchOps", "torch_native", "bind"]
+def torch_compiled(fn, **options):
+    """``torch.compile(fn)`` with dynamo's caches emptied first.
+
+    Every workload's function is :func:`bind`'s ``run`` closure: one code object.  Dynamo keeps one
+    cache per code object and recompiles it for each new closure, up to its recompile limit (8);
+    past that it silently runs the function *eagerly*, so a suite's later cases would be labelled
+    torch.compile but measure eager PyTorch.  Emptying the caches before each case gives every case
+    its own compilation.  ``options`` go to ``torch.compile`` (``backend=...``)."""
+    import torch
+    torch._dynamo.reset()
+    return torch.compile(fn, **options)
+
+
+__all__ = ["FUNCTIONS", "NumpyOps", "JaxOps", "TorchOps", "torch_native", "bind", "torch_compiled"]

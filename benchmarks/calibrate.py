@@ -260,21 +260,25 @@ def _points(samples):
     return pts
 
 
-def fit_constants(samples: list, params=DEFAULT_PARAMS, initial: Optional[dict] = None) -> Fit:
-    """Least squares on log(predicted / measured) over every timed kernel of every sample."""
+def fit_constants(samples: list, params=DEFAULT_PARAMS, initial: Optional[dict] = None,
+                  bounds: Optional[dict] = None) -> Fit:
+    """Least squares on log(predicted / measured) over every timed kernel of every sample.
+
+    ``bounds``: name -> (low, high) for constants :data:`PARAM_BOUNDS` does not know (default: it)."""
+    bounds = {**PARAM_BOUNDS, **(bounds or {})}
     from scipy.optimize import least_squares
     if not samples:
         raise ValueError("no samples to fit")
     gpu = samples[0].gpu
     params = list(params)
-    unknown = [p for p in params if p not in PARAM_BOUNDS]
+    unknown = [p for p in params if p not in bounds]
     if unknown:
-        raise ValueError(f"cannot fit {unknown}; fittable: {', '.join(PARAM_BOUNDS)}")
+        raise ValueError(f"cannot fit {unknown}; fittable: {', '.join(bounds)}")
     start = current_constants(gpu)
     if initial:
         start.update(initial)
-    lo = np.log([PARAM_BOUNDS[p][0] for p in params])
-    hi = np.log([PARAM_BOUNDS[p][1] for p in params])
+    lo = np.log([bounds[p][0] for p in params])
+    hi = np.log([bounds[p][1] for p in params])
     x0 = np.clip(np.log([float(start[p]) for p in params]), lo + 1e-9, hi - 1e-9)
     pts = _points(samples)
     if len(pts) < len(params):

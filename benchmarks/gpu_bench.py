@@ -52,7 +52,6 @@ import functools
 import gc
 import hashlib
 import json
-import math
 import os
 import platform
 import socket
@@ -72,6 +71,9 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 import numpy as np  # noqa: E402  (after the environment settings above)
+
+from benchmarks.jax_timing import time_jax  # noqa: E402  (pipelined, with its spread)
+from benchmarks.validation import Validator  # noqa: E402
 
 SIM_NOTE = "CUDA simulator, not GPU timing"
 FORMAT = "astitch-sim gpu_bench 1"
@@ -227,7 +229,7 @@ _KERNELS: dict = {}
 
 
 def _helper_kernels(simulator: bool) -> dict:
-    """The clock's kernels (fill, copy, sleep).  Defined with ``cuda`` a module global, because the
+    """The clock's kernels (fill, read, sleep).  Defined with ``cuda`` a module global, because the
     simulator swaps the kernel's global ``cuda`` for its fake module (a closure variable it would miss)."""
     if _KERNELS:
         return _KERNELS
@@ -243,14 +245,19 @@ def _helper_kernels(simulator: bool) -> dict:
             i += stride
 
     @cuda.jit
-    def copy(a, b):
+    def read(buf, sink):
+        # reads every element and writes nothing (the buffer holds 1.0: the store never happens, but the
+        # compiler cannot know, so the loads stay): evicts the L2 without leaving dirty lines behind
         i = cuda.grid(1)
         stride = cuda.gridsize(1)
-        while i < a.size:
-            b[i] = a[i]
+        acc = 0.0
+        while i < buf.size:
+            acc += buf[i]
             i += stride
+        if acc < 0.0:
+            sink[0] = acc
 
-    _KERNELS.update(fill=fill, copy=copy)
+    _KERNELS.update(fill=fill, read=read)
     if not simulator:
         @cuda.jit
         def sleep(chunks, out):
@@ -270,12 +277,16 @@ class Clock:
         self.flush_bytes = 4096 if simulator else max(4 * l2_bytes, 256 * 2**20)
         self.flush_buf = cuda.device_array(self.flush_bytes // 4, dtype=np.float32)
         self._flush_count = 0
+        self._sink = cuda.device_array(1, dtype=np.float32)
         self.sleep_ns = 200_000                    # hold the stream this long before each timed repetition
         self.clock_ghz = clock_ghz
         self.dropped = 0
 
         k = _helper_kernels(simulator)
-        self._fill, self._copy = k["fill"], k["copy"]
+        self._fill, self._read = k["fill"], k["read"]
+        n = self.flush_buf.size
+        self._fill[1 if simulator else min(4096, -(-n // 256)), 1 if simulator else 256](self.flush_buf,
+                                                                                        np.float32(1.0))
         if not simulator:
             self._sleep = k["sleep"]
             self._sleep_out = cuda.device_array(1, dtype=np.int32)
@@ -283,11 +294,14 @@ class Clock:
 
     # -- pieces ----------------------------------------------------------------
     def flush(self):
-        """Write the flush buffer: evicts the L2 (write-allocate) so inputs come from DRAM."""
+        """Read the flush buffer (several times the L2): evicts the L2 so inputs come from DRAM.
+
+        Reading, not writing: a written buffer leaves dirty lines in the L2 whose write-back to DRAM
+        would land inside the timed kernels."""
         self._flush_count += 1
         n = self.flush_buf.size
         blocks = 1 if self.simulator else min(4096, -(-n // 256))
-        self._fill[blocks, 1 if self.simulator else 256](self.flush_buf, np.float32(self._flush_count))
+        self._read[blocks, 1 if self.simulator else 256](self.flush_buf, self._sink)
 
     def hold(self):
         self._sleep[1, 1](max(1, int(self.sleep_ns // 1000 / self._ns_factor)), self._sleep_out)
@@ -366,7 +380,8 @@ class Clock:
         pk = np.median(np.array(per_kernel), axis=0)
         return dict(gpu_us=statistics.median(totals), gpu_us_samples=totals, kernel_us=[float(v) for v in pk],
                     e2e_us=statistics.median(e2e), e2e_us_samples=e2e, host_enqueue_us=statistics.median(enqueue),
-                    reps=len(totals), method="cuda events, L2 flushed, kernels queued behind a sleeping kernel")
+                    reps=len(totals), method="cuda events, L2 flushed by reading, kernels queued behind a "
+                    "sleeping kernel")
 
     def _time_host(self, launches, sync):
         per_kernel, totals = [], []
@@ -385,35 +400,15 @@ class Clock:
                     e2e_us=statistics.median(totals), e2e_us_samples=totals, host_enqueue_us=None,
                     reps=len(totals), method=f"host wall clock ({SIM_NOTE})")
 
-    def copy_bandwidth(self, nbytes: int) -> dict:
-        """Device-to-device memcpy of ``nbytes`` (and a Numba copy kernel): bytes read + written / time."""
-        cuda = self.cuda
-        n = nbytes // 4
-        src = cuda.device_array(n, dtype=np.float32)
-        dst = cuda.device_array(n, dtype=np.float32)
-        self._fill[1 if self.simulator else 4096, 1 if self.simulator else 256](src, np.float32(1.5))
-        cuda.synchronize()
-
-        _copy = self._copy
-
-        def memcpy():
-            dst.copy_to_device(src)
-
-        def kernel():
-            if self.simulator:
-                _copy[1, 32](src, dst)
-            else:
-                _copy[4 * 132 * 8, 256](src, dst)
-
-        out = {"bytes": 2 * n * 4, "method": "cudaMemcpyDtoD (dst.copy_to_device(src)), bytes read + written"}
-        for label, f in (("memcpy", memcpy), ("numba_copy_kernel", kernel)):
-            r = self.time_launches([f])
-            out[f"{label}_us"] = r["gpu_us"]
-            out[f"{label}_bandwidth_gbs"] = out["bytes"] / (r["gpu_us"] * 1e3)
-        out["us"], out["bandwidth_gbs"] = out["memcpy_us"], out["memcpy_bandwidth_gbs"]
+    def copy_bandwidth(self, nbytes: int, sms: int = 132) -> dict:
+        """Device-to-device copies of ``nbytes`` (memcpy, a 4-byte and a 128-bit Numba copy kernel): bytes
+        read + written / time (:mod:`benchmarks.copy_bandwidth`)."""
+        from benchmarks.copy_bandwidth import measure
+        out = measure(self, nbytes, sms)
+        out["us"] = out["memcpy_us"]
+        out["numba_copy_kernel_us"] = out["scalar_us"]
         if self.simulator:
             out["note"] = SIM_NOTE
-        del src, dst
         return out
 
 
@@ -485,30 +480,10 @@ def make_plan_runner(plan, inputs: list) -> PlanRunner:
 # ---------------------------------------------------------------------------
 
 def compare(outputs: list, reference: list, names: list) -> dict:
-    """Relative L2 error per output (float64 arithmetic), NaN/shape checks; ok if all <= REL_TOL."""
-    per = []
-    ok = len(outputs) == len(reference)
-    for name, out, ref in zip(names, outputs, reference):
-        out = np.asarray(out)
-        ref = np.asarray(ref)
-        entry = {"output": name, "shape": list(ref.shape)}
-        if tuple(out.shape) != tuple(ref.shape):
-            entry.update(ok=False, error=f"shape {list(out.shape)} != {list(ref.shape)}")
-        else:
-            o64, r64 = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
-            nan_out, nan_ref = int(np.isnan(o64).sum()), int(np.isnan(r64).sum())
-            both = ~(np.isnan(o64) | np.isnan(r64))
-            den = float(np.linalg.norm(r64[both])) or 1.0
-            rel = float(np.linalg.norm(o64[both] - r64[both])) / den
-            with np.errstate(divide="ignore", invalid="ignore"):
-                scale = np.maximum(np.abs(r64[both]), 1e-6 * (np.abs(r64[both]).max() if both.any() else 1.0))
-                max_rel = float(np.max(np.abs(o64[both] - r64[both]) / scale)) if both.any() else 0.0
-            entry.update(rel_l2=rel, max_rel=max_rel, nan=nan_out, nan_reference=nan_ref,
-                         ok=bool(rel <= REL_TOL and nan_out <= nan_ref and math.isfinite(rel)))
-        ok = ok and entry["ok"]
-        per.append(entry)
-    return {"ok": bool(ok), "tolerance_rel_l2": REL_TOL, "outputs": per,
-            "max_rel_l2": max((e.get("rel_l2", float("inf")) for e in per), default=0.0)}
+    """Relative L2 error per output (float64 arithmetic), NaN/shape checks; ok if all <= REL_TOL.
+
+    One-off form of :class:`benchmarks.validation.Validator` (a case prepares one and checks every run)."""
+    return Validator(reference, names, REL_TOL).check(outputs)
 
 
 # ---------------------------------------------------------------------------
@@ -552,7 +527,8 @@ def time_host(call, reps, warmup) -> dict:
 
 
 def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
-    cache = torch.empty(flush_bytes // 4, dtype=torch.float32, device="cuda")
+    cache = torch.ones(flush_bytes // 4, dtype=torch.float32, device="cuda")
+    sink = torch.empty((), dtype=torch.float32, device="cuda")      # flush by reading (no dirty L2 lines)
     for _ in range(warmup):
         fn(*args)
     torch.cuda.synchronize()
@@ -562,7 +538,7 @@ def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
     attempts = 0
     while len(totals) < reps and attempts < 3 * reps + 10:
         attempts += 1
-        cache.fill_(float(attempts))
+        torch.sum(cache, out=sink)
         pre.record()
         torch.cuda._sleep(sleep_cycles)
         t0 = time.perf_counter()
@@ -580,7 +556,7 @@ def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
         enqueue.append(host)
     e2e = []
     for _ in range(reps):
-        cache.fill_(0.5)
+        torch.sum(cache, out=sink)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn(*args)
@@ -590,43 +566,7 @@ def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
     return dict(gpu_us=statistics.median(totals) if totals else None, gpu_us_samples=totals,
                 e2e_us=statistics.median(e2e), e2e_us_samples=e2e,
                 host_enqueue_us=statistics.median(enqueue) if enqueue else None, reps=len(totals),
-                method="torch.cuda events, L2 flushed, queued behind torch.cuda._sleep")
-
-
-def time_jax(jax, fn, args, reps, warmup, flush_bytes) -> dict:
-    import jax.numpy as jnp
-    flush = jax.jit(lambda b: b + 1.0, donate_argnums=0)
-    buf = jnp.zeros(flush_bytes // 4, dtype=jnp.float32)
-    for _ in range(warmup):
-        jax.block_until_ready(fn(*args))
-        buf = flush(buf)
-    jax.block_until_ready(buf)
-    n = max(10, reps)
-    gpu = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        out = None
-        for _ in range(n):
-            buf = flush(buf)
-            out = fn(*args)
-        jax.block_until_ready((buf, out))
-        both = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(n):
-            buf = flush(buf)
-        jax.block_until_ready(buf)
-        alone = time.perf_counter() - t0
-        gpu.append(max(0.0, (both - alone) / n * 1e6))
-    e2e = []
-    for _ in range(reps):
-        buf = flush(buf)
-        jax.block_until_ready(buf)
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        e2e.append((time.perf_counter() - t0) * 1e6)
-    del buf
-    return dict(gpu_us=statistics.median(gpu), gpu_us_samples=gpu, e2e_us=statistics.median(e2e),
-                e2e_us_samples=e2e, reps=n, method="pipelined: (T[flush+f] - T[flush]) / N, N calls queued")
+                method="torch.cuda events, L2 flushed by reading, queued behind torch.cuda._sleep")
 
 
 def run_baselines(case, graph, inputs, reference, names, settings, which) -> list:
@@ -676,7 +616,7 @@ def run_baselines(case, graph, inputs, reference, names, settings, which) -> lis
                   "skipped": "torch not importable" + ("" if sim else " with CUDA")} for n in wants_torch]
     for name, fn, compiled in variants:
         def build(fn=fn, compiled=compiled):
-            f = torch.compile(fn) if compiled else fn
+            f = B.torch_compiled(fn) if compiled else fn
             args = [torch.from_numpy(np.ascontiguousarray(x)) for x in inputs]
             if not sim:
                 args = [a.cuda() for a in args]
@@ -707,13 +647,18 @@ def _jax_run(jax, B, graph, inputs):
     return f, args, [np.asarray(o) for o in out], first
 
 
+def _check(outs, reference, names) -> dict:
+    """``reference``: the case's :class:`Validator` (prepared once), or the reference arrays themselves."""
+    return reference.check(outs) if isinstance(reference, Validator) else compare(outs, reference, names)
+
+
 def _one_baseline(name, build, reference, names, timer, where="gpu") -> dict:
     run = {"kind": "baseline", "name": name, "device": where}
     log(f"    {name}: compile + validate")
     try:
         f, args, outs, first = build()
         run["first_call_s"] = first
-        run["validation"] = compare(outs, reference, names)
+        run["validation"] = _check(outs, reference, names)
         log(f"    {name}: {'ok' if run['validation']['ok'] else 'WRONG'} "
             f"(rel err {run['validation']['max_rel_l2']:.1e}); timing")
         run.update(timer(f, args))
@@ -739,7 +684,7 @@ def run_plan(plan, inputs, reference, names, clock: Clock) -> dict:
     outs = runner.fetch(sim_times)              # first run: compiles (cached per plan) and computes
     run["first_run_s"] = time.perf_counter() - t0
     run["timing_scope"] = "plan kernels only (+ refills of split-reduction result buffers), device-resident buffers"
-    run["validation"] = compare(outs, reference, names)
+    run["validation"] = _check(outs, reference, names)
     del outs
     try:
         if clock.simulator:     # nothing to warm up in the simulator: the validation run is the timing
@@ -774,19 +719,27 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
     inputs = workload_inputs(graph, seed=settings["seed"])
     reference = asim.reference(graph, inputs)
     names = [o.name for o in graph.outputs]
+    validator = Validator(reference, names, REL_TOL, on_gpu=settings["mode"] == "gpu")   # once per case
     rec["reference_s"] = time.perf_counter() - t0
+    rec["validation_method"] = validator.method
     log(f"  inputs + reference {rec['reference_s']:.1f}s ({(in_bytes + out_bytes) / 1e6:.1f} MB minimum traffic)")
+    plans = {}
     for strategy in strategies:
-        log(f"  {case.key} / {strategy}")
         try:
-            plan = asim.compile(graph, strategy=strategy, gpu=settings["gpu_preset"])
+            plans[strategy] = asim.compile(graph, strategy=strategy, gpu=settings["gpu_preset"])
         except Exception as e:
             rec["runs"].append({"kind": "plan", "name": strategy, "strategy": strategy,
                                 "error": f"compile: {type(e).__name__}: {e}"})
-            log(f"    compile FAILED: {e}")
-            continue
+            log(f"  {case.key} / {strategy}: compile FAILED: {e}")
+    compiler = {s: {"applied": False} for s in plans}
+    if settings.get("apply_compiler") and plans:        # what AStitch ships: ptxas-checked register caps
+        from benchmarks.applied_plans import apply_for_case
+        plans, compiler, rec["apply_compiler_s"] = apply_for_case(plans, lambda m: log(f"  {case.key} / {m}"))
+    for strategy, plan in plans.items():
+        log(f"  {case.key} / {strategy}")
         try:
-            run = run_plan(plan, inputs, reference, names, clock)
+            run = run_plan(plan, inputs, validator, names, clock)
+            run["compiler"] = compiler[strategy]
             v = run["validation"]
             log(f"    {len(plan.kernels)} kernel(s), first run {run['first_run_s']:.1f}s, "
                 f"{'valid' if v['ok'] else 'WRONG'} (rel err {v['max_rel_l2']:.1e}), "
@@ -797,7 +750,8 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
             log(f"    FAILED {run['error']}")
         rec["runs"].append(run)
         gc.collect()
-    rec["runs"] += run_baselines(case, graph, inputs, reference, names, settings, baselines_wanted)
+    rec["runs"] += run_baselines(case, graph, inputs, validator, names, settings, baselines_wanted)
+    validator.close()
     derive(rec, settings.get("copy_bandwidth_gbs"), settings["mode"] == "simulator")
     del inputs, reference
     gc.collect()
@@ -813,6 +767,10 @@ def derive(rec: dict, copy_gbs: Optional[float], simulator: bool = False) -> Non
         for r in rec["runs"]:
             r["timing_note"] = SIM_NOTE
         return
+    from benchmarks.headline import run_spread
+    for r in rec["runs"]:
+        if r.get("gpu_us"):
+            r["spread"] = run_spread(r)
     total = rec["min_bytes"]["total"]
     xla = next((r for r in rec["runs"] if r.get("strategy") == "xla" and r.get("gpu_us")), None)
     for r in rec["runs"]:
@@ -849,7 +807,8 @@ def summarize(results: dict) -> dict:
         if c.get("large") and a and a.get("pct_of_copy") is not None:
             large.append({"case": c["key"], "pct_of_copy": a["pct_of_copy"], "ok": a["pct_of_copy"] >= 80})
     geo = float(np.exp(np.mean(np.log(sp)))) if sp else None
-    return {"astitch_vs_xla_geomean": geo, "astitch_vs_xla_cases": len(sp),
+    from benchmarks.headline import headline
+    return {"headline": headline(results), "astitch_vs_xla_geomean": geo, "astitch_vs_xla_cases": len(sp),
             "astitch_vs_xla_ok": (geo >= 1.5) if geo else None,
             "irregular_vs_baselines": irregular, "large_pct_of_copy": large}
 
@@ -879,6 +838,8 @@ def write_markdown(results: dict, path: str) -> None:
           f"{_f(copy.get('numba_copy_kernel_bandwidth_gbs'))} GB/s" + (f" ({SIM_NOTE})" if sim else ""), ""]
     s = results.get("summary") or {}
     if not sim:
+        from benchmarks.headline import markdown as headline_markdown
+        L += headline_markdown(s.get("headline") or {})
         L += ["## Targets", "",
               f"- astitch over our xla plans, geomean GPU time: {_f(s.get('astitch_vs_xla_geomean'), '{:.2f}')}x "
               f"over {s.get('astitch_vs_xla_cases')} cases (target >= 1.5x: "
@@ -1005,11 +966,17 @@ BASELINES = ("jax.jit", "torch.eager", "torch.native", "torch.compile")
 def run_suite(out_dir: str, quick: bool = False, simulator: Optional[bool] = None, gpu_preset: Optional[str] = None,
               only=None, strategies=None, baselines=BASELINES, reps: Optional[int] = None,
               warmup: Optional[int] = None, seed: int = 0, commit: Optional[str] = None, plot: bool = True,
-              argv: Optional[list] = None, copy_bytes: Optional[int] = None) -> dict:
-    """The Python API of the command: runs the suite and writes results.json/md/png into ``out_dir``."""
+              argv: Optional[list] = None, copy_bytes: Optional[int] = None, apply_compiler: bool = False,
+              copy: bool = True) -> dict:
+    """The Python API of the command: runs the suite and writes results.json/md/png into ``out_dir``.
+
+    ``apply_compiler``: measure each plan after ``gpu_backend.apply_compiler`` (ptxas-checked register caps:
+    what AStitch ships; :mod:`benchmarks.applied_plans`).  ``copy=False`` skips the copy-bandwidth
+    measurement (the runbook measures it in its own step)."""
+    from benchmarks.suite import select
+    cases = select(only)            # a typo in --only fails here, before the GPU is touched
     mode = choose_mode(simulator)
     import astitch_sim as asim
-    from benchmarks.suite import select
     sim = mode == "simulator"
     shapes = "sim" if sim else ("quick" if quick else "full")
     reps = reps or (1 if sim else (10 if quick else 20))
@@ -1030,16 +997,16 @@ def run_suite(out_dir: str, quick: bool = False, simulator: Optional[bool] = Non
     clock = Clock(sim, l2, reps, warmup, clock_ghz=hw.clock_ghz)
     settings = {"mode": mode, "shapes": shapes, "reps": reps, "warmup": warmup, "seed": seed,
                 "gpu_preset": hw.name, "flush_bytes": clock.flush_bytes, "clock_ghz": hw.clock_ghz,
-                "rel_tol": REL_TOL}
+                "rel_tol": REL_TOL, "apply_compiler": bool(apply_compiler)}
     results = {"format": FORMAT, "mode": mode, "timing_note": SIM_NOTE if sim else "GPU timing",
                "gpu_preset": hw.name, "provenance": prov, "settings": settings, "cases": []}
     log(f"gpu_bench: {mode} mode, device {prov.get('device')}, preset {hw.name}, shapes {shapes}, reps {reps}")
     copy_bytes = copy_bytes or (2**14 if sim else (256 * 2**20 if quick else 2**30))
-    log(f"device-to-device copy bandwidth ({copy_bytes / 2**20:.0f} MiB)")
-    results["copy"] = clock.copy_bandwidth(copy_bytes)
-    settings["copy_bandwidth_gbs"] = results["copy"]["bandwidth_gbs"]
-    log(f"  copy {results['copy']['bandwidth_gbs']:.1f} GB/s" + (f" ({SIM_NOTE})" if sim else ""))
-    cases = select(only)
+    if copy:
+        log(f"device-to-device copy bandwidth ({copy_bytes / 2**20:.0f} MiB)")
+        results["copy"] = clock.copy_bandwidth(copy_bytes)
+        settings["copy_bandwidth_gbs"] = results["copy"]["bandwidth_gbs"]
+        log(f"  copy {results['copy']['bandwidth_gbs']:.1f} GB/s" + (f" ({SIM_NOTE})" if sim else ""))
     strategies = list(strategies or asim.STRATEGIES)
     t_start = time.time()
     for i, case in enumerate(cases, 1):
@@ -1081,7 +1048,11 @@ def print_table(results: dict) -> None:
     s = results.get("summary") or {}
     if sim:
         print(f"*** {SIM_NOTE}: these numbers say nothing about speed ***")
-    elif s.get("astitch_vs_xla_geomean"):
+    else:
+        geo = (s.get("headline") or {}).get("geomean_speedup") or {}
+        for b, v in geo.items():
+            print(f"astitch vs {b}: geomean speed-up {v:.2f}x over {s['headline']['cases'][b]} cases")
+    if not sim and s.get("astitch_vs_xla_geomean"):
         print(f"astitch vs xla geomean {s['astitch_vs_xla_geomean']:.2f}x (target >= 1.5x)")
 
 
@@ -1106,6 +1077,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--commit", help="git commit to record (where the machine has no .git)")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--apply-compiler", action=argparse.BooleanOptionalAction, default=False,
+                    help="measure each plan after gpu_backend.apply_compiler (ptxas-checked register caps, what "
+                         "AStitch ships); the runbook (benchmarks.gpu_session) turns it on")
     ap.add_argument("--render", metavar="RESULTS_JSON", nargs="+",
                     help="only re-render results.md / plot.png from results.json file(s) into --out "
                          "(several files: their cases are merged, first file's provenance kept)")
@@ -1121,7 +1095,8 @@ def main(argv=None) -> int:
         only = [c.key for c in part(a.part, only)]
     results = run_suite(a.out, quick=a.quick, simulator=a.simulator, gpu_preset=a.gpu_preset, only=only,
                         strategies=a.strategies, baselines=a.baselines, reps=a.reps, warmup=a.warmup, seed=a.seed,
-                        commit=a.commit, plot=not a.no_plot, argv=["-m", "benchmarks.gpu_bench"] + argv)
+                        commit=a.commit, plot=not a.no_plot, argv=["-m", "benchmarks.gpu_bench"] + argv,
+                        apply_compiler=a.apply_compiler)
     print_table(results)
     return 0
 

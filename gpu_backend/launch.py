@@ -33,8 +33,8 @@ _CACHE_LOCK = threading.Lock()
 
 def simulator() -> bool:
     """Is Numba's CUDA simulator active (``NUMBA_ENABLE_CUDASIM=1`` when numba.cuda was imported)?"""
-    from numba.cuda.core import config
-    return bool(config.ENABLE_CUDASIM)
+    from .numba_compat import cudasim_enabled
+    return cudasim_enabled()
 
 
 def plan_key(plan: Plan, probe: bool = False) -> str:

@@ -80,8 +80,8 @@ def _target_device(cc):
 
 def kernel_ptx(plan, arch: str) -> list:
     """``[(KernelSpec, ptx text)]`` for every kernel of ``plan`` (generated and library), cached on disk."""
-    from numba.cuda.core import config
-    if config.ENABLE_CUDASIM:
+    from .numba_compat import cudasim_enabled
+    if cudasim_enabled():
         raise AStitchError("compiling to machine code needs the real numba.cuda: unset NUMBA_ENABLE_CUDASIM "
                            "(python -m gpu_backend.machine_code runs in a fresh process)")
     import numba

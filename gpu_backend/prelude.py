@@ -34,8 +34,11 @@ import math as _math
 
 import numpy as np
 from numba import cuda
-from numba.cuda.core import config as _config
 from numpy import float16, float32, float64, int64, uint16, uint32, uint64
+
+from .numba_compat import numba_config
+
+_config = numba_config()
 
 
 class _IEEEMath:

@@ -17,6 +17,12 @@ nvJitLink      ``nvidia-nvjitlink-cu12``                  links a kernel with a 
                                                           (it refuses Volta's sm_70)
 =============  =========================================  ============================================
 
+The same files are found in CUDA 13's wheel layout (one ``nvidia/cu13`` folder), in a CUDA
+toolkit (``$CUDA_HOME``, ``$CUDA_PATH``, ``/usr/local/cuda``: what a GPU machine's image has with
+nvcc) and on ``PATH``, in that order (:data:`WHEEL_LAYOUT`, :data:`TOOLKIT_LAYOUT`; :func:`where` says
+which file came from where).  :func:`cuda_home_for_numba` says which toolkit to export as
+``CUDA_HOME`` where no wheel brings NVVM (numba-cuda looks for it there).
+
 :func:`find` returns a :class:`Toolchain` or raises :class:`ToolchainMissing`
 (an :class:`~astitch_sim.AStitchError`) naming what is missing and the command
 that installs it; :func:`available` answers yes/no for tests and front doors.
@@ -63,6 +69,13 @@ class Toolchain:
         return f"ptxas {self.ptxas_version}, {self.nvjitlink_version}, {dis}"
 
 
+def _first(candidates) -> Optional[str]:
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.R_OK):
+            return str(c)
+    return None
+
+
 def _nvidia_dirs() -> list:
     """``site-packages/nvidia`` of every importable ``nvidia`` namespace package."""
     try:
@@ -72,10 +85,72 @@ def _nvidia_dirs() -> list:
     return [Path(p) for p in getattr(nvidia, "__path__", [])]
 
 
-def _first(candidates) -> Optional[str]:
-    for c in candidates:
-        if c and Path(c).is_file() and os.access(c, os.R_OK):
-            return str(c)
+#: where each file lives, relative to a ``site-packages/nvidia`` folder: CUDA 12 wheels give every component
+#: its own folder (``cuda_nvcc``, ``cuda_runtime``), CUDA 13 wheels share one ``cu13`` folder
+WHEEL_LAYOUT = {
+    "ptxas": ("cuda_nvcc/bin/ptxas", "cu13/bin/ptxas"),
+    "cudadevrt": ("cuda_runtime/lib/libcudadevrt.a", "cu13/lib/libcudadevrt.a", "cu13/lib64/libcudadevrt.a"),
+    "nvvm": ("cuda_nvcc/nvvm/lib64/libnvvm.so", "cu13/nvvm/lib64/libnvvm.so", "cu13/lib/libnvvm.so"),
+    "libdevice": ("cuda_nvcc/nvvm/libdevice/libdevice.10.bc", "cu13/nvvm/libdevice/libdevice.10.bc"),
+    "nvdisasm": ("cu13/bin/nvdisasm", "cuda_nvdisasm/bin/nvdisasm"),
+}
+#: the same files relative to a CUDA toolkit folder (``$CUDA_HOME``, ``/usr/local/cuda``: what nvcc comes with)
+TOOLKIT_LAYOUT = {
+    "ptxas": ("bin/ptxas",),
+    "cudadevrt": ("lib64/libcudadevrt.a", "targets/x86_64-linux/lib/libcudadevrt.a", "lib/libcudadevrt.a"),
+    "nvvm": ("nvvm/lib64/libnvvm.so",),
+    "libdevice": ("nvvm/libdevice/libdevice.10.bc",),
+    "nvdisasm": ("bin/nvdisasm",),
+}
+#: found on ``PATH`` as a last resort
+ON_PATH = ("ptxas", "nvdisasm")
+#: where a CUDA toolkit is usually installed when no variable names one
+DEFAULT_TOOLKITS = ("/usr/local/cuda",)
+
+
+def toolkit_dirs() -> list:
+    """CUDA toolkit folders to search, in order: ``$CUDA_HOME``, ``$CUDA_PATH``, :data:`DEFAULT_TOOLKITS`."""
+    named = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *DEFAULT_TOOLKITS]
+    out = []
+    for d in named:
+        if d and Path(d) not in out:
+            out.append(Path(d))
+    return out
+
+
+def locate(what: str, roots=None, toolkits=None) -> Optional[str]:
+    """The path of ``what`` (a key of :data:`WHEEL_LAYOUT`): pip wheels first, then toolkit folders, then PATH.
+
+    ``roots`` (``site-packages/nvidia`` folders) and ``toolkits`` default to this machine's."""
+    roots = _nvidia_dirs() if roots is None else [Path(r) for r in roots]
+    toolkits = toolkit_dirs() if toolkits is None else [Path(t) for t in toolkits]
+    found = _first([r / rel for r in roots for rel in WHEEL_LAYOUT[what]] +
+                   [t / rel for t in toolkits for rel in TOOLKIT_LAYOUT[what]])
+    if found is None and what in ON_PATH:
+        found = shutil.which(what)
+    return found
+
+
+def where(roots=None, toolkits=None) -> dict:
+    """Every file of the toolchain and where it was found (None: nowhere): what the GPU probe reports."""
+    return {what: locate(what, roots, toolkits) for what in WHEEL_LAYOUT}
+
+
+def cuda_home_for_numba(roots=None, toolkits=None) -> Optional[str]:
+    """The toolkit folder to export as ``CUDA_HOME`` before ``numba.cuda`` is imported, or None.
+
+    numba-cuda finds NVVM and libdevice in a pip wheel or under ``CUDA_HOME``; an image whose toolkit
+    lives in ``/usr/local/cuda`` and that has no NVVM wheel (nvrtc and nvJitLink come as wheels) must
+    name it.  None when ``CUDA_HOME`` is already set or a wheel has NVVM."""
+    if os.environ.get("CUDA_HOME"):
+        return None
+    roots = _nvidia_dirs() if roots is None else [Path(r) for r in roots]
+    if locate("nvvm", roots, toolkits=[]):
+        return None
+    toolkits = toolkit_dirs() if toolkits is None else [Path(t) for t in toolkits]
+    for t in toolkits:
+        if locate("nvvm", [], [t]) and locate("libdevice", [], [t]):
+            return str(t)
     return None
 
 
@@ -87,14 +162,11 @@ def _version(binary: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _find() -> Toolchain:
-    roots = _nvidia_dirs()
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    ptxas = _first([r / "cuda_nvcc" / "bin" / "ptxas" for r in roots] +
-                   [Path(cuda_home) / "bin" / "ptxas" if cuda_home else None, shutil.which("ptxas")])
+    ptxas = locate("ptxas")
     if ptxas is None:
-        raise ToolchainMissing(f"ptxas (NVIDIA's PTX assembler) not found; install it: {INSTALL}")
-    devrt = _first([r / "cuda_runtime" / "lib" / "libcudadevrt.a" for r in roots] +
-                   [Path(cuda_home) / "lib64" / "libcudadevrt.a" if cuda_home else None])
+        raise ToolchainMissing(f"ptxas (NVIDIA's PTX assembler) not found in a pip wheel, $CUDA_HOME, "
+                               f"/usr/local/cuda or PATH; install it: {INSTALL}")
+    devrt = locate("cudadevrt")
     if devrt is None:
         raise ToolchainMissing(f"libcudadevrt.a (CUDA's device runtime, needed to link grid barriers) not found; "
                                f"install it: {INSTALL}")
@@ -104,8 +176,7 @@ def _find() -> Toolchain:
     except Exception as e:          # noqa: BLE001 - any failure to load the library means "missing"
         raise ToolchainMissing(f"nvJitLink (links grid barriers to the device runtime) cannot be loaded "
                                f"({type(e).__name__}: {e}); install it: {INSTALL}") from None
-    nvdisasm = _first([r / sub / "bin" / "nvdisasm" for r in roots for sub in ("cu13", "cuda_nvdisasm")] +
-                      [shutil.which("nvdisasm")])
+    nvdisasm = locate("nvdisasm")
     return Toolchain(ptxas=ptxas, ptxas_version=_version(ptxas), cudadevrt=devrt,
                      nvjitlink_version=f"nvJitLink {major}.{minor}", nvdisasm=nvdisasm,
                      nvdisasm_version=_version(nvdisasm) if nvdisasm else "")

@@ -34,8 +34,8 @@ def check_plan(plan, cc=(9, 0)) -> list:
 
     Raises whatever Numba raises (a ``TypingError`` names the generated line).
     """
-    from numba.cuda.core import config
-    if config.ENABLE_CUDASIM:
+    from .numba_compat import cudasim_enabled
+    if cudasim_enabled():
         raise RuntimeError("typecheck needs the real numba.cuda (unset NUMBA_ENABLE_CUDASIM)")
     from numba.cuda import types
     from numba.cuda.compiler import compile_cuda

@@ -50,6 +50,10 @@ def _gpu_present() -> bool:
         return False
     if not (ctypes.util.find_library("cuda") or os.path.exists("/dev/nvidiactl")):
         return False
+    from gpu_backend.toolchain import cuda_home_for_numba     # no numba import: safe before the choice
+    home = cuda_home_for_numba()           # a GPU image with its toolkit in /usr/local/cuda and no NVVM wheel
+    if home:
+        os.environ["CUDA_HOME"] = home     # numba-cuda (this process and the probe below) finds NVVM there
     try:
         r = subprocess.run([sys.executable, "-c", "from numba import cuda; print(cuda.is_available())"],
                            capture_output=True, text=True, timeout=300)

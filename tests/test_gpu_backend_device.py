@@ -19,11 +19,6 @@ different order than numpy's pairwise sum, and the GPU's float32 ``expf``/
 """
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -82,58 +77,27 @@ def _reference(name):
 def test_workload_at_real_size_on_device(name, strategy, preset):
     import gpu_backend
     g, inputs, want = _reference(name)
-    plan = asim.compile(g, strategy, preset)
+    # the plan AStitch ships: register caps checked by ptxas (benchmarks/gpu_correctness.py runs the same checks)
+    plan = gpu_backend.apply_compiler(asim.compile(g, strategy, preset))
     outs = gpu_backend.run(plan, inputs)
     _close(g, outs, want, f"{name}/{strategy} on {preset}")
 
 
 # -- compute-sanitizer ---------------------------------------------------------------------------
 
-#: plans small enough for the sanitizer (10-100x slower) that still use every construct:
-#: shared-memory trees, Regional values, grid barriers, split reductions (atomic), Global values
-SANITIZED = [("paper_fig7", {}, "astitch"), ("softmax", dict(rows=2, cols=8192), "astitch"),
-             ("layernorm", dict(rows=64, cols=768), "astitch"), ("batchnorm_train", dict(rows=4096, cols=64), "xla"),
-             ("cross_entropy", dict(rows=64, cols=1000), "astitch"), ("row_reduce", dict(rows=4096, cols=32), "astitch"),
-             ("layernorm_backward", dict(rows=64, cols=768), "astitch"), ("global_norm", dict(rows=256, cols=256),
-                                                                           "astitch")]
+#: plans small enough for the sanitizer that still use every construct: benchmarks/sanitizer.py
+#: (the child gets the checkout on PYTHONPATH -- the GPU image has no installed astitch_sim -- and a
+#: timeout that fits one 10-minute device command)
+from benchmarks import sanitizer as _sanitizer_run
 
-_SCRIPT = textwrap.dedent("""
-    import sys, numpy as np, astitch_sim as asim, gpu_backend
-    from astitch_sim.workloads import workload_inputs
-    cases = {cases!r}
-    for name, shape, strategy in cases:
-        g = asim.workload(name, **shape)
-        ins = workload_inputs(g, 0)
-        outs = gpu_backend.run(asim.compile(g, strategy, {preset!r}), ins)
-        for o, r in zip(outs, asim.reference(g, ins)):
-            assert np.allclose(o, r, rtol=1e-4, atol=1e-4 * max(1.0, float(np.nanmax(np.abs(r))))), name
-        print("ran", name, strategy, flush=True)
-""")
-
-
-def _sanitizer():
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-            if home and Path(home, "bin", "compute-sanitizer").exists():
-                return str(Path(home, "bin", "compute-sanitizer"))
-    return exe
+SANITIZED = _sanitizer_run.SANITIZED
 
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 def test_generated_kernels_pass_compute_sanitizer(tool, preset, tmp_path):
-    exe = _sanitizer()
-    if exe is None:
+    if _sanitizer_run.find() is None:
         pytest.skip("compute-sanitizer not found (install the CUDA toolkit or set CUDA_HOME)")
-    script = tmp_path / "run_plans.py"
-    script.write_text(_SCRIPT.format(cases=SANITIZED, preset=preset))
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
-    cmd = [exe, "--tool", tool, "--error-exitcode", "97"]
-    if tool == "racecheck":
-        cmd += ["--racecheck-report", "hazard"]
-    r = subprocess.run(cmd + [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=ROOT,
-                       timeout=3600)
-    log = r.stdout[-6000:] + r.stderr[-6000:]
-    assert r.returncode == 0, f"compute-sanitizer {tool} found problems:\n{log}"
-    assert r.stdout.count("ran ") == len(SANITIZED), log
+    rec = _sanitizer_run.run_tool(tool, tmp_path, SANITIZED, preset)
+    assert not rec["timed_out"], f"compute-sanitizer {tool}: {rec['verdict']}\n{rec['log']}"
+    assert rec["ok"], f"compute-sanitizer {tool}: {rec['verdict']}\n{rec['log']}"
+    assert rec["ran"] == len(SANITIZED), rec["log"]
