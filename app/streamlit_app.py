@@ -44,8 +44,8 @@ def main() -> None:
     sidebar.machine_inputs()
     sidebar.what_if_inputs()
     st.radio("View", state.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
-    if "_notice" in st.session_state:
-        st.warning(st.session_state.pop("_notice"))
+    for problem in st.session_state.pop("_notice", []):      # what the link named that does not exist
+        st.error(problem)
     if source is None:
         st.info("Paste JAX's text (StableHLO, or HLO) or upload a `.mlir`/`.hlo` file in the sidebar (see *How to "
                 "get StableHLO / HLO from JAX*), or pick a catalog workload or an HLO example.")

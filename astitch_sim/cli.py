@@ -410,7 +410,7 @@ def add_simulate_parser(sub) -> argparse.ArgumentParser:
                     "traffic over achievable bandwidth, barriers, waves, recomputation).\n"
                     "Prints per kernel: launch shape, waves, global bytes read / written,\n"
                     "shared bytes, flops, predicted us and its breakdown; then the speedup\n"
-                    "over xla. --compare prints one table with all four strategies.\n\n"
+                    "over xla. --compare prints one table with every strategy.\n\n"
                     + GRAPH_EPILOG,
         epilog="examples:\n"
                "  astitch simulate --workload paper_fig7 --gpu V100\n"
@@ -420,7 +420,7 @@ def add_simulate_parser(sub) -> argparse.ArgumentParser:
                "  astitch simulate --workload softmax --shape rows=4 cols=8 --trace\n")
     add_graph_arguments(p)
     add_strategy_gpu_arguments(p)
-    p.add_argument("--compare", action="store_true", help="simulate all four strategies and compare them")
+    p.add_argument("--compare", action="store_true", help="simulate every strategy and compare them")
     p.add_argument("--trace", action="store_true",
                    help=f"trace per thread (tiny shapes: <= {TRACE_MAX_ELEMENTS} input elements)")
     p.add_argument("--events", type=_count(0), default=20, metavar="N", help="trace events to print (default 20)")
@@ -629,11 +629,39 @@ def cmd_explore(args) -> int:
         import threading
         import webbrowser
         threading.Timer(2.5, lambda: webbrowser.open(url)).start()
+    return _serve_until_stopped(proc)
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP reached ``astitch explore``."""
+
+
+def _serve_until_stopped(proc) -> int:
+    """Wait for the Streamlit server; stop it when this process is stopped (Ctrl-C, SIGTERM, SIGHUP).
+
+    Without the handlers a ``kill`` of ``astitch explore`` (a terminal closed, a supervisor stopping it)
+    left the server running on its port."""
+    import signal
+    import subprocess
+
+    def stop(signum, frame):
+        raise _Stopped(signum)
+
+    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig]
+    before = {sig: signal.signal(sig, stop) for sig in wanted}
     try:
         return proc.wait()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stopped):
         proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         return 0
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 # ---------------------------------------------------------------------------
@@ -651,7 +679,7 @@ Memory-intensive ops (elementwise, broadcast, reduce) between the GEMMs of a
 model cost off-chip traffic and kernel launches. AStitch stitches them into one
 kernel, passing data through registers, shared memory or global memory with a
 grid barrier. This command shows the graphs it works on, runs them, plans them
-with four strategies (unfused, xla, tvm, astitch) and simulates the plans.
+with five strategies (unfused, xla, tvm, fusionstitching, astitch) and simulates the plans.
 """
 
 EPILOG = """\
@@ -662,7 +690,7 @@ examples:
   astitch reference --workload softmax --shape rows=4 cols=8
   astitch show --hlo model.hlo                       # a graph from XLA HLO text
   astitch plan --workload paper_fig7 --strategy xla  # the kernels a strategy plans
-  astitch simulate --workload softmax --compare      # all four strategies on the SIMT model
+  astitch simulate --workload softmax --compare      # every strategy on the SIMT model
   astitch explore                                    # the explorer in your browser (Figure 7)
 
 'astitch COMMAND --help' explains each command.

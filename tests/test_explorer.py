@@ -142,11 +142,31 @@ def test_link_state_round_trips_through_query_parameters():
     assert qp(at, "workload") == "softmax" and qp(at, "shape") == "rows:64,cols:3000"
 
 
-def test_unknown_workload_in_a_link_is_a_warning():
-    at = app(workload="no_such_thing")
+def test_unknown_workload_in_a_link_is_an_error_with_a_did_you_mean():
+    at = app(workload="sofmax")
     assert not at.exception
-    assert any("no_such_thing" in w.value for w in at.warning)
-    assert at.session_state["workload"] == "paper_fig7"
+    errors = [e.value for e in at.error]
+    assert any("'sofmax'" in e and "did you mean 'softmax'?" in e for e in errors), errors
+    assert at.session_state["workload"] == "paper_fig7"          # the page still shows the default
+
+
+@pytest.mark.parametrize("query, words", [
+    (dict(strategy="astich"), ["strategy='astich'", "did you mean 'astitch'?"]),
+    (dict(gpu="H10"), ["gpu='H10'", "did you mean 'H100'?"]),
+    (dict(view="Kernal"), ["view='Kernal'", "did you mean 'Kernel'?"]),
+    (dict(example="layernrom"), ["example='layernrom'", "did you mean 'layernorm'?"]),
+    (dict(workload="softmax", shape="rows:64,colz:30,cols:abc"), ["'colz:30'", "'cols:abc'", "rows:<positive integer>"]),
+    (dict(off="global_stiching"), ["'global_stiching'", "did you mean 'global_stitching'?"]),
+])
+def test_a_link_naming_what_does_not_exist_is_an_error_naming_it(query, words):
+    """A link with a typo is not silently clamped to a default: the page says what it ignored, and why."""
+    at = app(**query)
+    assert not at.exception
+    errors = "\n".join(e.value for e in at.error)
+    for w in words:
+        assert w in errors, (w, errors)
+    if "shape" in query:
+        assert at.session_state["shape:softmax:rows"] == 64          # the good part of the shape is kept
 
 
 def test_what_if_switch_changes_every_view_and_the_link():

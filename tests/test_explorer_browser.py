@@ -208,3 +208,36 @@ def test_kernel_picker_survives_strategy_switches(server, page, start_view):
     no_exception(pg)
     pick(pg, "Strategy", "unfused")
     no_exception(pg)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_astitch_explore_stops_its_server_when_it_is_stopped(signame):
+    """``astitch explore`` serves the app through a Streamlit child; killing ``astitch explore`` (a closed
+    terminal, a supervisor) must stop that server too (it kept running on its port)."""
+    import signal
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "astitch_sim", "explore", "--no-browser", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    health = f"http://127.0.0.1:{port}/_stcore/health"
+
+    def answers() -> bool:
+        try:
+            return urllib.request.urlopen(health, timeout=2).status == 200
+        except OSError:
+            return False
+
+    try:
+        deadline = time.time() + 90
+        while not answers():
+            assert proc.poll() is None and time.time() < deadline, "the explorer did not start"
+            time.sleep(0.5)
+        proc.send_signal(getattr(signal, signame))
+        assert proc.wait(timeout=30) == 0
+        deadline = time.time() + 20
+        while answers() and time.time() < deadline:
+            time.sleep(0.5)
+        assert not answers(), f"the Streamlit server still answers on port {port} after {signame}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

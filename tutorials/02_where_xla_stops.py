@@ -235,7 +235,7 @@ test_q3_power_evaluations(power_evaluations)
 # # END QUESTION
 
 # %% [markdown]
-# What does recomputation cost, and what does it save? Simulate all four strategies (the paper's graph is
+# What does recomputation cost, and what does it save? Simulate every strategy (the paper's graph is
 # small: milliseconds each) and compare flops, traffic and predicted time.
 
 # %%

@@ -12,9 +12,13 @@ first widget is drawn, from the query parameters or the defaults.
 """
 from __future__ import annotations
 
+import difflib
+
 import astitch_sim as asim
 import streamlit as st
 from astitch_sim.hardware import GPUS
+
+from .compute import hlo_examples
 
 VIEWS = ("Compare", "Graph", "Kernel", "Thread mapping", "Data movement", "Timeline", "Code", "What-if")
 SOURCES = ("Catalog workload", "HLO example", "Your HLO")
@@ -50,38 +54,72 @@ def shape_key(workload: str, dim: str) -> str:
     return f"shape:{workload}:{dim}"
 
 
-def parse_shape(text: str) -> dict:
-    out = {}
+def parse_shape(text: str) -> tuple[dict, list]:
+    """``rows:64,cols:3000`` -> ({"rows": 64, "cols": 3000}, parts that are not ``name:positive integer``)."""
+    out, bad = {}, []
     for part in filter(None, (text or "").split(",")):
         k, _, v = part.partition(":")
         try:
-            out[k.strip()] = int(v)
+            n = int(v)
         except ValueError:
-            continue
-    return out
+            n = 0
+        if k.strip() and n > 0:
+            out[k.strip()] = n
+        else:
+            bad.append(part)
+    return out, bad
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`` (did you mean 'softmax'?)`` when ``word`` is close to one of ``choices``, else ``""``."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _checked(q, key: str, choices, default, what: str, problems: list):
+    """The link's ``key`` when it is one of ``choices``; else ``default``, and a problem naming it."""
+    value = q.get(key)
+    if value is None:
+        return default
+    if value in choices:
+        return value
+    problems.append(f"the link's {key}={value!r} is not {what}{did_you_mean(value, choices)}; "
+                    f"showing {default!r}. Known: {', '.join(map(str, choices))}")
+    return default
 
 
 def seed_from_query() -> None:
-    """Once per session: fill the widget keys from the URL (or the defaults)."""
+    """Once per session: fill the widget keys from the URL (or the defaults).  A value the link names that
+    does not exist (a workload, a strategy, a GPU, a view, an HLO example, a shape) is replaced by the
+    default, and the page says so (``_notice``), with a did-you-mean."""
     ss = st.session_state
     if ss.get("_seeded"):
         return
     q = st.query_params
     ss["_seeded"] = True
+    problems: list = []
     ss["source"] = SOURCES[1] if q.get("example") else SOURCES[0]
-    name = q.get("workload", DEFAULT_WORKLOAD)
-    ss["workload"] = name if name in asim.WORKLOADS else DEFAULT_WORKLOAD
-    if name not in asim.WORKLOADS:
-        ss["_notice"] = f"the link names workload {name!r}, which the catalog does not have; showing {DEFAULT_WORKLOAD}"
+    ss["workload"] = _checked(q, "workload", list(asim.WORKLOADS), DEFAULT_WORKLOAD, "a catalog workload", problems)
     ensure_shape(ss["workload"])
-    for k, v in parse_shape(q.get("shape", "")).items():
-        if k in asim.WORKLOADS[ss["workload"]].defaults and v > 0:
+    shape, bad = parse_shape(q.get("shape", ""))
+    dims = asim.WORKLOADS[ss["workload"]].defaults
+    for k, v in shape.items():
+        if k in dims:
             ss[shape_key(ss["workload"], k)] = v
-    ss["example"] = q.get("example", "layernorm")
-    ss["strategy"] = q.get("strategy") if q.get("strategy") in asim.STRATEGIES else "astitch"
-    ss["gpu"] = q.get("gpu") if q.get("gpu") in GPUS else DEFAULT_GPU
-    ss["view"] = q.get("view") if q.get("view") in VIEWS else VIEWS[0]
+        else:
+            bad.append(f"{k}:{v}")
+    if bad:
+        problems.append(f"the link's shape has {', '.join(repr(b) for b in bad)}, which {ss['workload']} does not "
+                        f"take (its dims: {', '.join(f'{k}:<positive integer>' for k in dims)}); those parts are "
+                        "ignored")
+    ss["example"] = _checked(q, "example", list(hlo_examples()), "layernorm", "an HLO example", problems)
+    ss["strategy"] = _checked(q, "strategy", list(asim.STRATEGIES), "astitch", "a strategy", problems)
+    ss["gpu"] = _checked(q, "gpu", list(GPUS), DEFAULT_GPU, "a GPU preset", problems)
+    ss["view"] = _checked(q, "view", list(VIEWS), VIEWS[0], "a view", problems)
     off = set(filter(None, q.get("off", "").split(",")))
+    for n in sorted(off - set(SWITCHES)):
+        problems.append(f"the link switches off {n!r}, which is not a what-if switch{did_you_mean(n, SWITCHES)}; "
+                        "ignored")
     for n in SWITCHES:
         ss[f"opt:{n}"] = n not in off
     block = q.get("block", "1024")
@@ -89,6 +127,8 @@ def seed_from_query() -> None:
     ss["kernel"] = int(q.get("kernel", "0")) if q.get("kernel", "0").isdigit() else 0
     ss["node"] = q.get("node", "")
     ss.setdefault("hlo_text", "")
+    if problems:
+        ss["_notice"] = problems
 
 
 def ensure_shape(name: str) -> None:

@@ -1,1 +1,1 @@
-"""The four strategies; each turns a Graph into a Plan (see compiler.compile)."""
+"""The strategies (registry.py lists them); each turns a Graph into a Plan (see compiler.compile)."""
