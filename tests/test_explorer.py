@@ -282,3 +282,42 @@ def test_plan_views_survive_strategy_switches_at_paper_size(view):
         strategy_picker(at).set_value(s).run()
         assert_clean(at)
         assert pickers_show_this_plan(at, "layernorm", shape, s) >= PICKERS.get(view, 0)
+
+
+APP_ONLY = """
+import json
+from streamlit.testing.v1 import AppTest
+out = {}
+try:
+    import numba  # noqa: F401
+    out["numba"] = ["numba was importable: the hiding did not work"]
+except ModuleNotFoundError:
+    pass
+for view in %r:
+    at = AppTest.from_file(%r, default_timeout=300)
+    at.query_params["view"] = view
+    at.run()
+    out[view] = [str(e.value)[:300] for e in at.exception] + [e.value[:300] for e in at.error]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_every_view_works_with_the_app_extra_alone(tmp_path):
+    """The README's main command installs only ``.[app]`` (Streamlit): every view must draw without numba,
+    torch, jax, matplotlib or the notebook packages (hidden here as a missing package is)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from benchmarks.image_like import hide
+    hidden = hide(tmp_path / "hidden", ("numba", "torch", "jax", "matplotlib", "nbformat", "nbclient", "otter",
+                                        "hypothesis", "playwright", "jupytext"))
+    root = Path(APP).parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hidden), str(root)]))
+    r = subprocess.run([sys.executable, "-c", APP_ONLY % (VIEWS, APP)], env=env, capture_output=True, text=True,
+                       timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    problems = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(problems) == set(VIEWS)
+    assert not any(problems.values()), problems
