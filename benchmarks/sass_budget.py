@@ -23,6 +23,7 @@ and per plan ``sum(DRAM time) / sum(max(issue time, DRAM time))`` over its kerne
 
     python -m benchmarks.sass_budget [--gpus A100 H100] [--only layernorm softmax_dien] [--jobs 2]
                                      [--label before] [--out benchmarks/results]
+    python -m benchmarks.sass_budget --compare before after      # the target plans, run against run
 
 Writes ``sass_budget_<label>.json`` (provenance and every kernel's record) and ``.md``.
 The compiled code is cached on disk (``$ASTITCH_MACHINE_CACHE``): a second run costs file reads.
@@ -44,6 +45,8 @@ from astitch_sim.workloads import list_workloads
 ARCH = {"A100": "sm_80", "H100": "sm_90"}
 #: the paper's shapes beyond the catalog defaults: (case name, workload, shape)
 EXTRA = (("softmax_dien", "softmax", {"rows": 750000, "cols": 32}),)
+#: issue 27's target plans (case names): the rows of ``--compare``
+TARGETS = ("layernorm", "softmax_dien", "softmax", "rmsnorm", "bias_gelu")
 
 
 def cases() -> list:
@@ -148,6 +151,31 @@ def markdown(label: str, records: dict, prov: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compare(labels: list, out: Path, gpu: str = "H100", strategies=("astitch", "xla")) -> str:
+    """A markdown table of :data:`TARGETS` under ``strategies`` across the runs named by ``labels`` (their
+    JSON files in ``out``): per plan the largest instructions per element, the global access widths and the
+    plan's issue-rate bound, run by run."""
+    runs = [json.loads((out / f"sass_budget_{label}.json").read_text()) for label in labels]
+    head = " | ".join(f"{label}: instr/elem (max), widths, bound" for label in labels)
+    lines = [f"| plan ({gpu}) | {head} |", "|---|" + "---|" * len(labels)]
+    for case in TARGETS:
+        for s in strategies:
+            pid = f"{case}/{s}/{gpu}"
+            cells = []
+            for run in runs:
+                rec = run["records"].get(pid)
+                if rec is None or "error" in rec:
+                    cells.append("-" if rec is None else "error")
+                    continue
+                ks = rec["kernels"]
+                widths = sorted({int(w) for r in ks for d in (r["loads"], r["stores"]) for w in d})
+                cells.append(f"{max(r['instr_per_element'] or 0 for r in ks):.0f}, "
+                             f"{'/'.join(map(str, widths))}-bit, {100 * rec['plan_bound']:.0f}%")
+            lines.append(f"| {pid.rsplit('/', 1)[0]} ({len(rec['kernels']) if rec and 'kernels' in rec else '?'} "
+                         f"kernel(s)) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m benchmarks.sass_budget", description=__doc__,
@@ -158,7 +186,12 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="plans compiled at once (worker processes)")
     ap.add_argument("--label", default="now", help="names the output files: sass_budget_<label>.{json,md}")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--compare", nargs="+", metavar="LABEL",
+                    help="print a before/after table of issue 27's target plans from earlier runs (no compiling)")
     args = ap.parse_args(argv)
+    if args.compare:
+        print(compare(args.compare, Path(args.out)))
+        return
     from benchmarks.ptxas_catalog import tool_versions
     from benchmarks.simt_predictions import provenance
     from gpu_backend import toolchain
