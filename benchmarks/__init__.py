@@ -18,6 +18,7 @@ the command that made them.  The commands:
 ``simt_speed``         how fast the SIMT model is against the numpy reference and Numba's CUDA simulator
 ``ptxas_catalog``      every catalog plan through NVIDIA's ptxas (no GPU): registers, spills, shared memory
 ``ptxas_vs_model``     the machine code's instruction mix (nvdisasm) against the SIMT model's accounting
+``sass_budget``        every generated kernel's SASS per element (no GPU) and its issue-rate bound vs copy bandwidth
 
 and two modules they share: ``suite`` (the GPU suite's workloads and shapes) and ``baselines`` (the same
 workloads as array code for ``jax.jit`` and PyTorch).  ``benchmarks/README.md`` says how to run the GPU
