@@ -192,36 +192,19 @@ def test_fig7_register_assumption_relaxed(records):
     assert k["grid"] <= k["wave_real"] < k["wave_estimate"]
 
 
-#: a stitched cooperative kernel that still spills where its one-wave grid leaves no room to relax (sm_90):
-#: batchnorm training over 128 channels spills 100 B per thread at the assumed 32 registers.  (With 32-bit
-#: index math the catalog's own cooperative kernels no longer get stuck on H100: cross-entropy's takes 28
-#: registers, batchnorm's 48 with room to relax, softmax <64,30000>'s spills 12 B and re-planning does not help.)
-STUCK = {"id": "stuck:batchnorm_train/astitch/H100", "graph": "batchnorm_train:rows=131072,cols=128",
-         "strategy": "astitch", "gpu": "H100"}
-
-
 @pytest.mark.slow
-def test_a_stuck_cooperative_kernel_is_replanned(tmp_path):
-    """A stitched kernel spills at 32 registers, and its one-wave grid of 1024-thread blocks leaves no room to
-    relax: the graph is planned again assuming what ptxas needs (a smaller grid, more tasks per block), and
-    the re-planned kernel does not spill."""
-    if not toolchain.available():
-        msg = f"NVIDIA toolchain missing: {toolchain.missing_reason()}"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI installs the test extra, so this must not happen)")
-        pytest.skip(msg)
-    (tmp_path / "cases.json").write_text(json.dumps([STUCK]))
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    r = subprocess.run([sys.executable, "-m", "gpu_backend.resource_check", str(tmp_path / "cases.json")],
-                       capture_output=True, text=True, env=env, timeout=1800)
-    assert r.returncode == 0, r.stderr[-3000:]
-    rec = json.loads(r.stdout)[STUCK["id"]]
-    assert "error" not in rec, rec
+def test_a_stuck_cooperative_kernel_is_replanned(records):
+    """Batchnorm training's stitched kernel spills at 32 registers, and its one-wave grid of 1024-thread blocks
+    leaves no room to relax: the graph is planned again assuming what ptxas needs (a smaller grid, more
+    tasks per block), and the re-planned kernel does not spill.  (Before 32-bit index math cross-entropy's
+    kernel was stuck too; it now fits in 28 registers.)"""
+    if "H100" not in gpus():
+        pytest.skip("the H100 preset is not in this run's matrix (ASTITCH_PTXAS_ARCHS)")
+    rec = records["catalog:batchnorm_train/astitch/H100"]
     assert rec["replanned"] and rec["assumed_registers"] > 32, rec
     (k,) = rec["kernels"]
     assert k["cooperative"] and k["machine"]["spill_stores"] + k["machine"]["spill_loads"] == 0, k
     assert k["grid"] <= k["wave_real"], k
-    check_kernel(k)
 
 
 def test_check_kernel_catches_a_wrong_claim():
