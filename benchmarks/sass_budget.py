@@ -156,7 +156,7 @@ def compare(labels: list, out: Path, gpu: str = "H100", strategies=("astitch", "
     JSON files in ``out``): per plan the largest instructions per element, the global access widths and the
     plan's issue-rate bound, run by run."""
     runs = [json.loads((out / f"sass_budget_{label}.json").read_text()) for label in labels]
-    head = " | ".join(f"{label}: instr/elem (max), widths, bound" for label in labels)
+    head = " | ".join(f"{label}: kernels, instr/elem (max), widths, bound" for label in labels)
     lines = [f"| plan ({gpu}) | {head} |", "|---|" + "---|" * len(labels)]
     for case in TARGETS:
         for s in strategies:
@@ -169,10 +169,9 @@ def compare(labels: list, out: Path, gpu: str = "H100", strategies=("astitch", "
                     continue
                 ks = rec["kernels"]
                 widths = sorted({int(w) for r in ks for d in (r["loads"], r["stores"]) for w in d})
-                cells.append(f"{max(r['instr_per_element'] or 0 for r in ks):.0f}, "
+                cells.append(f"{len(ks)}, {max(r['instr_per_element'] or 0 for r in ks):.0f}, "
                              f"{'/'.join(map(str, widths))}-bit, {100 * rec['plan_bound']:.0f}%")
-            lines.append(f"| {pid.rsplit('/', 1)[0]} ({len(rec['kernels']) if rec and 'kernels' in rec else '?'} "
-                         f"kernel(s)) | " + " | ".join(cells) + " |")
+            lines.append(f"| {pid.rsplit('/', 1)[0]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
