@@ -60,13 +60,13 @@ def _nbytes(g, names) -> int:
 
 def kernel_rows(plan, arch: str) -> list:
     """One record per kernel of an applied plan: its profile and issue bound on ``arch``."""
-    from gpu_backend.machine_code import entry_name, kernel_ptx
-    from gpu_backend.sass_profile import issue_bound, listing, profile
+    from gpu_backend.machine_code import entry_name, kernel_ptx, sass_listing
+    from gpu_backend.sass_profile import issue_bound, profile
     g, gpu = plan.graph, plan.gpu
     rows = []
     for spec, ptx in kernel_ptx(plan, arch):
         k = plan.kernels[spec.index]
-        p = profile(listing(ptx, arch, k.registers_per_thread, spec.cooperative), entry_name(ptx))
+        p = profile(sass_listing(ptx, arch, k.registers_per_thread, spec.cooperative), entry_name(ptx))
         threads = k.grid * k.block
         domain = max((prod(st.mapping.domain) for st in k.stages), default=0) or \
             max(int(prod(g[n].shape)) for n in k.outputs)

@@ -2,7 +2,7 @@
 
 A memory-bound kernel reaches the copy bandwidth only if its SMs can *issue* its instructions
 faster than DRAM delivers its bytes.  That is checkable without a GPU: compile the kernel
-(:mod:`gpu_backend.machine_code`: NVVM -> PTX -> ``ptxas`` -> ``nvdisasm``), count its SASS,
+(:func:`gpu_backend.machine_code.sass_listing`: NVVM -> PTX -> ``ptxas`` -> ``nvdisasm``), count its SASS,
 and compare two lower bounds on its time:
 
 * **issue time** = thread-instructions / 32 (per warp) / (SMs x 4 schedulers x clock),
@@ -26,12 +26,8 @@ self-branch and NOP padding.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-
-from . import toolchain
 
 #: opcode head -> class; a head not listed is "other" (counted in the total)
 OPCODE_CLASS = {
@@ -57,8 +53,6 @@ OPCODE_CLASS = {
 WIDTH = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128}
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*?);")
 _LABEL = re.compile(r"^\s*([.$][\w$.]+):")
-#: bump when :func:`profile` counts something new (cached listings are not affected)
-PROFILE_FORMAT = 1
 
 
 @dataclass
@@ -144,31 +138,6 @@ def profile(sass: str, entry: str) -> SassProfile:
             in_loop.update(a for a, _, _ in body if start <= a <= address)
     p.classes, p.loads, p.stores, p.loop_body = dict(classes), dict(loads), dict(stores), len(in_loop)
     return p
-
-
-def listing(ptx: str, arch: str, max_registers: int, cooperative: bool) -> str:
-    """The SASS text of one kernel's PTX as :func:`~gpu_backend.machine_code.assemble` compiles it
-    (same cap, same device-runtime link for a grid barrier); cached on disk."""
-    from .machine_code import _link_devrt, _nvdisasm, _ptxas, entry_name
-    tc = toolchain.find()
-    if not tc.nvdisasm:
-        raise toolchain.ToolchainMissing(f"a SASS listing needs nvdisasm: {toolchain.INSTALL}")
-    entry = entry_name(ptx)
-    key = toolchain.cache_key("sass-listing", ptx, arch, max_registers, cooperative, tc.ptxas_version,
-                              tc.nvjitlink_version, tc.nvdisasm_version)
-    hit = toolchain.cache_get(key)
-    if hit is not None:
-        return hit["sass"]
-    with tempfile.TemporaryDirectory(prefix="astitch_sass_") as tmp:
-        ptx_file, cubin_file = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
-        ptx_file.write_text(ptx)
-        _ptxas(tc, ptx_file, cubin_file, arch, max_registers, relocatable=cooperative)
-        if cooperative:
-            cubin, _ = _link_devrt(tc, cubin_file.read_bytes(), arch, entry)
-            cubin_file.write_bytes(cubin)
-        sass = _nvdisasm(tc, cubin_file)
-    toolchain.cache_put(key, {"sass": sass})
-    return sass
 
 
 @dataclass(frozen=True)
