@@ -26,6 +26,7 @@ import numpy as np
 from .errors import AStitchError
 from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
+from .index_bits import index_bits
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 from .vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
@@ -446,9 +447,11 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     registers = _estimate_registers(graph, stages, values, needed_later, gpu)
     outputs = [n for n in stage_of if n in escapes]
     _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))
+    bits = index_bits(graph, stages, list(values) + list(placed.kernel_inputs), grid, block)
     return Kernel(name=name, kind="generated", grid=grid, block=block, stages=stages, values=values,
                   inputs=placed.kernel_inputs, outputs=outputs, shared_bytes=shared_total,
-                  registers_per_thread=registers, notes=notes, scratch_offset=shared_bytes, scratch_bytes=scratch)
+                  registers_per_thread=registers, notes=notes, scratch_offset=shared_bytes, scratch_bytes=scratch,
+                  index_bits=bits)
 
 
 def _place_barriers(graph, stages, values, consumers) -> None:

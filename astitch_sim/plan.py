@@ -131,6 +131,7 @@ class Kernel(Sealable):
     scratch_offset: int = 0                        # byte offset of the reduction scratch in shared memory
     scratch_bytes: int = 0                         # bytes of reduction scratch (shared with every stage)
     machine: Optional[MachineResources] = None     # what ptxas reported (gpu_backend.apply_compiler); None: estimate
+    index_bits: int = 64                           # width of the index arithmetic (astitch_sim/index_bits.py)
 
     @property
     def global_barriers(self) -> int:
@@ -311,7 +312,7 @@ class Plan(Sealable):
         for k in self.kernels:
             kd = {f: getattr(k, f) for f in ("name", "kind", "grid", "block", "inputs", "outputs", "shared_bytes",
                                              "registers_per_thread", "library_op", "notes", "scratch_offset",
-                                             "scratch_bytes")}
+                                             "scratch_bytes", "index_bits")}
             kd["values"] = {n: _value_dict(v) for n, v in k.values.items()}
             kd["views"] = dict(k.views)
             if k.machine is not None:
@@ -361,6 +362,7 @@ class Plan(Sealable):
                                       library_op=kd["library_op"], notes=list(kd["notes"]),
                                       views=dict(kd["views"]), scratch_offset=kd["scratch_offset"],
                                       scratch_bytes=kd["scratch_bytes"],
+                                      index_bits=kd.get("index_bits", 64),
                                       machine=MachineResources.from_dict(kd["machine"]) if kd.get("machine")
                                       else None))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),

@@ -74,7 +74,7 @@ def format_kernel(plan, k, index: int) -> list:
     wave = resident_blocks(plan.gpu, k)
     waves = -(-k.grid // wave)
     head = (f"kernel {index}  {k.name}  grid={k.grid} block={k.block}  shared={_kib(k.shared_bytes)}  "
-            f"regs={k.registers_per_thread}{'' if k.machine else ' (estimate)'}  waves={waves}")
+            f"regs={k.registers_per_thread}{'' if k.machine else ' (estimate)'}  waves={waves}  index={k.index_bits}-bit")
     if k.global_barriers:
         head += f"  grid barriers={k.global_barriers} (cooperative, {k.grid}<={wave} blocks resident)"
     lines.append(head)

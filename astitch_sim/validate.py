@@ -28,6 +28,7 @@ from typing import Callable
 
 from .errors import AStitchError
 from .graph import shape_str
+from .index_bits import LIMIT_32, WIDTHS, largest_index
 from .machine import blocks_per_wave as resident_blocks
 from .vocabulary import Barrier, Space
 
@@ -327,6 +328,17 @@ def _check_kept_input(c: KernelCheck, name: str, v) -> None:
                    "elements to threads differently: load it from global memory (loaded_in=-1, space 'global')")
 
 
+def index_width_holds(c: KernelCheck) -> None:
+    """``index_bits`` is 32 or 64, and 32 only where every index the kernel forms fits (astitch_sim/index_bits.py)."""
+    k = c.kernel
+    if k.index_bits not in WIDTHS:
+        c.fail(f"index_bits must be one of {WIDTHS}, got {k.index_bits!r}; write plans with plan.to_json()")
+    if k.index_bits == 32:
+        big = largest_index(c.graph, k.stages, list(k.values) + list(k.inputs), k.grid, k.block)
+        if big >= LIMIT_32:
+            c.fail(f"index_bits=32 but the kernel forms indices up to {big} (>= 2**31): set index_bits=64")
+
+
 def shared_layout_fits(c: KernelCheck) -> None:
     """The shared-memory slots of the kernel's values lie inside the bytes it reserves."""
     k = c.kernel
@@ -354,6 +366,7 @@ RULES = (
     Rule("reads follow writes, behind the right barrier", reads_follow_writes, (GENERATED,)),
     Rule("values are consistent", values_are_consistent, (GENERATED,)),
     Rule("the shared layout fits the reserved bytes", shared_layout_fits, (GENERATED,)),
+    Rule("32-bit index math only where indices fit", index_width_holds, (GENERATED,)),
 )
 
 

@@ -21,6 +21,7 @@ the command that made them.  The commands:
 ``simt_speed``         how fast the SIMT model is against the numpy reference and Numba's CUDA simulator
 ``ptxas_catalog``      every catalog plan through NVIDIA's ptxas (no GPU): registers, spills, shared memory
 ``ptxas_vs_model``     the machine code's instruction mix (nvdisasm) against the SIMT model's accounting
+``sass_budget``        every generated kernel's SASS per element (no GPU) and its issue-rate bound vs copy bandwidth
 ``applied_plans``      (a helper run in a child) gpu_backend.apply_compiler on plans, JSON in and out
 ``image_like``         a command run with the packages the GPU image lacks hidden (``pytest -m gpu`` collects?)
 

@@ -62,6 +62,14 @@ class KernelWriter:
         self.kept_inputs = {n: v.loaded_in for n, v in kernel.values.items() if v.stage < 0 and v.loaded_in >= 0}
         self.cooperative_used = False
 
+    def ix(self, expr) -> str:
+        """An index expression as the value of an index variable, at the plan's index width: ``u32(...)``
+        for ``index_bits=32`` (``gpu_backend/intrinsics.py`` says why), unchanged (Numba's int64) for 64.
+        A constant stays a constant, a variable stays itself (its own assignment made it an index)."""
+        if isinstance(expr, int) or self.k.index_bits != 32 or str(expr).isidentifier():
+            return str(expr)
+        return f"u32({expr})"
+
     # -- errors and bookkeeping ----------------------------------------------------------
     def fail(self, msg: str, stage: Optional[int] = None):
         where = f"kernel {self.k.name}" + (f", stage {stage} ({self.k.stages[stage].dominant})"
@@ -243,8 +251,9 @@ class KernelWriter:
             doc.append(f"      {p.name}: {shape_str(p.shape, p.dtype)} {p.role} -- {p.comment}")
         doc.append('    """')
         lines += doc
-        lines.append("    tid = cuda.threadIdx.x")
-        lines.append("    bid = cuda.blockIdx.x")
+        idx = f"  # index math: {k.index_bits}-bit" + (" unsigned (u32)" if k.index_bits == 32 else " signed")
+        lines.append(f"    tid = {self.ix('cuda.threadIdx.x')}{idx}")
+        lines.append(f"    bid = {self.ix('cuda.blockIdx.x')}")
         if k.cooperative:
             lines.append("    grid = cuda.cg.this_grid()  # cooperative launch: every block is resident")
         if k.shared_bytes:

@@ -50,7 +50,7 @@ class LoopEmitter:
             ctx.it = "it" if T > 1 else 0
             e = E.add(E.mul(ctx.it, total), E.add(E.mul("bid", m.block), "tid"))
             cond = E.lt("e", m.size) if T * total > m.size else True
-            out(f"e = {e}")
+            out(f"e = {ctx.kw.ix(e)}")
             with out.block(f"if {cond}:" if cond is not True else None):
                 idx = self.domain_vars(list(range(len(m.domain))), "e", m.domain)
                 ctx.acc_var = {}
@@ -71,6 +71,6 @@ class LoopEmitter:
             if isinstance(p, int):
                 ctx.dvars[d] = p
             else:
-                ctx.out(f"d{d} = {p}")
+                ctx.out(f"d{d} = {ctx.kw.ix(p)}")
                 ctx.dvars[d] = f"d{d}"
         return tuple(ctx.dvars.get(d, None) for d in range(len(sizes_of_domain)))

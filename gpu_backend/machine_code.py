@@ -292,6 +292,30 @@ def instruction_mix(sass: str, entry: str) -> dict:
     return dict(counts)
 
 
+def sass_listing(ptx: str, arch: str, max_registers: int, cooperative: bool) -> str:
+    """The SASS text of one kernel's PTX as :func:`assemble` compiles it (same cap, same device-runtime
+    link for a grid barrier), for :mod:`gpu_backend.sass_profile`; cached on disk."""
+    tc = toolchain.find()
+    if not tc.nvdisasm:
+        raise toolchain.ToolchainMissing(f"a SASS listing needs nvdisasm: {toolchain.INSTALL}")
+    entry = entry_name(ptx)
+    key = toolchain.cache_key("sass-listing", ptx, arch, max_registers, cooperative, tc.ptxas_version,
+                              tc.nvjitlink_version, tc.nvdisasm_version)
+    hit = toolchain.cache_get(key)
+    if hit is not None:
+        return hit["sass"]
+    with tempfile.TemporaryDirectory(prefix="astitch_sass_") as tmp:
+        ptx_file, cubin_file = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
+        ptx_file.write_text(ptx)
+        _ptxas(tc, ptx_file, cubin_file, arch, max_registers, relocatable=cooperative)
+        if cooperative:
+            cubin, _ = _link_devrt(tc, cubin_file.read_bytes(), arch, entry)
+            cubin_file.write_bytes(cubin)
+        sass = _nvdisasm(tc, cubin_file)
+    toolchain.cache_put(key, {"sass": sass})
+    return sass
+
+
 # -- a whole plan -------------------------------------------------------------------------------
 
 def compile_kernels(plan, arch: Optional[str] = None, registers: Optional[dict] = None,

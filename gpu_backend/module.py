@@ -13,7 +13,7 @@ from astitch_sim.plan import Plan
 
 from .dtypes import COMPUTE, FLOATS
 from .kernel import KernelWriter
-from .source import HELPERS, RESERVED_NAMES, Names, ident
+from .source import HELPERS, INTRINSICS, RESERVED_NAMES, Names, ident
 from .specs import GeneratedModule
 
 
@@ -86,7 +86,9 @@ class ModuleWriter:
                  "uint32, uint64", "",
                  "# math: Python's math module on a GPU; in the CUDA simulator its IEEE twin (exp(1000) = inf, no "
                  "exception)",
-                 "from gpu_backend.prelude import (" + ", ".join(HELPERS) + ")", ""]
+                 "from gpu_backend.prelude import (" + ", ".join(HELPERS) + ")",
+                 "# low-level Numba-CUDA constructs (index casts), each with its simulator twin",
+                 "from gpu_backend.intrinsics import " + ", ".join(INTRINSICS), ""]
         if self.consts:
             head.append("# literal constants, typed: float32 math stays float32")
             for name, src in self.consts.items():

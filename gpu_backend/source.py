@@ -22,13 +22,16 @@ HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt",
            "_float_to_u64", "_f16", "_bf16", "_bf16_bits", "_bf16_value", "_argmax_take", "_argmin_take", "_tot_less",
            "_tot_eq", "_sort_less")
 
+#: the names a generated module imports from gpu_backend.intrinsics (every low-level Numba-CUDA construct)
+INTRINSICS = ("u32",)
+
 #: names the kernel's own structure uses (and the module's imports): never given to a graph node
 RESERVED_NAMES = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",
                "row_in_block", "row_lane", "block_slot", "part", "within", "tile", "stride", "row_ok", "col_ok",
                "total", "p", "k", "n", "h", "a", "b", "acc", "math", "np", "cuda", "range", "abs", "bool", "int", "float",
                "min", "max", "len", "print", "True", "False", "None",
                "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-               "uint64", "bool_"} | set(HELPERS)
+               "uint64", "bool_"} | set(HELPERS) | set(INTRINSICS)
 
 
 def ident(name: str) -> str:

@@ -92,8 +92,9 @@ class TaskLoopEmitter:
         tpr, rpb = m.threads_per_row, m.rows_per_block
         out(f"# {rpb} row(s) per block, {tpr} thread(s) per row" + (f", each row split over {m.splits} blocks"
                                                                     if m.splits > 1 else ""))
-        out(f"row_in_block = {E.floordiv('tid', tpr)}" if rpb > 1 else "row_in_block = 0")
-        out(f"lane = {E.mod('tid', tpr)}" if rpb > 1 else "lane = tid")
+        ix = self.ctx.kw.ix
+        out(f"row_in_block = {ix(E.floordiv('tid', tpr))}" if rpb > 1 else "row_in_block = 0")
+        out(f"lane = {ix(E.mod('tid', tpr))}" if rpb > 1 else "lane = tid")
         return TaskLanes(rows_kind=True, lane="lane", step=tpr, first="lane == 0" if tpr > 1 else True,
                          ok_var="row_ok", red_var="col", open_task=self.open_row)
 
@@ -103,17 +104,19 @@ class TaskLoopEmitter:
         tpr, rpb = m.threads_per_row, m.rows_per_block
         out(f"# {tpr} column lane(s) x {rpb} row lane(s) per block" +
             (f", the reduced dim split over {m.splits} blocks" if m.splits > 1 else ""))
-        out(f"lane_c = {E.mod('tid', tpr)}" if rpb > 1 else "lane_c = tid")
-        out(f"row_lane = {E.floordiv('tid', tpr)}" if rpb > 1 else "row_lane = 0")
+        ix = self.ctx.kw.ix
+        out(f"lane_c = {ix(E.mod('tid', tpr))}" if rpb > 1 else "lane_c = tid")
+        out(f"row_lane = {ix(E.floordiv('tid', tpr))}" if rpb > 1 else "row_lane = 0")
         return TaskLanes(rows_kind=False, lane="row_lane", step=rpb, first="row_lane == 0" if rpb > 1 else True,
                          ok_var="col_ok", red_var="red", open_task=self.open_column)
 
     def block_part(self) -> Expr:
         """The block's task slot and, with task splitting, which part of its tasks it holds."""
         m, out = self.ctx.m, self.ctx.out
-        out(f"block_slot = {E.floordiv('bid', m.splits)}" if m.splits > 1 else "block_slot = bid")
+        ix = self.ctx.kw.ix
+        out(f"block_slot = {ix(E.floordiv('bid', m.splits))}" if m.splits > 1 else "block_slot = bid")
         if m.splits > 1:
-            out(f"part = {E.mod('bid', m.splits)}")
+            out(f"part = {ix(E.mod('bid', m.splits))}")
         return "part" if m.splits > 1 else 0
 
     def prepare_reductions(self, split: bool) -> dict:
@@ -150,7 +153,8 @@ class TaskLoopEmitter:
     def open_row(self, outer: Expr) -> tuple:
         """``row`` from the block's slot, the row in the block and the vertical round; its kept dims."""
         m, out = self.ctx.m, self.ctx.out
-        out(f"row = {E.add(E.mul(outer, m.slots), E.add(E.mul('block_slot', m.rows_per_block), 'row_in_block'))}")
+        row = E.add(E.mul(outer, m.slots), E.add(E.mul('block_slot', m.rows_per_block), 'row_in_block'))
+        out(f"row = {self.ctx.kw.ix(row)}")
         ok = E.lt("row", m.rows) if m.task_iterations * m.slots > m.rows else True
         self.loops.domain_vars(list(m.groups[0]), "row", m.domain)
         return "row", ok
@@ -159,8 +163,9 @@ class TaskLoopEmitter:
         """``col`` from the block's column tile and the thread's column lane; its kept dims (outer, inner)."""
         m, out = self.ctx.m, self.ctx.out
         tpr = m.threads_per_row
-        out(f"tile = {E.add(E.mul(outer, m.slots), 'block_slot')}")
-        out(f"col = {E.add(E.mul('tile', tpr), 'lane_c')}")
+        ix = self.ctx.kw.ix
+        out(f"tile = {ix(E.add(E.mul(outer, m.slots), 'block_slot'))}")
+        out(f"col = {ix(E.add(E.mul('tile', tpr), 'lane_c'))}")
         ok = E.lt("col", m.rows) if m.task_iterations * m.slots * tpr > m.rows else True
         ext2 = m.extent(2)
         o = E.floordiv("col", ext2) if ext2 > 1 else "col"
@@ -191,14 +196,14 @@ class TaskLoopEmitter:
         I = m.inner_iterations
         with out.block(f"for inner in range({I}):  # {I} element(s) of the task per thread" if I > 1 else None):
             inner = "inner" if I > 1 else 0
-            out(f"within = {E.add(E.mul(inner, lanes.step), lanes.lane)}")
+            out(f"within = {ctx.kw.ix(E.add(E.mul(inner, lanes.step), lanes.lane))}")
             red_coord = E.add(E.mul(part, m.chunk), "within")
             cond = E.all_of([ok, E.lt("within", m.chunk) if I * lanes.step > m.chunk else True,
                              (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
             with out.block(f"if {cond}:" if cond is not True else None):
                 self.name_iteration(outer, inner)
                 if not isinstance(red_coord, int) and red_coord != "within":
-                    out(f"{lanes.red_var} = {red_coord}")
+                    out(f"{lanes.red_var} = {ctx.kw.ix(red_coord)}")
                     red_coord = lanes.red_var
                 idx = self.loops.domain_vars(list(m.groups[1]), red_coord, m.domain)
                 self.elements.element_body(idx)

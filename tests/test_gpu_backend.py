@@ -558,6 +558,14 @@ def test_prelude_defines_every_helper_the_generator_imports():
         assert hasattr(prelude, name), name
 
 
+def test_intrinsics_module_defines_every_name_the_generator_imports():
+    import gpu_backend.intrinsics as intrinsics
+    from gpu_backend.source import INTRINSICS
+    for name in INTRINSICS:
+        assert hasattr(intrinsics, name), name
+    assert intrinsics.u32(7) == 7      # the simulator twin keeps exact integers
+
+
 def test_package_docstring_example_runs():
     g = asim.workload("layernorm", rows=4, cols=32)
     plan = asim.compile(g, "astitch", "H100")
@@ -585,3 +593,51 @@ def test_shared_bytes_reused_without_a_barrier_is_reported():
     vals[b]["offset"] = vals[a]["offset"]
     with pytest.raises(AStitchError, match="write-after-read race"):
         gpu_backend.generate_source(asim.Plan.from_json(json.dumps(d)))
+
+
+# -- index width: the plan's index_bits, followed ---------------------------------------------------------
+
+#: softmax rows of 32769 columns: at 65534 rows the row loops' positions pass 2**31 (64-bit index math)
+INDEX_64 = {"rows": 65534, "cols": 32769}
+
+
+def test_index_math_follows_the_plans_width_in_the_source():
+    small = asim.compile(asim.workload("softmax", rows=4, cols=64), "xla", "H100")
+    big = asim.compile(asim.workload("softmax", **INDEX_64), "xla", "H100")
+    assert {k.index_bits for k in small.kernels} == {32}
+    assert 64 in {k.index_bits for k in big.kernels}
+    src_small, src_big = gpu_backend.generate_source(small), gpu_backend.generate_source(big)
+    assert "tid = u32(cuda.threadIdx.x)" in src_small and "d1 = u32(" in src_small
+    wide = [k for k in big.kernels if k.index_bits == 64]
+    assert src_big.count("tid = cuda.threadIdx.x  # index math: 64-bit signed") == len(wide)
+
+
+def test_64_bit_index_math_compiles_with_numba_and_ptxas_and_32_bit_is_cheaper(tmp_path):
+    """No memory for 2**31 elements here: Numba's real compiler and ptxas (sm_90) check the 64-bit kernels,
+    and the same kernel with 32-bit index math has fewer SASS instructions (what the width is for)."""
+    from gpu_backend import toolchain
+    if not toolchain.available():
+        if os.environ.get("CI"):
+            pytest.fail(f"NVIDIA's toolchain is missing in CI: {toolchain.missing_reason()}")
+        pytest.skip(f"NVIDIA's toolchain is not installed: {toolchain.missing_reason()}")
+    script = (
+        "import json, astitch_sim as asim\n"
+        "from gpu_backend.machine_code import compile_kernels\n"
+        "out = {}\n"
+        f"for tag, shape in (('32', dict(rows=64, cols=32769)), ('64', {INDEX_64!r})):\n"
+        "    plan = asim.compile(asim.workload('softmax', **shape), 'xla', 'H100')\n"
+        "    out[tag] = [(plan.kernels[m.index].name, plan.kernels[m.index].index_bits, m.mix['total'],\n"
+        "                m.resources.spills) for m in compile_kernels(plan, 'sm_90')]\n"
+        "print(json.dumps(out))\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    narrow = {name: (bits, total) for name, bits, total, _ in res["32"]}
+    wide = {name: (bits, total) for name, bits, total, _ in res["64"]}
+    assert narrow.keys() == wide.keys()
+    pairs = [(narrow[n][1], wide[n][1]) for n in wide if wide[n][0] == 64 and narrow[n][0] == 32]
+    assert pairs, (narrow, wide)
+    assert all(a < b for a, b in pairs), pairs
+    assert all(spills == 0 for tag in res for *_, spills in res[tag])

@@ -194,12 +194,13 @@ def test_fig7_register_assumption_relaxed(records):
 
 @pytest.mark.slow
 def test_a_stuck_cooperative_kernel_is_replanned(records):
-    """Cross-entropy's stitched kernel spills at 32 registers, and its one-wave grid of 1024-thread blocks
+    """Batchnorm training's stitched kernel spills at 32 registers, and its one-wave grid of 1024-thread blocks
     leaves no room to relax: the graph is planned again assuming what ptxas needs (a smaller grid, more
-    tasks per block), and the re-planned kernel does not spill."""
+    tasks per block), and the re-planned kernel does not spill.  (Before 32-bit index math cross-entropy's
+    kernel was stuck too; it now fits in 28 registers.)"""
     if "H100" not in gpus():
         pytest.skip("the H100 preset is not in this run's matrix (ASTITCH_PTXAS_ARCHS)")
-    rec = records["catalog:cross_entropy/astitch/H100"]
+    rec = records["catalog:batchnorm_train/astitch/H100"]
     assert rec["replanned"] and rec["assumed_registers"] > 32, rec
     (k,) = rec["kernels"]
     assert k["cooperative"] and k["machine"]["spill_stores"] + k["machine"]["spill_loads"] == 0, k
@@ -270,9 +271,10 @@ def test_instruction_mix_counts_classes_widths_and_loops():
 def test_instruction_mix_against_the_simt_model():
     """A stitched layernorm on sm_90: the compiler's straight-line SASS makes exactly the model's accesses.
 
-    Global loads and stores, shared stores, barriers, grid barriers and shuffles agree one
-    for one with the busiest thread's counts; shared loads differ by one per reduction tree
-    (lane 0 reads the tree's result, which the model's tree accounting leaves out).
+    Global and shared loads and stores, barriers, grid barriers and shuffles agree one for
+    one with the busiest thread's counts.  (Shared loads used to differ by one per reduction
+    tree: lane 0 read the tree's result once more, which the model's tree accounting leaves
+    out.  With 32-bit index math, ptxas 12.9 for sm_90 no longer issues that read here.)
     """
     if not toolchain.available() or not toolchain.find().nvdisasm:
         msg = f"NVIDIA toolchain or nvdisasm missing: {toolchain.missing_reason() or 'no nvdisasm'}"
@@ -285,8 +287,8 @@ def test_instruction_mix_against_the_simt_model():
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {row["class"]: row for row in json.loads(r.stdout)}
     assert rows["global_load"]["loops"] == 0
-    for cls in ("global_load", "global_store", "shared_store", "barrier", "grid_sync", "shuffle", "global_atomic"):
+    for cls in ("global_load", "global_store", "shared_load", "shared_store", "barrier", "grid_sync", "shuffle",
+                "global_atomic"):
         assert rows[cls]["model"] == rows[cls]["sass"], rows[cls]
     assert rows["barrier"]["sass"] > 3                    # the trees' barriers, unrolled, are there
-    assert rows["shared_load"]["sass"] - rows["shared_load"]["model"] == 2, rows["shared_load"]
-    assert rows["shared_load"]["why"].startswith("tree result read")
+    assert rows["shared_load"]["sass"] > 2 * rows["barrier"]["sass"] - 4   # the folds' two reads each are there
