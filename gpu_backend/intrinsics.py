@@ -20,8 +20,9 @@ that fit.
 """
 from __future__ import annotations
 
-from numba.cuda.core import config as _config
 from numpy import uint32
 
+from .numba_compat import cudasim_enabled
+
 #: the generated kernels' index cast for ``index_bits=32`` (the module docstring says why)
-u32 = int if _config.ENABLE_CUDASIM else uint32
+u32 = int if cudasim_enabled() else uint32
