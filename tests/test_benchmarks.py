@@ -83,7 +83,7 @@ def test_baseline_formulas_match_the_reference(name):
     ref = asim.reference(g, x)
     out = B.bind(name, B.NumpyOps())(*x)
     assert len(out) == len(ref)
-    for o, r in zip(out, ref):
+    for o, r in zip(out, ref, strict=True):
         o = np.asarray(o)
         assert o.shape == r.shape and o.dtype == np.float32
         assert np.linalg.norm(o.astype(np.float64) - r) <= 1e-5 * max(np.linalg.norm(r), 1e-30)
@@ -147,7 +147,7 @@ def test_plan_runner_is_rerunnable_and_agrees_with_gpu_backend_run():
     first = runner.fetch()
     second = runner.fetch()                              # atomics would double without the refill
     direct = gpu_backend.run(plan, x)
-    for a, b, r, d in zip(first, second, ref, direct):
+    for a, b, r, d in zip(first, second, ref, direct, strict=True):
         assert gb.compare([a], [r], ["o"])["ok"] and gb.compare([b], [r], ["o"])["ok"]
         np.testing.assert_array_equal(a, d)
 
@@ -336,7 +336,7 @@ def test_extrapolated_counters_match_a_full_simulation():
         cap = S.graph_elements(asim.workload(workload, **shape)) // 8
         plan2, extra, note2 = C.counters_for(workload, shape, strategy, gpu, max_elements=cap)
         assert note == "" and "simulated at" in note2
-        for a, b in zip(full, extra):
+        for a, b in zip(full, extra, strict=True):
             assert b.grid == a.grid and b.block == a.block
             assert b.global_bytes == pytest.approx(a.global_bytes, rel=0.02)
             assert b.flops == pytest.approx(a.flops, rel=0.02)

@@ -101,7 +101,7 @@ def test_reference_prints_stats_and_saves(capsys, tmp_path):
     assert "seed 4" in out and f"saved 3 output(s) to {path}" in out
     with np.load(path) as saved:
         assert sorted(saved.files) == ["mean", "var", "y"]
-        for node, w in zip(g.outputs, want):
+        for node, w in zip(g.outputs, want, strict=True):
             np.testing.assert_array_equal(saved[node.name], w)
 
 

@@ -54,7 +54,7 @@ def preset():
 
 
 def _close(graph, outs, want, where):
-    for got, ref, node in zip(outs, want, graph.outputs):
+    for got, ref, node in zip(outs, want, graph.outputs, strict=True):
         if node.dtype in ("f32", "f64", "f16", "bf16"):
             r64 = ref.astype(np.float64)
             finite = np.isfinite(r64)
@@ -105,7 +105,7 @@ _SCRIPT = textwrap.dedent("""
         g = asim.workload(name, **shape)
         ins = workload_inputs(g, 0)
         outs = gpu_backend.run(asim.compile(g, strategy, {preset!r}), ins)
-        for o, r in zip(outs, asim.reference(g, ins)):
+        for o, r in zip(outs, asim.reference(g, ins), strict=True):
             assert np.allclose(o, r, rtol=1e-4, atol=1e-4 * max(1.0, float(np.nanmax(np.abs(r))))), name
         print("ran", name, strategy, flush=True)
 """)

@@ -123,7 +123,7 @@ def test_raw_stitch_plan_is_behind_and_the_fallback_fixes_it(sub, name):
     back = asim.Plan.from_json(plan.to_json())
     assert back.to_json() == plan.to_json()
     assert any("never behind XLA" in n for n in back.notes)
-    for got, want in zip(asim.simulate(back, inputs).outputs, asim.reference(g, inputs)):
+    for got, want in zip(asim.simulate(back, inputs).outputs, asim.reference(g, inputs), strict=True):
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=2e-2, atol=2e-2)
 
 
@@ -151,5 +151,5 @@ def test_mixed_plan_runs_in_the_numba_backend():
     plan = asim.compile(g, "astitch", "H100")
     assert any(k.name.startswith("fusion.") for k in plan.kernels)
     outs = gpu_backend.run(plan, inputs)
-    for got, want in zip(outs, asim.reference(g, inputs)):
+    for got, want in zip(outs, asim.reference(g, inputs), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -124,7 +124,7 @@ def test_dispatch_invariants(durations, sms, per_sm):
 def test_uniform_closed_form_equals_event_simulation(grid, sms, per_sm, d):
     ev = dispatch(np.full(grid, d), sms, per_sm, t0=2.0)
     cf = dispatch_uniform(np.arange(grid), d, sms, per_sm, t0=2.0)
-    for a, b in zip(ev, cf):
+    for a, b in zip(ev, cf, strict=True):
         assert np.allclose(a, b)
 
 
@@ -202,7 +202,7 @@ def test_kernels_back_to_back_with_launch_gaps_and_match_the_cost_model():
     tl = build_timeline(plan, stats)
     cost.predict(plan, stats)
     prev = 0.0
-    for k, ks in zip(tl.kernels, stats):
+    for k, ks in zip(tl.kernels, stats, strict=True):
         assert k.start_us == pytest.approx(prev + k.launch_gap_us)
         assert k.launch_gap_us + k.duration_us == pytest.approx(ks.predicted_us)
         prev = k.end_us

@@ -36,7 +36,7 @@ def _diff(want, got, path=""):
     if isinstance(want, list) and isinstance(got, list):
         if len(want) != len(got):
             return [f"{path}: length {len(want)} != {len(got)}"]
-        return [d for i, (a, b) in enumerate(zip(want, got)) for d in _diff(a, b, f"{path}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(want, got, strict=True)) for d in _diff(a, b, f"{path}[{i}]")]
     return [] if want == got else [f"{path}: recorded {want!r}, now {got!r}"]
 
 
