@@ -193,8 +193,10 @@ def cmd_workloads(args) -> int:
     pad = " " * (w_name + w_shape + 4)
     width = max(40, shutil.get_terminal_size((110, 24)).columns - len(pad) - 1)
     for e in entries:
-        doc = textwrap.wrap(e.doc, width) + textwrap.wrap("shape: " + e.source, width,
-                                                          subsequent_indent="       ")
+        # words stay whole at any width (no break at a hyphen or inside a long word): the text stays searchable
+        doc = textwrap.wrap(e.doc, width, break_on_hyphens=False, break_long_words=False) + \
+            textwrap.wrap("shape: " + e.source, width, subsequent_indent="       ",
+                          break_on_hyphens=False, break_long_words=False)
         print(f"{e.name:<{w_name}}  {e.shape_str:<{w_shape}}  {doc[0]}")
         for line in doc[1:]:
             print(pad + line)

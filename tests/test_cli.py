@@ -28,7 +28,10 @@ def run(capsys, *argv):
 # astitch workloads
 # ---------------------------------------------------------------------------
 
-def test_workloads_table(capsys):
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_workloads_table(capsys, monkeypatch, columns):
+    # the table wraps its descriptions at the terminal's width (pytest-xdist workers have 80 columns)
+    monkeypatch.setenv("COLUMNS", columns)
     code, out, err = run(capsys, "workloads")
     assert code == 0 and err == ""
     assert out.splitlines()[0].split()[:3] == ["name", "default", "shape"]
