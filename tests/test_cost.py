@@ -193,11 +193,6 @@ def test_format_breakdown():
 from astitch_sim.simt import simulate
 
 
-def needs_simulate(fn):
-    """Marks the tests that run the SIMT model end to end (kept as a label; nothing is skipped)."""
-    return fn
-
-
 def simulate_all(name, **shape):
     from astitch_sim.workloads import workload_inputs
     g = asim.workload(name, **shape)
@@ -205,7 +200,6 @@ def simulate_all(name, **shape):
     return {s: simulate(asim.compile(g, s, "V100"), inputs) for s in ("xla", "tvm", "astitch")}
 
 
-@needs_simulate
 def test_paper_fig7_astitch_beats_xla_and_tvm_pays_for_recomputation():
     r = simulate_all("paper_fig7")
     xla, tvm, ast = (r[s].stats for s in ("xla", "tvm", "astitch"))
@@ -215,14 +209,12 @@ def test_paper_fig7_astitch_beats_xla_and_tvm_pays_for_recomputation():
     assert sum(k.total("recomputed_flops") for k in ast.kernels) == 0
 
 
-@needs_simulate
 def test_transformer_softmax_64x30000_astitch_beats_xla():
     # 64 rows of 30000: XLA runs 64 blocks (160 fit), AStitch splits each row over 2 blocks.
     r = simulate_all("softmax", rows=64, cols=30000)
     assert r["astitch"].stats.predicted_us < r["xla"].stats.predicted_us
 
 
-@needs_simulate
 def test_dien_softmax_tall_and_thin_astitch_beats_xla():
     # The paper's <750000,32>, scaled to 75000 rows to keep the test quick: XLA still
     # launches one 32-thread block per row, AStitch packs 32 rows per 1024-thread block.

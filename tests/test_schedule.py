@@ -5,7 +5,6 @@ launch shape and the per-block time the cost model derives from the counters.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from math import ceil
 from types import SimpleNamespace
@@ -65,12 +64,11 @@ def test_161_blocks_need_a_second_wave_that_costs_a_whole_block_time():
     assert tl.utilisation(include_gaps=False) == pytest.approx(161 / 320)
 
 
-def test_xla_dien_row_reduce_750000_tiny_blocks_waves_and_speed():
+def test_xla_dien_row_reduce_750000_tiny_blocks_waves_and_truncation():
     # 32-thread blocks: capped by 32 blocks/SM -> 2560 per wave -> ceil(750000/2560) = 293 waves.
+    # Only the first and last waves are stored (that is what keeps it fast: python -m benchmarks.unit_speed times it)
     ks = kstats(750000, 32, bytes_per_block=128)
-    t0 = time.perf_counter()
     tl = build_timeline(fake_plan([ks]), [ks])
-    assert time.perf_counter() - t0 < 2.0
     assert ks.blocks_per_wave == 2560 and ks.waves == ceil(750000 / 2560) == 293
     k = tl.kernels[0]
     assert k.truncated and tl.truncated
