@@ -8,13 +8,6 @@ import pytest
 import astitch_sim as asim
 from astitch_sim.cli import main
 
-from astitch_sim.simt import simulate
-
-
-def needs_simulate(fn):
-    """Marks the tests that run the SIMT model end to end (kept as a label; nothing is skipped)."""
-    return fn
-
 
 def run(capsys, *argv):
     code = main(list(argv))
@@ -68,14 +61,12 @@ def test_simulate_bad_shape_is_an_error(capsys):
     assert code == 2 and "not an integer" in err
 
 
-@needs_simulate
 def test_simulate_one_strategy(capsys):
     code, out, err = run(capsys, "simulate", "-w", "paper_fig7", "--gpu", "V100")
     assert code == 0, err
     assert "== astitch: 1 kernel(s)" in out and "over xla" in out and "launch 5.00" in out
 
 
-@needs_simulate
 def test_simulate_compare_table(capsys):
     code, out, err = run(capsys, "simulate", "-w", "softmax", "--shape", "rows=64", "cols=1024", "--compare")
     assert code == 0, err
@@ -85,7 +76,6 @@ def test_simulate_compare_table(capsys):
         assert any(l.startswith(s + " ") for l in out.splitlines())
 
 
-@needs_simulate
 def test_simulate_timeline_and_trace(capsys):
     code, out, err = run(capsys, "simulate", "-w", "softmax", "--shape", "rows=4", "cols=8", "--trace",
                          "--timeline", "--events", "5")
