@@ -355,7 +355,7 @@ class ExactEvaluation:
 
     # -- one elementwise op ------------------------------------------------------------------------------------
     def _elementwise(self, node, args) -> Val:
-        op, dt = node.op, node.dtype
+        dt = node.dtype
         Xs = [a.X for a in args]
         Bs = [a.B for a in args]
         O = reduce(np.logical_or, [a.O for a in args])

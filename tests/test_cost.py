@@ -13,7 +13,7 @@ import pytest
 
 import astitch_sim as asim
 from astitch_sim.hardware import GPUS
-from astitch_sim.simt import cost
+from astitch_sim.simt import cost, simulate
 from astitch_sim.simt.cost import COST_CONSTANTS, PRESET_FIELDS, constants, predict, saturating_warps
 from astitch_sim.simt.stats import KernelStats, StageStats
 
@@ -189,8 +189,6 @@ def test_format_breakdown():
 # ---------------------------------------------------------------------------
 # the paper's claims, end to end on a V100
 # ---------------------------------------------------------------------------
-
-from astitch_sim.simt import simulate
 
 
 def simulate_all(name, **shape):

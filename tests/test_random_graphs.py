@@ -30,7 +30,6 @@ Regression tests for the bugs this suite found sit at the end of this file.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

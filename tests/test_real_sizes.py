@@ -40,7 +40,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import astitch_sim as asim
