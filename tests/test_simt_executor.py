@@ -337,6 +337,7 @@ def test_stats_totals_and_waves():
 # wrong plans give wrong values
 # ---------------------------------------------------------------------------
 
+@pytest.mark.wrong_values
 def test_overlapping_shared_slots_give_wrong_values():
     """Put rstd on mean's shared slot while mean is still needed: the plan lies, the output shows it."""
     g = asim.workload("layernorm", rows=4, cols=32)
@@ -348,6 +349,7 @@ def test_overlapping_shared_slots_give_wrong_values():
     assert not np.allclose(got, asim.reference(g, x)[0], atol=1e-3)
 
 
+@pytest.mark.wrong_values
 def test_register_value_read_by_another_thread_gives_wrong_values():
     """Stage 2 reads xc from registers; remap stage 2 so other threads run those elements."""
     g = asim.workload("layernorm", rows=4, cols=64)
