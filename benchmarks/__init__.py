@@ -18,6 +18,7 @@ the command that made them.  The commands:
 ``simt_speed``         how fast the SIMT model is against the numpy reference and Numba's CUDA simulator
 ``ptxas_catalog``      every catalog plan through NVIDIA's ptxas (no GPU): registers, spills, shared memory
 ``ptxas_vs_model``     the machine code's instruction mix (nvdisasm) against the SIMT model's accounting
+``unit_speed``         the speed claims unit tests used to time: a 750000-block timeline, paper-size graph builds
 
 and two modules they share: ``suite`` (the GPU suite's workloads and shapes) and ``baselines`` (the same
 workloads as array code for ``jax.jit`` and PyTorch).  ``benchmarks/README.md`` says how to run the GPU

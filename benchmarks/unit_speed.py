@@ -12,6 +12,7 @@ arrays allocated) and this script times it.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from types import SimpleNamespace
@@ -43,7 +44,8 @@ def workload_builds() -> dict:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argparse.ArgumentParser(prog="python -m benchmarks.unit_speed", description=__doc__.split("\n\n")[0]).parse_args(argv)
     over = []
     t = timeline_750000_blocks()
     print(f"timeline of 750000 blocks: {t:.3f} s (budget {TIMELINE_S} s)")
