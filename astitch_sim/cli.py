@@ -194,8 +194,10 @@ def cmd_workloads(args) -> int:
     pad = " " * (w_name + w_shape + 4)
     width = max(40, shutil.get_terminal_size((110, 24)).columns - len(pad) - 1)
     for e in entries:
-        doc = textwrap.wrap(e.doc, width) + textwrap.wrap("shape: " + e.source, width,
-                                                          subsequent_indent="       ")
+        # words stay whole at any width (no break at a hyphen or inside a long word): the text stays searchable
+        doc = textwrap.wrap(e.doc, width, break_on_hyphens=False, break_long_words=False) + \
+            textwrap.wrap("shape: " + e.source, width, subsequent_indent="       ",
+                          break_on_hyphens=False, break_long_words=False)
         print(f"{e.name:<{w_name}}  {e.shape_str:<{w_shape}}  {doc[0]}")
         for line in doc[1:]:
             print(pad + line)
@@ -444,7 +446,7 @@ def _simulate(graph, strategy, gpu_name, inputs, trace=False):
 
 def _max_error(graph, outs, ref) -> float:
     err = 0.0
-    for o, r in zip(outs, ref):
+    for o, r in zip(outs, ref, strict=True):          # a run with outputs missing is no "0 error"
         a, b = np.asarray(o, dtype=np.float64), np.asarray(r, dtype=np.float64)
         both = np.isfinite(a) & np.isfinite(b)
         if (np.isfinite(a) != np.isfinite(b)).any():

@@ -19,7 +19,7 @@ the workload catalog with ``astitch_sim.workload``.
 from __future__ import annotations
 
 from math import prod
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 

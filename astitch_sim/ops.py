@@ -67,7 +67,7 @@ import numpy as np
 from . import index_rules as at, shape_rules as rule
 from .comparisons import COMPARE_DIRECTIONS, compare_scalar, np_compare  # noqa: F401 (the first two re-exported)
 from .indexed import np_dynamic_slice, np_dynamic_update_slice, np_gather
-from .reducers import REDUCER_OF_OP, REDUCERS, fold_tree
+from .reducers import REDUCERS, fold_tree
 from .scatter import np_scatter
 from .sorting import np_sort, np_topk
 from .windows import np_reduce_window

@@ -24,6 +24,7 @@ the command that made them.  The commands:
 ``sass_budget``        every generated kernel's SASS per element (no GPU) and its issue-rate bound vs copy bandwidth
 ``applied_plans``      (a helper run in a child) gpu_backend.apply_compiler on plans, JSON in and out
 ``image_like``         a command run with the packages the GPU image lacks hidden (``pytest -m gpu`` collects?)
+``unit_speed``         the speed claims unit tests used to time: a 750000-block timeline, paper-size graph builds
 
 and modules they share: ``suite`` (the GPU suite's workloads and shapes), ``baselines`` (the same
 workloads as array code for ``jax.jit`` and PyTorch), ``validation`` (outputs against the reference, once

@@ -828,7 +828,7 @@ def write_markdown(results: dict, path: str) -> None:
     L += [f"- date {prov.get('date')}, commit `{prov.get('git_commit')}`, sources `{prov.get('source_digest')}`",
           f"- device {prov.get('device')} (cc {prov.get('compute_capability')}), driver {prov.get('driver')}, "
           f"CUDA driver API {prov.get('cuda_driver_version')}, runtime {prov.get('cuda_runtime_version')}",
-          f"- " + ", ".join(f"{k} {v}" for k, v in prov.get("versions", {}).items() if v),
+          "- " + ", ".join(f"{k} {v}" for k, v in prov.get("versions", {}).items() if v),
           f"- command `{prov.get('command')}`",
           f"- plans compiled for the **{results['gpu_preset']}** preset; shapes: {results['settings']['shapes']}; "
           f"{results['settings']['reps']} timed repetitions (median), {results['settings']['warmup']} warm-up, "

@@ -212,7 +212,7 @@ def markdown(r: dict) -> str:
         f"Python {p['python']}, numpy {p['numpy']}, numba {p['numba']}, commit {p['git_commit']}; `{p['command']}`", "",
     ] + ([] if r.get("complete", True) else ["**Partial run**: the command was still running (or was stopped) "
                                              "when this was written; the rows below are the cases it finished.", ""]) + [
-        f"## (a) simulate vs the numpy reference: the catalog at paper size, every strategy, H100 plans", "",
+        "## (a) simulate vs the numpy reference: the catalog at paper size, every strategy, H100 plans", "",
         f"Median of {r['repeat']} runs after a warm-up.  *Ratio* is simulate / reference in wall-clock time; "
         "*CPU ratio* the same in process CPU time (the machine may be shared: wall clock stretches with "
         f"other load, CPU time much less).  Target: ratio <= {TARGET_RATIO}x.  *Error*: largest |simulate - "

@@ -19,7 +19,7 @@ Nothing here allocates: building a graph at any shape is cheap.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from typing import Optional
 

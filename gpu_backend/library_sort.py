@@ -41,7 +41,7 @@ def _count_before(w, keys, orders, row_idx, dim, shape, i):
     out("cmp = 0  # -1: element j comes first, 1: element i comes first, 0: equal keys so far")
     for k, ((arr, dtype), o) in enumerate(zip(keys, orders)):
         other = w.names.fresh(f"other{k}")
-        out(f"if cmp == 0:")
+        out("if cmp == 0:")
         out.indent()
         out(f"{other} = {w.load(dtype, f'{arr}[{E.ravel(jidx, shape)}]')}")
         out(f"if {_LESS[o].format(other, mine[k])}:")

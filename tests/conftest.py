@@ -37,7 +37,9 @@ from hypothesis import HealthCheck, settings
 # Tests that set their own max_examples keep it under either profile.  ``ci`` is derandomized: the same
 # examples on every run, so a CI result is reproducible; ``thorough`` draws new ones every run (that is
 # where new bugs are found: run it, and turn what it finds into regression tests).
-settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
+# ``ci`` keeps no example database (derandomized runs have nothing to replay, and parallel workers must not
+# write into the tree).
+settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True, database=None)
 settings.register_profile("thorough", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -333,7 +333,7 @@ class ExactEvaluation:
                 oidx, m = operand_index(node, i, idx)
                 v = self.at(o, tuple(oidx))
                 out = v if out is None else Val(*(np.where(m, a, b) for a, b in zip((v.X, v.B, v.O),
-                                                                                    (out.X, out.B, out.O))))
+                                                                                    (out.X, out.B, out.O), strict=True)))
             return out
         if op == "pad":
             if node.operands[0].size == 0:           # nothing but padding
@@ -355,7 +355,7 @@ class ExactEvaluation:
 
     # -- one elementwise op ------------------------------------------------------------------------------------
     def _elementwise(self, node, args) -> Val:
-        op, dt = node.op, node.dtype
+        dt = node.dtype
         Xs = [a.X for a in args]
         Bs = [a.B for a in args]
         O = reduce(np.logical_or, [a.O for a in args])
@@ -596,7 +596,7 @@ def unravel(flat, shape) -> tuple:
 
 def _ravel(idx, shape):
     flat = np.zeros((), np.int64)
-    for i, n in zip(idx, shape):
+    for i, n in zip(idx, shape, strict=True):
         flat = flat * int(n) + np.asarray(i, np.int64)
     return flat
 
@@ -619,9 +619,9 @@ def operand_index(node, i, idx):
             out[p] = idx[k]
         return tuple(out), None
     if op == "reverse":
-        return tuple(n - 1 - x if d in a["dimensions"] else x for d, (x, n) in enumerate(zip(idx, o.shape))), None
+        return tuple(n - 1 - x if d in a["dimensions"] else x for d, (x, n) in enumerate(zip(idx, o.shape, strict=True))), None
     if op == "slice":
-        return tuple(s + st * x for x, s, st in zip(idx, a["starts"], a["strides"])), None
+        return tuple(s + st * x for x, s, st in zip(idx, a["starts"], a["strides"], strict=True)), None
     if op == "concatenate":
         d = a["dimension"]
         lo = sum(p.shape[d] for p in node.operands[:i])
@@ -629,11 +629,11 @@ def operand_index(node, i, idx):
         inside = (pos >= 0) & (pos < o.shape[d])
         return tuple(np.clip(pos, 0, o.shape[d] - 1) if k == d else x for k, x in enumerate(idx)), inside
     if op == "pad" and i == 0:
-        pos = [np.asarray(x) - low for x, low in zip(idx, a["low"])]
+        pos = [np.asarray(x) - low for x, low in zip(idx, a["low"], strict=True)]
         inside = np.ones((), bool)
-        for p, n in zip(pos, o.shape):
+        for p, n in zip(pos, o.shape, strict=True):
             inside = inside & (p >= 0) & (p < n)
-        return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, o.shape)), inside
+        return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, o.shape, strict=True)), inside
     raise NotImplementedError(f"error_bounds: no index map for {op}")
 
 

@@ -66,18 +66,18 @@ def gather_at(ev, node, idx) -> Val:
     ivd, S = a["index_vector_dim"], ind.rank
     offset = list(a["offset_dims"])
     batch_pos = [idx[d] for d in range(node.rank) if d not in offset]      # the output's batch dims, in order
-    pos_of = dict(zip([d for d in range(S) if d != ivd], batch_pos))       # ... are the indices' dims but ivd
+    pos_of = dict(zip([d for d in range(S) if d != ivd], batch_pos, strict=True))       # ... are the indices' dims but ivd
     start, sure, O = {}, np.ones((), bool), np.zeros((), bool)
     for k, d in enumerate(a["start_index_map"]):
         where = tuple(np.asarray(k) if s == ivd else pos_of[s] for s in range(S))
         val, ok, o = _index(ev, ind, where)
         start[d] = np.clip(val, 0, x.shape[d] - a["slice_sizes"][d])
         sure, O = sure & ok, O | o
-    for od, sd in zip(a["operand_batching_dims"], a["start_indices_batching_dims"]):
+    for od, sd in zip(a["operand_batching_dims"], a["start_indices_batching_dims"], strict=True):
         start[od] = pos_of[sd]
     window = [d for d in range(x.rank) if d not in a["collapsed_slice_dims"] and d not in a["operand_batching_dims"]]
     src = [start.get(d, np.zeros((), np.int64)) for d in range(x.rank)]
-    for d, od in zip(window, offset):
+    for d, od in zip(window, offset, strict=True):
         src[d] = src[d] + idx[od]
     return _moved(ev.at(x, tuple(src)), sure, O)
 
@@ -85,7 +85,7 @@ def gather_at(ev, node, idx) -> Val:
 def _starts(ev, node, first, sizes):
     x = node.operands[0]
     out, sure, O = [], np.ones((), bool), np.zeros((), bool)
-    for d, (n, s) in enumerate(zip(x.shape, sizes)):
+    for d, (n, s) in enumerate(zip(x.shape, sizes, strict=True)):
         val, ok, o = _index(ev, node.operands[first + d], ())
         out.append(np.clip(val, 0, n - s))
         sure, O = sure & ok, O | o
@@ -94,7 +94,7 @@ def _starts(ev, node, first, sizes):
 
 def dynamic_slice_at(ev, node, idx) -> Val:
     starts, sure, O = _starts(ev, node, 1, node.attrs["slice_sizes"])
-    return _moved(ev.at(node.operands[0], tuple(s + i for s, i in zip(starts, idx))), sure, O)
+    return _moved(ev.at(node.operands[0], tuple(s + i for s, i in zip(starts, idx, strict=True))), sure, O)
 
 
 def dynamic_update_slice_at(ev, node, idx) -> Val:
@@ -104,10 +104,10 @@ def dynamic_update_slice_at(ev, node, idx) -> Val:
     if upd.size == 0:
         return _moved(old, sure, O)
     inside = np.ones((), bool)
-    for i, s, n in zip(idx, starts, upd.shape):
+    for i, s, n in zip(idx, starts, upd.shape, strict=True):
         inside = inside & (i >= s) & (i < s + n)
-    new = ev.at(upd, tuple(np.clip(i - s, 0, n - 1) for i, s, n in zip(idx, starts, upd.shape)))
-    v = Val(*(np.where(inside, a, b) for a, b in zip((new.X, new.B, new.O), (old.X, old.B, old.O))))
+    new = ev.at(upd, tuple(np.clip(i - s, 0, n - 1) for i, s, n in zip(idx, starts, upd.shape, strict=True)))
+    v = Val(*(np.where(inside, a, b) for a, b in zip((new.X, new.B, new.O), (old.X, old.B, old.O), strict=True)))
     return _moved(v, sure, O)
 
 
@@ -212,13 +212,13 @@ def reduce_window(ev, node) -> Val:
     count = np.ones(node.shape, np.int64)                       # the init value is a term
     with np.errstate(all="ignore"):
         for w in itertools.product(*(range(s) for s in a["window_dimensions"])):
-            src = [o * s + wi - lo for o, s, wi, lo in zip(out_idx, a["window_strides"], w, a["padding_low"])]
+            src = [o * s + wi - lo for o, s, wi, lo in zip(out_idx, a["window_strides"], w, a["padding_low"], strict=True)]
             ok = np.ones(node.shape, bool)
-            for s, n in zip(src, x.shape):
+            for s, n in zip(src, x.shape, strict=True):
                 ok = ok & (s >= 0) & (s < n)
             if not ok.any():
                 continue
-            at = tuple(np.clip(s, 0, n - 1) for s, n in zip(src, x.shape))
+            at = tuple(np.clip(s, 0, n - 1) for s, n in zip(src, x.shape, strict=True))
             xv, bv, ov = vx.X[at], vx.B[at], vx.O[at]
             X = np.where(ok, f(X, xv), X).astype(X.dtype, copy=False)
             sumB = np.where(ok, sumB + bv, sumB)
@@ -277,14 +277,14 @@ def _sorted(ev, node, keys, orders, dim, carried):
     """Sort rows along ``dim`` by ``keys`` (Vals, first key first): (perm, certain rows, row O, key values)."""
     ks = [Val(np.moveaxis(k.X, dim, -1), np.moveaxis(k.B, dim, -1), np.moveaxis(k.O, dim, -1)) for k in keys]
     lex = []
-    for k, o in reversed(list(zip(ks, orders))):
+    for k, o in reversed(list(zip(ks, orders, strict=True))):
         lex += _order_keys(k.X, o)
     n = ks[0].X.shape[-1]
     shape = ks[0].X.shape
     perm = np.lexsort([np.broadcast_to(np.arange(n), shape)] + lex, axis=-1) if n else np.zeros(shape, np.int64)
     exact = np.ones(shape[:-1], bool)
     zero_sign_unsure = None
-    for k, o in zip(ks, orders):
+    for k, o in zip(ks, orders, strict=True):
         # a zero from an order-sensitive evaluation may be -0 or +0: total orders tell them apart
         zs = k.O & (k.X == 0) if o.endswith("total") else np.zeros(k.X.shape, bool)
         zero_sign_unsure = zs if zero_sign_unsure is None else zero_sign_unsure
@@ -321,7 +321,7 @@ def sort(ev, node) -> Val:
     a = node.attrs
     dim, orders, r = a["dimension"], a["orders"], a["result"]
     vals = [_whole(ev, o) for o in node.operands]
-    keys = [v for v, o in zip(vals, orders) if o]
+    keys = [v for v, o in zip(vals, orders, strict=True) if o]
     korders = [o for o in orders if o]
     carried = [Val(np.moveaxis(v.X, dim, -1), np.moveaxis(v.B, dim, -1), np.moveaxis(v.O, dim, -1)) for v in vals]
     perm, certain, O, key, nan_row = _sorted(ev, node, keys, korders, dim, carried)
@@ -366,15 +366,15 @@ def scatter(ev, node) -> Val:
           for g in np.indices(upd.shape)] if upd.rank else []
     ivd, S = a["index_vector_dim"], ind.rank
     scat = [d for d in range(upd.rank) if d not in uwd]
-    pos_of = dict(zip([d for d in range(S) if d != ivd], [U_[d] for d in scat]))
+    pos_of = dict(zip([d for d in range(S) if d != ivd], [U_[d] for d in scat], strict=True))
     start, sure = {}, np.ones(n_upd, bool)
     for k, d in enumerate(a["scatter_dims_to_operand_dims"]):
         where = tuple(np.full(n_upd, k) if s == ivd else pos_of[s] for s in range(S))
         start[d] = vi.X[where].astype(np.int64) if S else np.full(n_upd, int(vi.X))
         sure &= (vi.B[where] == 0) if S else bool(vi.B == 0)
-    batching = dict(zip(a["input_batching_dims"], a["scatter_indices_batching_dims"]))
+    batching = dict(zip(a["input_batching_dims"], a["scatter_indices_batching_dims"], strict=True))
     window = [d for d in range(x.rank) if d not in a["inserted_window_dims"] and d not in batching]
-    extent = {w: upd.shape[u] for w, u in zip(window, uwd)}
+    extent = {w: upd.shape[u] for w, u in zip(window, uwd, strict=True)}
     fits = np.ones(n_upd, bool)
     target = []
     for d in range(x.rank):
@@ -385,7 +385,7 @@ def scatter(ev, node) -> Val:
         target.append(base + off)
     keep = np.flatnonzero(fits)
     flat = np.zeros(keep.size, np.int64)
-    for t, n in zip(target, x.shape):
+    for t, n in zip(target, x.shape, strict=True):
         flat = flat * n + t[keep]
     ux = (np.moveaxis(vu.X, order, range(upd.rank)).reshape(-1) if upd.rank else vu.X.reshape(-1))[keep]
     ub = (np.moveaxis(vu.B, order, range(upd.rank)).reshape(-1) if upd.rank else vu.B.reshape(-1))[keep]
@@ -397,7 +397,7 @@ def scatter(ev, node) -> Val:
         return Val(X.reshape(node.shape), np.full(node.shape, np.inf), np.ones(node.shape, bool))
     with np.errstate(all="ignore"):
         if comb == "assign":
-            for t, xv, bv, ov in zip(flat, ux, ub, uo):   # in order: the last update of an element wins
+            for t, xv, bv, ov in zip(flat, ux, ub, uo, strict=True):   # in order: the last update of an element wins
                 X[t], B[t], O[t] = xv, bv, ov
             return Val(X.reshape(node.shape), B.reshape(node.shape), O.reshape(node.shape))
         count = np.zeros(X.size, np.int64)

@@ -450,7 +450,7 @@ def _pad(gen, xs):
     (x,) = xs
     low = tuple(gen.draw(st.integers(0, 3)) for _ in x.shape)
     high = tuple(gen.draw(st.integers(0, 3)) for _ in x.shape)
-    shape = tuple(n + a + b for n, a, b in zip(x.shape, low, high))
+    shape = tuple(n + a + b for n, a, b in zip(x.shape, low, high, strict=True))
     if not _fits(shape, gen.limit):
         return None
     return gen.g.add_node("pad", (x, gen.scalar(x.dtype)), name=gen.name("pad"), low=low, high=high,
@@ -583,7 +583,7 @@ def _start(gen, n, size):
 def _dynamic_slice(gen, xs):
     (x,) = xs
     sizes = tuple(gen.draw(st.integers(0, n)) for n in x.shape)
-    starts = [_start(gen, n, s) for n, s in zip(x.shape, sizes)]
+    starts = [_start(gen, n, s) for n, s in zip(x.shape, sizes, strict=True)]
     return gen.g.dynamic_slice(x, starts, sizes, name=gen.name("ds"))
 
 
@@ -595,7 +595,7 @@ def _dynamic_update_slice(gen, xs):
     if src is None or gen.draw(st.booleans()):
         src = gen.param(shape, x.dtype) if gen.draw(st.booleans()) else gen.g.slice(
             x, (0,) * x.rank, shape, (1,) * x.rank, name=gen.name("sl"))
-    starts = [_start(gen, n, s) for n, s in zip(x.shape, shape)]
+    starts = [_start(gen, n, s) for n, s in zip(x.shape, shape, strict=True)]
     return gen.g.dynamic_update_slice(x, src, starts, name=gen.name("dus"))
 
 
@@ -738,7 +738,7 @@ def apply(gen: Gen, row: OpRow) -> Optional[asim.Node]:
     x = gen.to_dtype(x, row.dtypes)
     operands = [x] + [gen.like(x) for _ in range(row.arity - 1)]
     domains = tuple(row.domains) + ("any",) * (row.arity - len(row.domains))
-    operands = [gen.in_domain(o, d) for o, d in zip(operands, domains)]
+    operands = [gen.in_domain(o, d) for o, d in zip(operands, domains, strict=True)]
     out = row.build(gen, tuple(operands))
     if out is None:
         return None
@@ -812,7 +812,7 @@ def cases(draw, family: str = "mixed", max_ops: int = 8) -> Case:
         rows = [r for r in OPS if set(r.dtypes) & set(FLOAT) and r.name not in ("convert",)]
     boost = FAMILY_BOOST.get(family, {})
     weights = [r.weight * boost.get(r.name, 1) for r in rows]
-    pick = st.sampled_from([r for r, w in zip(rows, weights) for _ in range(w)])
+    pick = st.sampled_from([r for r, w in zip(rows, weights, strict=True) for _ in range(w)])
     n_ops = draw(st.integers(3, max_ops))
     for _ in range(n_ops):
         apply(gen, draw(pick))

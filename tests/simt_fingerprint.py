@@ -4,7 +4,10 @@
 each kernel's name and predicted time; and, as SHA-256 digests, everything else to the
 bit: every counter of every stage of every kernel with the kernel's fields (grid, block,
 waves, memset and library bytes, the cost model's breakdown), the timeline's kernel spans
-and block entries, and each output's bytes.  A digest changes when any value in it moves
+and block entries; and each output: its dtype, shape, integer bytes and non-finite positions
+digested, its float values as per-chunk sums compared within a stated tolerance (``RTOL``), so
+that the fixture holds on any CPU (numpy's transcendental functions differ in the last bit
+between its AVX2 and baseline code paths).  A digest changes when any value in it moves
 (numbers are digested as JSON text, whose floats round-trip exactly; a Python float and a
 numpy float64 of one value read the same), and the readable part shows roughly where.
 
@@ -92,9 +95,45 @@ def _digest_json(obj) -> str:
     return _sha(json.dumps(obj, sort_keys=True))
 
 
-def _digest_array(a) -> str:
+#: float outputs are compared, not digested: numpy's exp, log, tanh... give results that differ in the last
+#: bit between CPUs (its AVX2/AVX-512 code paths against the baseline ones), so raw bytes are not portable.
+#: Each float output is cut into up to ``CHUNKS`` pieces of its flat order; each piece's sum and sum of
+#: magnitudes must agree within ``RTOL`` of that piece's sum of magnitudes (float32 results a few ulps apart
+#: agree to ~1e-7; a wrong or misplaced element moves its piece by its own size).
+CHUNKS = 16
+RTOL = 1e-5
+
+
+def _digest_array(a):
+    """Exact things digested (dtype, shape, integer and bool bytes, where the NaNs and infinities are);
+    float values as per-chunk sums, compared within ``RTOL`` by :func:`output_diffs`."""
     a = np.ascontiguousarray(a)
-    return f"{a.dtype.str}{list(a.shape)}:" + hashlib.sha256(a.tobytes()).hexdigest()[:32]
+    head = f"{a.dtype.str}{list(a.shape)}:"
+    if a.dtype.kind not in "fc":
+        return head + hashlib.sha256(a.tobytes()).hexdigest()[:32]
+    flat = a.ravel()
+    finite = np.isfinite(flat)
+    masks = np.packbits(np.stack([np.isnan(flat), flat == np.inf, flat == -np.inf]), axis=-1)
+    x = np.where(finite, flat, 0).astype(np.float64)
+    pieces = np.array_split(x, min(CHUNKS, max(1, x.size)))
+    return {"exact": head + hashlib.sha256(masks.tobytes()).hexdigest()[:32],
+            "chunks": [[float(c.sum()), float(np.abs(c).sum())] for c in pieces]}
+
+
+def output_diffs(want, got, path: str) -> list:
+    """Where a recorded output and a new one differ: exact parts exactly, float chunks within RTOL."""
+    if isinstance(want, str) or isinstance(got, str):
+        return [] if want == got else [f"{path}: recorded {want!r}, now {got!r}"]
+    if want["exact"] != got["exact"]:
+        return [f"{path}: dtype, shape or non-finite positions changed: {want['exact']} -> {got['exact']}"]
+    if len(want["chunks"]) != len(got["chunks"]):
+        return [f"{path}: {len(want['chunks'])} chunks recorded, {len(got['chunks'])} now"]
+    out = []
+    for i, ((ws, wa), (gs, ga)) in enumerate(zip(want["chunks"], got["chunks"], strict=True)):
+        tol = RTOL * max(wa, ga) + 1e-30
+        if abs(ws - gs) > tol or abs(wa - ga) > tol:
+            out.append(f"{path} chunk {i}: sum {ws!r} -> {gs!r}, sum|x| {wa!r} -> {ga!r} (tolerance {tol:.3g})")
+    return out
 
 
 def fingerprint(res) -> dict:

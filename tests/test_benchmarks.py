@@ -23,15 +23,6 @@ from benchmarks import suite as S
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _gpu_backend_or_skip():
-    import gpu_backend  # a broken backend must fail these tests, not skip them
-    return gpu_backend
-
-
-def _simulate_or_skip():
-    from astitch_sim.simt import simulate  # noqa: F401  (likewise: an import error is a failure)
-
-
 def _simulator_mode_or_skip():
     """gpu_bench picks the simulator before numba.cuda is imported; if it already is, on a GPU, skip."""
     from benchmarks import gpu_bench
@@ -83,7 +74,7 @@ def test_baseline_formulas_match_the_reference(name):
     ref = asim.reference(g, x)
     out = B.bind(name, B.NumpyOps())(*x)
     assert len(out) == len(ref)
-    for o, r in zip(out, ref):
+    for o, r in zip(out, ref, strict=True):
         o = np.asarray(o)
         assert o.shape == r.shape and o.dtype == np.float32
         assert np.linalg.norm(o.astype(np.float64) - r) <= 1e-5 * max(np.linalg.norm(r), 1e-30)
@@ -95,7 +86,7 @@ def test_baseline_formulas_match_the_reference(name):
 
 def test_gpu_bench_simulator_run_structure_provenance_and_validation(tmp_path):
     gb = _simulator_mode_or_skip()
-    _gpu_backend_or_skip()
+    import gpu_backend  # noqa: F401  (imported after the simulator is chosen; a broken backend fails here)
     out = tmp_path / "sim"
     res = gb.run_suite(str(out), simulator=True, only=["layernorm_16384x768", "paper_fig7"], baselines=[],
                        commit="test-commit", argv=["-m", "benchmarks.gpu_bench", "--simulator"])
@@ -137,7 +128,7 @@ def test_gpu_bench_simulator_run_structure_provenance_and_validation(tmp_path):
 def test_plan_runner_is_rerunnable_and_agrees_with_gpu_backend_run():
     """Timing repeats a plan on the same buffers: split-reduction results must be refilled each time."""
     gb = _simulator_mode_or_skip()
-    gpu_backend = _gpu_backend_or_skip()
+    import gpu_backend
     g = S.BY_KEY["global_norm_1024x1024"].graph("sim")
     plan = asim.compile(g, strategy="astitch", gpu="H100")
     assert plan.kernels[0].global_barriers >= 1          # the case this test is about: atomics + grid barrier
@@ -147,7 +138,7 @@ def test_plan_runner_is_rerunnable_and_agrees_with_gpu_backend_run():
     first = runner.fetch()
     second = runner.fetch()                              # atomics would double without the refill
     direct = gpu_backend.run(plan, x)
-    for a, b, r, d in zip(first, second, ref, direct):
+    for a, b, r, d in zip(first, second, ref, direct, strict=True):
         assert gb.compare([a], [r], ["o"])["ok"] and gb.compare([b], [r], ["o"])["ok"]
         np.testing.assert_array_equal(a, d)
 
@@ -294,7 +285,6 @@ def test_snippet_is_pasteable_python():
 
 def test_calibrate_end_to_end_on_a_synthetic_results_file(tmp_path):
     """SYNTHETIC results.json (times = cost model with TRUE constants) -> calibrate -> TRUE recovered."""
-    _simulate_or_skip()
     cases = [("layernorm_16384x768", "layernorm", {"rows": 16384, "cols": 768}),
              ("softmax_750000x32", "softmax", {"rows": 750000, "cols": 32}),
              ("softmax_64x30000", "softmax", {"rows": 64, "cols": 30000}),
@@ -327,7 +317,6 @@ def test_calibrate_refuses_simulator_results(tmp_path):
 
 def test_extrapolated_counters_match_a_full_simulation():
     """The --max-elements extrapolation against the real thing at a shape small enough to simulate fully."""
-    _simulate_or_skip()
     gpu = asim.gpu("H100")
     for workload, shape, strategy in [("layernorm", {"rows": 512, "cols": 256}, "xla"),
                                       ("layernorm", {"rows": 512, "cols": 256}, "astitch"),
@@ -336,7 +325,7 @@ def test_extrapolated_counters_match_a_full_simulation():
         cap = S.graph_elements(asim.workload(workload, **shape)) // 8
         plan2, extra, note2 = C.counters_for(workload, shape, strategy, gpu, max_elements=cap)
         assert note == "" and "simulated at" in note2
-        for a, b in zip(full, extra):
+        for a, b in zip(full, extra, strict=True):
             assert b.grid == a.grid and b.block == a.block
             assert b.global_bytes == pytest.approx(a.global_bytes, rel=0.02)
             assert b.flops == pytest.approx(a.flops, rel=0.02)

@@ -28,7 +28,10 @@ def run(capsys, *argv):
 # astitch workloads
 # ---------------------------------------------------------------------------
 
-def test_workloads_table(capsys):
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_workloads_table(capsys, monkeypatch, columns):
+    # the table wraps its descriptions at the terminal's width (pytest-xdist workers have 80 columns)
+    monkeypatch.setenv("COLUMNS", columns)
     code, out, err = run(capsys, "workloads")
     assert code == 0 and err == ""
     assert out.splitlines()[0].split()[:3] == ["name", "default", "shape"]
@@ -101,7 +104,7 @@ def test_reference_prints_stats_and_saves(capsys, tmp_path):
     assert "seed 4" in out and f"saved 3 output(s) to {path}" in out
     with np.load(path) as saved:
         assert sorted(saved.files) == ["mean", "var", "y"]
-        for node, w in zip(g.outputs, want):
+        for node, w in zip(g.outputs, want, strict=True):
             np.testing.assert_array_equal(saved[node.name], w)
 
 

@@ -1,5 +1,4 @@
 """The compiler: every strategy on every workload and GPU, and the paper's behaviours."""
-import copy
 import glob
 import os
 from dataclasses import replace
@@ -246,7 +245,9 @@ def test_shared_memory_budget_demotes_regional_to_global_one_at_a_time():
     m1 = g.multiply(g.reduce(x, 1, "sum", name="r1"), 2.0, name="m1")
     m2 = g.exp(g.reduce(g.multiply(x, x), 1, "sum", name="r2"), name="m2")
     m3 = g.log(g.reduce(g.abs(x), 1, "max", name="r3"), name="m3")
-    bc = lambda v: g.broadcast(v, (R, C), (0,))
+    def bc(v):
+        return g.broadcast(v, (R, C), (0,))
+
     y = g.add(g.add(g.multiply(x, bc(m1)), bc(m2)), g.add(bc(m3), g.broadcast(total, (R, C), ())), name="y")
     g.set_outputs(y)
     plan = asim.compile(g, "astitch", "V100")

@@ -13,7 +13,7 @@ import pytest
 
 import astitch_sim as asim
 from astitch_sim.hardware import GPUS
-from astitch_sim.simt import cost
+from astitch_sim.simt import cost, simulate
 from astitch_sim.simt.cost import COST_CONSTANTS, PRESET_FIELDS, constants, predict, saturating_warps
 from astitch_sim.simt.stats import KernelStats, StageStats
 
@@ -190,13 +190,6 @@ def test_format_breakdown():
 # the paper's claims, end to end on a V100
 # ---------------------------------------------------------------------------
 
-from astitch_sim.simt import simulate
-
-
-def needs_simulate(fn):
-    """Marks the tests that run the SIMT model end to end (kept as a label; nothing is skipped)."""
-    return fn
-
 
 def simulate_all(name, **shape):
     from astitch_sim.workloads import workload_inputs
@@ -205,7 +198,6 @@ def simulate_all(name, **shape):
     return {s: simulate(asim.compile(g, s, "V100"), inputs) for s in ("xla", "tvm", "astitch")}
 
 
-@needs_simulate
 def test_paper_fig7_astitch_beats_xla_and_tvm_pays_for_recomputation():
     r = simulate_all("paper_fig7")
     xla, tvm, ast = (r[s].stats for s in ("xla", "tvm", "astitch"))
@@ -215,14 +207,12 @@ def test_paper_fig7_astitch_beats_xla_and_tvm_pays_for_recomputation():
     assert sum(k.total("recomputed_flops") for k in ast.kernels) == 0
 
 
-@needs_simulate
 def test_transformer_softmax_64x30000_astitch_beats_xla():
     # 64 rows of 30000: XLA runs 64 blocks (160 fit), AStitch splits each row over 2 blocks.
     r = simulate_all("softmax", rows=64, cols=30000)
     assert r["astitch"].stats.predicted_us < r["xla"].stats.predicted_us
 
 
-@needs_simulate
 def test_dien_softmax_tall_and_thin_astitch_beats_xla():
     # The paper's <750000,32>, scaled to 75000 rows to keep the test quick: XLA still
     # launches one 32-thread block per row, AStitch packs 32 rows per 1024-thread block.

@@ -59,7 +59,7 @@ def _stage_reads(res):
 
 
 def _close(out, ref, rtol=1e-4, atol=1e-4):
-    for o, r in zip(out, ref):
+    for o, r in zip(out, ref, strict=True):
         np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
 
 

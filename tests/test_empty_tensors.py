@@ -54,13 +54,13 @@ def test_jax_empty_batch_fixtures_under_every_strategy(name):
     """Import, reference, all four strategies in the SIMT model: JAX's own outputs, shapes included."""
     g, ins, want = _fixture(name)
     ref = asim.reference(g, ins)
-    for i, (r, w) in enumerate(zip(ref, want)):
+    for i, (r, w) in enumerate(zip(ref, want, strict=True)):
         _same(r, w, f"{name} reference out{i}")
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
         assert all(s.mapping.size > 0 for k in plan.generated for s in k.stages)
         res = asim.simulate(plan, ins)
-        for i, (o, w) in enumerate(zip(res.outputs, want)):
+        for i, (o, w) in enumerate(zip(res.outputs, want, strict=True)):
             _same(o, w, f"{name} {strategy} out{i}")
 
 
@@ -70,7 +70,7 @@ def test_jax_empty_batch_fixtures_in_the_numba_backend(name):
     g, ins, want = _fixture(name)
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
-        for i, (o, w) in enumerate(zip(gpu_backend.run(plan, ins), want)):
+        for i, (o, w) in enumerate(zip(gpu_backend.run(plan, ins), want, strict=True)):
             _same(o, w, f"{name} {strategy} numba out{i}")
 
 
@@ -135,14 +135,14 @@ def test_reduce_over_nothing_is_its_init_value_everywhere():
     want = [np.full(16, 5, np.float32), np.full(16, -np.inf, np.float32), np.float32(5),
             np.full(7, 3, np.int32), np.ones(5, bool), np.zeros((16, 0), np.float32)]
     ins = _inputs_of(g)
-    for i, (r, w) in enumerate(zip(asim.reference(g, ins), want)):
+    for i, (r, w) in enumerate(zip(asim.reference(g, ins), want, strict=True)):
         _same(r, w, f"reference out{i}")
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
         assert "reduce over nothing is its init value" in str(plan)
-        for i, (o, w) in enumerate(zip(asim.simulate(plan, ins).outputs, want)):
+        for i, (o, w) in enumerate(zip(asim.simulate(plan, ins).outputs, want, strict=True)):
             _same(o, w, f"{strategy} out{i}")
-        for i, (o, w) in enumerate(zip(gpu_backend.run(plan, ins), want)):
+        for i, (o, w) in enumerate(zip(gpu_backend.run(plan, ins), want, strict=True)):
             _same(o, w, f"{strategy} numba out{i}")
 
 
@@ -174,15 +174,15 @@ def test_mixed_empty_and_full_tensors_under_every_strategy_and_in_numba():
             np.full(6, -np.inf, np.float32), np.zeros((0, 2, 3), np.float32),
             np.float32((y.astype(np.float64) ** 2).sum() + 27.0), ins[0]]
     ref = asim.reference(g, ins)
-    for i, (r, w) in enumerate(zip(ref, want)):
+    for i, (r, w) in enumerate(zip(ref, want, strict=True)):
         _same(r, w, f"reference out{i}")
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
         back = asim.Plan.from_json(plan.to_json())
         assert back.to_json() == plan.to_json()
-        for i, (o, w) in enumerate(zip(asim.simulate(back, ins).outputs, want)):
+        for i, (o, w) in enumerate(zip(asim.simulate(back, ins).outputs, want, strict=True)):
             _same(o, w, f"{strategy} out{i}")
-        for i, (o, w) in enumerate(zip(gpu_backend.run(back, ins), want)):
+        for i, (o, w) in enumerate(zip(gpu_backend.run(back, ins), want, strict=True)):
             _same(o, w, f"{strategy} numba out{i}")
 
 

@@ -63,7 +63,7 @@ def test_compare_lists_every_strategy_with_the_papers_kernel_counts():
     at = app(view="Compare")
     df = at.dataframe[0].value
     assert list(df["strategy"]) == list(asim.STRATEGIES)
-    kernels = dict(zip(df["strategy"], df["kernels"]))
+    kernels = dict(zip(df["strategy"], df["kernels"], strict=True))
     assert kernels["xla"] == 4 and kernels["tvm"] == 3 and kernels["astitch"] == 1     # the paper's Figure 7
     assert (df["max error"] < 1e-4).all()
     assert "astitch vs xla" in page_text(at)

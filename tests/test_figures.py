@@ -75,7 +75,7 @@ def test_hide_moves_wires_through_data_movement():
     assert all(id(a) in ids and id(b) in ids for a, b, _ in lean.edges)
     assert all(b.y > a.y for a, b, _ in lean.edges)
     # every library kernel still reads its operands, through the hidden ops
-    for lane, k in zip(lean.lanes, plan.kernels):
+    for lane, k in zip(lean.lanes, plan.kernels, strict=True):
         if k.kind == "library":
             assert [b.node for b in lane.boxes if b.role == "compute"] == [k.library_op]
             assert len([b for b in lane.boxes if b.role == "read"]) >= 1

@@ -28,7 +28,7 @@ def test_unravel_then_ravel_is_identity_and_matches_python(shape, layout, seed):
     multi = unravel(flat, shape)
     assert all(m.shape == flat.shape for m in multi)
     assert np.array_equal(ravel(multi, shape), flat)
-    for f, *idx in zip(flat.ravel(), *(m.ravel() for m in multi)):
+    for f, *idx in zip(flat.ravel(), *(m.ravel() for m in multi), strict=True):
         expect, rest = [], int(f)
         for extent in reversed(shape):
             rest, r = divmod(rest, extent)

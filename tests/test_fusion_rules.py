@@ -29,7 +29,7 @@ def compile_checked(g, strategy):
     got = asim.simulate(plan, inputs).outputs
     want = asim.reference(g, inputs)
     assert len(got) == len(want), strategy
-    for out, a, b in zip(g.outputs, got, want):
+    for out, a, b in zip(g.outputs, got, want, strict=True):
         assert np.shape(a) == np.shape(b), (strategy, out.name)
         if np.issubdtype(np.asarray(b).dtype, np.floating):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"{strategy}: {out.name}")
@@ -426,7 +426,7 @@ def test_tvm_cheap_producer_read_by_several_kernels_is_recomputed_in_each():
     fig7 = asim.workload("paper_fig7", n=16, c=32)
     inputs = workload_inputs(fig7, 0)          # param.2 is a divisor: keep it away from 0
     tvm = asim.compile(fig7, "tvm", GPU)
-    for a, b in zip(asim.simulate(tvm, inputs).outputs, asim.reference(fig7, inputs)):
+    for a, b in zip(asim.simulate(tvm, inputs).outputs, asim.reference(fig7, inputs), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert len(tvm.kernels) == 3
     assert len(computed_by(tvm, "power.1")) == 2 and "power.1" not in all_outputs(tvm)

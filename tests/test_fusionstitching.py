@@ -88,7 +88,7 @@ def test_catalog_simulates_to_the_reference_and_is_never_worse_than_xla(name):
     ref = asim.reference(g, inputs)
     plan, xla, fs = _compare(g, inputs)
     _check_stitching_only(plan)
-    for got, want in zip(fs.outputs, ref):
+    for got, want in zip(fs.outputs, ref, strict=True):
         want = np.asarray(want, np.float64)
         scale = max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-4, atol=1e-5 * scale)

@@ -68,7 +68,7 @@ def assert_matches_reference(graph, outs, inputs, where=""):
     want = asim.reference(graph, inputs)
     tol = _tolerance(graph)
     assert len(outs) == len(want) == len(graph.outputs)
-    for got, ref, node in zip(outs, want, graph.outputs):
+    for got, ref, node in zip(outs, want, graph.outputs, strict=True):
         msg = f"{where} output {node.name}"
         assert got.shape == ref.shape, msg
         assert got.dtype == ref.dtype, msg
@@ -241,7 +241,7 @@ def test_every_elementwise_op_matches_numpy_at_special_values(strategy):
     assert {n.op for n in g if n.kind == "elementwise"} >= set(F_UNARY + F_BINARY) - {"copy"}
     outs = gpu_backend.run(asim.compile(g, strategy, "H100"), inputs)
     want = asim.reference(g, inputs)
-    for got, ref, node in zip(outs, want, g.outputs):
+    for got, ref, node in zip(outs, want, g.outputs, strict=True):
         assert got.dtype == ref.dtype, node.name
         if node.dtype in ("f32", "f64", "f16", "bf16"):
             # float32: the simulator rounds a double result, numpy has its own float32 routines (1 ulp)
@@ -304,12 +304,12 @@ def test_prepared_plan_launched_twice_gives_what_run_gives():
     seen = []
     for _ in range(2):
         prepared.launch(after_kernel=seen.append)
-        for got, ref in zip(prepared.outputs(), want):
+        for got, ref in zip(prepared.outputs(), want, strict=True):
             np.testing.assert_array_equal(got, ref)
     assert seen == list(range(len(plan.kernels))) * 2
     for i in range(len(prepared.kernels)):                  # one kernel at a time, as a benchmark clock does
         prepared.launch_kernel(i)
-    for got, ref in zip(prepared.outputs(), want):
+    for got, ref in zip(prepared.outputs(), want, strict=True):
         np.testing.assert_array_equal(got, ref)
     prepared.release()
 
@@ -319,7 +319,7 @@ def test_plan_from_json_runs_the_same():
     plan = asim.compile(g, "astitch", "H100")
     again = asim.Plan.from_json(plan.to_json())
     inputs = workload_inputs(g, 0)
-    for a, b in zip(gpu_backend.run(plan, inputs), gpu_backend.run(again, inputs)):
+    for a, b in zip(gpu_backend.run(plan, inputs), gpu_backend.run(again, inputs), strict=True):
         np.testing.assert_array_equal(a, b)
     assert compile_plan(plan) is compile_plan(again)       # cached by the plan's JSON
 
@@ -328,8 +328,8 @@ def test_dict_inputs():
     g = asim.workload("rmsnorm", **TINY["rmsnorm"])
     plan = asim.compile(g, "xla", "H100")
     inputs = workload_inputs(g, 0)
-    by_name = {p.name: v for p, v in zip(g.inputs, inputs)}
-    for a, b in zip(gpu_backend.run(plan, inputs), gpu_backend.run(plan, by_name)):
+    by_name = {p.name: v for p, v in zip(g.inputs, inputs, strict=True)}
+    for a, b in zip(gpu_backend.run(plan, inputs), gpu_backend.run(plan, by_name), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

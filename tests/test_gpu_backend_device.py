@@ -26,6 +26,7 @@ import pytest
 
 import astitch_sim as asim
 from astitch_sim.workloads import workload_inputs
+from benchmarks import sanitizer as _sanitizer_run
 
 pytestmark = pytest.mark.gpu
 
@@ -49,7 +50,7 @@ def preset():
 
 
 def _close(graph, outs, want, where):
-    for got, ref, node in zip(outs, want, graph.outputs):
+    for got, ref, node in zip(outs, want, graph.outputs, strict=True):
         if node.dtype in ("f32", "f64", "f16", "bf16"):
             r64 = ref.astype(np.float64)
             finite = np.isfinite(r64)
@@ -88,8 +89,6 @@ def test_workload_at_real_size_on_device(name, strategy, preset):
 #: plans small enough for the sanitizer that still use every construct: benchmarks/sanitizer.py
 #: (the child gets the checkout on PYTHONPATH -- the GPU image has no installed astitch_sim -- and a
 #: timeout that fits one 10-minute device command)
-from benchmarks import sanitizer as _sanitizer_run
-
 SANITIZED = _sanitizer_run.SANITIZED
 
 

@@ -87,7 +87,7 @@ def test_fixture_matches_jax(fixture):
     assert len(g.outputs) == len(wants), f"{fixture}: {len(g.outputs)} outputs, npz has {len(wants)}"
     outs = asim.reference(g, inputs)
     tol = _tolerance(g)
-    for i, (got, want, node) in enumerate(zip(outs, wants, g.outputs)):
+    for i, (got, want, node) in enumerate(zip(outs, wants, g.outputs, strict=True)):
         _assert_close(got, want, node, tol, f"{fixture} out{i} ({node})")
 
 
@@ -99,8 +99,8 @@ def test_fixture_from_file_and_dict_inputs(fixture):
     with np.load(FIXTURES / f"{fixture}.npz") as z:
         inputs = _npz_list(z, "in")
     by_list = asim.reference(g, inputs)
-    by_dict = asim.reference(g, {p.name: v for p, v in zip(g.inputs, inputs)})
-    for a, b in zip(by_list, by_dict):
+    by_dict = asim.reference(g, {p.name: v for p, v in zip(g.inputs, inputs, strict=True)})
+    for a, b in zip(by_list, by_dict, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

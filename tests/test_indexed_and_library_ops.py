@@ -64,7 +64,7 @@ def test_op_fixtures_are_there():
 @pytest.mark.parametrize("name", OP_FIXTURES)
 def test_reference_matches_jax_exactly(name):
     g, ins, outs = _load(name)
-    for i, (got, want) in enumerate(zip(asim.reference(g, ins), outs)):
+    for i, (got, want) in enumerate(zip(asim.reference(g, ins), outs, strict=True)):
         _exact(got, want, f"{name} output {i}", TRANSCENDENTAL.get(name, 0.0))
 
 
@@ -76,11 +76,11 @@ def test_every_strategy_on_the_simt_model(name):
         plan = asim.compile(g, strategy, "V100")
         again = asim.Plan.from_json(plan.to_json())
         res = asim.simulate(again, ins)
-        for i, (got, want) in enumerate(zip(res.outputs, ref)):
+        for i, (got, want) in enumerate(zip(res.outputs, ref, strict=True)):
             _exact(got, want, f"{name} {strategy} output {i}", 1e-6)
         traced = asim.simulate(plan, ins, trace=True)          # per-thread accesses: no races, same values
         assert not traced.races
-        for got, want in zip(traced.outputs, res.outputs):
+        for got, want in zip(traced.outputs, res.outputs, strict=True):
             _exact(got, want, f"{name} {strategy} traced", 0.0)
 
 
@@ -91,7 +91,7 @@ def test_every_strategy_in_the_numba_backend(name):
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
         outs = gpu_backend.run(plan, ins)
-        for i, (got, want) in enumerate(zip(outs, ref)):
+        for i, (got, want) in enumerate(zip(outs, ref, strict=True)):
             _exact(got, want, f"{name} {strategy} output {i} (Numba)", 1e-6)
 
 
@@ -125,7 +125,7 @@ def test_indexed_loads_and_argmax_are_stitched():
     assert {g[n].op for n in plan.kernels[0].computed} >= {"gather", "reduce"}
     ins = [np.random.default_rng(0).standard_normal((64, 1000)).astype(np.float32),
            np.random.default_rng(1).integers(0, 1000, (64, 1)).astype(np.int32)]
-    for got, want in zip(asim.simulate(plan, ins).outputs, asim.reference(g, ins)):
+    for got, want in zip(asim.simulate(plan, ins).outputs, asim.reference(g, ins), strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -151,7 +151,7 @@ def test_an_argmax_is_never_split_over_blocks_even_beside_a_splittable_reduce():
             for st in k.stages:
                 if any(len(g[n].operands) == 4 for n in st.reduces):
                     assert st.mapping.splits == 1, (strategy, k.name)
-        for got, want in zip(asim.simulate(plan, ins).outputs, ref):
+        for got, want in zip(asim.simulate(plan, ins).outputs, ref, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-4)
 
 
@@ -401,7 +401,7 @@ def test_narrow_float_variants_in_the_numba_backend():
     ref = asim.reference(g, ins)
     for strategy in ("xla", "astitch"):
         plan = asim.compile(g, strategy)
-        for i, (got, want) in enumerate(zip(gpu_backend.run(plan, ins), ref)):
+        for i, (got, want) in enumerate(zip(gpu_backend.run(plan, ins), ref, strict=True)):
             # a bf16 scatter-add with collisions rounds per update in the backend (see the README)
             tol = 1.6e-2 if g.outputs[i].dtype == "bf16" else 2e-3
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol,

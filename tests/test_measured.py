@@ -27,10 +27,19 @@ def results_file(path, mode="gpu", device="NVIDIA H100 80GB HBM3", runs=None, fm
         json.dump(doc, f)
 
 
-def test_the_repository_holds_no_gpu_measurement_yet():
+def test_every_gpu_measurement_in_the_repository_has_its_provenance():
+    """Whatever benchmarks/results holds (none yet, or a GPU run committed later) is read without error,
+    and every row it yields names a real device, a preset, a commit and a positive time."""
     found = asim.gpu_measurements(os.path.join(REPO, "benchmarks", "results"))
-    assert found.rows == [] and not found
-    assert "no GPU measurements" in str(found)
+    assert bool(found) == bool(found.rows)
+    for m in found.rows:
+        assert m.gpu_us > 0 and m.device and "simulator" not in m.device.lower(), m
+        assert m.preset in asim.GPUS and m.commit and m.workload and m.strategy in asim.STRATEGIES, m
+        assert m.source in found.files
+    if found.rows:
+        assert f"{len(found.rows)} GPU measurement(s)" in str(found)
+    else:
+        assert "no GPU measurements" in str(found)
 
 
 def test_gpu_runs_are_read_and_everything_else_is_skipped_with_a_reason(tmp_path):

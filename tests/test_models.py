@@ -67,7 +67,7 @@ def check_against_jax(g, outs, z, tol=None):
     tol = tol or tolerance(g)
     assert len(outs) == len([k for k in z.files if k.startswith("out") and (k[3:].isdigit() or
                                                                           k.endswith("_shape"))])
-    for i, (node, got) in enumerate(zip(g.outputs, outs)):
+    for i, (node, got) in enumerate(zip(g.outputs, outs, strict=True)):
         where = f"{g.name} output {i} ({node.name})"
         if f"out{i}" in z.files:
             assert_close(got, z[f"out{i}"], node.dtype, tol, where)
@@ -100,7 +100,7 @@ def test_model_reference_and_every_strategy_match_jax(name):
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
         res = asim.simulate(plan, inputs)
-        for i, (node, got, want) in enumerate(zip(g.outputs, res.outputs, ref)):
+        for i, (node, got, want) in enumerate(zip(g.outputs, res.outputs, ref, strict=True)):
             assert_close(got, want, node.dtype, tol, f"{name} {strategy} output {i} ({node.name})")
         assert res.stats.kernel_launches == len(plan.kernels)
 

@@ -11,7 +11,7 @@ import pytest
 
 import astitch_sim as asim
 from astitch_sim import AStitchError
-from astitch_sim.plan import Plan, Stage, Value
+from astitch_sim.plan import Plan, Value
 from astitch_sim.sealed import ReadOnlyDict, ReadOnlyList
 from astitch_sim.validate import RULES
 from astitch_sim.vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space

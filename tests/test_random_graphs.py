@@ -30,7 +30,6 @@ Regression tests for the bugs this suite found sit at the end of this file.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -143,15 +142,15 @@ def run_case(case, typechecker=None, typecheck_sample=False):
         assert back.to_json() == text, f"{strategy}: the plan changed in a JSON round trip"
         plans[strategy] = back.validate()
     ev = ExactEvaluation(g, inputs, plan_depths(g, plans.values()))
-    expected = [expect(ev, o, r, everywhere=True) for o, r in zip(g.outputs, ref)]
-    for exp, r in zip(expected, ref):           # the oracle itself, against numpy, where no order is involved
+    expected = [expect(ev, o, r, everywhere=True) for o, r in zip(g.outputs, ref, strict=True)]
+    for exp, r in zip(expected, ref, strict=True):           # the oracle itself, against numpy, where no order is involved
         rep = check_oracle(exp, r)
         assert rep.wrong == 0, f"the exact oracle disagrees with the numpy reference: {rep}: {rep.failures}"
     stats = {}
     for strategy, plan in plans.items():
         res = asim.simulate(plan, inputs)
         stats[strategy] = res.stats
-        for i, (exp, got, r) in enumerate(zip(expected, res.outputs, ref)):
+        for i, (exp, got, r) in enumerate(zip(expected, res.outputs, ref, strict=True)):
             assert got.shape == r.shape and got.dtype == r.dtype, \
                 f"{strategy} output {i}: {got.dtype}{list(got.shape)}, reference {r.dtype}{list(r.shape)}"
             rep = check(exp, got, f"{strategy} output {i} ({g.outputs[i].name})")
@@ -217,9 +216,9 @@ def test_random_tiny_graphs_in_the_numba_backend(case, other):
     ref = asim.reference(g, inputs)
     plans = {s: asim.compile(g, s, "H100") for s in ("astitch", other)}
     ev = ExactEvaluation(g, inputs, plan_depths(g, plans.values()))
-    expected = [expect(ev, o, r) for o, r in zip(g.outputs, ref)]
+    expected = [expect(ev, o, r) for o, r in zip(g.outputs, ref, strict=True)]
     for strategy, plan in plans.items():
-        for i, (exp, got, r) in enumerate(zip(expected, gpu_backend.run(plan, inputs), ref)):
+        for i, (exp, got, r) in enumerate(zip(expected, gpu_backend.run(plan, inputs), ref, strict=True)):
             assert got.shape == r.shape and got.dtype == r.dtype, (strategy, i, got.dtype, got.shape)
             rep = check(exp, got, f"numba {strategy} output {i} ({g.outputs[i].name})")
             assert rep.wrong == 0, f"{rep}\n  " + "\n  ".join(rep.failures) + f"\n{plan}"
@@ -260,7 +259,7 @@ def test_split_reductions_of_types_without_atomics_combine_another_way(dtype):
         gpu_backend.generate_source(plan)           # refused before the fix
         ref = asim.reference(g, inputs)
         ev = ExactEvaluation(g, inputs, plan_depths(g, [plan]))
-        for o, r, got in zip(g.outputs, ref, asim.simulate(plan, inputs).outputs):
+        for o, r, got in zip(g.outputs, ref, asim.simulate(plan, inputs).outputs, strict=True):
             rep = check(expect(ev, o, r), got)
             assert rep.wrong == 0, (strategy, str(rep), rep.failures)
     assert split_seen, "the shapes no longer make any strategy split a reduction: the test checks nothing"
@@ -290,13 +289,13 @@ def test_float_to_64_bit_integer_conversion_saturates():
             np.array([2 ** 31 - 1, -2 ** 31, 0, 2, -2, 2 ** 31 - 1, 2 ** 31 - 1, 2 ** 31 - 1, 2 ** 31 - 1, -2 ** 31],
                      np.int32),
             np.array([255, 0, 0, 2, 0, 255, 255, 255, 255, 0], np.uint8)]
-    for r, w in zip(asim.reference(g, [v]), want):
+    for r, w in zip(asim.reference(g, [v]), want, strict=True):
         assert r.dtype == w.dtype and np.array_equal(r, w), (r, w)
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
-        for got, w in zip(asim.simulate(plan, [v]).outputs, want):
+        for got, w in zip(asim.simulate(plan, [v]).outputs, want, strict=True):
             assert np.array_equal(got, w), (strategy, got, w)
-        for got, w in zip(gpu_backend.run(plan, [v]), want):
+        for got, w in zip(gpu_backend.run(plan, [v]), want, strict=True):
             assert np.array_equal(got, w), (strategy, "numba", got, w)
 
 
@@ -313,7 +312,7 @@ def test_concatenate_of_one_operand_twice_in_the_numba_backend():
     want = asim.reference(g, ins)
     assert want[0][0].tolist() == [-0.0, -1.0, -2.0, -100.0, -0.0, -1.0, -2.0]
     for strategy in asim.STRATEGIES:
-        for got, w in zip(gpu_backend.run(asim.compile(g, strategy, "H100"), ins), want):
+        for got, w in zip(gpu_backend.run(asim.compile(g, strategy, "H100"), ins), want, strict=True):
             assert np.array_equal(got, w), (strategy, got, w)
 
 
@@ -361,7 +360,7 @@ def test_zero_size_operands_of_the_model_ops():
     assert ref[0].tolist() == [0, 0, 0] and np.array_equal(ref[1], ins[1]) and np.array_equal(ref[2], ins[1])
     for strategy in asim.STRATEGIES:
         plan = asim.compile(g, strategy, "H100")
-        for got, want in zip(asim.simulate(plan, ins).outputs, ref):
+        for got, want in zip(asim.simulate(plan, ins).outputs, ref, strict=True):
             assert got.shape == want.shape and np.array_equal(got, want), (strategy, got, want)
 
 

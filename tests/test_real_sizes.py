@@ -40,7 +40,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import astitch_sim as asim
@@ -89,7 +88,7 @@ def _check_every_strategy(g, inputs, name):
     ref = asim.reference(g, inputs)
     plans = {s: asim.compile(g, s, "H100") for s in asim.STRATEGIES}
     ev = ExactEvaluation(g, inputs, plan_depths(g, plans.values()))
-    expected = [expect(ev, o, r) for o, r in zip(g.outputs, ref)]
+    expected = [expect(ev, o, r) for o, r in zip(g.outputs, ref, strict=True)]
     del ref
     t1 = time.perf_counter()
     lines = [f"{name}: reference + exact {t1 - t0:.1f}s"]
@@ -97,7 +96,7 @@ def _check_every_strategy(g, inputs, name):
     for strategy, plan in plans.items():
         t = time.perf_counter()
         outs = asim.simulate(plan, inputs).outputs
-        for exp, got in zip(expected, outs):
+        for exp, got in zip(expected, outs, strict=True):
             rep = check(exp, got, f"{strategy}/{exp.name}")
             lines.append(f"  {rep}  ({time.perf_counter() - t:.1f}s)")
             assert rep.total == got.size

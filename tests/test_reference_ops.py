@@ -276,7 +276,7 @@ def test_integer_binary_ops_follow_xla(op, data):
                                     min_size=n, max_size=n)), np.int32)
     b = np.array(data.draw(st.lists(_int_operands(op), min_size=n, max_size=n)), np.int32)
     got = run_op(op, a, b)
-    want = np.array([BINARY_I[op](int(x), int(y)) for x, y in zip(a, b)], np.int64).astype(np.int32)
+    want = np.array([BINARY_I[op](int(x), int(y)) for x, y in zip(a, b, strict=True)], np.int64).astype(np.int32)
     np.testing.assert_array_equal(got, want, err_msg=f"{op}({a}, {b})")
 
 
@@ -312,11 +312,11 @@ def test_compare_all_directions_with_nan(direction):
     b = np.array([y for _, y in product(vals, vals)], np.float32)
     got = run_op("compare", a, b, direction=direction)
     assert got.dtype == np.bool_
-    want = np.array([_DIRS[direction](float(x), float(y)) for x, y in zip(a, b)])   # Python: NaN compares false
+    want = np.array([_DIRS[direction](float(x), float(y)) for x, y in zip(a, b, strict=True)])   # Python: NaN compares false
     np.testing.assert_array_equal(got, want)
     ia, ib = np.array([-2**31, -1, 0, 5, 5], np.int32), np.array([2**31 - 1, -1, 1, 5, 4], np.int32)
     np.testing.assert_array_equal(run_op("compare", ia, ib, direction=direction),
-                                  [_DIRS[direction](int(x), int(y)) for x, y in zip(ia, ib)])
+                                  [_DIRS[direction](int(x), int(y)) for x, y in zip(ia, ib, strict=True)])
 
 
 def test_compare_needs_a_direction():
@@ -333,7 +333,7 @@ def test_select(data):
     a = data.draw(f32_arrays(shape, allow_special=True))
     b = data.draw(f32_arrays(shape, allow_special=True))
     got = run_op("select", p, a, b)
-    want = np.array([x if c else y for c, x, y in zip(p.ravel(), a.ravel(), b.ravel())], np.float32).reshape(shape)
+    want = np.array([x if c else y for c, x, y in zip(p.ravel(), a.ravel(), b.ravel(), strict=True)], np.float32).reshape(shape)
     np.testing.assert_array_equal(got, want)
 
 
@@ -348,7 +348,7 @@ def test_clamp_with_array_and_scalar_bounds(data):
 
     def clamp1(lo_, v, hi_):
         return v if math.isnan(v) else min(max(v, lo_), hi_)
-    want = np.array([clamp1(l_, v, h_) for l_, v, h_ in zip(lo.ravel(), x.ravel(), hi.ravel())],
+    want = np.array([clamp1(l_, v, h_) for l_, v, h_ in zip(lo.ravel(), x.ravel(), hi.ravel(), strict=True)],
                     np.float32).reshape(shape)
     np.testing.assert_array_equal(run_op("clamp", lo, x, hi), want)
     slo, shi = np.float32(-1), np.float32(2)
@@ -430,7 +430,7 @@ def test_bf16_arithmetic_rounds_every_result():
     b = np.array([2**-8, 3 * 2**-8, 1.0, 2**-7], np.float32)
     got = run_op("add", a, b, dtypes=["bf16", "bf16"])
     np.testing.assert_array_equal(got, [1.0, 1.0 + 2**-6, 256.0, 3.0])
-    want = np.array([_bf16_round(float(np.float32(x) + np.float32(y))) for x, y in zip(a, b)], np.float32)
+    want = np.array([_bf16_round(float(np.float32(x) + np.float32(y))) for x, y in zip(a, b, strict=True)], np.float32)
     np.testing.assert_array_equal(got, want)
 
 
@@ -484,7 +484,7 @@ def test_slice(data):
         limits.append(data.draw(st.integers(s, n)))
         strides.append(data.draw(st.integers(1, 3)))
     got = run_op("slice", x, starts=starts, limits=limits, strides=strides)
-    np.testing.assert_array_equal(got, x[tuple(slice(a, b, c) for a, b, c in zip(starts, limits, strides))])
+    np.testing.assert_array_equal(got, x[tuple(slice(a, b, c) for a, b, c in zip(starts, limits, strides, strict=True))])
 
 
 def test_slice_out_of_bounds_is_an_error():
@@ -640,7 +640,7 @@ def test_dot_general_with_batch_and_contracting_dims_in_any_position(data):
     letters = iter("abcdefghijkl")
     b_l, c_l = [next(letters) for _ in batch], [next(letters) for _ in contract]
     lf_l, rf_l = [next(letters) for _ in range(nlf)], [next(letters) for _ in range(nrf)]
-    size = dict(zip(b_l + c_l, batch + contract))
+    size = dict(zip(b_l + c_l, batch + contract, strict=True))
     size.update({c: data.draw(sizes) for c in lf_l + rf_l})
     lhs_axes = data.draw(st.permutations(b_l + c_l + lf_l))
     rhs_axes = data.draw(st.permutations(b_l + c_l + rf_l))
@@ -725,7 +725,7 @@ def test_dynamic_slices_clamp_their_starts(data):
     g, ps = _graph((x, "f32"), (upd, "f32"), *[(np.int32(v), "s32") for v in starts])
     g.set_outputs(g.dynamic_slice(ps[0], list(ps[2:]), sizes), g.dynamic_update_slice(ps[0], ps[1], list(ps[2:])))
     sl, up = asim.reference(g, [x, upd] + [np.int32(v) for v in starts])
-    at = tuple(slice(min(max(v, 0), n - k), min(max(v, 0), n - k) + k) for v, n, k in zip(starts, shape, sizes))
+    at = tuple(slice(min(max(v, 0), n - k), min(max(v, 0), n - k) + k) for v, n, k in zip(starts, shape, sizes, strict=True))
     np.testing.assert_array_equal(sl, x[at])
     want = x.copy()
     want[at] = upd
@@ -788,8 +788,8 @@ def test_cumsum_is_an_in_order_fold_and_windows_skip_padding(data):
     for o in np.ndindex(win.shape):                     # window 2, stride 2, one padding element in front
         acc = np.float32(0)
         for w in np.ndindex(*([2] * x.ndim)):
-            src = tuple(2 * a + b - 1 for a, b in zip(o, w))
-            if all(0 <= s_ < n for s_, n in zip(src, x.shape)):
+            src = tuple(2 * a + b - 1 for a, b in zip(o, w, strict=True))
+            if all(0 <= s_ < n for s_, n in zip(src, x.shape, strict=True)):
                 acc = np.float32(acc + x[src])
         assert win[o] == acc
 
@@ -832,7 +832,7 @@ def test_scatter_applies_updates_in_order_and_drops_out_of_range(data):
     g.set_outputs(*(g.index_add(p, i, u, 0, combiner=c) for c in ("sum", "assign", "max", "prod")))
     got = asim.reference(g, [x, ids, upd])
     ops = {"sum": lambda a, b: a + b, "assign": lambda a, b: b, "max": max, "prod": lambda a, b: a * b}
-    for (name, f), res in zip(ops.items(), got):
+    for (name, f), res in zip(ops.items(), got, strict=True):
         want = x.copy()
         for j, k in enumerate(ids):
             if 0 <= k < n:                      # out-of-range updates are dropped, not clamped

@@ -5,7 +5,6 @@ launch shape and the per-block time the cost model derives from the counters.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from math import ceil
 from types import SimpleNamespace
@@ -65,12 +64,11 @@ def test_161_blocks_need_a_second_wave_that_costs_a_whole_block_time():
     assert tl.utilisation(include_gaps=False) == pytest.approx(161 / 320)
 
 
-def test_xla_dien_row_reduce_750000_tiny_blocks_waves_and_speed():
+def test_xla_dien_row_reduce_750000_tiny_blocks_waves_and_truncation():
     # 32-thread blocks: capped by 32 blocks/SM -> 2560 per wave -> ceil(750000/2560) = 293 waves.
+    # Only the first and last waves are stored (that is what keeps it fast: python -m benchmarks.unit_speed times it)
     ks = kstats(750000, 32, bytes_per_block=128)
-    t0 = time.perf_counter()
     tl = build_timeline(fake_plan([ks]), [ks])
-    assert time.perf_counter() - t0 < 2.0
     assert ks.blocks_per_wave == 2560 and ks.waves == ceil(750000 / 2560) == 293
     k = tl.kernels[0]
     assert k.truncated and tl.truncated
@@ -124,7 +122,7 @@ def test_dispatch_invariants(durations, sms, per_sm):
 def test_uniform_closed_form_equals_event_simulation(grid, sms, per_sm, d):
     ev = dispatch(np.full(grid, d), sms, per_sm, t0=2.0)
     cf = dispatch_uniform(np.arange(grid), d, sms, per_sm, t0=2.0)
-    for a, b in zip(ev, cf):
+    for a, b in zip(ev, cf, strict=True):
         assert np.allclose(a, b)
 
 
@@ -202,7 +200,7 @@ def test_kernels_back_to_back_with_launch_gaps_and_match_the_cost_model():
     tl = build_timeline(plan, stats)
     cost.predict(plan, stats)
     prev = 0.0
-    for k, ks in zip(tl.kernels, stats):
+    for k, ks in zip(tl.kernels, stats, strict=True):
         assert k.start_us == pytest.approx(prev + k.launch_gap_us)
         assert k.launch_gap_us + k.duration_us == pytest.approx(ks.predicted_us)
         prev = k.end_us

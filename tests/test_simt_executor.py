@@ -77,7 +77,7 @@ def run(g, strategy, gpu="H100", inputs=None, **kw):
 def test_catalog_small_matches_reference(name, strategy):
     g = asim.workload(name, **SMALL[name])
     res, x = run(g, strategy)
-    for node, got, want in zip(g.outputs, res.outputs, asim.reference(g, x)):
+    for node, got, want in zip(g.outputs, res.outputs, asim.reference(g, x), strict=True):
         close(got, want, where=f"{name} {strategy} {node.name}")
 
 
@@ -86,7 +86,7 @@ def test_catalog_small_matches_reference(name, strategy):
 def test_catalog_medium_matches_reference(name, shape, gpu, feature, strategy):
     g = asim.workload(name, **shape)
     res, x = run(g, strategy, gpu)
-    for node, got, want in zip(g.outputs, res.outputs, asim.reference(g, x)):
+    for node, got, want in zip(g.outputs, res.outputs, asim.reference(g, x), strict=True):
         close(got, want, where=f"{name} {strategy} {node.name}")
 
 
@@ -130,7 +130,7 @@ def test_grid_barrier_combine_matches_reference(strategy):
         # and the stage's barrier_after: the three grid.sync() the Numba backend writes
         assert st.grid_barriers == 3 == res.plan.kernels[0].global_barriers and st.atomics == 0
         assert res.plan.kernels[0].stages[0].grid_syncs == 2
-    for node, got, want in zip(g.outputs, res.outputs, asim.reference(g, x)):
+    for node, got, want in zip(g.outputs, res.outputs, asim.reference(g, x), strict=True):
         close(got, want, tol=(2e-5, 1e-6), where=f"{strategy} {node.name}")   # a prod of 4096 factors
 
 
@@ -151,7 +151,7 @@ def test_hlo_fixture_matches_jax(fixture, strategy):
     with np.load(FIXTURES / f"{fixture}.npz") as z:
         inputs, wants = _npz_list(z, "in"), _npz_list(z, "out")
     res = asim.simulate(asim.compile(g, strategy, "H100"), inputs)
-    for i, (got, want, node) in enumerate(zip(res.outputs, wants, g.outputs)):
+    for i, (got, want, node) in enumerate(zip(res.outputs, wants, g.outputs, strict=True)):
         if want.dtype.kind == "V" or (node.dtype == "bf16" and want.dtype == np.uint16):
             want = bf16_bits_to_f32(want)
         close(got, want.astype(got.dtype) if node.dtype not in ("f32", "f64", "f16", "bf16") else want,
@@ -337,6 +337,7 @@ def test_stats_totals_and_waves():
 # wrong plans give wrong values
 # ---------------------------------------------------------------------------
 
+@pytest.mark.wrong_values
 def test_overlapping_shared_slots_give_wrong_values():
     """Put rstd on mean's shared slot while mean is still needed: the plan lies, the output shows it."""
     g = asim.workload("layernorm", rows=4, cols=32)
@@ -348,6 +349,7 @@ def test_overlapping_shared_slots_give_wrong_values():
     assert not np.allclose(got, asim.reference(g, x)[0], atol=1e-3)
 
 
+@pytest.mark.wrong_values
 def test_register_value_read_by_another_thread_gives_wrong_values():
     """Stage 2 reads xc from registers; remap stage 2 so other threads run those elements."""
     g = asim.workload("layernorm", rows=4, cols=64)
@@ -426,7 +428,7 @@ def test_regional_values_of_every_width(dtype):
     assert plan.kernels[0].values["m"].space == "shared"
     inputs = asim.random_inputs(g, 3)
     res = asim.simulate(plan, inputs)
-    for got, want in zip(res.outputs, asim.reference(g, inputs)):
+    for got, want in zip(res.outputs, asim.reference(g, inputs), strict=True):
         np.testing.assert_array_equal(got, want)
     st = res.stats.kernels[0].stages
     size = {"bf16": 2, "f16": 2, "f64": 8, "s32": 4, "s8": 1, "pred": 1}[dtype]

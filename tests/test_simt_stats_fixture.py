@@ -1,5 +1,6 @@
 """The SIMT model's results do not move: every counter, the predicted time, the timeline and the
-output bytes of ``simulate`` on the catalog (test sizes, and bigger shapes in the slow set) equal
+outputs (exact where exact: dtypes, shapes, integers, non-finite positions; float values within
+``simt_fingerprint.RTOL``, so the fixture holds on CPUs without AVX2) of ``simulate`` on the catalog (test sizes, and bigger shapes in the slow set) equal
 what ``tests/make_simt_stats.py`` recorded from the model before its speed work (issue 14).
 
 A deliberate change to what the model counts regenerates the fixture and says why in its commit."""
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from simt_fingerprint import cases, fingerprint, run_case
+from simt_fingerprint import cases, fingerprint, output_diffs, run_case
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "simt_stats.json").read_text())
 
@@ -27,6 +28,10 @@ def test_fixture_covers_every_case():
 
 def _diff(want, got, path=""):
     """First few places two JSON trees differ (a readable failure, not a 500-line dict dump)."""
+    if path.endswith(".outputs") and isinstance(want, list) and isinstance(got, list):
+        if len(want) != len(got):
+            return [f"{path}: {len(want)} outputs recorded, {len(got)} now"]
+        return [d for i, (a, b) in enumerate(zip(want, got, strict=True)) for d in output_diffs(a, b, f"{path}[{i}]")]
     if isinstance(want, dict) and isinstance(got, dict):
         out = [f"{path}: keys {sorted(set(want) ^ set(got))}"] if set(want) != set(got) else []
         for k in want:
@@ -36,7 +41,7 @@ def _diff(want, got, path=""):
     if isinstance(want, list) and isinstance(got, list):
         if len(want) != len(got):
             return [f"{path}: length {len(want)} != {len(got)}"]
-        return [d for i, (a, b) in enumerate(zip(want, got)) for d in _diff(a, b, f"{path}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(want, got, strict=True)) for d in _diff(a, b, f"{path}[{i}]")]
     return [] if want == got else [f"{path}: recorded {want!r}, now {got!r}"]
 
 

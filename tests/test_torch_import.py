@@ -25,7 +25,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_models import (
+from torch_models import (  # noqa: E402 (after importorskip)
     CASES,
     BertSelfOutput,
     BnRelu,
@@ -34,7 +34,7 @@ from torch_models import (
     adamw_step,
 )
 
-import astitch_sim as asim
+import astitch_sim as asim  # noqa: E402 (after importorskip)
 
 TOL = {"f32": (1e-5, 1e-6), "f64": (1e-12, 1e-12), "f16": (2e-3, 2e-3), "bf16": (1.6e-2, 1.6e-2)}
 SIZE = 8

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import astitch_sim as asim
+import astitch_sim as asim  # noqa: E402 (after importorskip)
 
 g0 = torch.Generator().manual_seed(0)
 x = torch.randn(3, 4, generator=g0)

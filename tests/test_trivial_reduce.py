@@ -36,9 +36,9 @@ def test_every_strategy_simulates_and_runs_it_as_the_reference(shape, dtype, red
         assert not any(n.op == "reduce" for n in plan.graph), s
         assert any("reduce over no dimensions" in n for n in plan.notes), s
         got = asim.simulate(plan, [x]).outputs
-        for r, o in zip(ref, got):
+        for r, o in zip(ref, got, strict=True):
             np.testing.assert_array_equal(o, r, err_msg=s)
-        for r, o in zip(ref, gpu_backend.run(plan, [x])):
+        for r, o in zip(ref, gpu_backend.run(plan, [x]), strict=True):
             np.testing.assert_array_equal(o, r, err_msg=f"{s} (Numba)")
 
 

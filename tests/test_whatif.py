@@ -18,7 +18,7 @@ CASES = [("paper_fig7", {}), ("softmax", {"rows": 64, "cols": 30000}), ("softmax
 
 
 def _check_close(outs, ref):
-    for o, r in zip(outs, ref):
+    for o, r in zip(outs, ref, strict=True):
         o, r = np.asarray(o, np.float64), np.asarray(r, np.float64)
         np.testing.assert_allclose(o, r, rtol=2e-5, atol=2e-5 * (1 + np.abs(r).max()))
 
@@ -209,5 +209,5 @@ def test_assumed_registers_is_a_planning_input_not_a_switch():
     assert all(k.block <= 512 for k in huge.kernels)
     x = workload_inputs(g, 0)
     for p in (more, huge):
-        for got, want in zip(asim.simulate(p, x).outputs, asim.reference(g, x)):
+        for got, want in zip(asim.simulate(p, x).outputs, asim.reference(g, x), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -93,7 +93,7 @@ def plan_dot(plan, kernel: int | None = None, node: str | None = None, rankdir: 
         style = EDGE_STYLE[worst].format(c=SPACE_COLOUR[worst])
         tag = "/".join(EDGE_TAG[s] for s in sorted(map(Space.parse, spaces)))
         if node is not None and node in (a, b):
-            style += f", penwidth=5"
+            style += ", penwidth=5"
         lines.append(f"  {q(a)} -> {q(b)} [{style}, label={q(' ' + tag)}, fontcolor=\"{SPACE_COLOUR[worst]}\"];")
     lines.append("}")
     return "\n".join(lines)

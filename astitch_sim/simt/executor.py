@@ -50,7 +50,7 @@ barriers a naive early return would break).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import ceil, prod
+from math import ceil
 from typing import Optional
 
 import numpy as np
@@ -396,7 +396,7 @@ class KernelRun:
     # -- reads ----------------------------------------------------------------------------
     def read(self, ev, name, idx, mask):
         """A value not computed in this phase: from registers, shared or global memory."""
-        g, k = self.graph, self.kernel
+        k = self.kernel
         if ev.phase == "epilogue" and name in ev.reduce_results:
             return self.read_reduce_result(ev, name, idx, mask)
         v = k.values.get(name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import charts, state
-from ..compute import HEAVY_ELEMENTS
 from . import plan_choice
 
 PAPER_SHAPES = [("softmax <750000,32> (DIEN)", "softmax", {"rows": 750000, "cols": 32}),

@@ -1,0 +1,23 @@
+# The checks a contributor runs before pushing (README, "Testing"): `make check` = ruff + the fast tier.
+PYTHON ?= python
+# two pytest-xdist workers per machine by default (-n auto: one per core); each test file runs on one worker
+# (--dist loadfile), so the module-scoped fixtures (the ptxas matrix, the staged tutorials) are built once
+XDIST ?= -n auto --dist loadfile
+
+.PHONY: check lint test-fast test mutation
+
+check: lint test-fast
+
+lint:
+	$(PYTHON) -m ruff check .
+
+test-fast:
+	$(PYTHON) -m pytest -q -m "not slow" $(XDIST)
+
+test:
+	$(PYTHON) -m pytest -q $(XDIST)
+
+# break simulate on purpose (no outputs; values 10% off): every test that reads its outputs must fail
+mutation:
+	$(PYTHON) -m pytest -q -p tests.mutation --mutate-simulate=empty tests/test_simt_executor.py tests/test_cli_simulate.py -m "not slow"
+	$(PYTHON) -m pytest -q -p tests.mutation --mutate-simulate=off10 tests/test_simt_executor.py tests/test_cli_simulate.py -m "not slow"
