@@ -205,7 +205,8 @@ def main(argv=None):
             for gpu in args.gpus for name, wl, shape in cases() if not args.only or name in args.only
             for s in args.strategies]
     t0 = time.monotonic()
-    records = _run(todo, args.jobs)
+    from gpu_backend.resource_check import run_cases
+    records = run_cases(todo, jobs=args.jobs, run=run_case)
     prov = provenance(["-m", "benchmarks.sass_budget"] + list(argv))
     prov.update(what="static SASS profile of generated kernels and their issue-rate bound; no GPU",
                 tools=tool_versions(), wall_s=round(time.monotonic() - t0, 1))
@@ -215,29 +216,6 @@ def main(argv=None):
     text = markdown(args.label, records, prov)
     (out / f"sass_budget_{args.label}.md").write_text(text)
     print(text)
-
-
-def _run(todo: list, jobs: int) -> dict:
-    start = time.monotonic()
-
-    def show(i, c):
-        print(f"[{i}/{len(todo)} {time.monotonic() - start:6.1f}s] {c['id']}", file=sys.stderr, flush=True)
-
-    if jobs <= 1:
-        out = {}
-        for i, c in enumerate(todo):
-            show(i + 1, c)
-            out[c["id"]] = run_case(c)
-        return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    out = {}
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_case, c): c for c in todo}
-        for done, fut in enumerate(as_completed(futures)):
-            out[futures[fut]["id"]] = fut.result()
-            show(done + 1, futures[fut])
-    return {c["id"]: out[c["id"]] for c in todo}
 
 
 if __name__ == "__main__":

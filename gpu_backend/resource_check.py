@@ -73,8 +73,11 @@ def run_case(c: dict) -> dict:
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-def run_cases(cases: list, progress=True, jobs: int = 1) -> dict:
-    """``{id: record}`` for every case; ``jobs > 1`` runs the cases in that many worker processes."""
+def run_cases(cases: list, progress=True, jobs: int = 1, run=None) -> dict:
+    """``{id: record}`` for every case, in the cases' order; ``jobs > 1`` runs them in that many worker
+    processes.  ``run`` (default :func:`run_case`) makes one case's record: a module-level function, so
+    that a worker process can import it (``benchmarks.sass_budget`` passes its own)."""
+    run_case_ = run or run_case
     start = time.monotonic()
 
     def show(i, c):
@@ -85,13 +88,13 @@ def run_cases(cases: list, progress=True, jobs: int = 1) -> dict:
         results = {}
         for i, c in enumerate(cases):
             show(i + 1, c)
-            results[c["id"]] = run_case(c)
+            results[c["id"]] = run_case_(c)
         return results
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     results = {}
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_case, c): c for c in cases}
+        futures = {pool.submit(run_case_, c): c for c in cases}
         for done, fut in enumerate(as_completed(futures)):
             c = futures[fut]
             results[c["id"]] = fut.result()
