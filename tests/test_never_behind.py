@@ -60,7 +60,7 @@ def load_fixture(sub, name):
 
 
 #: model fixtures whose SIMT runs take over ~5 s on 2 cores (three plans each): marked slow
-SLOW_MODELS = {"dot_product_attention", "gpt_train_step", "gqa_attention", "llama_rotary"}
+SLOW_MODELS = {"adafactor_step", "dot_product_attention", "gpt_train_step", "gqa_attention", "llama_rotary"}
 
 
 @pytest.mark.parametrize("sub,name", [pytest.param(s, n, marks=pytest.mark.slow) if n in SLOW_MODELS else (s, n)
