@@ -1,6 +1,6 @@
 """astitch-sim: the AStitch compiler (ASPLOS'22), a SIMT model to run its plans, and the tools to see them.
 
-Public API (see DESIGN.md)::
+Public API (see docs/architecture.md)::
 
     import astitch_sim as asim
     g = asim.workload("layernorm")            # or asim.from_hlo(text)

@@ -224,7 +224,7 @@ fig
 #
 # A kernel launch costs a few microseconds before the first thread runs. The AStitch paper measured
 # about 10 us per kernel on its V100 setup (TensorFlow's launch path included; see
-# `../shared/paper-notes.md`, "The problem"); the simulator's V100 preset charges the raw CUDA launch:
+# `../docs/papers.md`, "The problem"); the simulator's V100 preset charges the raw CUDA launch:
 
 # %%
 print(f"simulator's V100 launch cost: {v100.kernel_launch_us} us per kernel (paper: about 10 us per kernel in TF)")

@@ -62,7 +62,7 @@ grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() el
 # computes its element's producers itself, at the index the consumer needs (*index propagation*). That is
 # free for elementwise chains -- one thread, one element, no communication. It stops working in two
 # places, both about a **one-to-many** dependency, where one produced value is needed by many elements
-# (`../shared/paper-notes.md`, "The problem"):
+# (`../docs/papers.md`, "The problem"):
 #
 # 1. **a reduce followed by a broadcast**: a row's sum is needed by every element of the row, but it is
 #    produced by the cooperation of many threads. A consumer thread cannot compute it alone, and XLA has
@@ -136,7 +136,7 @@ test_q1_my_graph(my_graph)
 # ## The paper's Figure 7
 #
 # The AStitch paper explains its idea on one 13-node graph (its **Figure 7**): two reductions, an
-# expensive `power` whose result is broadcast, and inputs used twice. `../shared/paper-notes.md` gives
+# expensive `power` whose result is broadcast, and inputs used twice. `../docs/papers.md` gives
 # the reconstruction the catalog builds:
 
 # %%
@@ -322,7 +322,7 @@ for s in ("xla", "fusionstitching", "astitch"):
 # ## Our numbers
 #
 # Figure 7 under the four strategies on the simulated V100, next to the paper's kernel counts (its
-# Figure 7 discussion: XLA 4, TVM 3, AStitch 1). Today's compilers have moved (`paper-notes.md`, "Where
+# Figure 7 discussion: XLA 4, TVM 3, AStitch 1). Today's compilers have moved (`../docs/papers.md`, "Where
 # others stand today": XLA now sends some normalisation "diamonds" to a Triton fusion), but a reduce
 # followed by a broadcast is still a kernel boundary in its native emitters.
 

@@ -61,7 +61,7 @@ grader = otter.Notebook("03_stitch_schemes.ipynb") if Path("tests").is_dir() els
 # ## Four ways to pass a value between two ops of one kernel
 #
 # AStitch keeps every op of a memory-intensive subgraph in **one kernel** and chooses, per value, how it
-# reaches its consumers (`../shared/paper-notes.md`, "Four stitch schemes"):
+# reaches its consumers (`../docs/papers.md`, "Four stitch schemes"):
 #
 # | scheme | dependency | the value lives in | synchronisation | cost |
 # |---|---|---|---|---|
@@ -216,7 +216,7 @@ test_q2_x_loads(x_loads)
 # once, kept in registers", and a note says how many registers that costs); stage 2 needs only `xc`, also
 # kept in registers. The registers are a budget: with rows so long that each thread would hold too many
 # elements, the plan loads `x` again in stage 1 and its notes say why -- the same trade TorchInductor's
-# "persistent reductions" make, keeping a row in registers only up to 1024 elements (`paper-notes.md`,
+# "persistent reductions" make, keeping a row in registers only up to 1024 elements (`../docs/papers.md`,
 # "Where others stand today").
 #
 # ## Hierarchical data reuse

@@ -76,7 +76,7 @@ for threads in (32, 128, 256, 1024):
 # ## Shape 1: `<750000, 32>` (DIEN)
 #
 # A softmax over 750000 rows of 32. XLA maps a row reduction to **one block per row**
-# (`paper-notes.md`, "Irregular shapes"): 750000 blocks of 32 threads.
+# (`../docs/papers.md`, "Irregular shapes"): 750000 blocks of 32 threads.
 
 # %%
 dien = asim.workload("softmax", rows=750000, cols=32)
@@ -200,7 +200,7 @@ test_q2_wave_fill(xla_fill, astitch_fill)
 # %% [markdown]
 # ## The rule
 #
-# AStitch's adaptive mapping for a row reduction (`paper-notes.md`, "Adaptive thread mapping"):
+# AStitch's adaptive mapping for a row reduction (`../docs/papers.md`, "Adaptive thread mapping"):
 # **split** a row over several blocks when there are fewer rows than blocks per wave *and* a row is longer
 # than a block's 1024 threads; otherwise **pack** short rows into blocks. The split count is a power of two
 # (partial results combine in a tree), no more than the wave has room for per row, and no more than the row
@@ -303,7 +303,7 @@ test_q4_waves(dien_waves)
 # Left: the tail effect, predicted time against the number of one-row blocks (dotted lines: wave
 # boundaries). Right: both irregular softmaxes simulated under XLA's and AStitch's plans on the V100
 # (about 8 seconds: the DIEN shape has 24 million elements). For scale, the paper reports whole-model
-# inference speedups over XLA of 2.21x for DIEN and 2.73x for Transformer (`paper-notes.md`, "Results");
+# inference speedups over XLA of 2.21x for DIEN and 2.73x for Transformer (`../docs/papers.md`, "Results");
 # ours are for the softmax subgraph alone, predicted by the SIMT model, so they are not the same quantity.
 
 # %%

@@ -123,7 +123,7 @@ test_q1_max_grid(max_grid)
 # %% [markdown]
 # ## Assume, relax, apply
 #
-# Registers decide residency too, so AStitch picks the launch in three steps (`paper-notes.md`, "The
+# Registers decide residency too, so AStitch picks the launch in three steps (`../docs/papers.md`, "The
 # compiler pass", step 6): **assume** 1024-thread blocks and 32 registers per thread and compute blocks per
 # wave (with the planned shared memory); **relax** the register cap to the most that keeps that wave
 # count; **apply** it (`maxrregcount`/`__launch_bounds__`; the Numba backend passes `max_registers`), so
@@ -315,7 +315,7 @@ print(len([r for r in r7.races if r.space == "global"]), "global-memory races, e
 # Left: blocks per wave against registers per thread on the V100 (8 KiB shared per block): the wave count
 # falls in steps, and "relax" walks right along a flat step. Right: what the stitched softmax pays for its
 # grid barriers against what XLA pays in launches, from the cost model's terms. The paper measured a grid
-# barrier at 2.5-2.7 us on the V100 for 20 to 160 blocks (`paper-notes.md`, "Global barrier"); the V100
+# barrier at 2.5-2.7 us on the V100 for 20 to 160 blocks (`../docs/papers.md`, "Global barrier"); the V100
 # preset uses 2.6 us, below one kernel launch (5 us raw; about 10 us in the paper's TensorFlow setup).
 
 # %%

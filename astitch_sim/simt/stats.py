@@ -82,7 +82,7 @@ class KernelStats:
 
 @dataclass
 class SimStats:
-    """Whole-plan totals; the names DESIGN.md promises (``res.stats.global_bytes`` ...)."""
+    """Whole-plan totals; the names docs/architecture.md promises (``res.stats.global_bytes`` ...)."""
     kernels: list = field(default_factory=list)      # KernelStats
 
     @property
