@@ -142,14 +142,28 @@ def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
                            "memory; use a smaller shape") from None
 
 
+#: elements drawn per call when filling an input: numpy draws doubles and int64s, so drawing a 1 GB float32
+#: input in one call would hold 2 GB of doubles; drawing in chunks fills the same values (a Generator's
+#: stream does not depend on how the draws are split) with a few MB on the side
+DRAW_CHUNK = 1 << 22
+
+#: per kind of dtype: what one element is drawn as (the stream every seed has always given), and its holder
+_DRAWS = {
+    "float": (lambda rng, n: rng.standard_normal(n).astype(np.float32), np.float32),
+    "pred": (lambda rng, n: rng.random(n) < 0.5, np.bool_),
+    "int": (lambda rng, n: rng.integers(0, 8, size=n), np.int64),
+}
+
+
 def _random_values(graph: Graph, rng) -> list[np.ndarray]:
     out = []
     for p in graph.inputs:
-        if p.dtype in ("f32", "f64", "f16", "bf16"):
-            v = cast(rng.standard_normal(p.shape).astype(np.float32), p.dtype)
-        elif p.dtype == "pred":
-            v = rng.random(p.shape) < 0.5
-        else:
-            v = cast(rng.integers(0, 8, size=p.shape), p.dtype)
-        out.append(np.asarray(v))
+        kind = "float" if p.dtype in ("f32", "f64", "f16", "bf16") else "pred" if p.dtype == "pred" else "int"
+        draw, holder = _DRAWS[kind]
+        flat = np.empty(int(p.size), holder)
+        for start in range(0, flat.size, DRAW_CHUNK):
+            stop = min(start + DRAW_CHUNK, flat.size)
+            flat[start:stop] = draw(rng, stop - start)
+        v = flat.reshape(p.shape)
+        out.append(np.asarray(v if kind == "pred" else cast(v, p.dtype)))
     return out

@@ -505,3 +505,23 @@ def test_workload_inputs_of_other_graphs_are_plain_random():
 def test_module_doctest():
     result = doctest.testmod(wl, verbose=False)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16", "s32", "u8", "pred"])
+def test_random_inputs_are_drawn_in_chunks_with_the_stream_of_one_draw(monkeypatch, dtype):
+    """Inputs are drawn a chunk at a time (a 1 GB float32 input must not hold 2 GB of doubles); the values are
+    the ones a single draw of the whole tensor gives, so every seed keeps its inputs."""
+    import importlib
+
+    reference_module = importlib.import_module("astitch_sim.reference")
+    monkeypatch.setattr(reference_module, "DRAW_CHUNK", 1000)
+    g = astitch_sim.Graph("chunks")
+    g.parameter("p", (7, 1001), dtype)
+    got = random_inputs(g, 3)[0]
+    rng = np.random.default_rng(3)
+    whole = {"pred": lambda: rng.random((7, 1001)) < 0.5,
+             "s32": lambda: rng.integers(0, 8, size=(7, 1001)).astype(np.int32),
+             "u8": lambda: rng.integers(0, 8, size=(7, 1001)).astype(np.uint8)}.get(
+        dtype, lambda: astitch_sim.dtypes.cast(rng.standard_normal((7, 1001)).astype(np.float32), dtype))()
+    assert got.shape == (7, 1001) and got.dtype == whole.dtype
+    assert np.array_equal(got, whole)
