@@ -341,6 +341,8 @@ def _shared_across_reductions(gen, xs):
             r = g.add_node("reduce", (x, _init(gen, x, "sum")), name=n("shr"), dimensions=(dim,), reducer="sum")
             bd = g.add_node("broadcast", (d,), shape=r.shape, name=n("shb"), dimensions=())
             outs.append(g.add_node("multiply", (bd, r), name=n("sho")))
+        if gen.draw(st.booleans()):      # the scalar an output too (an optimizer's new step count), stored
+            gen.pool.append(d)           # from the epilogues that compute it
         gen.pool.append(outs[1])
         return outs[0]
     p = g.add_node("multiply", (x, gen.like(x)), name=n("shp"))     # an element value both reductions read

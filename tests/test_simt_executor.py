@@ -433,3 +433,39 @@ def test_regional_values_of_every_width(dtype):
     st = res.stats.kernels[0].stages
     size = {"bf16": 2, "f16": 2, "f64": 8, "s32": 4, "s8": 1, "pred": 1}[dtype]
     assert st[1].shared_bytes_read == size * 6 * 64
+
+
+def _adam_count_update():
+    """An optimizer step with a step count, as optax writes it: the new count is a graph output, a scalar of
+    the inputs, and the bias correction ``1 - 0.9 ** count`` scales an update computed once per column of
+    a column-reduced gradient -- so the count lands in the reduction's epilogue, computed once per task."""
+    g = asim.Graph("count_in_epilogue")
+    x = g.parameter("x", (4, 32, 64))
+    p = g.parameter("p", (64,))
+    c = g.parameter("c", ())
+    s = g.reduce(x, (0, 1), name="colsum")
+    c1 = g.add(c, g.constant(1.0, "f32", name="one"), name="c1")
+    bc = g.subtract(g.constant(1.0, "f32", name="one2"), g.power(g.constant(0.9, "f32", name="b1"), c1, name="pw"),
+                    name="bc")
+    g.set_outputs(g.subtract(p, g.divide(s, g.broadcast(bc, (64,), (), name="bc.b"), name="upd"), name="newp"), c1)
+    return g
+
+
+@pytest.mark.parametrize("options", [{}, {"global_stitching": False}, {"never_behind": False}])
+def test_a_scalar_output_computed_in_a_task_epilogue_is_stored_once(options):
+    """Every task of the stage computes the same scalar and stores it to its one element (the generated code
+    does the same); the model stored the task array into a 0-d buffer and crashed with a ValueError, inside
+    ``asim.compile`` (never-behind runs the plan)."""
+    g = _adam_count_update()
+    plan = asim.compile(g, "astitch", "H100", **options)
+    (k,) = plan.generated
+    assert any("c1" in s.epilogue for s in k.stages if s.task_shape == (64,)), str(plan)
+    inputs = asim.random_inputs(g, 1)
+    res = asim.simulate(plan, inputs)
+    ref = asim.reference(g, inputs)
+    assert [o.shape for o in res.outputs] == [(64,), ()]
+    for got, want in zip(res.outputs, ref, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    import gpu_backend                    # the Numba backend follows the same plan (CUDA simulator without a GPU)
+    for got, want in zip(gpu_backend.run(plan, inputs), ref, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -560,7 +560,15 @@ class KernelRun:
                          extra={"logical": self._task_flat(node, epi.idx)})
             self.account(ev, epi, acc)
         if name in k.outputs or v.space == Space.GLOBAL:
-            self.mem[name][...] = full[0].reshape(node.shape)
+            tasks = full[0]
+            if node.size == 1 and tasks.size > 1:
+                # a scalar of the kernel's inputs in a task epilogue: every task computes the same value and
+                # stores it to the one element (so does the generated code); the first task's store stands
+                tasks = tasks.reshape(-1)[:1]
+            elif node.size != tasks.size:
+                raise AStitchError(f"kernel {k.name} stage {ev.i}: {name} {node.shape} is stored once per task, "
+                                   f"but the stage has {tasks.size} tasks: the plan puts it in the wrong epilogue")
+            self.mem[name][...] = tasks.reshape(node.shape)
             mask = epi.part == 0 if epi.splits > 1 else None
             self.account(ev, epi, self._global_access("write", name, epi.idx, mask, identity=True))
         if v.space == Space.REGISTER and name in self.needed_later:
