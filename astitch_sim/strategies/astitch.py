@@ -479,7 +479,8 @@ def _reads_before_computed(part: list) -> int:
 
 def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> set:
     """Values of ``part`` written to global memory: the scope's escapes, and what the scope's other
-    groups read without computing it themselves."""
+    groups read without computing it themselves -- including through a cheap op both parts compute (a
+    recomputed Local op of the other part reads ``n`` from memory even though this part computes it too)."""
     if len(part) == len(groups):
         return escapes
     computes = {id(g): {n.name for n in list(g.ops) + list(g.epilogue)} for g in groups}
@@ -488,8 +489,7 @@ def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> 
     out = {n for n in mine if n in escapes}
     for n in mine:
         for u in graph[n].users:
-            if u.name in names and u.name not in mine and \
-                    any(u.name in computes[id(g)] and n not in computes[id(g)] for g in others):
+            if u.name in names and any(u.name in computes[id(g)] and n not in computes[id(g)] for g in others):
                 out.add(n)
     return out
 
