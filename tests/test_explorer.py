@@ -321,3 +321,48 @@ def test_every_view_works_with_the_app_extra_alone(tmp_path):
     problems = json.loads(r.stdout.strip().splitlines()[-1])
     assert set(problems) == set(VIEWS)
     assert not any(problems.values()), problems
+
+
+def chart_frames(element) -> list:
+    """The data sets a Vega-Lite chart element carries (Streamlit sends them as Arrow streams)."""
+    import pyarrow as pa
+    return [pa.ipc.open_stream(d.data.data).read_pandas() for d in element.proto.datasets]
+
+
+def chart_title(element) -> str:
+    import json
+    title = json.loads(element.proto.spec).get("title", "")
+    return title if isinstance(title, str) else title.get("text", "")
+
+
+@pytest.mark.slow
+def test_timeline_is_drawn_at_the_papers_size():
+    """At BERT's layernorm size every kernel has hundreds of waves, and the timeline keeps block entries for
+    the first and last waves only; the chart drew those two slivers and left the kernel blank between them.
+    Now every drawn SM is busy for nearly all of each long kernel's span, as the cost model says it is."""
+    at = app(view="Timeline", workload="layernorm", shape="rows:16384,cols:768")
+    at.button(key="go:Timeline").click().run()
+    assert_clean(at)
+    plans = {s: asim.compile(asim.workload("layernorm", rows=16384, cols=768), strategy=s, gpu="V100")
+             for s in ("xla", "astitch")}
+    charts = [c for c in at.get("vega_lite_chart") if chart_title(c).split(":")[0] in plans]
+    assert [chart_title(c).split(":")[0] for c in charts] == ["xla", "astitch"]
+    sms = at.session_state["tl_sms"]
+    for chart in charts:
+        bars = chart_frames(chart)[0]
+        starts = chart_frames(chart)[-1]["t"].tolist()           # kernel starts (the dashed rules)
+        ends = starts[1:] + [bars["end_us"].max()]
+        long_kernels = 0
+        for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            mine = bars[bars["kernel"] == k]
+            if (b - a) < 20:                     # short kernels (one wave) are drawn block by block anyway
+                continue
+            long_kernels += 1
+            assert set(mine["sm"]) == set(range(sms)), (chart_title(chart), k)
+            for sm, spans in mine.groupby("sm"):
+                covered, t = 0.0, a
+                for s, e in sorted(zip(spans["start_us"], spans["end_us"], strict=True)):
+                    covered += max(0.0, e - max(s, t))
+                    t = max(t, e)
+                assert covered >= 0.9 * (b - a), (chart_title(chart), k, sm, covered, b - a)
+        assert long_kernels >= 1

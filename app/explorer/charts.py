@@ -110,11 +110,14 @@ def _ticks(values) -> list:
 
 def timeline_chart(rows: list, kernels: list, barrier_times: list, max_sms: int, title: str,
                    end_us: float, height: int = 320) -> alt.Chart:
-    """Blocks on SMs over time: a bar per resident block and stage; grid barriers as red rules."""
+    """Blocks on SMs over time: a bar per resident block and stage (rows may carry their own ``what``, as
+    the full middle waves of a long kernel do); grid barriers as red rules."""
     df = pd.DataFrame(rows)
-    df = df[df["sm"] < max_sms]
-    df["what"] = np.where(df["kind"] == "grid_barrier", "waiting at grid barrier",
-                          "kernel " + df["kernel"].astype(str) + " stage " + df["stage"].astype(str))
+    df = df[df["sm"] < max_sms].copy()
+    named = "kernel " + df["kernel"].astype(str) + " stage " + df["stage"].astype(str)
+    given = df["what"] if "what" in df else pd.Series(None, index=df.index, dtype=object)
+    df["what"] = np.select([df["kind"] == "grid_barrier", given.notna()],
+                           ["waiting at grid barrier", given.astype(str)], named.astype(object))
     df["slot"] = df["sm"].astype(str).str.zfill(3)
     kernel_names = {k["kernel"]: k["name"] for k in kernels}
     df["kernel name"] = df["kernel"].map(kernel_names)
