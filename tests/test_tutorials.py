@@ -55,6 +55,29 @@ def staged(tmp_path_factory):
     return build.stage_copy(tmp_path_factory.mktemp("tutorials"))
 
 
+def python_of(cell_source: str) -> str:
+    """A code cell as Python: IPython's ``!shell`` and ``%magic`` lines blanked (kept as lines, so line numbers
+    match the cell)."""
+    return "\n".join("" if line.lstrip().startswith(("!", "%")) else line for line in cell_source.splitlines())
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_student_cell_is_valid_python(name, staged):
+    """``otter assign`` turns each ``# SOLUTION`` line into ``...`` with that line's indent: a solution that
+    continued over two lines left a stray indented ``...`` behind (an IndentationError in the student's copy
+    of nb02 q3, nb04 q3 and nb07 q3).  Every code cell of every student notebook must parse."""
+    import ast
+    built = build.assign(staged / f"{name}.ipynb", staged.parent / "dist-parse" / name)
+    student = nbformat.read(built / "student" / f"{name}.ipynb", as_version=4)
+    cells = [c.source for c in student.cells if c.cell_type == "code"]
+    assert cells
+    for i, src in enumerate(cells):
+        try:
+            ast.parse(python_of(src))
+        except SyntaxError as e:
+            pytest.fail(f"{name}: student code cell {i} is not valid Python ({e}):\n{src}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_its_checks_reject_wrong_answers(name, staged):
@@ -153,3 +176,47 @@ def test_the_verifier_catches_a_lax_check_and_a_leaking_hint(tmp_path):
     assert "wrong answer {'answer': 41} accepted" in problems
     assert "grader.check accepts wrong answer {'answer': 41}" in problems
     assert "gives the answer away" in problems
+
+
+#: a sentence that says "measured" about what the SIMT model (a cost model) computed, with no contrast
+MEASURED = re.compile(r"\bmeasur\w*", re.I)
+MODEL_WORDS = re.compile(r"SIMT model|simulator|simulated|cost model|astitch-sim|predicted|flops", re.I)
+CONTRAST = re.compile(r"\b(not|no|never|nothing|none|against|vs|versus|wall clock|CPU|GPU-measured)\b", re.I)
+PAPER_MEASURED = re.compile(r"paper\W+(\w+\W+){0,2}measured", re.I)
+
+
+def sentences(text: str):
+    text = re.sub(r"(?m)^\s*#\s?", "", text)                # comment markers of the percent-format sources
+    for chunk in re.split(r"\n\s*\n|\n\s*[-*] |\n\|", text):  # paragraphs, list items, table rows
+        yield from re.split(r"(?<=[.;!?])\s+", " ".join(chunk.split()))
+
+
+def measured_claims(text: str) -> list:
+    return [s for s in sentences(text) if MEASURED.search(s) and MODEL_WORDS.search(s)
+            and not CONTRAST.search(s) and not PAPER_MEASURED.search(s)]
+
+
+def app_strings(path: Path) -> str:
+    """Every string literal of an explorer module (what its pages can say), one paragraph each."""
+    import ast
+    parts = [n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
+             and isinstance(n.value, str)]
+    return "\n\n".join(parts)
+
+
+def test_the_measured_check_finds_a_prediction_called_measured():
+    assert measured_claims("Every claim is run, drawn and measured in astitch-sim's SIMT model. No GPU.")
+    assert measured_claims("- Measure TVM's recomputation in flops and predicted time;")
+    assert not measured_claims("The paper measured 10 us per launch; the simulator charges 5 us.")
+    assert not measured_claims("A prediction of the SIMT model is not a measurement.")
+
+
+def test_predictions_are_never_called_measured():
+    """Every time in the notebooks and the explorer is a prediction of the SIMT model's cost model; no sentence
+    may call it measured (only the paper's numbers, the CPU wall clock and committed GPU results are)."""
+    texts = {p.name: p.read_text() for p in sorted((REPO / "tutorials").glob("[0-9][0-9]_*.py"))}
+    texts["tutorials/README.md"] = (REPO / "tutorials" / "README.md").read_text()
+    for p in sorted((REPO / "app").rglob("*.py")):
+        texts[str(p.relative_to(REPO))] = app_strings(p)
+    found = {name: measured_claims(text) for name, text in texts.items()}
+    assert not any(found.values()), {k: v for k, v in found.items() if v}

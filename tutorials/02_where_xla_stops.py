@@ -33,7 +33,7 @@
 # - state the two patterns at which XLA ends a fused kernel (a reduce whose result is broadcast; an
 #   expensive op whose result is broadcast) and say *why* each one stops a register-only fusion;
 # - build a graph with the builder API and predict, then check, how XLA partitions it;
-# - read the AStitch paper's **Figure 7** plan by plan (XLA 4 kernels, TVM 3, AStitch 1) and measure TVM's
+# - read the AStitch paper's **Figure 7** plan by plan (XLA 4 kernels, TVM 3, AStitch 1) and weigh TVM's
 #   alternative, recomputation, in flops and predicted time.
 #
 # **Prerequisites.** Notebook 1 (roofline, launches, bytes; `print(plan)`, `res.stats`).
@@ -211,8 +211,7 @@ figures.draw_plan(plans["tvm"])
 # # BEGIN SOLUTION
 
 # %%
-power_evaluations = sum(st.recompute.get("power.1", 1) for k in plans["tvm"].kernels for st in k.stages  # SOLUTION
-                        if "power.1" in st.ops)  # SOLUTION
+power_evaluations = sum(st.recompute.get("power.1", 1) for k in plans["tvm"].kernels for st in k.stages if "power.1" in st.ops)  # SOLUTION
 power_evaluations
 
 # %% [raw]

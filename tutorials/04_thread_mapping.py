@@ -221,10 +221,12 @@ test_q2_wave_fill(xla_fill, astitch_fill)
 
 # %%
 def choose_splits(rows, cols, blocks_per_wave, block=1024):
-    if rows >= blocks_per_wave or cols <= block:  # SOLUTION
-        return 1  # SOLUTION
-    room = min(blocks_per_wave // rows, math.ceil(cols / block))  # SOLUTION
-    return 2 ** int(math.log2(max(1, room)))  # SOLUTION
+    # BEGIN SOLUTION
+    if rows >= blocks_per_wave or cols <= block:
+        return 1
+    room = min(blocks_per_wave // rows, math.ceil(cols / block))
+    return 2 ** int(math.log2(max(1, room)))
+    # END SOLUTION
 
 choose_splits(64, 30000, 160)
 

@@ -313,8 +313,7 @@ w = my_subgraph.parameter("weight", (1024,))
 h = my_subgraph.add(x, res, name="h")  # SOLUTION
 ms = my_subgraph.divide(my_subgraph.reduce(my_subgraph.multiply(h, h), dims=(1,), name="sum_sq"), 1024.0, name="ms")  # SOLUTION
 scale = my_subgraph.rsqrt(my_subgraph.add(ms, 1e-6), name="scale")  # SOLUTION
-out = my_subgraph.multiply(my_subgraph.multiply(h, my_subgraph.broadcast(scale, (512, 1024), dimensions=(0,))),  # SOLUTION
-                           my_subgraph.broadcast(w, (512, 1024), dimensions=(1,)), name="out")  # SOLUTION
+out = my_subgraph.multiply(my_subgraph.multiply(h, my_subgraph.broadcast(scale, (512, 1024), dimensions=(0,))), my_subgraph.broadcast(w, (512, 1024), dimensions=(1,)), name="out")  # SOLUTION
 my_subgraph.set_outputs(out, h)  # SOLUTION
 print(asim.compile(my_subgraph, "astitch", "H100"))
 
@@ -340,7 +339,7 @@ test_q3_my_subgraph(my_subgraph)
 # %% [markdown]
 # ## Mini-project: AStitch on a model of your choice
 #
-# **Goal.** Measure, explain and improve what stitching does for one real model -- with the simulator, and
+# **Goal.** Predict, explain and improve what stitching does for one real model -- with the simulator, and
 # honestly about what a simulator can and cannot tell.
 #
 # 1. **Pick a model** (a transformer block, a recommendation model's feature layers, an optimizer step, a
