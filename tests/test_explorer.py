@@ -366,3 +366,73 @@ def test_timeline_is_drawn_at_the_papers_size():
                     t = max(t, e)
                 assert covered >= 0.9 * (b - a), (chart_title(chart), k, sm, covered, b - a)
         assert long_kernels >= 1
+
+
+def byte_columns(df) -> dict:
+    """``{column: unit}`` of a table's byte columns (named ``... B``, ``... KiB``, ``... MiB``, ``... GiB``)."""
+    return {c: c.split()[-1].strip("()") for c in df.columns
+            if c.split()[-1].strip("()") in ("B", "KiB", "MiB", "GiB")}
+
+
+@pytest.mark.parametrize("view, shape", [("Compare", "n:4,c:8"), ("What-if", "n:4,c:8"), ("Data movement", "n:4,c:8"),
+                                         ("Compare", "n:128,c:256")])
+def test_byte_tables_use_a_unit_that_suits_their_values(view, shape):
+    """A 2 KiB tensor read 0.00 MiB: every byte column picks its unit from its largest value (1 to 1024 of it)."""
+    at = app(view=view, shape=shape)
+    assert_clean(at)
+    seen = 0
+    for frame in at.dataframe:
+        df = frame.value
+        cols = byte_columns(df)
+        tops = {c: float(df[c].max()) for c in cols}
+        for col, unit in cols.items():
+            # never a unit too small (1024 or more of it) ...
+            assert tops[col] < 1024, (view, col, tops[col])
+            # ... nor too big: the column (or the column it is stacked with, same unit) reaches 1 of it
+            assert tops[col] == 0 or max(tops[c] for c, u in cols.items() if u == unit) >= 1, (view, col, tops)
+            seen += 1
+    assert seen >= 1, view
+
+
+def test_two_bar_charts_have_room_for_their_bars():
+    """The What-if view's 2-bar charts were squeezed to a few pixels (the height counted the bars, not the
+    axis that Streamlit fits into it): every horizontal bar chart gives each bar and its axis room."""
+    import json
+    at = app(view="What-if", shape="n:4,c:8")
+    assert_clean(at)
+    checked = 0
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        y = (spec.get("encoding") or spec["layer"][0].get("encoding", {})).get("y", {})
+        if y.get("type") != "nominal" or not isinstance(spec.get("height"), int):
+            continue
+        bars = len(chart_frames(chart)[0][y["field"]].unique())
+        assert spec["height"] >= 40 * bars + 60, (y["field"], bars, spec["height"])
+        checked += 1
+    assert checked >= 3
+
+
+def test_compare_breaks_each_kernels_predicted_time_into_the_cost_models_terms():
+    at = app(view="Compare", shape="n:4,c:8")
+    assert_clean(at)
+    assert "Where the predicted time goes" in page_text(at)
+    chart = next(c for c in at.get("vega_lite_chart") if "term" in chart_frames(c)[0].columns)
+    df = chart_frames(chart)[0]
+    g = asim.workload("paper_fig7", n=4, c=8)
+    from astitch_sim.workloads import workload_inputs
+    for s in asim.STRATEGIES:
+        stats = asim.simulate(asim.compile(g, strategy=s, gpu="V100"), workload_inputs(g)).stats
+        mine = df[df["plan"] == s]
+        assert mine["kernel"].nunique() == stats.kernel_launches, s
+        for i, ks in enumerate(stats.kernels):
+            total = mine[mine["kernel"].str.contains(f" k{i} ")]["us"].sum()
+            assert abs(total - ks.predicted_us) < 1e-6 * max(1.0, ks.predicted_us), (s, i, total, ks.predicted_us)
+        assert {"launch", "DRAM traffic"} <= set(mine["term"])
+
+
+def test_the_search_record_is_shown_whole():
+    """The fusionstitching search record's last column ("chosen") was cut off in a narrow column."""
+    at = app(view="Compare", shape="n:4,c:8")
+    record = next(e for e in at.expander if "searched" in e.label)
+    code = record.code[0]
+    assert code.proto.wrap_lines and "chosen" in code.value

@@ -6,11 +6,12 @@ import pandas as pd
 import streamlit as st
 
 from .. import charts, compute, pictures, state
-from ..style import SPACE_WORD, esc
+from ..style import SPACE_WORD, byte_unit, esc
 from . import plan_choice
 
 
 def per_stage(stats) -> pd.DataFrame:
+    """Bytes per stage and traffic kind, in the unit that suits the largest (``df.attrs["unit"]``)."""
     rows = []
     for i, k in enumerate(stats.kernels):
         for s in k.stages:
@@ -19,13 +20,18 @@ def per_stage(stats) -> pd.DataFrame:
                                                ("global write", s.global_bytes_written),
                                                ("shared read", s.shared_bytes_read),
                                                ("shared write", s.shared_bytes_written))):
-                rows.append({"stage": label, "traffic": kind, "MiB": v / 2**20, "order": order})
+                rows.append({"stage": label, "traffic": kind, "bytes": v, "order": order})
         if k.kind == "library":
-            rows.append({"stage": f"k{i} {k.name}", "traffic": "global read", "MiB": k.global_bytes_read / 2**20,
+            rows.append({"stage": f"k{i} {k.name}", "traffic": "global read", "bytes": k.global_bytes_read,
                          "order": 0})
-            rows.append({"stage": f"k{i} {k.name}", "traffic": "global write",
-                         "MiB": k.global_bytes_written / 2**20, "order": 1})
-    return pd.DataFrame(rows)
+            rows.append({"stage": f"k{i} {k.name}", "traffic": "global write", "bytes": k.global_bytes_written,
+                         "order": 1})
+    df = pd.DataFrame(rows)
+    unit, size = byte_unit(*df["bytes"]) if len(df) else ("B", 1)
+    if len(df):
+        df[unit] = df["bytes"] / size
+    df.attrs["unit"] = unit
+    return df
 
 
 def render(ctx):
@@ -46,9 +52,11 @@ def render(ctx):
     df = per_stage(runs[ctx.strategy if ctx.strategy in runs else shown[-1]].stats)
     left, right = st.columns([3, 2], gap="large")
     with left:
-        st.altair_chart(charts.stacked_bytes(df, "stage", "MiB moved per stage"), width="stretch")
+        u = df.attrs["unit"]
+        st.altair_chart(charts.stacked_bytes(df, "stage", f"{u} moved per stage", unit=u), width="stretch")
     with right:
-        wide = df.pivot_table(index="stage", columns="traffic", values="MiB", sort=False).reset_index()
+        wide = df.pivot_table(index="stage", columns="traffic", values=u, sort=False).reset_index()
+        wide.columns = [c if c == "stage" else f"{c} ({u})" for c in wide.columns]
         st.dataframe(wide, hide_index=True, width="stretch")
     st.divider()
     step_through(ctx)

@@ -8,13 +8,25 @@ import streamlit as st
 import astitch_sim as asim
 
 from .. import charts, compute, pictures, state
-from ..style import scheme_legend
+from ..style import byte_unit, nbytes, scheme_legend
 
 
-def row(label, r, base) -> dict:
-    s = r.stats
+def units(runs) -> dict:
+    """The unit of the global and of the shared bytes column of a table of these runs (each from its largest
+    value, :func:`style.byte_unit`)."""
+    runs = list(runs)
+    return {"global": byte_unit(*(r.stats.global_bytes for r in runs)),
+            "shared": byte_unit(*(r.stats.shared_bytes for r in runs))}
+
+
+def number_format(unit: str) -> str:
+    return "%d" if unit == "B" else "%.1f"
+
+
+def row(label, r, base, units) -> dict:
+    s, (u, size), (su, ssize) = r.stats, units["global"], units["shared"]
     return {"plan": label, "kernels": s.kernel_launches, "grid barriers": s.grid_barriers,
-            "global MiB": s.global_bytes / 2**20, "shared MiB": s.shared_bytes / 2**20,
+            f"global {u}": s.global_bytes / size, f"shared {su}": s.shared_bytes / ssize,
             "predicted us": s.predicted_us,
             "time vs paper": s.predicted_us / base.stats.predicted_us if base.stats.predicted_us else None,
             "max error": r.max_error}
@@ -39,7 +51,9 @@ def render(ctx):
     if runs is None:
         return
     base = runs["astitch (paper)"]
-    df = pd.DataFrame([row(label, r, base) for label, r in runs.items()])
+    unit = units(runs.values())
+    u, su = unit["global"][0], unit["shared"][0]
+    df = pd.DataFrame([row(label, r, base, unit) for label, r in runs.items()])
     colours = {"xla": "#f28e2b", "astitch (paper)": "#4e79a7", "astitch (what-if)": "#76b7b2"}
     if opts:
         st.markdown("**switched off:** " + ", ".join(f"`{k}={v}`" for k, v in opts.items()))
@@ -51,12 +65,13 @@ def render(ctx):
     with left:
         st.altair_chart(charts.strategy_bars(plot, "predicted us", "predicted time (us)", colours, label="label"),
                         width="stretch")
-        st.altair_chart(charts.strategy_bars(plot, "global MiB", "global memory traffic (MiB)", colours, fmt=",.2f"),
-                        width="stretch")
+        plot["bytes label"] = [nbytes(r.stats.global_bytes) for r in runs.values()]
+        st.altair_chart(charts.strategy_bars(plot, f"global {u}", f"global memory traffic ({u})", colours,
+                                             label="bytes label"), width="stretch")
     with right:
         st.dataframe(df.drop(columns=["label"]), hide_index=True, width="stretch",
-                     column_config={"global MiB": st.column_config.NumberColumn(format="%.3f"),
-                                    "shared MiB": st.column_config.NumberColumn(format="%.3f"),
+                     column_config={f"global {u}": st.column_config.NumberColumn(format=number_format(u)),
+                                    f"shared {su}": st.column_config.NumberColumn(format=number_format(su)),
                                     "predicted us": st.column_config.NumberColumn(format="%.2f"),
                                     "time vs paper": st.column_config.NumberColumn(format="%.2fx"),
                                     "max error": st.column_config.NumberColumn(format="%.1e")})
@@ -75,7 +90,9 @@ def ablation(ctx, base):
     runs = compute.runs(ctx.source, ctx.gpu, variants, "the ablation")
     if runs is None:
         return
-    df = pd.DataFrame([row("astitch (paper)", base, base)] + [row(label, r, base) for label, r in runs.items()])
+    unit = units([base, *runs.values()])
+    u = unit["global"][0]
+    df = pd.DataFrame([row("astitch (paper)", base, base, unit)] + [row(label, r, base, unit) for label, r in runs.items()])
     df["effect"] = ["-"] + [_effect(r, base) for r in runs.values()]
     df["label"] = [f"{t:.2f}x" for t in df["time vs paper"]]
     colours = {p: ("#4e79a7" if p == "astitch (paper)" else "#9ecae9") for p in df["plan"]}
@@ -85,9 +102,9 @@ def ablation(ctx, base):
                                              "predicted time relative to the paper's AStitch", colours,
                                              label="label"), width="stretch")
     with right:
-        st.dataframe(df[["plan", "kernels", "grid barriers", "global MiB", "predicted us", "effect"]],
+        st.dataframe(df[["plan", "kernels", "grid barriers", f"global {u}", "predicted us", "effect"]],
                      hide_index=True, width="stretch",
-                     column_config={"global MiB": st.column_config.NumberColumn(format="%.3f"),
+                     column_config={f"global {u}": st.column_config.NumberColumn(format=number_format(u)),
                                     "predicted us": st.column_config.NumberColumn(format="%.2f")})
     st.caption("A switch with no effect on this graph leaves the plan unchanged (e.g. vertical packing when the "
                "grid already fits one wave).")
@@ -101,7 +118,7 @@ def _effect(r, base) -> str:
     if a.grid_barriers != b.grid_barriers:
         words.append(f"{b.grid_barriers} -> {a.grid_barriers} grid barriers")
     if a.global_bytes != b.global_bytes:
-        words.append(f"global {b.global_bytes / 2**20:.2f} -> {a.global_bytes / 2**20:.2f} MiB")
+        words.append(f"global {nbytes(b.global_bytes)} -> {nbytes(a.global_bytes)}")
     if r.plan.to_dict()["kernels"] == base.plan.to_dict()["kernels"]:
         return "no change on this graph"
     return ", ".join(words) or "different mapping, same traffic"
