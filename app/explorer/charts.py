@@ -187,15 +187,32 @@ def timeline_chart(rows: list, kernels: list, barrier_times: list, max_sms: int,
     return big_fonts(alt.layer(*layers).properties(title=title, height=height))
 
 
+#: the trace's access kinds (``kind space``) as the step picture's legend says them
+ACCESS_WORDS = {"read global": "load from global memory", "write global": "store to global memory",
+                "atomic global": "atomic add to global memory", "read shared": "load from shared memory",
+                "write shared": "store to shared memory", "read register": "read a register",
+                "write register": "write a register", "-": "not touched in this step"}
+
+
 def step_picture(cells: pd.DataFrame, title: str) -> alt.Chart:
-    """GPU-Puzzles style: each tensor a strip of cells; this step's loads and stores highlighted."""
+    """GPU-Puzzles style: each tensor a strip of cells; this step's loads and stores highlighted.  Every access
+    kind is in the legend (a step shows few of them), and the height leaves room for the axis and the legend
+    under the strips (Streamlit fits the whole chart into it)."""
     colours = {"read global": SPACE_COLOUR["global"], "write global": "#ef5350", "atomic global": "#8e0000",
                "read shared": SPACE_COLOUR["shared"], "write shared": "#64b5f6", "read register": SPACE_COLOUR["register"],
                "write register": "#81c784", "-": "#eeeeee"}
-    chart = alt.Chart(cells).mark_rect(stroke="white", strokeWidth=0.6).encode(
-        x=alt.X("i:O", title="element (row-major)", axis=alt.Axis(labelOverlap=True, values=_ticks(cells["i"]))),
-        y=alt.Y("tensor:N", title=None, sort=list(dict.fromkeys(cells["tensor"]))),
-        color=alt.Color("access:N", scale=alt.Scale(domain=list(colours), range=list(colours.values())),
-                        legend=alt.Legend(orient="bottom", title=None)),
-        tooltip=["tensor", "element", "access"])
-    return big_fonts(chart.properties(title=title, height=34 * cells["tensor"].nunique() + 30))
+    names = ACCESS_WORDS
+    data = cells.assign(what=cells["access"].map(names))
+    tensors = list(dict.fromkeys(cells["tensor"]))
+    chart = alt.Chart(data).mark_rect(stroke="white", strokeWidth=0.6).encode(
+        x=alt.X("i:O", title="element (row-major flat index)",
+                axis=alt.Axis(labelOverlap=True, values=_ticks(cells["i"]))),
+        y=alt.Y("tensor:N", title="tensor", sort=tensors, axis=alt.Axis(labelLimit=260)),
+        color=alt.Color("what:N", scale=alt.Scale(domain=[names[k] for k in colours], range=list(colours.values())),
+                        legend=alt.Legend(orient="bottom", title="this step", columns=3, labelLimit=260)),
+        tooltip=["tensor", "element", "what"])
+    return big_fonts(chart.properties(title=title, height=STEP_ROW_PX * len(tensors) + STEP_EXTRA_PX))
+
+
+#: the step picture: pixels per tensor strip, and for the title, the x axis and the three-row legend below
+STEP_ROW_PX, STEP_EXTRA_PX = 44, 190
