@@ -220,3 +220,54 @@ def test_predictions_are_never_called_measured():
         texts[str(p.relative_to(REPO))] = app_strings(p)
     found = {name: measured_claims(text) for name, text in texts.items()}
     assert not any(found.values()), {k: v for k, v in found.items() if v}
+
+
+def setup_cell(name: str) -> str:
+    nb = nbformat.read(REPO / "tutorials" / f"{name}.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "google.colab" in c.source]
+    assert len(cells) == 1, f"{name}: one Colab setup cell"
+    return cells[0]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("on_colab", [False, True])
+def test_the_colab_cell_acts_only_on_colab(name, on_colab, monkeypatch, tmp_path):
+    """The install cell (git clone, pip install) ran everywhere once uncommented; now it runs only where
+    ``google.colab`` is loaded, and there it clones, installs and moves into the clone's tutorials/.  Run here
+    with the commands recorded instead of run."""
+    import os
+    import subprocess
+    import sys
+    import types
+    calls = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    monkeypatch.setattr(os, "chdir", lambda path: calls.append(["chdir", path]))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    if on_colab:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    src = setup_cell(name)
+    if not on_colab:
+        exec(compile(python_of(src), name, "exec"), {})
+        assert calls == []
+        return
+    with pytest.raises(RuntimeError, match="ASTITCH_SIM_REPO"):        # the placeholder address stops it
+        exec(compile(python_of(src), name, "exec"), {})
+    assert calls == []
+    exec(compile(python_of(src).replace("github.com/YOUR-ORG/", "github.com/example-org/"), name, "exec"), {})
+    assert calls[0][:2] == ["git", "clone"] and "https://github.com/example-org/astitch-sim.git" in calls[0]
+    assert calls[1][1:4] == ["-m", "pip", "install"] and calls[1][-1].endswith("[tutorials]")
+    assert calls[-1] == ["chdir", "/content/astitch-sim/tutorials"]
+
+
+def test_plan_notes_never_call_a_prediction_measured():
+    """The explorer's Compare view and ``print(plan)`` show the planners' notes: astitch's never-behind note
+    said its SIMT-model comparison was "measured"."""
+    import astitch_sim as asim
+    g = asim.workload("paper_fig7", n=32, c=64)
+    for s in asim.STRATEGIES:
+        plan = asim.compile(g, strategy=s, gpu="V100")
+        notes = "\n\n".join(list(plan.notes) + [n for k in plan.kernels for n in k.notes])
+        assert not MEASURED.search(notes), (s, notes)       # a planner runs no GPU: nothing it notes is measured
