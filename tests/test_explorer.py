@@ -476,3 +476,36 @@ def test_step_through_at_four_by_eight_says_there_is_no_grid_barrier():
     at = app(view="Data movement", shape="n:4,c:8")
     assert_clean(at)
     assert "no grid barrier at this shape" in page_text(at) or "no barrier at this shape" in page_text(at)
+
+
+def test_a_what_if_that_wins_says_why():
+    """On Figure 7 "no task splitting" is predicted faster than the paper's plan; the view said nothing about
+    why.  Each switch's row names the cost-model terms that changed most (the split's memset and its grid
+    barrier here), the terms named add up to the time difference, and a winning switch is called out."""
+    import re
+    from astitch_sim.workloads import workload_inputs
+    at = app(view="What-if")
+    assert_clean(at)
+    shape = {"n": at.session_state["shape:paper_fig7:n"], "c": at.session_state["shape:paper_fig7:c"]}
+    g = asim.workload("paper_fig7", **shape)
+    x = workload_inputs(g)
+    paper = asim.simulate(asim.compile(g, strategy="astitch", gpu="V100"), x).stats.predicted_us
+    df = at.dataframe[-1].value
+    why = "why (predicted time, by cost-model term)"
+    rows = dict(zip(df["plan"], df[why], strict=True))
+    times = dict(zip(df["plan"], df["predicted us"], strict=True))
+    assert times["astitch (paper)"] == pytest.approx(paper)
+    split = rows["no task splitting"]
+    if times["no task splitting"] < 0.98 * paper:
+        assert "faster" in split and "memset" in split and "grid barriers" in split, split
+        assert any("no task splitting" in w.value and "predicted faster" in w.value for w in at.warning)
+    explained = 0
+    for plan, text in rows.items():
+        diff = times[plan] - paper
+        if plan == "astitch (paper)" or abs(diff) < 0.05:
+            continue
+        named = [float(v) for v in re.findall(r" ([+-]\d+\.\d+)", text)]
+        assert named and ("faster" in text) == (diff < 0), (plan, text)
+        assert sum(named) == pytest.approx(diff, abs=0.006 * len(named)), (plan, text, diff)
+        explained += 1
+    assert explained >= 2
