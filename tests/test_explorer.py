@@ -509,3 +509,65 @@ def test_a_what_if_that_wins_says_why():
         assert sum(named) == pytest.approx(diff, abs=0.006 * len(named)), (plan, text, diff)
         explained += 1
     assert explained >= 2
+
+
+def test_code_view_highlights_the_nodes_stores_too():
+    """Picking ``power.1`` highlighted the lines naming it (``power.1`` in comments) but not its stores,
+    written with the generated identifiers (``s_power_1[row] = power_1``)."""
+    import re
+    import gpu_backend
+    at = app(view="Code", node="power.1", shape="n:4,c:8")
+    assert_clean(at)
+    html = page_text(at)
+    src = gpu_backend.generate_source(asim.compile(asim.workload("paper_fig7", n=4, c=8), strategy="astitch",
+                                                   gpu="V100"))
+    stores = [n for n, line in enumerate(src.splitlines(), 1) if re.match(r"\s*[gsr]_power_1\[.*\]\s*=", line)]
+    assert stores
+    for n in stores:
+        assert f"<span class='row hl'><span class='ln'>{n}</span>" in html, n
+
+
+def machine_code_independently(plan, arch: str) -> list:
+    """ptxas's registers and spills for each kernel, from gpu_backend.machine_code in a fresh process."""
+    import json
+    import os
+    import subprocess
+    import sys
+    script = ("import json, sys, astitch_sim as asim\n"
+              "from gpu_backend.machine_code import compile_kernels\n"
+              "plan = asim.Plan.from_json(sys.stdin.read())\n"
+              f"print(json.dumps([(m.index, m.resources.registers, m.resources.spills) for m in "
+              f"compile_kernels(plan, {arch!r}, disassemble=False)]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", script], input=plan.to_json(), capture_output=True, text=True,
+                       env=env, cwd=Path(APP).parents[1], timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("gpu, arch", [("H100", "sm_90"), ("V100", "sm_70")])
+def test_code_view_shows_each_kernels_ptx_and_sass_with_ptxas_numbers(gpu, arch):
+    """Compiler Explorer's pane: the kernel's PTX and SASS beside its source, with registers, spills,
+    instructions per element and load/store widths -- the numbers ptxas reports, not the explorer's."""
+    from gpu_backend import toolchain
+    if not toolchain.available():
+        pytest.skip(f"NVIDIA's toolchain is not installed: {toolchain.missing_reason()}")
+    at = app(view="Code", gpu=gpu)
+    assert_clean(at)
+    assert not [c for c in at.code if ".entry" in c.value]          # nothing compiled before asking
+    at.button(key="mc:go").click().run()
+    assert_clean(at)
+    shape = {"n": at.session_state["shape:paper_fig7:n"], "c": at.session_state["shape:paper_fig7:c"]}
+    plan = asim.compile(asim.workload("paper_fig7", **shape), strategy="astitch", gpu=gpu)
+    (index, registers, spills), = [m for m in machine_code_independently(plan, arch) if m[0] == 0]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["registers / thread"] == str(registers) and metrics["spilled B / thread"] == str(spills)
+    assert any(c.value.lstrip().startswith("//") and ".entry" in c.value for c in at.code)      # the PTX
+    if arch == "sm_70":          # CUDA 13's nvdisasm no longer reads sm_70: the page says so, no SASS
+        assert any("No SASS for sm_70" in i.value for i in at.info)
+    else:
+        sass = [c.value for c in at.code if "STG" in c.value or "EXIT" in c.value]
+        assert sass, "the SASS listing"
+        assert {"SASS instructions", "per element"} <= set(metrics) and float(metrics["per element"]) > 0
+        assert "global loads " in page_text(at) and "x32" in page_text(at)
+        assert not any(".headerflags" in c for c in sass)            # the kernel's code, not the ELF headers
