@@ -571,3 +571,29 @@ def test_code_view_shows_each_kernels_ptx_and_sass_with_ptxas_numbers(gpu, arch)
         assert {"SASS instructions", "per element"} <= set(metrics) and float(metrics["per element"]) > 0
         assert "global loads " in page_text(at) and "x32" in page_text(at)
         assert not any(".headerflags" in c for c in sass)            # the kernel's code, not the ELF headers
+
+
+def column_tables(block, weight: float = 1.0):
+    """``(share of the page's width, dataframe)`` for every table under ``block`` (columns nest)."""
+    from streamlit.testing.v1.element_tree import Column
+    children = list(getattr(block, "children", {}).values())
+    total = sum(c.weight for c in children if isinstance(c, Column)) or 1.0
+    for child in children:
+        w = weight * child.weight / total if isinstance(child, Column) else weight
+        if getattr(child, "type", "") == "dataframe":
+            yield w, child
+        yield from column_tables(child, w)
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_wide_tables_get_the_pages_width(view):
+    """Tables of many columns sat in a column of 2/5 of the page and hid their last columns (the Compare
+    table's shared bytes, the What-if table's): a table of more than four columns is never in a column
+    narrower than half the page."""
+    at = app(view=view, shape="n:4,c:8")
+    assert_clean(at)
+    found = list(column_tables(at.main))
+    assert len(found) == len(at.dataframe)
+    for share, table in found:
+        if len(table.value.columns) > 4:
+            assert share >= 0.5, (view, list(table.value.columns), share)

@@ -61,19 +61,6 @@ def render(ctx):
         st.altair_chart(charts.strategy_bars(df, "kernels", "kernel launches", colours, fmt="d"),
                         width="stretch")
     with right:
-        su = df.attrs["shared unit"]
-        shown = df[["strategy", "kernels", "grid barriers", f"global {u}", f"shared {su}", "flops", "predicted us",
-                    "vs xla", "max error"]]
-        st.dataframe(shown, hide_index=True, width="stretch", column_config={
-            f"global {u}": st.column_config.NumberColumn(format=number_format(u)),
-            f"shared {su}": st.column_config.NumberColumn(format=number_format(su)),
-            "predicted us": st.column_config.NumberColumn(format="%.2f"),
-            "vs xla": st.column_config.NumberColumn(format="%.2fx"),
-            "max error": st.column_config.NumberColumn(format="%.1e", help="vs the numpy reference"),
-            "flops": st.column_config.NumberColumn(format="%d")})
-        st.caption(f"{ctx.source.label} on {ctx.gpu}. Times are **predictions of the SIMT model's cost model** "
-                   "(uncalibrated; no GPU measurement). *max error*: simulated outputs against the numpy "
-                   "reference, |sim - ref| / (1 + |ref|).")
         verdict(ctx, runs)
         for s, r in runs.items():
             with st.expander(f"why {ctx.label(s)} plans {r.stats.kernel_launches} kernel(s)"):
@@ -82,6 +69,20 @@ def render(ctx):
                 for i, k in enumerate(r.plan.kernels):
                     for note in k.notes:
                         st.markdown(f"- kernel {i} `{k.name}`: {note}")
+    # the table at the page's full width: nine columns do not fit beside the charts
+    su = df.attrs["shared unit"]
+    shown = df[["strategy", "kernels", "grid barriers", f"global {u}", f"shared {su}", "flops", "predicted us",
+                "vs xla", "max error"]]
+    st.dataframe(shown, hide_index=True, width="stretch", column_config={
+        f"global {u}": st.column_config.NumberColumn(format=number_format(u)),
+        f"shared {su}": st.column_config.NumberColumn(format=number_format(su)),
+        "predicted us": st.column_config.NumberColumn(format="%.2f"),
+        "vs xla": st.column_config.NumberColumn(format="%.2fx"),
+        "max error": st.column_config.NumberColumn(format="%.1e", help="vs the numpy reference"),
+        "flops": st.column_config.NumberColumn(format="%d")})
+    st.caption(f"{ctx.source.label} on {ctx.gpu}. Times are **predictions of the SIMT model's cost model** "
+               "(uncalibrated; no GPU measurement). *max error*: simulated outputs against the numpy "
+               "reference, |sim - ref| / (1 + |ref|).")
     time_per_kernel(runs, ctx)
     search_records(ctx, runs)
 

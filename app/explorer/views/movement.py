@@ -50,14 +50,11 @@ def render(ctx):
                "in the sidebar and watch the global-memory arrows shrink.")
     st.markdown(f"**Bytes per stage, {ctx.label(ctx.strategy)}**")
     df = per_stage(runs[ctx.strategy if ctx.strategy in runs else shown[-1]].stats)
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        u = df.attrs["unit"]
-        st.altair_chart(charts.stacked_bytes(df, "stage", f"{u} moved per stage", unit=u), width="stretch")
-    with right:
-        wide = df.pivot_table(index="stage", columns="traffic", values=u, sort=False).reset_index()
-        wide.columns = [c if c == "stage" else f"{c} ({u})" for c in wide.columns]
-        st.dataframe(wide, hide_index=True, width="stretch")
+    u = df.attrs["unit"]
+    st.altair_chart(charts.stacked_bytes(df, "stage", f"{u} moved per stage", unit=u), width="stretch")
+    wide = df.pivot_table(index="stage", columns="traffic", values=u, sort=False).reset_index()
+    wide.columns = [c if c == "stage" else f"{c} ({u})" for c in wide.columns]
+    st.dataframe(wide, hide_index=True, width="stretch")
     st.divider()
     step_through(ctx)
 

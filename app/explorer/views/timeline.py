@@ -56,16 +56,15 @@ def render(ctx):
         ks = kernels_of(tl)
         chart = charts.timeline_chart(rows_drawn(tl), ks, barrier_times(tl), max_sms,
                                       f"{ctx.label(s)}: {len(ks)} kernel(s), {tl.end_us:.1f} us", end)
-        left, right = st.columns([4, 2], gap="medium")
-        left.altair_chart(chart, width="stretch")
+        st.altair_chart(chart, width="stretch")
         df = pd.DataFrame(ks)[["name", "grid", "block", "blocks_per_wave", "waves", "launch_gap_us", "start_us",
                                "end_us"]]
-        right.dataframe(df, hide_index=True, width="stretch",
-                        column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                       for c in ("launch_gap_us", "start_us", "end_us")})
-        right.caption(f"utilisation of resident-block slots: {tl.utilisation():.0%} (launch gaps count as idle)"
-                      + ("; the middle waves of long kernels are drawn as one bar per SM (they are full)"
-                           if tl.truncated else ""))
+        st.dataframe(df, hide_index=True, width="stretch",
+                     column_config={c: st.column_config.NumberColumn(format="%.2f")
+                                    for c in ("launch_gap_us", "start_us", "end_us")})
+        st.caption(f"utilisation of resident-block slots: {tl.utilisation():.0%} (launch gaps count as idle)"
+                   + ("; the middle waves of long kernels are drawn as one bar per SM (they are full)"
+                      if tl.truncated else ""))
     st.caption("Each bar is one resident block (one stage of it); dark grey: waiting at a grid barrier; red rules: "
                "grid barriers releasing; dashed rules: kernel starts (the gap before is the launch). Same time axis "
                "for both strategies. Times come from the cost model, not a GPU.")

@@ -91,23 +91,23 @@ def render(ctx):
         st.markdown("**switched off:** " + ", ".join(f"`{k}={v}`" for k, v in opts.items()))
         for k in opts:
             st.caption(f"{k}: {asim.AStitchOptions.HELP[k]}")
-    left, right = st.columns([3, 2], gap="large")
+    left, right = st.columns(2, gap="large")
     df["label"] = [f"{t:.1f} us" for t in df["predicted us"]]
     plot = df.rename(columns={"plan": "strategy"})
     with left:
         st.altair_chart(charts.strategy_bars(plot, "predicted us", "predicted time (us)", colours, label="label"),
                         width="stretch")
+    with right:
         plot["bytes label"] = [nbytes(r.stats.global_bytes) for r in runs.values()]
         st.altair_chart(charts.strategy_bars(plot, f"global {u}", f"global memory traffic ({u})", colours,
                                              label="bytes label"), width="stretch")
-    with right:
-        st.dataframe(df.drop(columns=["label"]), hide_index=True, width="stretch",
-                     column_config={f"global {u}": st.column_config.NumberColumn(format=number_format(u)),
-                                    f"shared {su}": st.column_config.NumberColumn(format=number_format(su)),
-                                    "predicted us": st.column_config.NumberColumn(format="%.2f"),
-                                    "time vs paper": st.column_config.NumberColumn(format="%.2fx"),
-                                    "max error": st.column_config.NumberColumn(format="%.1e")})
-        st.caption("Every switched plan still computes the reference (max error). Times: SIMT-model predictions.")
+    st.dataframe(df.drop(columns=["label"]), hide_index=True, width="stretch",
+                 column_config={f"global {u}": st.column_config.NumberColumn(format=number_format(u)),
+                                f"shared {su}": st.column_config.NumberColumn(format=number_format(su)),
+                                "predicted us": st.column_config.NumberColumn(format="%.2f"),
+                                "time vs paper": st.column_config.NumberColumn(format="%.2fx"),
+                                "max error": st.column_config.NumberColumn(format="%.1e")})
+    st.caption("Every switched plan still computes the reference (max error). Times: SIMT-model predictions.")
     if opts:
         st.info(f"**astitch (what-if)** against the paper's plan: {why_time(runs['astitch (what-if)'], base)}.")
         st.markdown("**The switched plan** (the sidebar's strategy picker does not matter here)")
