@@ -138,7 +138,7 @@ def test_a_kept_stitch_plan_says_so_with_its_numbers():
     g = asim.workload("layernorm", rows=64, cols=256)
     plan = asim.compile(g, "astitch", "H100")
     assert len(plan.kernels) == 1 and plan.kernels[0].name.startswith("stitch.")
-    assert "never behind XLA: kept every stitched kernel (measured on the SIMT model" in str(plan)
+    assert "never behind XLA: kept every stitched kernel (simulated on the SIMT model" in str(plan)
 
 
 def test_mixed_plan_runs_in_the_numba_backend():

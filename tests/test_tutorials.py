@@ -55,6 +55,29 @@ def staged(tmp_path_factory):
     return build.stage_copy(tmp_path_factory.mktemp("tutorials"))
 
 
+def python_of(cell_source: str) -> str:
+    """A code cell as Python: IPython's ``!shell`` and ``%magic`` lines blanked (kept as lines, so line numbers
+    match the cell)."""
+    return "\n".join("" if line.lstrip().startswith(("!", "%")) else line for line in cell_source.splitlines())
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_student_cell_is_valid_python(name, staged):
+    """``otter assign`` turns each ``# SOLUTION`` line into ``...`` with that line's indent: a solution that
+    continued over two lines left a stray indented ``...`` behind (an IndentationError in the student's copy
+    of nb02 q3, nb04 q3 and nb07 q3).  Every code cell of every student notebook must parse."""
+    import ast
+    built = build.assign(staged / f"{name}.ipynb", staged.parent / "dist-parse" / name)
+    student = nbformat.read(built / "student" / f"{name}.ipynb", as_version=4)
+    cells = [c.source for c in student.cells if c.cell_type == "code"]
+    assert cells
+    for i, src in enumerate(cells):
+        try:
+            ast.parse(python_of(src))
+        except SyntaxError as e:
+            pytest.fail(f"{name}: student code cell {i} is not valid Python ({e}):\n{src}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_its_checks_reject_wrong_answers(name, staged):
@@ -153,3 +176,98 @@ def test_the_verifier_catches_a_lax_check_and_a_leaking_hint(tmp_path):
     assert "wrong answer {'answer': 41} accepted" in problems
     assert "grader.check accepts wrong answer {'answer': 41}" in problems
     assert "gives the answer away" in problems
+
+
+#: a sentence that says "measured" about what the SIMT model (a cost model) computed, with no contrast
+MEASURED = re.compile(r"\bmeasur\w*", re.I)
+MODEL_WORDS = re.compile(r"SIMT model|simulator|simulated|cost model|astitch-sim|predicted|flops", re.I)
+CONTRAST = re.compile(r"\b(not|no|never|nothing|none|against|vs|versus|wall clock|CPU|GPU-measured)\b", re.I)
+PAPER_MEASURED = re.compile(r"paper\W+(\w+\W+){0,2}measured", re.I)
+
+
+def sentences(text: str):
+    text = re.sub(r"(?m)^\s*#\s?", "", text)                # comment markers of the percent-format sources
+    for chunk in re.split(r"\n\s*\n|\n\s*[-*] |\n\|", text):  # paragraphs, list items, table rows
+        yield from re.split(r"(?<=[.;!?])\s+", " ".join(chunk.split()))
+
+
+def measured_claims(text: str) -> list:
+    return [s for s in sentences(text) if MEASURED.search(s) and MODEL_WORDS.search(s)
+            and not CONTRAST.search(s) and not PAPER_MEASURED.search(s)]
+
+
+def app_strings(path: Path) -> str:
+    """Every string literal of an explorer module (what its pages can say), one paragraph each."""
+    import ast
+    parts = [n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
+             and isinstance(n.value, str)]
+    return "\n\n".join(parts)
+
+
+def test_the_measured_check_finds_a_prediction_called_measured():
+    assert measured_claims("Every claim is run, drawn and measured in astitch-sim's SIMT model. No GPU.")
+    assert measured_claims("- Measure TVM's recomputation in flops and predicted time;")
+    assert not measured_claims("The paper measured 10 us per launch; the simulator charges 5 us.")
+    assert not measured_claims("A prediction of the SIMT model is not a measurement.")
+
+
+def test_predictions_are_never_called_measured():
+    """Every time in the notebooks and the explorer is a prediction of the SIMT model's cost model; no sentence
+    may call it measured (only the paper's numbers, the CPU wall clock and committed GPU results are)."""
+    texts = {p.name: p.read_text() for p in sorted((REPO / "tutorials").glob("[0-9][0-9]_*.py"))}
+    texts["tutorials/README.md"] = (REPO / "tutorials" / "README.md").read_text()
+    for p in sorted((REPO / "app").rglob("*.py")):
+        texts[str(p.relative_to(REPO))] = app_strings(p)
+    found = {name: measured_claims(text) for name, text in texts.items()}
+    assert not any(found.values()), {k: v for k, v in found.items() if v}
+
+
+def setup_cell(name: str) -> str:
+    nb = nbformat.read(REPO / "tutorials" / f"{name}.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "google.colab" in c.source]
+    assert len(cells) == 1, f"{name}: one Colab setup cell"
+    return cells[0]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("on_colab", [False, True])
+def test_the_colab_cell_acts_only_on_colab(name, on_colab, monkeypatch, tmp_path):
+    """The install cell (git clone, pip install) ran everywhere once uncommented; now it runs only where
+    ``google.colab`` is loaded, and there it clones, installs and moves into the clone's tutorials/.  Run here
+    with the commands recorded instead of run."""
+    import os
+    import subprocess
+    import sys
+    import types
+    calls = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    monkeypatch.setattr(os, "chdir", lambda path: calls.append(["chdir", path]))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    if on_colab:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    src = setup_cell(name)
+    if not on_colab:
+        exec(compile(python_of(src), name, "exec"), {})
+        assert calls == []
+        return
+    with pytest.raises(RuntimeError, match="ASTITCH_SIM_REPO"):        # the placeholder address stops it
+        exec(compile(python_of(src), name, "exec"), {})
+    assert calls == []
+    exec(compile(python_of(src).replace("github.com/YOUR-ORG/", "github.com/example-org/"), name, "exec"), {})
+    assert calls[0][:2] == ["git", "clone"] and "https://github.com/example-org/astitch-sim.git" in calls[0]
+    assert calls[1][1:4] == ["-m", "pip", "install"] and calls[1][-1].endswith("[tutorials]")
+    assert calls[-1] == ["chdir", "/content/astitch-sim/tutorials"]
+
+
+def test_plan_notes_never_call_a_prediction_measured():
+    """The explorer's Compare view and ``print(plan)`` show the planners' notes: astitch's never-behind note
+    said its SIMT-model comparison was "measured"."""
+    import astitch_sim as asim
+    g = asim.workload("paper_fig7", n=32, c=64)
+    for s in asim.STRATEGIES:
+        plan = asim.compile(g, strategy=s, gpu="V100")
+        notes = "\n\n".join(list(plan.notes) + [n for k in plan.kernels for n in k.notes])
+        assert not MEASURED.search(notes), (s, notes)       # a planner runs no GPU: nothing it notes is measured

@@ -33,16 +33,30 @@
 # - state the two patterns at which XLA ends a fused kernel (a reduce whose result is broadcast; an
 #   expensive op whose result is broadcast) and say *why* each one stops a register-only fusion;
 # - build a graph with the builder API and predict, then check, how XLA partitions it;
-# - read the AStitch paper's **Figure 7** plan by plan (XLA 4 kernels, TVM 3, AStitch 1) and measure TVM's
+# - read the AStitch paper's **Figure 7** plan by plan (XLA 4 kernels, TVM 3, AStitch 1) and weigh TVM's
 #   alternative, recomputation, in flops and predicted time.
 #
 # **Prerequisites.** Notebook 1 (roofline, launches, bytes; `print(plan)`, `res.stats`).
 
 # %%
-# On Colab, or anywhere astitch-sim is not installed yet, uncomment the next lines (see tutorials/README.md):
-# !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
-# !pip install -q -e "astitch-sim[tutorials]"
-# %cd astitch-sim/tutorials
+# Setup on Colab only (anywhere else this cell does nothing): fetch astitch-sim, install it, work in its
+# tutorials/ folder.  Instructors: put your repository's address here (tutorials/README.md, "Colab").
+import sys
+
+ASTITCH_SIM_REPO = "https://github.com/YOUR-ORG/astitch-sim.git"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+    if "YOUR-ORG" in ASTITCH_SIM_REPO:
+        raise RuntimeError("set ASTITCH_SIM_REPO in this cell to the astitch-sim repository you were given")
+    if not os.path.isdir("/content/astitch-sim"):
+        subprocess.run(["git", "clone", "--depth", "1", ASTITCH_SIM_REPO, "/content/astitch-sim"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/astitch-sim[tutorials]"],
+                       check=True)
+    sys.path.insert(0, "/content/astitch-sim")    # this kernel started before the install: import from the clone
+    os.chdir("/content/astitch-sim/tutorials")
+
+# %%
 from pathlib import Path
 
 import numpy as np
@@ -211,8 +225,7 @@ figures.draw_plan(plans["tvm"])
 # # BEGIN SOLUTION
 
 # %%
-power_evaluations = sum(st.recompute.get("power.1", 1) for k in plans["tvm"].kernels for st in k.stages  # SOLUTION
-                        if "power.1" in st.ops)  # SOLUTION
+power_evaluations = sum(st.recompute.get("power.1", 1) for k in plans["tvm"].kernels for st in k.stages if "power.1" in st.ops)  # SOLUTION
 power_evaluations
 
 # %% [raw]

@@ -40,10 +40,24 @@
 # **Prerequisites.** Notebooks 3 (Regional and Global stitching) and 4 (occupancy, waves).
 
 # %%
-# On Colab, or anywhere astitch-sim is not installed yet, uncomment the next lines (see tutorials/README.md):
-# !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
-# !pip install -q -e "astitch-sim[tutorials]"
-# %cd astitch-sim/tutorials
+# Setup on Colab only (anywhere else this cell does nothing): fetch astitch-sim, install it, work in its
+# tutorials/ folder.  Instructors: put your repository's address here (tutorials/README.md, "Colab").
+import sys
+
+ASTITCH_SIM_REPO = "https://github.com/YOUR-ORG/astitch-sim.git"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+    if "YOUR-ORG" in ASTITCH_SIM_REPO:
+        raise RuntimeError("set ASTITCH_SIM_REPO in this cell to the astitch-sim repository you were given")
+    if not os.path.isdir("/content/astitch-sim"):
+        subprocess.run(["git", "clone", "--depth", "1", ASTITCH_SIM_REPO, "/content/astitch-sim"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/astitch-sim[tutorials]"],
+                       check=True)
+    sys.path.insert(0, "/content/astitch-sim")    # this kernel started before the install: import from the clone
+    os.chdir("/content/astitch-sim/tutorials")
+
+# %%
 from pathlib import Path
 
 import dataclasses

@@ -43,10 +43,24 @@
 # them where JAX is installed.
 
 # %%
-# On Colab, or anywhere astitch-sim is not installed yet, uncomment the next lines (see tutorials/README.md):
-# !git clone --depth 1 https://github.com/YOUR-ORG/astitch-sim.git
-# !pip install -q -e "astitch-sim[tutorials]"
-# %cd astitch-sim/tutorials
+# Setup on Colab only (anywhere else this cell does nothing): fetch astitch-sim, install it, work in its
+# tutorials/ folder.  Instructors: put your repository's address here (tutorials/README.md, "Colab").
+import sys
+
+ASTITCH_SIM_REPO = "https://github.com/YOUR-ORG/astitch-sim.git"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+    if "YOUR-ORG" in ASTITCH_SIM_REPO:
+        raise RuntimeError("set ASTITCH_SIM_REPO in this cell to the astitch-sim repository you were given")
+    if not os.path.isdir("/content/astitch-sim"):
+        subprocess.run(["git", "clone", "--depth", "1", ASTITCH_SIM_REPO, "/content/astitch-sim"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/astitch-sim[tutorials]"],
+                       check=True)
+    sys.path.insert(0, "/content/astitch-sim")    # this kernel started before the install: import from the clone
+    os.chdir("/content/astitch-sim/tutorials")
+
+# %%
 from pathlib import Path
 
 import numpy as np
@@ -313,8 +327,7 @@ w = my_subgraph.parameter("weight", (1024,))
 h = my_subgraph.add(x, res, name="h")  # SOLUTION
 ms = my_subgraph.divide(my_subgraph.reduce(my_subgraph.multiply(h, h), dims=(1,), name="sum_sq"), 1024.0, name="ms")  # SOLUTION
 scale = my_subgraph.rsqrt(my_subgraph.add(ms, 1e-6), name="scale")  # SOLUTION
-out = my_subgraph.multiply(my_subgraph.multiply(h, my_subgraph.broadcast(scale, (512, 1024), dimensions=(0,))),  # SOLUTION
-                           my_subgraph.broadcast(w, (512, 1024), dimensions=(1,)), name="out")  # SOLUTION
+out = my_subgraph.multiply(my_subgraph.multiply(h, my_subgraph.broadcast(scale, (512, 1024), dimensions=(0,))), my_subgraph.broadcast(w, (512, 1024), dimensions=(1,)), name="out")  # SOLUTION
 my_subgraph.set_outputs(out, h)  # SOLUTION
 print(asim.compile(my_subgraph, "astitch", "H100"))
 
@@ -340,7 +353,7 @@ test_q3_my_subgraph(my_subgraph)
 # %% [markdown]
 # ## Mini-project: AStitch on a model of your choice
 #
-# **Goal.** Measure, explain and improve what stitching does for one real model -- with the simulator, and
+# **Goal.** Predict, explain and improve what stitching does for one real model -- with the simulator, and
 # honestly about what a simulator can and cannot tell.
 #
 # 1. **Pick a model** (a transformer block, a recommendation model's feature layers, an optimizer step, a

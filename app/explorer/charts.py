@@ -23,33 +23,80 @@ def big_fonts(chart):
         labelFontSize=FONT, titleFontSize=FONT)
 
 
+#: pixels per bar, and for the axis, its title and padding: Streamlit fits the *whole* chart (axis included)
+#: into the height it is given, so a height of bars alone squeezed a 2-3 bar chart to a few pixels
+BAR_PX, AXIS_PX = 40, 80
+
+
+def bars_height(n: int) -> int:
+    """The height of a horizontal bar chart of ``n`` bars, its x axis included."""
+    return BAR_PX * max(1, n) + AXIS_PX
+
+
 def strategy_bars(df: pd.DataFrame, value: str, title: str, colours: dict, fmt: str = ",.1f",
                   label: str | None = None) -> alt.Chart:
-    """One bar per strategy, value written on the bar."""
+    """One bar per strategy, value written on the bar (integer values get integer ticks)."""
     order = list(df["strategy"])
     scale = alt.Scale(domain=order, range=[colours[s] for s in order])
+    axis = alt.Axis(format="d", tickMinStep=1) if fmt == "d" else alt.Axis()
     base = alt.Chart(df).encode(y=alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False,
                                                                                        labelLimit=260)),
-                                x=alt.X(f"{value}:Q", title=title))
+                                x=alt.X(f"{value}:Q", title=title, axis=axis))
     bars = base.mark_bar().encode(color=alt.Color("strategy:N", scale=scale, legend=None),
                                   tooltip=list(df.columns))
     text = base.mark_text(align="left", dx=4, fontSize=FONT - 1).encode(
         text=alt.Text(f"{label or value}:{'N' if label else 'Q'}", **({} if label else {"format": fmt})))
-    return big_fonts((bars + text).properties(height=44 * len(order) + 10))
+    return big_fonts((bars + text).properties(height=bars_height(len(order))))
 
 
-def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None) -> alt.Chart:
-    """Bytes per (row, memory traffic kind), stacked; columns: ``y``, ``traffic``, ``MiB``."""
+def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None, unit: str = "MiB") -> alt.Chart:
+    """Bytes per (row, memory traffic kind), stacked; columns: ``y``, ``traffic``, ``unit`` (the amount in that
+    unit, see :func:`style.byte_unit`), ``order``."""
     kinds = ["global read", "global write", "shared read", "shared write"]
     colours = [SPACE_COLOUR["global"], "#ef9a9a", SPACE_COLOUR["shared"], "#90caf9"]
     chart = alt.Chart(df).mark_bar().encode(
         y=alt.Y(f"{y}:N", sort=order or list(dict.fromkeys(df[y])), title=None,
                 axis=alt.Axis(labelOverlap=False, labelLimit=320)),
-        x=alt.X("MiB:Q", title=title),
+        x=alt.X(f"{unit}:Q", title=title),
         color=alt.Color("traffic:N", scale=alt.Scale(domain=kinds, range=colours), legend=alt.Legend(title=None)),
         order=alt.Order("order:Q"),
-        tooltip=[y, "traffic", alt.Tooltip("MiB:Q", format=",.3f")])
-    return big_fonts(chart.properties(height=max(120, 40 * len(set(df[y])) + 20)))
+        tooltip=[y, "traffic", alt.Tooltip(f"{unit}:Q", format=",.3f")])
+    return big_fonts(chart.properties(height=max(120, bars_height(len(set(df[y]))))))
+
+
+#: the cost model's terms (``KernelStats.breakdown``, astitch_sim/simt/cost.py) as the chart names them, in order
+TERMS = {"launch_us": "launch", "memset_us": "memset", "memory_us": "DRAM traffic", "compute_us": "compute",
+         "recompute_us": "recompute", "shared_us": "shared memory", "block_barrier_us": "block barriers",
+         "atomic_us": "atomics", "block_start_us": "block start", "tail_us": "wave tail",
+         "grid_barrier_us": "grid barriers", "library_us": "library (matmul)", "overlap_us": "overlap (hidden)"}
+TERM_COLOURS = ["#bdbdbd", "#8d6e63", SPACE_COLOUR["global"], "#ffb74d", "#ce93d8", SPACE_COLOUR["shared"],
+                "#64b5f6", "#6d4c41", "#a1887f", "#e0e0e0", "#880e4f", "#4db6ac", "#212121"]
+
+
+def breakdown_rows(label: str, kernels) -> list:
+    """One row per (kernel, term) of the cost model's breakdown; terms the model did not record are absent
+    (an unknown term keeps its own name, so a new term in cost.py still shows)."""
+    rows = []
+    for i, ks in enumerate(kernels):
+        for order, (term, us) in enumerate(ks.breakdown.items()):
+            if us:
+                rows.append({"plan": label, "kernel": f"{label} · k{i} {ks.name}", "term": TERMS.get(term, term),
+                             "us": float(us), "order": order})
+    return rows
+
+
+def time_breakdown(df: pd.DataFrame) -> alt.Chart:
+    """Predicted time per kernel, stacked by cost-model term (the overlap, negative, left of zero)."""
+    names = list(TERMS.values()) + sorted(set(df["term"]) - set(TERMS.values()))
+    chart = alt.Chart(df).mark_bar().encode(
+        y=alt.Y("kernel:N", sort=list(dict.fromkeys(df["kernel"])), title=None,
+                axis=alt.Axis(labelOverlap=False, labelLimit=360)),
+        x=alt.X("sum(us):Q", title="predicted time (us), by cost-model term"),
+        color=alt.Color("term:N", scale=alt.Scale(domain=names, range=(TERM_COLOURS * 2)[:len(names)]),
+                        legend=alt.Legend(title=None, orient="bottom", columns=4, labelLimit=300)),
+        order=alt.Order("order:Q"),
+        tooltip=["kernel", "term", alt.Tooltip("us:Q", format=",.3f")])
+    return big_fonts(chart.properties(height=bars_height(df["kernel"].nunique()) + 60))
 
 
 def mapping_cells(mapping, max_rows: int = 64, max_cols: int = 64):
@@ -110,11 +157,14 @@ def _ticks(values) -> list:
 
 def timeline_chart(rows: list, kernels: list, barrier_times: list, max_sms: int, title: str,
                    end_us: float, height: int = 320) -> alt.Chart:
-    """Blocks on SMs over time: a bar per resident block and stage; grid barriers as red rules."""
+    """Blocks on SMs over time: a bar per resident block and stage (rows may carry their own ``what``, as
+    the full middle waves of a long kernel do); grid barriers as red rules."""
     df = pd.DataFrame(rows)
-    df = df[df["sm"] < max_sms]
-    df["what"] = np.where(df["kind"] == "grid_barrier", "waiting at grid barrier",
-                          "kernel " + df["kernel"].astype(str) + " stage " + df["stage"].astype(str))
+    df = df[df["sm"] < max_sms].copy()
+    named = "kernel " + df["kernel"].astype(str) + " stage " + df["stage"].astype(str)
+    given = df["what"] if "what" in df else pd.Series(None, index=df.index, dtype=object)
+    df["what"] = np.select([df["kind"] == "grid_barrier", given.notna()],
+                           ["waiting at grid barrier", given.astype(str)], named.astype(object))
     df["slot"] = df["sm"].astype(str).str.zfill(3)
     kernel_names = {k["kernel"]: k["name"] for k in kernels}
     df["kernel name"] = df["kernel"].map(kernel_names)
@@ -137,15 +187,32 @@ def timeline_chart(rows: list, kernels: list, barrier_times: list, max_sms: int,
     return big_fonts(alt.layer(*layers).properties(title=title, height=height))
 
 
+#: the trace's access kinds (``kind space``) as the step picture's legend says them
+ACCESS_WORDS = {"read global": "load from global memory", "write global": "store to global memory",
+                "atomic global": "atomic add to global memory", "read shared": "load from shared memory",
+                "write shared": "store to shared memory", "read register": "read a register",
+                "write register": "write a register", "-": "not touched in this step"}
+
+
 def step_picture(cells: pd.DataFrame, title: str) -> alt.Chart:
-    """GPU-Puzzles style: each tensor a strip of cells; this step's loads and stores highlighted."""
+    """GPU-Puzzles style: each tensor a strip of cells; this step's loads and stores highlighted.  Every access
+    kind is in the legend (a step shows few of them), and the height leaves room for the axis and the legend
+    under the strips (Streamlit fits the whole chart into it)."""
     colours = {"read global": SPACE_COLOUR["global"], "write global": "#ef5350", "atomic global": "#8e0000",
                "read shared": SPACE_COLOUR["shared"], "write shared": "#64b5f6", "read register": SPACE_COLOUR["register"],
                "write register": "#81c784", "-": "#eeeeee"}
-    chart = alt.Chart(cells).mark_rect(stroke="white", strokeWidth=0.6).encode(
-        x=alt.X("i:O", title="element (row-major)", axis=alt.Axis(labelOverlap=True, values=_ticks(cells["i"]))),
-        y=alt.Y("tensor:N", title=None, sort=list(dict.fromkeys(cells["tensor"]))),
-        color=alt.Color("access:N", scale=alt.Scale(domain=list(colours), range=list(colours.values())),
-                        legend=alt.Legend(orient="bottom", title=None)),
-        tooltip=["tensor", "element", "access"])
-    return big_fonts(chart.properties(title=title, height=34 * cells["tensor"].nunique() + 30))
+    names = ACCESS_WORDS
+    data = cells.assign(what=cells["access"].map(names))
+    tensors = list(dict.fromkeys(cells["tensor"]))
+    chart = alt.Chart(data).mark_rect(stroke="white", strokeWidth=0.6).encode(
+        x=alt.X("i:O", title="element (row-major flat index)",
+                axis=alt.Axis(labelOverlap=True, values=_ticks(cells["i"]))),
+        y=alt.Y("tensor:N", title="tensor", sort=tensors, axis=alt.Axis(labelLimit=260)),
+        color=alt.Color("what:N", scale=alt.Scale(domain=[names[k] for k in colours], range=list(colours.values())),
+                        legend=alt.Legend(orient="bottom", title="this step", columns=3, labelLimit=260)),
+        tooltip=["tensor", "element", "what"])
+    return big_fonts(chart.properties(title=title, height=STEP_ROW_PX * len(tensors) + STEP_EXTRA_PX))
+
+
+#: the step picture: pixels per tensor strip, and for the title, the x axis and the three-row legend below
+STEP_ROW_PX, STEP_EXTRA_PX = 44, 190

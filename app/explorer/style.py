@@ -74,6 +74,17 @@ def esc(text) -> str:
     return html.escape(str(text))
 
 
+#: byte units, largest first: every table and chart picks one from its own largest value
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
+
+def byte_unit(*values) -> tuple:
+    """``(unit, bytes per unit)`` for showing ``values`` side by side: the largest unit in which the biggest
+    value is at least 1 (a 2 KiB tensor reads ``2.0 KiB``, not ``0.00 MiB``; a 0-byte column reads in B)."""
+    top = max((abs(float(v)) for v in values), default=0.0)
+    return next(((u, size) for u, size in BYTE_UNITS if top >= size), BYTE_UNITS[-1])
+
+
 def nbytes(n: float) -> str:
     n = float(n)
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -217,7 +217,7 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
                 from ..workloads import workload_inputs
                 inputs = workload_inputs(graph, 0)
             decisions = _decide(parts, _measured(stitch, inputs), _measured(xla, inputs))
-            how = "measured on the SIMT model"
+            how = "simulated on the SIMT model"
         except AStitchError:      # a plan the SIMT model cannot run on seeded inputs: use the estimate
             decisions = None
     if decisions is None:

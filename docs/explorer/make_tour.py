@@ -18,7 +18,7 @@ TOUR = [("1-compare", "view=Compare"), ("2-graph", "view=Graph&node=power.1"),
         ("3-kernel", "view=Kernel&node=power.1"),
         ("4-thread-mapping", "view=Thread+mapping&workload=softmax&shape=rows:750000,cols:32"),
         ("5-data-movement", "view=Data+movement"),
-        ("6-step-through", "view=Data+movement&workload=paper_fig7&shape=n:4,c:8"),
+        ("6-step-through", "view=Data+movement&workload=paper_fig7&shape=n:64,c:128"),  # a grid barrier to step over
         ("7-timeline", "view=Timeline"), ("8-code", "view=Code&node=power.1"),
         ("9-what-if", "view=What-if&off=global_stitching")]
 

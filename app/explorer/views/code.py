@@ -9,7 +9,7 @@ import streamlit as st
 
 import gpu_backend
 
-from .. import compute
+from .. import compute, machine
 from ..style import esc
 from . import kernel_picker, node_picker
 
@@ -45,9 +45,20 @@ def kernel_source(src: str, plan, index: int) -> tuple:
     return (funcs[index][1], funcs[index][2]) if index < len(funcs) else (1, src)
 
 
+def node_pattern(node: str | None):
+    """What marks a source line as ``node``'s: its name (in comments and the plan), or the generated code's
+    identifiers for it -- the value (``power_1``), its arrays (``g_``, ``s_``, ``r_``: global, shared,
+    register), its accumulator (``acc_``) and reloads (``power_1_v2``), as ``gpu_backend.source.ident``
+    spells them.  The name alone missed the stores (``s_power_1[row] = power_1``)."""
+    if not node:
+        return None
+    from gpu_backend.source import ident
+    return re.compile(rf"(?<![\w.]){re.escape(node)}(?![\w.])|\b(?:[gsr]_|acc_)?{re.escape(ident(node))}(?:_v\d+)?\b")
+
+
 def highlighted(text: str, first: int, node: str | None) -> str:
-    """HTML source with line numbers; lines that mention ``node`` highlighted."""
-    pat = re.compile(rf"(?<![\w.]){re.escape(node)}(?![\w.])") if node else None
+    """HTML source with line numbers; lines that mention ``node`` (see :func:`node_pattern`) highlighted."""
+    pat = node_pattern(node)
     out = []
     for n, line in enumerate(text.splitlines(), start=first):
         code, _, comment = line.partition("  #") if "  #" in line else (line, "", "")
@@ -92,7 +103,61 @@ def render(ctx):
                          key="dl:src")
     c[2].download_button("Plan printout (.txt)", str(plan), file_name=f"{stem}.plan.txt", key="dl:txt")
     st.divider()
+    machine_pane(plan, i)
+    st.divider()
     timings(ctx)
+
+
+def machine_pane(plan, i: int) -> None:
+    """Kernel ``i``'s PTX and SASS side by side with ptxas's registers, spills and stack, and the SASS counts
+    (instructions per element, global load/store widths), as the compiler chain reported them."""
+    st.markdown("### Machine code: PTX and SASS (NVIDIA's compiler, no GPU)")
+    plan_json = plan.to_json()
+    asked = st.session_state.setdefault("_machine", set())
+    if plan_json not in asked:
+        st.caption("Compiles every kernel of this plan as Numba would on a GPU: NVVM -> PTX -> ptxas -> "
+                   "nvdisasm (a few seconds per kernel; cached).")
+        if not st.button("Compile to PTX and SASS", key="mc:go"):
+            return
+        asked.add(plan_json)
+    with st.spinner("compiling ..."):
+        data = machine.machine_code(plan_json)
+    if "error" in data:
+        st.warning(f"No machine code: {data['error']}. The pane needs {machine.INSTALL}.")
+        return
+    mine = [k for k in data["kernels"] if k["index"] == i]
+    if not mine:
+        st.info("a library kernel: the plan calls a library routine here, no generated code to compile")
+        return
+    k = mine[0]
+    res = k["resources"]
+    c = st.columns(5)
+    c[0].metric("registers / thread", res["registers"], help=f"ptxas cap {res['max_registers']} (the plan's)")
+    c[1].metric("spilled B / thread", res["spill_stores"] + res["spill_loads"],
+                help=f"{res['spill_stores']} B stored, {res['spill_loads']} B loaded")
+    c[2].metric("stack B", res["stack"])
+    if k["sass"] is not None:
+        c[3].metric("SASS instructions", k["instructions"], help="static count of the main body"
+                    + (" (a loop the compiler kept)" if k["loop"] else " (straight-line)"))
+        c[4].metric("per element", f"{k['instructions_per_element']:.1f}",
+                    help=f"thread-instructions per element, {k['elements_per_thread']:g} element(s) per thread")
+    widths = (f"; global loads {k['global_loads']}, stores {k['global_stores']} (count x bits: 128-bit accesses "
+              "are vectorised)") if k["sass"] is not None else ""
+    st.caption(f"{res['tool']} for {data['arch']}; shared memory {res['shared_static']} B"
+               + (f" + {res['shared_runtime']} B (device runtime, grid barrier)" if res["shared_runtime"] else "")
+               + widths)
+    left, right = st.columns(2, gap="medium")
+    with left:
+        st.markdown(f"**PTX** (`{k['name']}`)")
+        st.code(k["ptx"], language="text", height=520)
+    with right:
+        if k["sass"] is None:
+            st.markdown("**SASS**")
+            st.info(f"No SASS for {data['arch']}: {k.get('sass_missing', '')}. Pick a newer GPU preset (A100, "
+                    "H100) in the sidebar to see it.")
+        else:
+            st.markdown(f"**SASS** (`nvdisasm`; {', '.join(f'{n} {c}' for c, n in sorted(k['classes'].items(), key=lambda x: -x[1]))})")
+            st.code(k["sass"], language="text", height=520)
 
 
 def timings(ctx):

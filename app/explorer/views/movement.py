@@ -6,11 +6,12 @@ import pandas as pd
 import streamlit as st
 
 from .. import charts, compute, pictures, state
-from ..style import SPACE_WORD, esc
+from ..style import SPACE_WORD, byte_unit, esc
 from . import plan_choice
 
 
 def per_stage(stats) -> pd.DataFrame:
+    """Bytes per stage and traffic kind, in the unit that suits the largest (``df.attrs["unit"]``)."""
     rows = []
     for i, k in enumerate(stats.kernels):
         for s in k.stages:
@@ -19,13 +20,18 @@ def per_stage(stats) -> pd.DataFrame:
                                                ("global write", s.global_bytes_written),
                                                ("shared read", s.shared_bytes_read),
                                                ("shared write", s.shared_bytes_written))):
-                rows.append({"stage": label, "traffic": kind, "MiB": v / 2**20, "order": order})
+                rows.append({"stage": label, "traffic": kind, "bytes": v, "order": order})
         if k.kind == "library":
-            rows.append({"stage": f"k{i} {k.name}", "traffic": "global read", "MiB": k.global_bytes_read / 2**20,
+            rows.append({"stage": f"k{i} {k.name}", "traffic": "global read", "bytes": k.global_bytes_read,
                          "order": 0})
-            rows.append({"stage": f"k{i} {k.name}", "traffic": "global write",
-                         "MiB": k.global_bytes_written / 2**20, "order": 1})
-    return pd.DataFrame(rows)
+            rows.append({"stage": f"k{i} {k.name}", "traffic": "global write", "bytes": k.global_bytes_written,
+                         "order": 1})
+    df = pd.DataFrame(rows)
+    unit, size = byte_unit(*df["bytes"]) if len(df) else ("B", 1)
+    if len(df):
+        df[unit] = df["bytes"] / size
+    df.attrs["unit"] = unit
+    return df
 
 
 def render(ctx):
@@ -44,39 +50,69 @@ def render(ctx):
                "in the sidebar and watch the global-memory arrows shrink.")
     st.markdown(f"**Bytes per stage, {ctx.label(ctx.strategy)}**")
     df = per_stage(runs[ctx.strategy if ctx.strategy in runs else shown[-1]].stats)
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        st.altair_chart(charts.stacked_bytes(df, "stage", "MiB moved per stage"), width="stretch")
-    with right:
-        wide = df.pivot_table(index="stage", columns="traffic", values="MiB", sort=False).reset_index()
-        st.dataframe(wide, hide_index=True, width="stretch")
+    u = df.attrs["unit"]
+    st.altair_chart(charts.stacked_bytes(df, "stage", f"{u} moved per stage", unit=u), width="stretch")
+    wide = df.pivot_table(index="stage", columns="traffic", values=u, sort=False).reset_index()
+    wide.columns = [c if c == "stage" else f"{c} ({u})" for c in wide.columns]
+    st.dataframe(wide, hide_index=True, width="stretch")
     st.divider()
     step_through(ctx)
 
 
-def _tiny_shape(ctx) -> dict | None:
+def structure(plan) -> list:
+    """What the step-through can show of a plan: per kernel, its stages and its block and grid barriers."""
+    return [(len(k.stages), k.block_barriers, k.global_barriers) for k in plan.kernels]
+
+
+def tiny_shape(ctx, plan) -> tuple:
+    """``(shape, same)``: the largest traceable shape got by halving every dim of this one, and whether its plan
+    has this plan's structure (kernels, stages, barriers).  Halving keeps the proportions, so the paper's
+    Figure 7 (128x256 here) steps through at 64x128, where AStitch still stitches ``power.1`` through global
+    memory with a grid barrier -- at 4x8 one block does everything and there is no grid barrier to show.
+    ``(None, False)`` for HLO input (no shape to change)."""
     if ctx.source.kind != "workload":
-        return None
+        return None, False
     shape = dict(ctx.source.shape)
-    out = {}
-    for k, v in shape.items():
-        out[k] = min(v, 8 if len(shape) > 1 else 64)
-    if ctx.source.name == "paper_fig7":
-        out = {"n": 4, "c": 8}
-    return out
+    for _ in range(64):
+        if all(v == 1 for v in shape.values()):
+            break
+        shape = {k: max(1, v // 2) for k, v in shape.items()}
+        small = compute.plan_of(compute.Source("workload", ctx.source.name, tuple(shape.items())), plan.strategy,
+                                ctx.gpu, ctx.opts_for(plan.strategy))
+        if compute.traceable(small):
+            return shape, structure(small) == structure(plan)
+    return None, False
+
+
+def barrier_note(plan) -> str:
+    """What the step-through can show of this plan's synchronisation, in words."""
+    grid = sum(k.global_barriers for k in plan.kernels)
+    block = sum(k.block_barriers for k in plan.kernels)
+    if grid:
+        return (f"This plan has **{grid} grid barrier(s)** (Global stitching): a thread stores its part of a value "
+                "to global memory, waits at the grid barrier (the red rule in the list) until every block has, "
+                "then loads values other blocks wrote.")
+    if block:
+        return (f"This plan has {block} block barrier(s) and no grid barrier at this shape: values travel between "
+                "threads through shared memory (Regional stitching), not through global memory.")
+    return "This plan has no barrier at this shape: every thread works on its own elements."
 
 
 def step_through(ctx):
     st.markdown("### Step through one thread (trace mode, tiny shapes)")
     plan = ctx.plan()
     if not compute.traceable(plan):
-        tiny = _tiny_shape(ctx)
+        tiny, same = tiny_shape(ctx, plan)
         st.info(f"The step-through records every thread's accesses, so it needs a tiny shape (at most "
                 f"{compute.TRACE_ELEMENTS:,} elements per stage); this one is bigger.")
         if tiny:
+            st.caption("Half of every dimension until it fits: " + (
+                "the plan there has this plan's kernels, stages and barriers." if same else
+                "**the plan there differs from this one** (fewer blocks change what is stitched how)."))
             st.button(f"Use a tiny shape: {', '.join(f'{k}={v}' for k, v in tiny.items())}",
                       on_click=state.set_shape, args=(ctx.source.name, tiny), key="btn:tiny")
         return
+    st.markdown(barrier_note(plan))
     res = compute.trace_of(ctx.source, ctx.strategy, ctx.gpu, ctx.opts_for(ctx.strategy))
     trace = res.trace
     c = st.columns(4)
