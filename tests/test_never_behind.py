@@ -88,40 +88,53 @@ def test_catalog_at_paper_sizes_is_never_behind_xla(name):
     assert_never_behind(stats_of(g, workload_inputs(g, 0)), f"{name} at its default (paper) size")
 
 
-#: graphs where the raw stitch plan is behind xla today: (fixture dir, name).  Before sibling reductions
-#: shared a stage and loaded inputs stayed in registers (issue 13, items 3-4) groupnorm, grad_layernorm,
-#: convert_bf16_layernorm and transformer_ffn were here too; models/argmax_accuracy still is, by 2 KB
-#: of 62.5 MiB (checked by the fixture sweep above, too big to run twice here).
-KNOWN_BEHIND = [("models", "embedding_and_grad"), ("tiny", "embedding_and_grad")]
+#: graphs where the raw stitch plan is behind xla today.  Before sibling reductions shared a stage and loaded
+#: inputs stayed in registers (issue 13, items 3-4) groupnorm, grad_layernorm, convert_bf16_layernorm and
+#: transformer_ffn were here too; models/embedding_and_grad was until an elementwise group could move down to
+#: join its sibling after a grid barrier (issue 28: its gather and the gradient's gather now share one stage).
+#: models/gpt_train_step still keeps XLA's kernels for two GELU scopes (the slow fixture sweep above checks it).
+#: What is left small enough to run here: a row reduction split over blocks where splitting does not pay --
+#: each 1100-element row over 2 blocks costs a memset launch and atomics, more than the 4 blocks XLA runs.
+def tiny_split_row():
+    g = asim.workload("row_reduce", rows=4, cols=1100)
+    return g, workload_inputs(g, 0)
 
 
-def tiny_embedding_and_grad():
-    """models/embedding_and_grad.hlo (a JAX embedding lookup and its scatter-add gradient) shrunk to a
-    64x8 table and 2x4 ids, small enough for Numba's CUDA simulator; its raw stitch plan is still behind."""
-    text = (FIXTURES / "models" / "embedding_and_grad.hlo").read_text()
-    for big, small in [("32000,256", "64,8"), ("8,512,256", "2,4,8"), ("8,512", "2,4"),
-                       ("constant(32000)", "constant(64)"), ("slice_sizes={1,256}", "slice_sizes={1,8}")]:
-        text = text.replace(big, small)
-    rng = np.random.default_rng(0)
-    return asim.from_hlo(text), [rng.standard_normal((64, 8)).astype(np.float32),
-                                 rng.integers(-64, 64, (2, 4)).astype(np.int32)]
+KNOWN_BEHIND = {"tiny_split_row": tiny_split_row}
 
 
-@pytest.mark.parametrize("sub,name", KNOWN_BEHIND)
-def test_raw_stitch_plan_is_behind_and_the_fallback_fixes_it(sub, name):
-    g, inputs = tiny_embedding_and_grad() if sub == "tiny" else load_fixture(sub, name)
+@pytest.mark.parametrize("name", sorted(KNOWN_BEHIND))
+def test_raw_stitch_plan_is_behind_and_the_fallback_fixes_it(name):
+    g, inputs = KNOWN_BEHIND[name]()
     raw = stats_of(g, inputs, never_behind=False)
-    with pytest.raises(AssertionError, match="global bytes"):     # the invariant test fails without the fallback
+    with pytest.raises(AssertionError, match="global bytes|predicted"):   # the invariant fails without the fallback
         assert_never_behind(raw, name)
     plan = asim.compile(g, "astitch", "H100")
     assert_never_behind(stats_of(g, inputs), name)
     text = str(plan)
-    assert "never behind XLA: XLA's boundaries kept for" in text and "more global bytes" in text
+    assert "never behind XLA: XLA's boundaries kept for" in text and "more time" in text
     back = asim.Plan.from_json(plan.to_json())
     assert back.to_json() == plan.to_json()
     assert any("never behind XLA" in n for n in back.notes)
     for got, want in zip(asim.simulate(back, inputs).outputs, asim.reference(g, inputs), strict=True):
-        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=2e-2, atol=2e-2)
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=2e-5, atol=2e-5)
+
+
+def test_an_embedding_gradient_stitches_its_gathers_into_one_stage():
+    """models/embedding_and_grad (issue 28): the forward gather is an output, the gradient gathers the same
+    rows after a grid barrier (it needs indices a stage stores).  The forward gather's group moves down to
+    share that stage, so the table rows are read once, as XLA's multi-output fusion reads them; the plan is
+    kept (faster than XLA's and no more bytes) and beats fusionstitching's partial merge."""
+    g, inputs = load_fixture("models", "embedding_and_grad")
+    plan = asim.compile(g, "astitch", "H100")
+    (k,) = plan.generated
+    last = k.stages[-1]
+    assert {"gather.2", "add_any.1"} <= set(last.ops), str(plan)
+    assert not any("XLA's boundaries kept" in n for n in plan.notes), plan.notes
+    stats = {s: asim.simulate(asim.compile(g, s, "H100"), inputs).stats for s in ("xla", "fusionstitching")}
+    mine = asim.simulate(plan, inputs).stats
+    assert mine.global_bytes <= stats["xla"].global_bytes
+    assert mine.predicted_us < stats["fusionstitching"].predicted_us < stats["xla"].predicted_us
 
 
 def test_the_switch_is_recorded_and_off_gives_the_raw_plan():
@@ -144,7 +157,7 @@ def test_a_kept_stitch_plan_says_so_with_its_numbers():
 def test_mixed_plan_runs_in_the_numba_backend():
     """A plan with XLA's kernels put back is generated and run by the Numba backend like any other."""
     gpu_backend = pytest.importorskip("gpu_backend")
-    g, inputs = tiny_embedding_and_grad()
+    g, inputs = tiny_split_row()
     plan = asim.compile(g, "astitch", "H100")
     assert any(k.name.startswith("fusion.") for k in plan.kernels)
     outs = gpu_backend.run(plan, inputs)

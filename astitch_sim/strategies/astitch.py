@@ -303,14 +303,38 @@ class _GroupBuilder:
         return True
 
     def add_elementwise(self, d) -> None:
-        """Anything else joins an elementwise group over its domain (or starts one with the same mapping)."""
+        """Anything else joins an elementwise group over its domain (or starts one with the same mapping).
+
+        ``d`` may read a value a group *after* that group computes (an embedding's gradient reads indices
+        a later stage stores for a grid barrier).  Then, if no group in between reads what the elementwise
+        group computes, the group moves down to run after them and ``d`` joins it: the two share one stage
+        and load their common inputs once, as XLA's multi-output fusion computes siblings in one kernel
+        (otherwise a gather and its twin each read the same table rows, in two stages)."""
         gr = _elementwise_group(self.graph, self.groups, d, self.cache)
         if gr in self.groups and not self.joinable(gr, d):
-            base = gr.adopt or gr
-            gr = _Group(d, base.kind, gr.domain, base.groups, adopt=base)
+            if self.postponable(gr):
+                self.groups.remove(gr)
+                self.groups.append(gr)
+            else:
+                base = gr.adopt or gr
+                gr = _Group(d, base.kind, gr.domain, base.groups, adopt=base)
         if gr not in self.groups:
             self.groups.append(gr)
         self._compute(d, gr)
+
+    def postponable(self, gr) -> bool:
+        """May elementwise group ``gr`` run after every later group?  Only if none of them reads a value
+        ``gr`` computes (a Local op a later group recomputes itself is its own copy, not a read).  A group
+        that reads ``gr`` indirectly reads another later group that reads ``gr``: checked there."""
+        if gr.reduces or gr.epilogue:
+            return False
+        mine = {n.name for n in gr.ops}
+        for later in self.groups[self.groups.index(gr) + 1:]:
+            members = list(later.ops) + list(later.epilogue)
+            own = {n.name for n in members}
+            if any(o.name in mine and o.name not in own for n in members for o in n.operands):
+                return False
+        return True
 
 
 def _same_mapping(a: _Group, b: _Group) -> bool:
