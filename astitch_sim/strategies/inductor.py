@@ -88,7 +88,8 @@ from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
 from .common import LOOP_BLOCK, MAX_GRID, column_mapping, flat_mapping
 from .fusion import partition_plan
-from .inductor_rules import CONFIG, Hint, is_persistent, looped_config, num_warps, persistent_config, \
+from .fs_cost import estimate_us
+from .inductor_rules import CONFIG, Hint, is_persistent, looped_config, num_warps, persistent_configs, \
     persistent_threshold, reduction_hint
 from .inductor_split import split_reductions
 from .register_only import RegisterOnlyPolicy
@@ -264,13 +265,16 @@ class Decision:
     warps: int
 
 
-def decide(red) -> Decision:
+def candidates(red) -> list:
+    """The configs Inductor's heuristic lists for this reduction (``persistent_reduction`` / ``reduction``),
+    each a :class:`Decision`; autotuning times them and keeps the fastest (:func:`_build`)."""
     x = red.operands[0]
     rnumel = x.size // max(1, red.size)
     hint = reduction_hint(red)
-    persistent = is_persistent(rnumel, hint)
-    xblock, rblock = persistent_config(rnumel, red.size, hint) if persistent else looped_config(rnumel, hint)
-    return Decision(hint, persistent, rnumel, xblock, rblock, num_warps(xblock * rblock))
+    if not is_persistent(rnumel, hint):
+        xblock, rblock = looped_config(rnumel, hint)
+        return [Decision(hint, False, rnumel, xblock, rblock, num_warps(xblock * rblock))]
+    return [Decision(hint, True, rnumel, xb, rb, num_warps(xb * rb)) for xb, rb in persistent_configs(rnumel, red.size, hint)]
 
 
 def reduction_mapping(red, gpu, d: Decision) -> ThreadMapping:
@@ -344,35 +348,62 @@ def _position(graph) -> dict:
     return {n.name: i for i, n in enumerate(graph)}
 
 
-def _escapes(graph, f_ops: set, roots: set) -> set:
-    """Realized values of the kernel read outside it, or graph outputs (Inductor removes the buffers
-    only its own kernel reads: ``remove_kernel_local_buffers``)."""
+def readers(graph, items: list) -> dict:
+    """Realized value -> the scheduler nodes (by root) and library kernels (by name) that read it from memory."""
+    out: dict = {}
+    for it in items:
+        if isinstance(it, SNode):
+            for v in _reads(graph, set(it.ops)):
+                out.setdefault(v, set()).add(it.root)
+        else:
+            for v in list(it.inputs) + list(it.views.values()):
+                out.setdefault(v, set()).add(it.name)
+    return out
+
+
+def _escapes(graph, f: Fused, read_by: dict) -> set:
+    """Realized values of the kernel that a scheduler node of another kernel reads, or graph outputs
+    (Inductor removes the buffers only its own kernel reads: ``remove_kernel_local_buffers``)."""
     outs = {o.name for o in graph.outputs}
-    live = {n.name for n in graph.live_nodes()}
-    esc = set()
-    for n in f_ops & roots:
-        if n in outs or any(u.name in live and u.name not in f_ops for u in graph[n].users):
-            esc.add(n)
-    return esc
+    inside = {n.root for n in f.nodes}
+    return {r for r in inside if r in outs or read_by.get(r, set()) - inside}
 
 
-def _build(graph, gpu, f: Fused, roots: set, index: int):
-    """The kernel for ``f``: ``(kernel, None)``, or ``(None, why)`` when Inductor could not make it one."""
+def _build(graph, gpu, f: Fused, read_by: dict, index: int):
+    """The kernel for ``f``: ``(kernel, None)``, or ``(None, why)`` when Inductor could not make it one.
+
+    A reduction kernel with several configs on offer is autotuned: each is built and priced with the SIMT
+    model's formula (``fs_cost.estimate_us``, the estimate FusionStitching's search uses), the fastest kept."""
     red = f.reduce
-    d = decide(red) if red is not None else None
+    if red is None:
+        return _build_one(graph, gpu, f, read_by, index, None)
+    built = [_build_one(graph, gpu, f, read_by, index, d) for d in candidates(red)]
+    ok = [k for k, _ in built if k is not None]
+    if not ok:
+        return built[0]
+    if len(built) == 1:
+        return ok[0], None
+    priced = sorted(((estimate_us(graph, gpu, k), i, k) for i, k in enumerate(ok)), key=lambda t: t[:2])
+    best = priced[0][2]
+    best.notes.append("inductor: autotuned among " + ", ".join(
+        f"{k.name.split('.')[0]} block {k.block} ({us:.2f} us)" for us, _, k in sorted(priced, key=lambda t: t[1]))
+        + f": block {best.block} kept (timed by the SIMT model's formula)")
+    return best, None
+
+
+def _build_one(graph, gpu, f: Fused, read_by: dict, index: int, d: Decision | None):
     if d is None:
         mapping = flat_mapping(graph[f.nodes[0].root].shape, LOOP_BLOCK)
         kind = "pointwise"
     else:
-        mapping = reduction_mapping(red, gpu, d)
+        mapping = reduction_mapping(f.reduce, gpu, d)
         kind = "persistent" if d.persistent else "looped"
     stages = _stages(graph, f, d, mapping)
-    f_ops = {o for s in stages for o in list(s.ops) + list(s.epilogue)}
     notes = _kernel_notes(f, d, stages)
     cap = gpu.max_registers_per_thread if (d is not None and d.persistent) else 0
     try:
         k = assemble_kernel(graph, f"{LABEL[kind]}.{index}:{stages[-1].dominant}", stages, gpu,
-                            _escapes(graph, f_ops, roots), stitch=len(stages) > 1, notes=notes,
+                            _escapes(graph, f, read_by), stitch=len(stages) > 1, notes=notes,
                             register_values_cap=cap if len(stages) > 1 else None,
                             keep_inputs=bool(d is not None and d.persistent))
     except AStitchError as e:
@@ -403,27 +434,27 @@ def _kernel_notes(f: Fused, d: Decision | None, stages: list) -> list:
     return notes
 
 
-def _build_all(graph, gpu, f: Fused, roots: set, kernels: list, notes: list) -> None:
+def _build_all(graph, gpu, f: Fused, read_by: dict, kernels: list, notes: list) -> None:
     """Build ``f``; if Inductor could not make it one kernel, cut it before the node that breaks it."""
-    k, why = _build(graph, gpu, f, roots, len(kernels))
+    k, why = _build(graph, gpu, f, read_by, len(kernels))
     if k is not None:
         kernels.append(k)
         return
     cut = 1
     for i in range(1, len(f.nodes)):
-        if _build(graph, gpu, Fused(f.nodes[:i + 1], f.roles[:i + 1]), roots, 0)[0] is None:
+        if _build(graph, gpu, Fused(f.nodes[:i + 1], f.roles[:i + 1]), read_by, 0)[0] is None:
             break
         cut = i + 1
     head = Fused(f.nodes[:cut], f.roles[:cut], f.ended)
     notes.append(f"inductor: {f.nodes[cut].root} not fused with {f.nodes[0].root}: {why}")
-    k, why2 = _build(graph, gpu, head, roots, len(kernels))
+    k, why2 = _build(graph, gpu, head, read_by, len(kernels))
     if k is None:          # pragma: no cover - a single scheduler node always builds (it is XLA's kernel)
         raise AStitchError(f"inductor: cannot build a kernel for {f.nodes[0].root}: {why2}")
     kernels.append(k)
     rest = _fuse(graph, f.nodes[cut:])
     rest[0].ended = f"{f.nodes[cut].root} not fused with kernel of {f.nodes[cut - 1].root}: {why}"
     for sub in rest:
-        _build_all(graph, gpu, sub, roots, kernels, notes)
+        _build_all(graph, gpu, sub, read_by, kernels, notes)
 
 
 def inductor_plan(graph, gpu, _options=None) -> Plan:
@@ -432,11 +463,12 @@ def inductor_plan(graph, gpu, _options=None) -> Plan:
     base = partition_plan(graph, gpu, INDUCTOR)
     items = _scheduler_nodes(graph, base)
     roots = {it.root for it in items if isinstance(it, SNode)}
+    read_by = readers(graph, items)
     kernels: list = []
     notes: list = list(split_notes)
     for it in _fuse(graph, items):
         if isinstance(it, Fused):
-            _build_all(graph, gpu, it, roots, kernels, notes)
+            _build_all(graph, gpu, it, read_by, kernels, notes)
         else:
             it.name = f"library.{len(kernels)}:{it.library_op}"
             kernels.append(it)

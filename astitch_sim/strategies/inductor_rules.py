@@ -13,9 +13,8 @@ below; every function here is written in our own words from the rule it names, n
   ``persistent_reduction`` (the configs each reduction hint gets);
 * ``config.py``: the switches and thresholds named in :data:`CONFIG`.
 
-These are Inductor's *defaults* (``torch.compile()`` with no options); autotuning, which picks among a
-few configs by timing them on the GPU, is replaced by the first config the heuristic lists for the hint
-(for a persistent reduction with a short row: the most rows per program it offers).
+These are Inductor's *defaults* (``torch.compile()`` with no options).  Autotuning, which picks among the
+few configs the heuristic lists by timing them on the GPU, times them with the SIMT model's formula here.
 """
 from __future__ import annotations
 
@@ -24,6 +23,9 @@ from math import ceil
 
 from ..analysis import classify_reduce
 from ..reducers import reducer
+
+#: every plan-level note of the inductor strategy starts with this (``print(plan)`` shows them)
+NOTE_PREFIX = "inductor"
 
 #: Inductor's config defaults this model reads (``torch/_inductor/config.py``)
 CONFIG = {
@@ -93,17 +95,19 @@ def num_warps(tile: int) -> int:
     return next_pow2(min(max(tile // ELEMENTS_PER_WARP, MIN_WARPS), MAX_WARPS))
 
 
-def persistent_config(rnumel: int, xnumel: int, hint: Hint) -> tuple[int, int]:
-    """``persistent_reduction``'s first config for the hint: ``(XBLOCK, RBLOCK)``.
+def persistent_configs(rnumel: int, xnumel: int, hint: Hint) -> list:
+    """``persistent_reduction``'s configs for the hint: ``[(XBLOCK, RBLOCK), ...]``.
 
-    RBLOCK is the row rounded up to a power of two.  INNER with RBLOCK >= 256 gets XBLOCK 1; OUTER gets
-    the last (largest) XBLOCK offered; otherwise the largest XBLOCK offered (autotuning not modelled).
-    XBLOCK values are offered when XBLOCK * RBLOCK <= 4096 and XBLOCK <= xnumel (1 always)."""
+    RBLOCK is the row rounded up to a power of two.  XBLOCK values are offered when XBLOCK * RBLOCK <= 4096
+    and XBLOCK <= xnumel (1 always); INNER with RBLOCK >= 256 keeps only the first (XBLOCK 1), OUTER only
+    the last.  Autotuning picks among them (``inductor._build``)."""
     rblock = next_pow2(rnumel)
     offered = [x for x in PERSISTENT_XBLOCKS if x == 1 or (rblock * x <= PERSISTENT_TILE_CAP and x <= xnumel)]
     if hint is Hint.INNER and rblock >= 256:
-        return 1, rblock
-    return offered[-1], rblock
+        offered = offered[:1]
+    elif hint is Hint.OUTER:
+        offered = offered[-1:]
+    return [(x, rblock) for x in offered]
 
 
 def looped_config(rnumel: int, hint: Hint) -> tuple[int, int]:
