@@ -154,6 +154,8 @@ def test_looped_reduction_rereads_the_row_in_each_loop():
     assert k.values["x"].space == "global" and k.values["x"].loaded_in < 0
     assert all("x" in (o.name for n in s.ops for o in g[n].operands) for s in k.stages)
     assert res.stats.global_bytes_read >= 3 * g["x"].nbytes, res.stats.global_bytes_read
+    # INNER looped tile: 1 row x RBLOCK 2048 -> 2048 / 128 = 16 warps, clamped to 8: 256 threads per program
+    assert (k.block, k.stages[0].mapping.threads_per_row) == (256, 256)
 
 
 # -- rule: split reductions are two kernels ----------------------------------------------------------------
