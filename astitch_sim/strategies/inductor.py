@@ -278,16 +278,18 @@ def candidates(red) -> list:
 
 
 def reduction_mapping(red, gpu, d: Decision) -> ThreadMapping:
-    """Inductor's tile on the shared mappings: a row reduction gets ``rows`` (XBLOCK rows per program, the
-    program's threads spread over them), a column reduction ``columns`` (32 column lanes, as every strategy's
-    column mapping; Inductor's OUTER tile is XBLOCK columns x RBLOCK rows)."""
+    """Inductor's tile on the shared mappings: a row reduction gets ``rows`` (a program per XBLOCK rows, its
+    threads along the row first), a column reduction ``columns`` (32 column lanes, as every strategy's column
+    mapping; Inductor's OUTER tile is XBLOCK columns x RBLOCK rows)."""
     threads = min(gpu.max_threads_per_block, d.warps * gpu.warp_size)
     rs = classify_reduce(red)
     x = red.operands[0]
     if rs.kind == "row":
-        tpr = max(1, threads // d.xblock)
+        # Triton lays a program's XBLOCK x RBLOCK tile out along the contiguous reduced dim first: a warp
+        # reads consecutive elements of a row; a program of fewer threads than its tile loops over its rows
+        tpr = max(1, min(threads, d.rblock))
         probe = ThreadMapping("rows", x.shape, rs.groups, block=threads, grid=1, threads_per_row=tpr)
-        grid = max(1, min(ceil(probe.rows / probe.rows_per_block), MAX_GRID))
+        grid = max(1, min(ceil(probe.rows / max(d.xblock, probe.rows_per_block)), MAX_GRID))
         return ThreadMapping("rows", x.shape, rs.groups, block=threads, grid=grid, threads_per_row=tpr)
     return column_mapping(red, gpu, block=threads, fill_blocks=1, combine="none")
 
