@@ -357,3 +357,27 @@ def test_astitch_predicted_no_slower_than_inductor_or_documented(table):
 @pytest.mark.slow
 def test_astitch_predicted_no_slower_than_inductor_at_catalog_sizes_or_documented():
     assert _behind("DEFAULT", {w.name: {} for w in asim.list_workloads()}) == _documented("DEFAULT")
+
+
+#: looped and split reductions at shapes Numba's CUDA simulator runs in seconds (test_gpu_backend runs every
+#: strategy on the tiny catalog and every HLO fixture; these add the kernels tiny shapes never make)
+CUDA_CASES = {
+    "looped rows, 3 loops": ("layernorm", dict(rows=2, cols=1100)),
+    "split rows, two kernels": ("softmax", dict(rows=2, cols=8400)),
+    "split columns, two kernels": ("column_reduce", dict(rows=300, cols=7)),
+    "looped columns, 3 loops": ("batchnorm_train", dict(rows=96, cols=12)),
+}
+
+
+@pytest.mark.parametrize("case", list(CUDA_CASES))
+def test_looped_and_split_kernels_run_on_the_cuda_backend(case):
+    import gpu_backend
+    name, shape = CUDA_CASES[case]
+    g = asim.workload(name, **shape)
+    plan = asim.compile(g, IND, "H100")
+    kinds = [k.name.split(".")[0] for k in plan.kernels]
+    assert ("triton_red" in kinds) and (("split" in case) == any("split reduction" in n for n in plan.notes)), kinds
+    inputs = workload_inputs(g, seed=1)
+    outs = gpu_backend.run(plan, inputs)
+    for got, want in zip(outs, asim.reference(g, inputs), strict=True):
+        _close(got, want)
