@@ -31,7 +31,7 @@ How a plan is made (PyTorch ``torch/_inductor``; the versions read are named in 
      global memory again and recomputes the pointwise ops it needs: those bytes are counted.
 
    Tile sizes and warps follow ``triton_heuristics`` (:mod:`.inductor_rules`); the tile maps onto the
-   shared ``rows`` / ``columns`` thread mappings, and every kernel is built by the same
+   shared ``rows`` / ``columns`` thread mappings (threads along the row first, as Triton lays a tile out), and every kernel is built by the same
    ``kernel_builder.assemble_kernel`` every strategy uses.  Pointwise kernels use the loop block every
    register-only strategy uses (:data:`~.common.LOOP_BLOCK` threads).
 
@@ -64,9 +64,9 @@ split into two kernels: few outputs, long rows          ``InductorChoices.reduct
                                                         ``Reduction.create_multilayer``
 ======================================================  ===============================================
 
-**Modelled / not modelled.**  Modelled: the rules in the table, with Inductor's default config.  Not
-modelled: autotuning (the first config the heuristic lists is taken; for a short persistent row, the
-most rows per program offered), combo kernels (``config.combo_kernels``, off by default), mix-order
+**Modelled / not modelled.**  Modelled: the rules in the table, with Inductor's default config; autotuning
+among the configs the heuristic lists (XBLOCK for a short persistent row), timed with the SIMT model's
+formula (``fs_cost.estimate_us``) instead of on a GPU.  Not modelled: combo kernels (``config.combo_kernels``, off by default), mix-order
 reductions (``config.triton.mix_order_reduction``: a row and a column reduction of one input fused,
 newer Inductor), cooperative reductions and multi-kernel (off by default), Triton matmul templates and
 their epilogue fusion (``max_autotune``: library kernels here, as cuBLAS calls are by default), loop
