@@ -81,7 +81,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import ceil
 
-from ..analysis import classify_reduce
+from ..analysis import VIEW_OPS, classify_reduce
 from ..errors import AStitchError
 from ..kernel_builder import assemble_kernel
 from ..mapping import ThreadMapping
@@ -193,8 +193,8 @@ def _epilogue_ok(graph, f: Fused, s: SNode) -> bool:
         if tuple(node.shape) != tshape and not (node.op == "broadcast" and node.operands[0].rank == 0) \
                 and not (node.op == "constant" and node.rank == 0):
             return False
-        if node.kind not in ("elementwise", "broadcast", "layout", "source"):
-            return False
+        if not (node.kind in ("elementwise", "broadcast", "source") or node.op in VIEW_OPS):
+            return False         # a transpose, slice or gather would read other outputs than its own
         for o in node.operands:
             if o.name in mine and tuple(o.shape) != tshape:
                 return False
