@@ -333,7 +333,7 @@ def _stages(graph, f: Fused, d: Decision | None, mapping) -> list:
             if stages:
                 done |= stages[-1][0]
             stages.append([set(), [], set()])
-        ops = needed(s)
+        ops = needed(s) - epi_values          # a value an epilogue made once per output is read, not recomputed
         if d.persistent:
             ops = {o for o in ops if o not in done or (graph[o].op != "reduce" and tuple(graph[o].shape) != domain)}
         stages[-1][0] |= ops
