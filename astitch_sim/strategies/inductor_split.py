@@ -93,11 +93,12 @@ def split_reductions(graph: Graph, gpu) -> tuple[Graph, list]:
         outer, inner = list(x.shape[:dims[0]]), list(x.shape[dims[-1] + 1:])
         shaped = g.add_node("reshape", (x,), shape=tuple(outer + [pieces, rnumel // pieces] + inner),
                             name=unique_name(f"{n.name}.pieces", taken))
-        attrs = {k: v for k, v in n.attrs.items() if k != "dimensions"}
+        attrs = {k: v for k, v in n.attrs.items() if k not in ("dimensions", "layout")}
         partial = g.add_node("reduce", (shaped, init), dtype=n.dtype, name=unique_name(f"{n.name}.partial", taken),
-                             dimensions=(len(outer) + 1,), **attrs)
+                             dimensions=(len(outer) + 1,), **attrs)          # row-major, as the reshape is
         new[n.name] = g.add_node("reduce", (partial, init), shape=n.shape, dtype=n.dtype, name=n.name,
-                                 dimensions=(len(outer),), **attrs)
+                                 dimensions=(len(outer),), **{**attrs, **({"layout": n.attrs["layout"]}
+                                                                          if "layout" in n.attrs else {})})
         kind = classify_reduce(n).kind
         done.append(f"{n.name} ({kind}, {rnumel} elements into {n.size} outputs) -> {partial.name} "
                     f"({pieces} partials per output) then {n.name}: two kernels")
