@@ -381,3 +381,15 @@ def test_looped_and_split_kernels_run_on_the_cuda_backend(case):
     outs = gpu_backend.run(plan, inputs)
     for got, want in zip(outs, asim.reference(g, inputs), strict=True):
         _close(got, want)
+
+
+def test_every_model_fixture_plans_without_grid_barriers():
+    """The real-size model fixtures (test_models simulates them under every strategy, the big ones in the slow
+    tier): each plans, and a split reduction of a node with its own layout keeps the partials row-major
+    (models/adafactor_step once failed here)."""
+    count = 0
+    for path in sorted(glob.glob(os.path.join(HERE, "fixtures", "models", "*.hlo"))):
+        plan = asim.compile(asim.from_hlo_file(path), IND, "H100")
+        _no_grid_barrier(plan)
+        count += 1
+    assert count >= 18
