@@ -18,7 +18,8 @@ How a plan is made (PyTorch ``torch/_inductor``; the versions read are named in 
    into it is one scheduler node (``fusion.partition_plan`` under :data:`INDUCTOR`, which recomputes
    every other shared producer in each consumer).
 3. **Fusion** (``Scheduler.fuse_nodes`` asking ``SIMDScheduling.can_fuse`` and ``InductorChoices.can_fuse``),
-   node by node in graph order, each into the kernel just before it (:func:`can_fuse`, its table below).
+   node by node in graph order, each into the closest earlier kernel that accepts it and that it may run
+   in (it reads nothing a later kernel computes) (:func:`can_fuse`, its table below).
 4. **Reduction kernels**: one *loop* (stage) per reduction level -- a node that reads a reduction result
    of the kernel starts a new loop over the same rows; pointwise ops over the reduction's output run
    once per row after it (our epilogue).  Its hint (INNER for a row reduction, OUTER for a column one)
@@ -71,8 +72,8 @@ reductions (``config.triton.mix_order_reduction``: a row and a column reduction 
 newer Inductor), cooperative reductions and multi-kernel (off by default), Triton matmul templates and
 their epilogue fusion (``max_autotune``: library kernels here, as cuBLAS calls are by default), loop
 reordering and tiled (2-D) pointwise kernels, ``realize_opcount_threshold``, and the scheduler's global
-ranking by ``score_fusion`` (a node fuses only into the kernel just before it in graph order, the
-closest candidate; Inductor may fuse farther ones).  A split's pieces are equal (Inductor masks a
+ranking by ``score_fusion`` (a node joins the closest earlier kernel that accepts it, where Inductor
+ranks every candidate pair by memory saved, then proximity).  A split's pieces are equal (Inductor masks a
 ragged last piece).  Triton keeps a persistent tile in registers however many it takes; so do we (the
 kernel's register estimate grows with it).
 """

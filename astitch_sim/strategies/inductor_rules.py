@@ -1,16 +1,20 @@
 """Inductor's thresholds and heuristics, one small function each, with where PyTorch states them.
 
-Read in PyTorch's repository (``pytorch/pytorch``, ``torch/_inductor/``) at the stored versions named
-below; every function here is written in our own words from the rule it names, not copied:
+Read in PyTorch's repository (``pytorch/pytorch``, ``torch/_inductor/``), in the versions the project's
+search index holds; every function here is written in our own words from the rule it names, not copied:
 
 * ``choices.py`` at 0012d881f374c673bf6f5a24f4634ca77ed15fa3: ``InductorChoices.should_use_persistent_reduction``,
-  ``InductorChoices.reduction_split_factor``, ``InductorChoices.can_fuse`` (shared data, ``max_fusion_size``);
-* ``ir.py`` (``Reduction.num_splits``, ``Reduction.create`` -> ``create_multilayer``): when a reduction is
-  split into two kernels, and which reduction hint it gets;
-* ``codegen/simd_kernel_features.py``: ``SIMDKernelFeatures.reduction_hint`` (contiguous reads -> INNER);
+  ``InductorChoices.reduction_split_factor``, ``InductorChoices.can_fuse`` (shared data, ``max_fusion_size``),
+  ``InductorChoices.score_fusion``;
 * ``codegen/simd.py`` at 000beb37238240999057a2fe5f638c83e73a9c68: ``SIMDScheduling.can_fuse``;
-* ``runtime/triton_heuristics.py``: ``triton_config_reduction`` (warps per program), ``reduction`` and
-  ``persistent_reduction`` (the configs each reduction hint gets);
+* ``codegen/simd_kernel_features.py`` (c22f1f2527f5456bbb57f7a3eea6d5d2c17b4257):
+  ``SIMDKernelFeatures.reduction_hint`` (contiguous reads -> INNER);
+* ``ir.py`` (``Reduction.num_splits``, ``Reduction.create`` -> ``create_multilayer``): when a reduction is
+  split into two kernels, and which hint it gets -- a recent version whose commit the index did not name
+  (the early outs read there, ``rnumel <= 32`` or ``numel >= num_sm * 2 * 32``, are the same in every
+  version it holds);
+* ``runtime/triton_heuristics.py``: ``triton_config_reduction`` (warps = tile // 128, from 2 to 8, in the
+  versions read), ``reduction`` and ``persistent_reduction`` (the configs each hint gets);
 * ``config.py``: the switches and thresholds named in :data:`CONFIG`.
 
 These are Inductor's *defaults* (``torch.compile()`` with no options).  Autotuning, which picks among the
