@@ -104,7 +104,9 @@ def persistent_configs(rnumel: int, xnumel: int, hint: Hint) -> list:
 
     RBLOCK is the row rounded up to a power of two.  XBLOCK values are offered when XBLOCK * RBLOCK <= 4096
     and XBLOCK <= xnumel (1 always); INNER with RBLOCK >= 256 keeps only the first (XBLOCK 1), OUTER only
-    the last.  Autotuning picks among them (``inductor._build``)."""
+    the last.  Autotuning picks among them (``inductor._build``).  The newest versions in the index give an
+    INNER row of 256 to 1024 elements with many rows (``xnumel // 8 >= 128``) one-warp programs of
+    ``min(1024 // rnumel, 8)`` rows instead (``_persistent_reduction_configs``); that variant is not modelled."""
     rblock = next_pow2(rnumel)
     offered = [x for x in PERSISTENT_XBLOCKS if x == 1 or (rblock * x <= PERSISTENT_TILE_CAP and x <= xnumel)]
     if hint is Hint.INNER and rblock >= 256:
