@@ -681,7 +681,7 @@ Memory-intensive ops (elementwise, broadcast, reduce) between the GEMMs of a
 model cost off-chip traffic and kernel launches. AStitch stitches them into one
 kernel, passing data through registers, shared memory or global memory with a
 grid barrier. This command shows the graphs it works on, runs them, plans them
-with five strategies (unfused, xla, tvm, fusionstitching, astitch) and simulates the plans.
+with six strategies (unfused, xla, tvm, fusionstitching, inductor, astitch) and simulates the plans.
 """
 
 EPILOG = """\

@@ -14,7 +14,7 @@ STRATEGIES = tuple(REGISTRY)
 
 
 def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
-    """Plan ``graph`` with ``strategy`` (one of ``STRATEGIES``: unfused, xla, tvm, astitch...) for ``gpu`` (V100, A100, H100, H200).
+    """Plan ``graph`` with ``strategy`` (one of ``STRATEGIES``: unfused, xla, tvm, fusionstitching, inductor, astitch) for ``gpu`` (V100, A100, H100, H200).
 
     The returned Plan holds every decision; it is validated and sealed (read-only,
     ``astitch_sim.sealed``) before it is returned: readers follow it, none edits it.
@@ -62,7 +62,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     ======================  =======  ==================================================
 
     An unknown option, a value of the wrong type, or an option given to a
-    strategy that takes none (unfused, xla, tvm) raises AStitchError.
+    strategy that takes none (unfused, xla, tvm, inductor) raises AStitchError.
     """
     if not isinstance(graph, Graph):
         raise AStitchError(f"compile needs a Graph (from asim.from_hlo or asim.workload), got {type(graph).__name__}")

@@ -149,7 +149,7 @@ def test_an_argmax_is_never_split_over_blocks_even_beside_a_splittable_reduce():
         plan = asim.compile(g, strategy, **(raw if strategy == "astitch" else {}))
         for k in plan.generated:
             for st in k.stages:
-                if any(len(g[n].operands) == 4 for n in st.reduces):
+                if any(len(plan.graph[n].operands) == 4 for n in st.reduces):    # inductor rewrites splits
                     assert st.mapping.splits == 1, (strategy, k.name)
         for got, want in zip(asim.simulate(plan, ins).outputs, ref, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-4)

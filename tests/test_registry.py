@@ -8,7 +8,7 @@ from astitch_sim.strategies.registry import REGISTRY, Strategy, register, strate
 
 def test_strategies_are_the_registry_in_order():
     assert asim.STRATEGIES == tuple(REGISTRY)
-    assert asim.STRATEGIES == ("unfused", "xla", "tvm", "fusionstitching", "astitch")
+    assert asim.STRATEGIES == ("unfused", "xla", "tvm", "fusionstitching", "inductor", "astitch")
 
 
 def test_every_row_plans_figure_7():

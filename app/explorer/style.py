@@ -21,7 +21,7 @@ INPUT_FILL = "#ffffff"
 HIGHLIGHT = "#ff8f00"
 
 STRATEGY_COLOUR = {"unfused": "#9e9e9e", "xla": "#f28e2b", "tvm": "#b07aa1", "astitch": "#4e79a7",
-                   "fusionstitching": "#59a14f", "astitch (what-if)": "#76b7b2"}
+                   "fusionstitching": "#59a14f", "inductor": "#e15759", "astitch (what-if)": "#76b7b2"}
 FALLBACK_COLOURS = ["#edc948", "#ff9da7", "#9c755f", "#bab0ac"]
 
 CSS = """

@@ -17,7 +17,7 @@ METRICS = {
     "grid_barriers": ("grid barriers", 1),
 }
 STRATEGY_COLOURS = {"unfused": "#9e9e9e", "xla": "#4c72b0", "tvm": "#dd8452", "astitch": "#55a868",
-                    "fusionstitching": "#8172b3"}
+                    "fusionstitching": "#8172b3", "inductor": "#c44e52"}
 
 
 def compare_bars(results: dict, metrics=("kernel_launches", "global_bytes", "predicted_us"), title=None,

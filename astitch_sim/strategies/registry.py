@@ -69,6 +69,10 @@ def _register_builtin() -> None:
         from .fusionstitching import fusionstitching_plan
         return fusionstitching_plan(graph, gpu, options)
 
+    def inductor(graph, gpu, options):
+        from .inductor import inductor_plan
+        return inductor_plan(graph, gpu, options)
+
     from .fs_options import FusionStitchingOptions
     from .options import AStitchOptions
     register(Strategy("unfused", "one kernel per op: every intermediate value goes through global memory",
@@ -80,6 +84,9 @@ def _register_builtin() -> None:
     register(Strategy("fusionstitching", "FusionStitching (2020), AStitch's predecessor: XLA's kernels stitched "
                       "through registers and shared memory where a search with a cost model says it pays (no "
                       "Global scheme, no grid barrier)", fusionstitching, FusionStitchingOptions))
+    register(Strategy("inductor", "PyTorch Inductor (torch.compile): pointwise ops fused into reductions, short "
+                      "rows kept in registers (persistent reductions), long rows re-read per loop, reductions with "
+                      "few outputs split into two kernels; no grid barrier", inductor))
     register(Strategy("astitch", "AStitch: four stitch schemes (independent, local, regional, global), dominant "
                       "ops, hierarchical data reuse, adaptive thread mapping", astitch, AStitchOptions))
 
