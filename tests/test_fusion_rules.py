@@ -8,6 +8,8 @@ each computes, reads and writes, its recompute factors and notes), contrasts the
 where they differ, and checks every plan it looks at against the numpy reference in the SIMT
 model (:func:`compile_checked`).  Two rules did not hold when these tests were written (sine/cosine/tan
 counted as expensive; an integer divide by a constant too); both were fixed in ``analysis.is_expensive``.
+Which ops XLA's GPU fusion calls expensive depends on the XLA version (``strategies/xla_rules.py``):
+the tests of those rules run both named rule sets.
 """
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import pytest
 import astitch_sim as asim
 from astitch_sim.analysis import is_expensive
 from astitch_sim.strategies.fusion import MAX_OPERANDS_AND_OUTPUTS
+from astitch_sim.strategies.xla_rules import RULES
 from astitch_sim.workloads import workload_inputs
 
 GPU = "V100"
@@ -22,9 +25,9 @@ GPU = "V100"
 
 # -- helpers -------------------------------------------------------------------------------------
 
-def compile_checked(g, strategy):
+def compile_checked(g, strategy, **options):
     """Compile ``g`` with ``strategy`` and check the plan computes the numpy reference (float32)."""
-    plan = asim.compile(g, strategy, GPU)
+    plan = asim.compile(g, strategy, GPU, **options)
     inputs = asim.random_inputs(g, 0)
     got = asim.simulate(plan, inputs).outputs
     want = asim.reference(g, inputs)
@@ -102,25 +105,33 @@ def _two_kernels_read(producer):
 
 def test_xla_cheap_multi_consumer_producer_recomputed_expensive_one_is_root():
     """"a cheap producer with several consumers is recomputed in each; an expensive one is a root" --
-    XLA ``ShouldFuse``: ``FusionWouldDuplicate(producer, consumer) && IsExpensive(*producer)`` -> no."""
+    XLA ``ShouldFuse``: ``FusionWouldDuplicate(producer, consumer) && is_expensive_(producer)`` -> no."""
     cheap = _two_kernels_read(lambda g, x: g.add(x, 1.0, name="p"))
     plan = compile_checked(cheap, "xla")
     assert len(plan.kernels) == 2
     assert len(computed_by(plan, "p")) == 2            # recomputed in both reduce kernels
     assert "p" not in all_outputs(plan)                # never stored
 
-    expensive = _two_kernels_read(lambda g, x: g.exp(x, name="p"))
+    expensive = _two_kernels_read(lambda g, x: g.log(g.add(g.multiply(x, x), 1.0), name="p"))
     plan = compile_checked(expensive, "xla")
     assert len(plan.kernels) == 3
     k = kernel_of(plan, "p")                           # a root: its own kernel writes it
     assert computed_by(plan, "p") == [k]
     assert all("p" in kk.inputs for kk in plan.kernels if kk is not k)
 
+    # f32 exp: cheap (recomputed in both) since XLA made kExp cheap on the GPU in 2021, a root before
+    exp = _two_kernels_read(lambda g, x: g.exp(x, name="p"))
+    plan = compile_checked(exp, "xla")
+    assert len(plan.kernels) == 2 and len(computed_by(plan, "p")) == 2
+    plan = compile_checked(exp, "xla", fusion_rules="tf-2.6")
+    assert len(plan.kernels) == 3 and "p" in all_outputs(plan)
+
 
 def test_xla_expensive_op_read_by_broadcast_ends_its_kernel():
-    """"an expensive op read by a broadcast ends its kernel" -- XLA ``ShouldFuse``:
-    ``consumer->ReusesOperandElements(i) && IsExpensive(*producer)`` -> no (the paper's pattern 2)."""
-    g = reduce_then_broadcast(lambda g, s: g.exp(s, name="e"))
+    """"an expensive op whose elements a broadcast reuses ends its kernel" -- XLA
+    ``ShouldFuseInexpensiveChecks``: ``is_expensive(producer) && ReusesOperandElements(consumer, i)`` -> no
+    (the paper's pattern 2).  A cheap one in its place is fused and recomputed per element."""
+    g = reduce_then_broadcast(lambda g, s: g.log(g.add(g.multiply(s, s), 1.0), name="e"))
     plan = compile_checked(g, "xla")
     k = kernel_of(plan, "e")
     assert "e is expensive and broadcast: XLA ends the kernel here" in k.notes
@@ -128,24 +139,84 @@ def test_xla_expensive_op_read_by_broadcast_ends_its_kernel():
     assert "e" in y.inputs and "e" not in ops_of(y)
     assert [len(plan.kernels), len(compile_checked(g, "tvm").kernels)] == [3, 2]
 
+    cheap = reduce_then_broadcast(lambda g, s: g.rsqrt(g.add(g.multiply(s, s), 1.0), name="e"))
+    plan = compile_checked(cheap, "xla")
+    assert len(plan.kernels) == 2 and "e" not in all_outputs(plan)
+    assert recompute_of(kernel_of(plan, "y"), "e") == 16       # once per element of its row
 
-@pytest.mark.parametrize("op", ["divide", "exponential", "log", "power", "tanh", "sqrt", "rsqrt"])
-def test_xla_which_ops_are_expensive(op):
-    """"which ops are expensive (divide, exp, log, power, tanh, sqrt, rsqrt... on floats)" --
-    XLA ``InstructionFusion::IsExpensive`` (the op table's ``is_expensive`` column).  Each listed op,
-    on f32, between a reduce and a broadcast, gets a kernel of its own; ``add`` in its place does not."""
+
+def _through_identity_broadcast(producer):
+    """``y = x * broadcast(reshape(broadcast(producer(rowsum(x)))))`` where the inner broadcast adds no
+    element (f32[8,1] -> f32[8,1], as JAX's ``keepdims`` HLO has it) and only the outer one reuses."""
+    g = asim.Graph("identity_broadcast")
+    x = g.parameter("x", (8, 16))
+    s = g.reshape(g.reduce(x, (1,), "sum", name="s"), (8, 1))
+    e = producer(g, s)
+    same = g.broadcast(e, (8, 1), (0, 1), name="same")
+    b = g.broadcast(g.reshape(same, (8,)), (8, 16), (0,), name="b")
+    g.set_outputs(g.multiply(x, b, name="y"))
+    return g
+
+
+@pytest.mark.parametrize("rules", list(RULES))
+def test_xla_expensive_op_is_not_recomputed_through_an_identity_broadcast(rules):
+    """The reuse is seen through a broadcast that adds no element (``xla_rules.reused_by_broadcast``): an
+    expensive producer gets its own kernel instead of being evaluated for each of the 16 columns."""
+    g = _through_identity_broadcast(lambda g, s: g.log(g.add(g.multiply(s, s), 1.0), name="e"))
+    plan = compile_checked(g, "xla", fusion_rules=rules)
+    assert len(plan.kernels) == 3
+    k = kernel_of(plan, "e")
+    assert computed_by(plan, "e") == [k] and all(recompute_of(kk, "e") == 1 for kk in plan.kernels)
+    assert "e is expensive and broadcast: XLA ends the kernel here" in k.notes
+
+
+#: (op, expensive on f32 under openxla-2024, under tf-2.6): ``GpuInstructionFusion::IsExpensive``
+EXPENSIVE_ON_F32 = [("divide", False, False), ("rsqrt", False, False), ("exponential", False, True),
+                    ("sqrt", False, True), ("log", True, True), ("power", True, True), ("tanh", True, True)]
+
+
+@pytest.mark.parametrize("rules", list(RULES))
+@pytest.mark.parametrize("op, in_2024, in_2021", EXPENSIVE_ON_F32)
+def test_xla_which_ops_are_expensive(op, in_2024, in_2021, rules):
+    """"which ops are expensive: the generic list ... less the GPU's cheap f32/f16 ops of the chosen XLA
+    version" -- ``InstructionFusion::IsExpensive`` then ``GpuInstructionFusion::IsExpensive``.  Each op, on
+    f32, between a reduce and a broadcast: an expensive one gets a kernel of its own (3 kernels), a cheap
+    one is fused and recomputed per element (2 kernels).  Every op here is expensive in the generic list."""
+    expensive = {"openxla-2024": in_2024, "tf-2.6": in_2021}[rules]
+
     def positive(g, s):                  # log, sqrt, rsqrt need a positive argument
         pos = g.add(g.multiply(s, s), 1.0, name="pos")
         return getattr(g, op)(*((pos, 3.0) if op in ("divide", "power") else (pos,)), name="e")
     g = reduce_then_broadcast(positive, f"expensive_{op}")
-    assert is_expensive(g["e"])
-    plan = compile_checked(g, "xla")
-    assert len(plan.kernels) == 3 and kernel_of(plan, "e")
+    assert is_expensive(g["e"])                        # the generic answer
+    assert RULES[rules].is_expensive(g["e"]) == expensive
+    plan = compile_checked(g, "xla", fusion_rules=rules)
+    assert len(plan.kernels) == (3 if expensive else 2)
+    assert ("e" in all_outputs(plan)) == expensive
+    # the GPU's cheap ops are cheap on f32 and f16 only: on f64 every one of them is expensive
+    h = asim.Graph(f"f64_{op}")
+    x = h.parameter("x", (8, 16), "f64")
+    pos = h.add(h.multiply(x, x), 1.0)
+    e = getattr(h, op)(*((pos, 3.0) if op in ("divide", "power") else (pos,)), name="e")
+    assert RULES[rules].is_expensive(e)
 
     cheap = reduce_then_broadcast(lambda g, s: g.add(s, 1.0, name="e"), "cheap_add")
     assert not is_expensive(cheap["e"])
-    plan = compile_checked(cheap, "xla")
+    plan = compile_checked(cheap, "xla", fusion_rules=rules)
     assert len(plan.kernels) == 2 and "e" not in all_outputs(plan)
+
+
+def test_xla_layernorm_is_three_kernels_under_both_rule_sets():
+    """Layer norm 16384x768: a row sum, a row sum of squares and the normalisation.  ``mean = sum / n``
+    and ``rstd = rsqrt(var + eps)`` are cheap on f32 in both XLA versions (divide and rsqrt were the first
+    ops the GPU backend called cheap), so they are fused into their consumers, not kernels of their own."""
+    g = asim.workload("layernorm", rows=16384, cols=768)
+    for rules in RULES:
+        plan = asim.compile(g, "xla", GPU, fusion_rules=rules)
+        assert len(plan.kernels) == 3, rules
+        assert [k.stages[0].ops[-1] for k in plan.kernels] == ["mean_sum", "var_sum", "out"]
+        assert plan.options == ({} if rules == "openxla-2024" else {"fusion_rules": rules})
+        assert any(f"fusion rules {rules}" in n for n in plan.notes)
 
 
 def test_xla_integer_divide_by_constant_is_cheap():
@@ -350,8 +421,11 @@ def test_tvm_expensive_op_before_broadcast_is_recomputed_per_consumer_element():
     assert "e" in ops_of(y) and "s" in y.inputs
     assert recompute_of(y, "e") == 16                # once for each of the 16 elements of its row
     assert "e is recomputed for every element of its broadcast (TVM)" in y.notes
-    xla = compile_checked(g, "xla")                  # xla evaluates it once per value, in its own kernel
-    assert all(recompute_of(k, "e") == 1 for k in xla.kernels)
+    # the paper's XLA evaluates it once per value, in its own kernel; today's XLA calls f32 exp cheap and
+    # recomputes it per element as TVM does
+    xla = compile_checked(g, "xla", fusion_rules="tf-2.6")
+    assert all(recompute_of(k, "e") == 1 for k in xla.kernels) and "e" in all_outputs(xla)
+    assert recompute_of(kernel_of(compile_checked(g, "xla"), "y"), "e") == 16
 
 
 def test_tvm_no_multi_output_fusion_of_siblings():
