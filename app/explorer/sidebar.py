@@ -5,6 +5,8 @@ from __future__ import annotations
 import astitch_sim as asim
 import streamlit as st
 from astitch_sim.hardware import GPUS
+from astitch_sim.strategies.xla_options import XlaOptions
+from astitch_sim.strategies.xla_rules import DEFAULT_RULES, RULES
 
 from . import state
 from .compute import Source, hlo_examples
@@ -101,6 +103,12 @@ def what_if_inputs() -> None:
         st.select_slider("max threads per block", options=[32, 64, 128, 256, 512, 1024],
                          key="opt:max_block_threads", help=asim.AStitchOptions.HELP["max_block_threads"])
         st.button("Reset to the paper's AStitch", on_click=_reset_switches, disabled=not off, key="btn:reset")
+    xla = state.xla_options()
+    with st.sidebar.expander("Which XLA (xla)" + (f" -- {xla['fusion_rules']}" if xla else ""), expanded=bool(xla)):
+        st.selectbox("XLA's GPU fusion rules", list(RULES), key="opt:xla_rules",
+                     format_func=lambda n: f"{n} (default)" if n == DEFAULT_RULES else n,
+                     help=XlaOptions.HELP["fusion_rules"])
+        st.caption(RULES[st.session_state.get("opt:xla_rules", DEFAULT_RULES)].title)
 
 
 def _reset_switches():

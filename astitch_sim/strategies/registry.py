@@ -68,7 +68,8 @@ def _register_builtin() -> None:
     def xla(graph, gpu, options):
         from .fusion import partition_plan
         from .register_only import xla_policy
-        return partition_plan(graph, gpu, xla_policy(options.fusion_rules))
+        from .xla_options import XlaOptions
+        return partition_plan(graph, gpu, xla_policy((options or XlaOptions()).fusion_rules))
 
     def fusionstitching(graph, gpu, options):
         from .fusionstitching import fusionstitching_plan

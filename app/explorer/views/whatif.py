@@ -32,7 +32,8 @@ def render(ctx):
     if not opts:
         st.info("All switches are on: this is the paper's AStitch. Turn decisions off in the sidebar "
                 "(**What-if switches**); every view then shows the changed plan. Below: each switch alone.")
-    variants = [("xla", "xla", {}), ("astitch (paper)", "astitch", {})]
+    xla = ctx.label("xla")
+    variants = [(xla, "xla", dict(ctx.opts_for("xla"))), ("astitch (paper)", "astitch", {})]
     if opts:
         variants.append(("astitch (what-if)", "astitch", opts))
     runs = compute.runs(ctx.source, ctx.gpu, variants, "What-if")
@@ -40,7 +41,7 @@ def render(ctx):
         return
     base = runs["astitch (paper)"]
     df = pd.DataFrame([row(label, r, base) for label, r in runs.items()])
-    colours = {"xla": "#f28e2b", "astitch (paper)": "#4e79a7", "astitch (what-if)": "#76b7b2"}
+    colours = {xla: "#f28e2b", "astitch (paper)": "#4e79a7", "astitch (what-if)": "#76b7b2"}
     if opts:
         st.markdown("**switched off:** " + ", ".join(f"`{k}={v}`" for k, v in opts.items()))
         for k in opts:
