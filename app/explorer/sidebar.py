@@ -5,8 +5,6 @@ from __future__ import annotations
 import astitch_sim as asim
 import streamlit as st
 from astitch_sim.hardware import GPUS
-from astitch_sim.strategies.xla_options import XlaOptions
-from astitch_sim.strategies.xla_rules import DEFAULT_RULES, RULES
 
 from . import state
 from .compute import Source, hlo_examples
@@ -104,11 +102,12 @@ def what_if_inputs() -> None:
                          key="opt:max_block_threads", help=asim.AStitchOptions.HELP["max_block_threads"])
         st.button("Reset to the paper's AStitch", on_click=_reset_switches, disabled=not off, key="btn:reset")
     xla = state.xla_options()
+    default = asim.XlaOptions().fusion_rules
     with st.sidebar.expander("Which XLA (xla)" + (f" -- {xla['fusion_rules']}" if xla else ""), expanded=bool(xla)):
-        st.selectbox("XLA's GPU fusion rules", list(RULES), key="opt:xla_rules",
-                     format_func=lambda n: f"{n} (default)" if n == DEFAULT_RULES else n,
-                     help=XlaOptions.HELP["fusion_rules"])
-        st.caption(RULES[st.session_state.get("opt:xla_rules", DEFAULT_RULES)].title)
+        st.selectbox("XLA's GPU fusion rules", list(asim.XlaOptions.CHOICES), key="opt:xla_rules",
+                     format_func=lambda n: f"{n} (default)" if n == default else n,
+                     help=asim.XlaOptions.HELP["fusion_rules"])
+        st.caption(asim.XlaOptions.CHOICES[st.session_state.get("opt:xla_rules", default)])
 
 
 def _reset_switches():

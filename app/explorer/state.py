@@ -18,7 +18,6 @@ import difflib
 import astitch_sim as asim
 import streamlit as st
 from astitch_sim.hardware import GPUS
-from astitch_sim.strategies.xla_rules import DEFAULT_RULES, RULES
 
 from .compute import hlo_examples
 
@@ -126,7 +125,8 @@ def seed_from_query() -> None:
         ss[f"opt:{n}"] = n not in off
     block = q.get("block", "1024")
     ss["opt:max_block_threads"] = int(block) if block in ("32", "64", "128", "256", "512", "1024") else 1024
-    ss["opt:xla_rules"] = _checked(q, "xla", list(RULES), DEFAULT_RULES, "an XLA rule set", problems)
+    ss["opt:xla_rules"] = _checked(q, "xla", list(asim.XlaOptions.CHOICES), asim.XlaOptions().fusion_rules,
+                                   "an XLA rule set", problems)
     ss["kernel"] = int(q.get("kernel", "0")) if q.get("kernel", "0").isdigit() else 0
     ss["node"] = q.get("node", "")
     ss.setdefault("hlo_text", "")
@@ -165,8 +165,8 @@ def what_if_options() -> dict:
 
 def xla_options() -> dict:
     """The xla strategy's option (which XLA version's fusion rules), when not the default: keywords for asim.compile."""
-    rules = st.session_state.get("opt:xla_rules", DEFAULT_RULES)
-    return {"fusion_rules": rules} if rules != DEFAULT_RULES else {}
+    rules = st.session_state.get("opt:xla_rules", asim.XlaOptions().fusion_rules)
+    return asim.XlaOptions(fusion_rules=rules).changed()
 
 
 def write_query(source) -> None:

@@ -29,6 +29,10 @@ class XlaOptions(OptionSet):
 
     fusion_rules: str = DEFAULT_RULES
 
+    #: the rule sets ``fusion_rules`` takes, the default first, each with its one-line title (for menus)
+    CHOICES: ClassVar[dict] = {DEFAULT_RULES: RULES[DEFAULT_RULES].title,
+                               **{n: r.title for n, r in RULES.items() if n != DEFAULT_RULES}}
+
     HELP: ClassVar[dict] = {
         "fusion_rules": "which XLA version's GPU fusion rules decide what is expensive: "
                         + "; ".join(f"'{r.name}': {r.title}" for r in RULES.values())
