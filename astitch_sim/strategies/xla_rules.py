@@ -52,8 +52,8 @@ producer into all its consumers when its GPU performance model predicts a gain. 
 normalisation (recomputing them costs less than a launch), which is what these rules give.
 
 ``tf-2.6`` is the rule from before TensorFlow 1.15 until 2021-08-30: the XLA of TensorFlow 1.15 to 2.6
-(2.6.0 was released in August 2021), the era of the AStitch paper (ASPLOS'22; its authors' stack is
-Alibaba's TensorFlow 1.15).  The generic ``IsExpensive`` list is the same for every op of our table in
+(2.6.0 was released in August 2021; Alibaba's TF 1.15 fork DeepRec has the same rule), the era of the
+AStitch paper (ASPLOS'22, written in 2021).  The generic ``IsExpensive`` list is the same for every op of our table in
 both versions, except ops that had no HLO opcode in 2021 (tan, erf, round-nearest-even, which JAX
 then expanded into other ops); they are classified as in 2024.
 
