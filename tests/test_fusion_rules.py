@@ -506,3 +506,16 @@ def test_tvm_cheap_producer_read_by_several_kernels_is_recomputed_in_each():
     assert len(computed_by(tvm, "power.1")) == 2 and "power.1" not in all_outputs(tvm)
     xla = asim.compile(fig7, "xla", GPU)
     assert len(xla.kernels) == 4 and len(computed_by(xla, "power.1")) == 1
+
+
+def test_strategies_that_borrow_xlas_kernels_use_its_default_rules():
+    """fusionstitching starts from XLA's kernels and astitch's never-behind step falls back to them: both use
+    the xla strategy's default rules.  Softmax tells the rule sets apart: f32 exp is cheap today (3 XLA
+    kernels, exp recomputed), expensive in the paper's era (4: exp has a kernel of its own)."""
+    g = asim.workload("softmax", rows=64, cols=1024)
+    assert [len(asim.compile(g, "xla", GPU, fusion_rules=r).kernels) for r in RULES] == [3, 4]
+    fs = compile_checked(g, "fusionstitching")
+    assert any(n.startswith("fusionstitching: ") and "(XLA: 3)" in n for n in fs.notes)
+    stitched = compile_checked(g, "astitch")
+    assert any(n.startswith("never behind XLA") and "XLA's kernels for the same ops need 3 kernel(s)" in n
+               for n in stitched.notes)
