@@ -519,3 +519,30 @@ def test_strategies_that_borrow_xlas_kernels_use_its_default_rules():
     stitched = compile_checked(g, "astitch")
     assert any(n.startswith("never behind XLA") and "XLA's kernels for the same ops need 3 kernel(s)" in n
                for n in stitched.notes)
+
+
+def test_ffn_blocks_rsqrt_is_seen_through_its_identity_broadcast_and_recomputed_because_it_is_cheap():
+    """Tutorial 7's ``ffn_block`` (JAX's HLO of a BERT FFN sublayer): ``rsqrt.1`` f32[128,1] reaches the
+    normalisation through a broadcast that adds no element (f32[128,1] -> f32[128,1]) and a reshape before the
+    broadcast that reuses it 256 times.  The reuse is seen (``reused_by_broadcast``); the plan recomputes the
+    rsqrt per element only because f32 rsqrt is cheap on the GPU in both XLA versions, as XLA's kernels do.
+    With f32 rsqrt counted expensive it would get a kernel of its own instead of being recomputed."""
+    from pathlib import Path
+    from astitch_sim.strategies.xla_rules import XlaRules, reused_by_broadcast
+    g = asim.from_hlo((Path(__file__).parent.parent / "tutorials" / "data" / "hlo" / "ffn_block.hlo").read_text())
+    r = g["rsqrt.1"]
+    assert [b.shape for b in reused_by_broadcast(r)] == [(128, 256)]
+    for rules in RULES.values():
+        assert not rules.is_expensive(r)
+        plan = asim.compile(g, "xla", GPU, fusion_rules=rules.name)
+        assert len(plan.kernels) == 7                  # 5 generated (was 6: mean = sum / n had its own) + 2 dots
+        (k,) = computed_by(plan, "rsqrt.1")
+        assert recompute_of(k, "rsqrt.1") == 256 and "rsqrt.1" not in all_outputs(plan)
+    from dataclasses import replace
+    from astitch_sim.strategies.fusion import partition_plan
+    from astitch_sim.strategies.register_only import XLA
+    strict = XlaRules("strict", "rsqrt expensive", ("divide",), "a rule set of this test")
+    assert strict.refuses_to_fuse_into_reuser(r)
+    plan = partition_plan(g, asim.gpu(GPU), replace(XLA, rules=strict))
+    k = kernel_of(plan, "rsqrt.1")
+    assert computed_by(plan, "rsqrt.1") == [k] and "rsqrt.1 is expensive and broadcast: XLA ends the kernel here" in k.notes
