@@ -170,6 +170,26 @@ def test_xla_expensive_op_is_not_recomputed_through_an_identity_broadcast(rules)
     assert "e is expensive and broadcast: XLA ends the kernel here" in k.notes
 
 
+def test_xla_reuse_is_seen_through_the_cheap_ops_fused_between_the_producer_and_the_broadcast():
+    """XLA asks whether the *consumer fusion* reuses the producer (``FusionReusesParamElements``): a broadcast
+    anywhere on the fused path counts, so ``log(s) + 1`` then broadcast still refuses the log, while an
+    expensive op on the way (a tanh) takes the refusal itself and the log stays in the tanh's kernel.
+    Global-norm clipping: sqrt(sum of squares), then cheap ops, then a broadcast -- the paper's XLA gives the
+    expensive sqrt a kernel of its own (3 kernels), today's XLA calls f32 sqrt cheap (2)."""
+    g = reduce_then_broadcast(lambda g, s: g.add(g.log(g.add(g.multiply(s, s), 1.0), name="e"), 1.0, name="c"))
+    plan = compile_checked(g, "xla")
+    assert len(plan.kernels) == 3 and computed_by(plan, "e") == [kernel_of(plan, "e")]
+    assert "c" not in all_outputs(plan) and recompute_of(kernel_of(plan, "y"), "c") == 16
+
+    h = reduce_then_broadcast(lambda g, s: g.tanh(g.log(g.add(g.multiply(s, s), 1.0), name="e"), name="t"))
+    plan = compile_checked(h, "xla")
+    assert len(plan.kernels) == 3 and "e" not in all_outputs(plan)
+    assert computed_by(plan, "e") == [kernel_of(plan, "t")]
+
+    norm = asim.workload("global_norm", rows=64, cols=128)
+    assert [len(compile_checked(norm, "xla", fusion_rules=r).kernels) for r in RULES] == [2, 3]
+
+
 #: (op, expensive on f32 under openxla-2024, under tf-2.6): ``GpuInstructionFusion::IsExpensive``
 EXPENSIVE_ON_F32 = [("divide", False, False), ("rsqrt", False, False), ("exponential", False, True),
                     ("sqrt", False, True), ("log", True, True), ("power", True, True), ("tanh", True, True)]

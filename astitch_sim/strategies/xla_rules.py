@@ -20,8 +20,9 @@ applies the answers):
    broadcast's result instead of once per element of its own.  So the expensive producer ends its
    kernel and its consumer reads it from memory (the paper's pattern 2).  A *cheap* producer is fused
    and recomputed per element: layer norm's ``rsqrt(var + eps)`` runs once per element of the row, as
-   in XLA's own kernels.  :func:`reused_by_broadcast` finds the broadcast through reshapes, bitcasts,
-   converts and broadcasts that add no element (``broadcast_in_dim`` f32[128,1] -> f32[128,1], common in
+   in XLA's own kernels.  :func:`reused_by_broadcast` finds the broadcast through what would be fused
+   between: views, converts, cheap elementwise ops (``rsqrt(var + eps) * w`` then broadcast: the rsqrt is
+   reused) and broadcasts that add no element (``broadcast_in_dim`` f32[128,1] -> f32[128,1], common in
    JAX's HLO; XLA's algebraic simplifier turns them into the operand before fusion runs).
 
 Where XLA states it, in the two versions modelled (the ``xla`` strategy's option ``fusion_rules``):
@@ -91,7 +92,7 @@ class XlaRules:
     def refuses_to_fuse_into_reuser(self, node) -> bool:
         """``ShouldFuseInexpensiveChecks``: an expensive producer is not fused into a consumer that reuses
         its elements, so it ends its kernel (the paper's pattern 2)."""
-        return self.is_expensive(node) and bool(reused_by_broadcast(node))
+        return self.is_expensive(node) and bool(reused_by_broadcast(node, self.is_expensive))
 
 
 #: the rule sets, by name (the module docstring's table)
@@ -112,10 +113,14 @@ DEFAULT_RULES = "openxla-2024"
 NOTE_PREFIX = "xla: fusion rules"
 
 
-def reused_by_broadcast(node) -> list:
-    """The broadcasts that reuse ``node``'s elements (XLA's ``ReusesOperandElements``), looking through
-    views that keep every element once: reshapes, bitcasts, converts, copies of the same size and
-    broadcasts that add no element (XLA's simplifier removes those before fusion)."""
+def reused_by_broadcast(node, is_expensive=generic_is_expensive) -> list:
+    """The broadcasts that reuse ``node``'s elements in the kernel it would be fused into (XLA's
+    ``ReusesOperandElements``; for a fusion consumer ``FusionReusesParamElements``, which follows the fused
+    parameter through the fusion to its root).  The walk goes through what XLA would fuse with it: views
+    (reshapes, bitcasts, transposes, slices...), converts, copies, broadcasts that add no element (XLA's
+    simplifier removes those before fusion) and cheap elementwise ops.  It stops at an expensive op (that op
+    is refused from a reusing consumer itself, so ``node`` stays in its kernel without reuse), a reduce (it
+    reads each element once) and library ops."""
     out, stack, seen = [], list(node.users), set()
     while stack:
         u = stack.pop()
@@ -124,6 +129,6 @@ def reused_by_broadcast(node) -> list:
         seen.add(u.name)
         if is_expanding_broadcast(u):
             out.append(u)
-        elif u.op in ("reshape", "bitcast", "convert", "copy", "broadcast") and u.size == node.size:
+        elif u.opdef.is_view or u.op in ("convert", "copy") or (u.kind == "elementwise" and not is_expensive(u)):
             stack.extend(u.users)
     return out
