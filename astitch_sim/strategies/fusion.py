@@ -33,10 +33,11 @@ an elementwise producer fuses into its consumer        ``instruction_fusion.cc``
 a cheap producer with several consumers is             ``ShouldFuse``: ``FusionWouldDuplicate(producer,
 recomputed in each; an expensive one is a root         consumer) && is_expensive_(producer)`` -> no
 an expensive op whose elements a broadcast reuses      ``gpu/instruction_fusion.cc``:
-ends its kernel, looking through reshapes and          ``ShouldFuseInexpensiveChecks``: ``is_expensive(
-broadcasts that add no element; a cheap one is fused   producer) && ReusesOperandElements(consumer, i)``
-and recomputed per element (the plan records how       -> no (``xla_rules.reused_by_broadcast``)
-often)
+ends its kernel, the broadcast seen through views      ``ShouldFuseInexpensiveChecks``: ``is_expensive(
+and the cheap ops fused in between; a cheap one is     producer) && ReusesOperandElements(consumer, i)``
+fused and recomputed per element (the plan records     -> no; for a fusion consumer
+how often)                                             ``FusionReusesParamElements``
+                                                       (``xla_rules.reused_by_broadcast``)
 which ops are expensive: the generic list (divide,     ``InstructionFusion::IsExpensive`` (generic;
 exp, log, power, tanh, sqrt, rsqrt...; not sine,       :func:`~astitch_sim.analysis.is_expensive`, the op
 cosine, tan on reals, nor an integer divide by a       table's ``cost`` and ``xla_cheap`` columns), then
