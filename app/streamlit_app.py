@@ -56,13 +56,16 @@ def main() -> None:
     except Exception as e:          # AStitchError for bad HLO; never a traceback in the page
         show_error(e)
         return
-    ctx = Context(source, g, st.session_state["gpu"], st.session_state["strategy"], state.what_if_options())
+    ctx = Context(source, g, st.session_state["gpu"], st.session_state["strategy"], state.what_if_options(),
+                  state.xla_options())
     sig = g.signature()
     read = f" (read as {DIALECTS.get(g.source, g.source)} text)" if g.source else ""
     st.markdown(f"**{ctx.source.label}**{read} on **{ctx.gpu}** &nbsp; "
                 f"`{sig if len(sig) < 150 else sig[:147] + '...'}`")
     if ctx.options:
         st.caption("what-if switches active for astitch: " + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
+    if ctx.xla_options:
+        st.caption("xla follows " + ", ".join(f"{k}={v}" for k, v in ctx.xla_options.items()) + " (not today's XLA)")
     try:
         RENDER[st.session_state["view"]](ctx)
     except Exception as e:

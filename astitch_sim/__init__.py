@@ -22,6 +22,7 @@ from .reference import random_inputs, reference
 from .workloads import WORKLOADS, list_workloads, workload
 from .compiler import STRATEGIES, compile
 from .strategies.options import AStitchOptions
+from .strategies.xla_options import XlaOptions
 from .simt import SimResult, simulate
 from .measured import gpu_measurements
 from . import figures
@@ -29,6 +30,6 @@ from . import figures
 __all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "from_stablehlo", "from_torch",
            "torch_inputs", "ThreadMapping", "OPS",
            "Kernel", "Plan", "Stage", "Value", "Space", "Scheme", "Barrier", "Combine", "random_inputs", "reference", "WORKLOADS", "list_workloads",
-           "workload", "STRATEGIES", "compile", "AStitchOptions", "simulate", "SimResult", "gpu_measurements",
+           "workload", "STRATEGIES", "compile", "AStitchOptions", "XlaOptions", "simulate", "SimResult", "gpu_measurements",
            "figures"]
 __version__ = "0.1.0"

@@ -77,8 +77,10 @@ def is_expensive(node: Node) -> bool:
     """XLA's ``InstructionFusion::IsExpensive`` (``instruction_fusion.cc``) for the elementwise ops we plan:
     the op table's expensive ops, except those XLA calls cheap on real types (``OpDef.xla_cheap``: sine,
     cosine, tan) and an integer divide or remainder by a constant scalar or a broadcast of one, which
-    compiles to multiplies and shifts.  A ``pred`` result is never expensive.  The fusion rules of every
-    strategy turn on this predicate; the cost model charges SFU work from the op table's ``cost``."""
+    compiles to multiplies and shifts.  A ``pred`` result is never expensive.  This is the generic
+    (backend-independent) answer: the ``xla`` strategy applies the GPU backend's override on top of it,
+    which calls some f32/f16 math cheap depending on the XLA version (``strategies/xla_rules.py``);
+    AStitch's pattern (2) and the cost model's SFU work use it as is."""
     op = node.opdef
     if node.kind != "elementwise" or not op.is_expensive or op.xla_cheap or node.dtype == "pred":
         return False

@@ -326,11 +326,24 @@ def add_strategy_gpu_arguments(parser: argparse.ArgumentParser, strategy: bool =
     """``--strategy S`` and ``--gpu G``, with the choices the compiler and the presets know."""
     from .compiler import STRATEGIES
     from .hardware import GPUS
+    from .strategies.xla_rules import DEFAULT_RULES, RULES
     if strategy:
         parser.add_argument("--strategy", default="astitch", choices=STRATEGIES,
                             help="fusion strategy (default astitch)")
     parser.add_argument("--gpu", default="V100", type=_gpu_name, metavar="{" + ",".join(GPUS) + "}",
                         help="GPU preset (default V100, the paper's GPU)")
+    if strategy:
+        parser.add_argument("--xla-rules", choices=list(RULES), default=DEFAULT_RULES,
+                            help=f"which XLA version's GPU fusion rules the xla strategy follows (default "
+                                 f"{DEFAULT_RULES}; tf-2.6: the paper's era, exp and sqrt expensive); the xla "
+                                 f"option fusion_rules, strategies/xla_rules.py")
+
+
+def strategy_options(args, strategy: str) -> dict:
+    """The compile options the command line gives ``strategy``: ``--xla-rules`` for xla, when changed."""
+    from .strategies.xla_rules import DEFAULT_RULES
+    rules = getattr(args, "xla_rules", DEFAULT_RULES)
+    return {"fusion_rules": rules} if strategy == "xla" and rules != DEFAULT_RULES else {}
 
 
 def _count(low: int):
@@ -386,7 +399,7 @@ def add_plan_parser(sub) -> argparse.ArgumentParser:
 
 def cmd_plan(args) -> int:
     from .compiler import compile as compile_graph
-    plan = compile_graph(load_graph(args), args.strategy, args.gpu)
+    plan = compile_graph(load_graph(args), args.strategy, args.gpu, **strategy_options(args, args.strategy))
     if args.ptxas:
         from gpu_backend import apply_compiler     # the backend, only when asked (it imports numba)
         plan = apply_compiler(plan, progress=True)
@@ -434,13 +447,13 @@ def add_simulate_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _simulate(graph, strategy, gpu_name, inputs, trace=False):
+def _simulate(graph, strategy, gpu_name, inputs, trace=False, options=None):
     from .compiler import compile as compile_graph
     try:
         from .simt import simulate
     except ImportError as e:
         raise AStitchError(f"the SIMT simulator is not available ({e})") from None
-    plan = compile_graph(graph, strategy, gpu_name)
+    plan = compile_graph(graph, strategy, gpu_name, **(options or {}))
     return plan, simulate(plan, inputs, trace=trace)
 
 
@@ -515,7 +528,8 @@ def cmd_simulate(args) -> int:
                            "input elements), e.g. --shape rows=4 cols=8")
     inputs = graph_inputs(g, args)
     wanted = list(STRATEGIES) if args.compare else list(dict.fromkeys([args.strategy, "xla"]))
-    runs = {s: _simulate(g, s, args.gpu, inputs, trace=args.trace and (args.compare or s == args.strategy))
+    runs = {s: _simulate(g, s, args.gpu, inputs, trace=args.trace and (args.compare or s == args.strategy),
+                         options=strategy_options(args, s))
             for s in wanted}
     ref = reference(g, inputs)
     source = f"inputs from {args.inputs}" if args.inputs else f"random inputs, seed {args.seed}"

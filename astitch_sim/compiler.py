@@ -25,7 +25,10 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     reduce over no dimensions becomes its reducer's elementwise op
     (``astitch_sim.trivial_reduce``), as XLA's algebraic simplifier does.
 
-    ``options`` belong to the strategy.  ``fusionstitching`` takes its search's
+    ``options`` belong to the strategy.  ``xla`` takes ``fusion_rules``: which XLA
+    version's GPU fusion rules it follows, ``"openxla-2024"`` (the default: f32/f16
+    divide, rsqrt, exp and sqrt are cheap) or ``"tf-2.6"`` (the paper's era: only
+    divide and rsqrt are cheap); see ``strategies/xla_rules.py``.  ``fusionstitching`` takes its search's
     bounds: ``search_budget`` (2000 schedules priced), ``beam_width`` (3), ``max_merge`` (8 XLA
     kernels per pattern), ``block_sizes`` and ``min_gain`` (0.02: a re-tuned kernel
     replaces XLA's only if that much faster); see ``strategies/fs_options.py``.
@@ -62,7 +65,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     ======================  =======  ==================================================
 
     An unknown option, a value of the wrong type, or an option given to a
-    strategy that takes none (unfused, xla, tvm, inductor) raises AStitchError.
+    strategy that takes none (unfused, tvm, inductor) raises AStitchError.
     """
     if not isinstance(graph, Graph):
         raise AStitchError(f"compile needs a Graph (from asim.from_hlo or asim.workload), got {type(graph).__name__}")

@@ -9,6 +9,7 @@ from .trivial_reduce import NOTE_PREFIX as TRIVIAL_REDUCE_NOTE
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 from .strategies.never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE
 from .strategies.inductor_rules import NOTE_PREFIX as INDUCTOR_NOTE
+from .strategies.xla_rules import NOTE_PREFIX as XLA_RULES_NOTE
 from .vocabulary import Barrier, Space
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
@@ -119,7 +120,7 @@ def format_plan(plan) -> str:
     if plan.options:
         lines.append("what-if: " + ", ".join(f"{k}={v}" for k, v in plan.options.items()))
     lines.extend(f"  note: {n}" for n in plan.notes if n.startswith((ZERO_SIZE_NOTE, TRIVIAL_REDUCE_NOTE,
-                                                                             NEVER_BEHIND_NOTE, INDUCTOR_NOTE)))
+                                                                             NEVER_BEHIND_NOTE, INDUCTOR_NOTE, XLA_RULES_NOTE)))
     lines.extend(format_search(plan.search))
     for i, k in enumerate(plan.kernels):
         lines.extend(format_kernel(plan, k, i))

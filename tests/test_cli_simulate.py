@@ -32,6 +32,28 @@ def test_plan_text_matches_print_plan(capsys):
     assert out.startswith("plan xla for paper_fig7 on V100: 4 generated")
 
 
+def test_plan_xla_rules_flag(capsys):
+    """``--xla-rules`` is the xla option fusion_rules: softmax's f32 exp is cheap under today's rules
+    (recomputed by the sum and the divide: 3 kernels), expensive in the paper's era (its own kernel: 4)."""
+    g = asim.workload("softmax", rows=64, cols=1024)
+    for rules, kernels in (("openxla-2024", 3), ("tf-2.6", 4)):
+        code, out, err = run(capsys, "plan", "-w", "softmax", "--shape", "rows=64", "cols=1024", "--strategy", "xla",
+                             "--xla-rules", rules)
+        assert code == 0 and err == ""
+        assert out.strip() == str(asim.compile(g, "xla", "V100", fusion_rules=rules)).strip()
+        assert out.startswith(f"plan xla for softmax on V100: {kernels} generated")
+    code, out, _ = run(capsys, "plan", "-w", "softmax", "--shape", "rows=64", "cols=1024", "--strategy", "xla",
+                       "--xla-rules", "tf-2.6", "--json")
+    assert code == 0 and json.loads(out)["options"] == {"fusion_rules": "tf-2.6"}
+    code, out, err = run(capsys, "simulate", "-w", "softmax", "--shape", "rows=64", "cols=1024", "--compare",
+                         "--xla-rules", "tf-2.6")
+    assert code == 0, err
+    assert next(l for l in out.splitlines() if l.startswith("xla ")).split()[1] == "4"
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "-w", "softmax", "--strategy", "xla", "--xla-rules", "tf-1.15"])
+    assert e.value.code == 2
+
+
 def test_plan_json_round_trips(capsys):
     code, out, _ = run(capsys, "plan", "-w", "softmax", "--shape", "rows=4", "cols=8", "--json")
     assert code == 0

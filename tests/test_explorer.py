@@ -193,6 +193,26 @@ def test_what_if_from_a_link():
     assert "max_block_threads=256" in page_text(at)
 
 
+def test_which_xla_is_a_setting_of_the_xla_strategy_carried_by_the_link():
+    """The sidebar's "Which XLA" picks the xla strategy's fusion_rules: softmax's exp is cheap in today's
+    XLA (3 kernels) and expensive in the paper's era (its own kernel: 4); the link carries the choice."""
+    at = app(view="Compare", workload="softmax", shape="rows:64,cols:1024")
+    assert_clean(at)
+    kernels = dict(zip(at.dataframe[0].value["strategy"], at.dataframe[0].value["kernels"], strict=True))
+    assert kernels["xla"] == 3
+    at.selectbox(key="opt:xla_rules").set_value("tf-2.6").run()
+    assert_clean(at)
+    df = at.dataframe[0].value
+    kernels = dict(zip(df["strategy"], df["kernels"], strict=True))
+    assert kernels["xla (tf-2.6)"] == 4 and (df["max error"] < 1e-4).all()
+    assert qp(at, "xla") == "tf-2.6"
+    linked = app(view="What-if", workload="softmax", shape="rows:64,cols:1024", xla="tf-2.6")
+    assert_clean(linked)
+    assert linked.session_state["opt:xla_rules"] == "tf-2.6"
+    assert list(linked.dataframe[0].value["plan"])[0] == "xla (tf-2.6)"
+    assert "xla follows fusion_rules=tf-2.6" in page_text(linked)
+
+
 def test_paper_shapes_are_one_click_away_in_the_thread_mapping_view():
     at = app(view="Thread mapping")
     at.button(key="btn:softmax <750000,32> (DIEN)").click().run()

@@ -8,6 +8,8 @@ each computes, reads and writes, its recompute factors and notes), contrasts the
 where they differ, and checks every plan it looks at against the numpy reference in the SIMT
 model (:func:`compile_checked`).  Two rules did not hold when these tests were written (sine/cosine/tan
 counted as expensive; an integer divide by a constant too); both were fixed in ``analysis.is_expensive``.
+Which ops XLA's GPU fusion calls expensive depends on the XLA version (``strategies/xla_rules.py``):
+the tests of those rules run both named rule sets.
 """
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import pytest
 import astitch_sim as asim
 from astitch_sim.analysis import is_expensive
 from astitch_sim.strategies.fusion import MAX_OPERANDS_AND_OUTPUTS
+from astitch_sim.strategies.xla_rules import RULES
 from astitch_sim.workloads import workload_inputs
 
 GPU = "V100"
@@ -22,9 +25,9 @@ GPU = "V100"
 
 # -- helpers -------------------------------------------------------------------------------------
 
-def compile_checked(g, strategy):
+def compile_checked(g, strategy, **options):
     """Compile ``g`` with ``strategy`` and check the plan computes the numpy reference (float32)."""
-    plan = asim.compile(g, strategy, GPU)
+    plan = asim.compile(g, strategy, GPU, **options)
     inputs = asim.random_inputs(g, 0)
     got = asim.simulate(plan, inputs).outputs
     want = asim.reference(g, inputs)
@@ -102,25 +105,33 @@ def _two_kernels_read(producer):
 
 def test_xla_cheap_multi_consumer_producer_recomputed_expensive_one_is_root():
     """"a cheap producer with several consumers is recomputed in each; an expensive one is a root" --
-    XLA ``ShouldFuse``: ``FusionWouldDuplicate(producer, consumer) && IsExpensive(*producer)`` -> no."""
+    XLA ``ShouldFuse``: ``FusionWouldDuplicate(producer, consumer) && is_expensive_(producer)`` -> no."""
     cheap = _two_kernels_read(lambda g, x: g.add(x, 1.0, name="p"))
     plan = compile_checked(cheap, "xla")
     assert len(plan.kernels) == 2
     assert len(computed_by(plan, "p")) == 2            # recomputed in both reduce kernels
     assert "p" not in all_outputs(plan)                # never stored
 
-    expensive = _two_kernels_read(lambda g, x: g.exp(x, name="p"))
+    expensive = _two_kernels_read(lambda g, x: g.log(g.add(g.multiply(x, x), 1.0), name="p"))
     plan = compile_checked(expensive, "xla")
     assert len(plan.kernels) == 3
     k = kernel_of(plan, "p")                           # a root: its own kernel writes it
     assert computed_by(plan, "p") == [k]
     assert all("p" in kk.inputs for kk in plan.kernels if kk is not k)
 
+    # f32 exp: cheap (recomputed in both) since XLA made kExp cheap on the GPU in 2021, a root before
+    exp = _two_kernels_read(lambda g, x: g.exp(x, name="p"))
+    plan = compile_checked(exp, "xla")
+    assert len(plan.kernels) == 2 and len(computed_by(plan, "p")) == 2
+    plan = compile_checked(exp, "xla", fusion_rules="tf-2.6")
+    assert len(plan.kernels) == 3 and "p" in all_outputs(plan)
+
 
 def test_xla_expensive_op_read_by_broadcast_ends_its_kernel():
-    """"an expensive op read by a broadcast ends its kernel" -- XLA ``ShouldFuse``:
-    ``consumer->ReusesOperandElements(i) && IsExpensive(*producer)`` -> no (the paper's pattern 2)."""
-    g = reduce_then_broadcast(lambda g, s: g.exp(s, name="e"))
+    """"an expensive op whose elements a broadcast reuses ends its kernel" -- XLA
+    ``ShouldFuseInexpensiveChecks``: ``is_expensive(producer) && ReusesOperandElements(consumer, i)`` -> no
+    (the paper's pattern 2).  A cheap one in its place is fused and recomputed per element."""
+    g = reduce_then_broadcast(lambda g, s: g.log(g.add(g.multiply(s, s), 1.0), name="e"))
     plan = compile_checked(g, "xla")
     k = kernel_of(plan, "e")
     assert "e is expensive and broadcast: XLA ends the kernel here" in k.notes
@@ -128,24 +139,104 @@ def test_xla_expensive_op_read_by_broadcast_ends_its_kernel():
     assert "e" in y.inputs and "e" not in ops_of(y)
     assert [len(plan.kernels), len(compile_checked(g, "tvm").kernels)] == [3, 2]
 
+    cheap = reduce_then_broadcast(lambda g, s: g.rsqrt(g.add(g.multiply(s, s), 1.0), name="e"))
+    plan = compile_checked(cheap, "xla")
+    assert len(plan.kernels) == 2 and "e" not in all_outputs(plan)
+    assert recompute_of(kernel_of(plan, "y"), "e") == 16       # once per element of its row
 
-@pytest.mark.parametrize("op", ["divide", "exponential", "log", "power", "tanh", "sqrt", "rsqrt"])
-def test_xla_which_ops_are_expensive(op):
-    """"which ops are expensive (divide, exp, log, power, tanh, sqrt, rsqrt... on floats)" --
-    XLA ``InstructionFusion::IsExpensive`` (the op table's ``is_expensive`` column).  Each listed op,
-    on f32, between a reduce and a broadcast, gets a kernel of its own; ``add`` in its place does not."""
+
+def _through_identity_broadcast(producer):
+    """``y = x * broadcast(reshape(broadcast(producer(rowsum(x)))))`` where the inner broadcast adds no
+    element (f32[8,1] -> f32[8,1], as JAX's ``keepdims`` HLO has it) and only the outer one reuses."""
+    g = asim.Graph("identity_broadcast")
+    x = g.parameter("x", (8, 16))
+    s = g.reshape(g.reduce(x, (1,), "sum", name="s"), (8, 1))
+    e = producer(g, s)
+    same = g.broadcast(e, (8, 1), (0, 1), name="same")
+    b = g.broadcast(g.reshape(same, (8,)), (8, 16), (0,), name="b")
+    g.set_outputs(g.multiply(x, b, name="y"))
+    return g
+
+
+@pytest.mark.parametrize("rules", list(RULES))
+def test_xla_expensive_op_is_not_recomputed_through_an_identity_broadcast(rules):
+    """The reuse is seen through a broadcast that adds no element (``xla_rules.reused_by_broadcast``): an
+    expensive producer gets its own kernel instead of being evaluated for each of the 16 columns."""
+    g = _through_identity_broadcast(lambda g, s: g.log(g.add(g.multiply(s, s), 1.0), name="e"))
+    plan = compile_checked(g, "xla", fusion_rules=rules)
+    assert len(plan.kernels) == 3
+    k = kernel_of(plan, "e")
+    assert computed_by(plan, "e") == [k] and all(recompute_of(kk, "e") == 1 for kk in plan.kernels)
+    assert "e is expensive and broadcast: XLA ends the kernel here" in k.notes
+
+
+def test_xla_reuse_is_seen_through_the_cheap_ops_fused_between_the_producer_and_the_broadcast():
+    """XLA asks whether the *consumer fusion* reuses the producer (``FusionReusesParamElements``): a broadcast
+    anywhere on the fused path counts, so ``log(s) + 1`` then broadcast still refuses the log, while an
+    expensive op on the way (a tanh) takes the refusal itself and the log stays in the tanh's kernel.
+    Global-norm clipping: sqrt(sum of squares), then cheap ops, then a broadcast -- the paper's XLA gives the
+    expensive sqrt a kernel of its own (3 kernels), today's XLA calls f32 sqrt cheap (2)."""
+    g = reduce_then_broadcast(lambda g, s: g.add(g.log(g.add(g.multiply(s, s), 1.0), name="e"), 1.0, name="c"))
+    plan = compile_checked(g, "xla")
+    assert len(plan.kernels) == 3 and computed_by(plan, "e") == [kernel_of(plan, "e")]
+    assert "c" not in all_outputs(plan) and recompute_of(kernel_of(plan, "y"), "c") == 16
+
+    h = reduce_then_broadcast(lambda g, s: g.tanh(g.log(g.add(g.multiply(s, s), 1.0), name="e"), name="t"))
+    plan = compile_checked(h, "xla")
+    assert len(plan.kernels) == 3 and "e" not in all_outputs(plan)
+    assert computed_by(plan, "e") == [kernel_of(plan, "t")]
+
+    norm = asim.workload("global_norm", rows=64, cols=128)
+    assert [len(compile_checked(norm, "xla", fusion_rules=r).kernels) for r in RULES] == [2, 3]
+
+
+#: (op, expensive on f32 under openxla-2024, under tf-2.6): ``GpuInstructionFusion::IsExpensive``
+EXPENSIVE_ON_F32 = [("divide", False, False), ("rsqrt", False, False), ("exponential", False, True),
+                    ("sqrt", False, True), ("log", True, True), ("power", True, True), ("tanh", True, True)]
+
+
+@pytest.mark.parametrize("rules", list(RULES))
+@pytest.mark.parametrize("op, in_2024, in_2021", EXPENSIVE_ON_F32)
+def test_xla_which_ops_are_expensive(op, in_2024, in_2021, rules):
+    """"which ops are expensive: the generic list ... less the GPU's cheap f32/f16 ops of the chosen XLA
+    version" -- ``InstructionFusion::IsExpensive`` then ``GpuInstructionFusion::IsExpensive``.  Each op, on
+    f32, between a reduce and a broadcast: an expensive one gets a kernel of its own (3 kernels), a cheap
+    one is fused and recomputed per element (2 kernels).  Every op here is expensive in the generic list."""
+    expensive = {"openxla-2024": in_2024, "tf-2.6": in_2021}[rules]
+
     def positive(g, s):                  # log, sqrt, rsqrt need a positive argument
         pos = g.add(g.multiply(s, s), 1.0, name="pos")
         return getattr(g, op)(*((pos, 3.0) if op in ("divide", "power") else (pos,)), name="e")
     g = reduce_then_broadcast(positive, f"expensive_{op}")
-    assert is_expensive(g["e"])
-    plan = compile_checked(g, "xla")
-    assert len(plan.kernels) == 3 and kernel_of(plan, "e")
+    assert is_expensive(g["e"])                        # the generic answer
+    assert RULES[rules].is_expensive(g["e"]) == expensive
+    plan = compile_checked(g, "xla", fusion_rules=rules)
+    assert len(plan.kernels) == (3 if expensive else 2)
+    assert ("e" in all_outputs(plan)) == expensive
+    # the GPU's cheap ops are cheap on f32 and f16 only: on f64 every one of them is expensive
+    h = asim.Graph(f"f64_{op}")
+    x = h.parameter("x", (8, 16), "f64")
+    pos = h.add(h.multiply(x, x), 1.0)
+    e = getattr(h, op)(*((pos, 3.0) if op in ("divide", "power") else (pos,)), name="e")
+    assert RULES[rules].is_expensive(e)
 
     cheap = reduce_then_broadcast(lambda g, s: g.add(s, 1.0, name="e"), "cheap_add")
     assert not is_expensive(cheap["e"])
-    plan = compile_checked(cheap, "xla")
+    plan = compile_checked(cheap, "xla", fusion_rules=rules)
     assert len(plan.kernels) == 2 and "e" not in all_outputs(plan)
+
+
+def test_xla_layernorm_is_three_kernels_under_both_rule_sets():
+    """Layer norm 16384x768: a row sum, a row sum of squares and the normalisation.  ``mean = sum / n``
+    and ``rstd = rsqrt(var + eps)`` are cheap on f32 in both XLA versions (divide and rsqrt were the first
+    ops the GPU backend called cheap), so they are fused into their consumers, not kernels of their own."""
+    g = asim.workload("layernorm", rows=16384, cols=768)
+    for rules in RULES:
+        plan = asim.compile(g, "xla", GPU, fusion_rules=rules)
+        assert len(plan.kernels) == 3, rules
+        assert [k.stages[0].ops[-1] for k in plan.kernels] == ["mean_sum", "var_sum", "out"]
+        assert plan.options == ({} if rules == "openxla-2024" else {"fusion_rules": rules})
+        assert any(f"fusion rules {rules}" in n for n in plan.notes)
 
 
 def test_xla_integer_divide_by_constant_is_cheap():
@@ -350,8 +441,11 @@ def test_tvm_expensive_op_before_broadcast_is_recomputed_per_consumer_element():
     assert "e" in ops_of(y) and "s" in y.inputs
     assert recompute_of(y, "e") == 16                # once for each of the 16 elements of its row
     assert "e is recomputed for every element of its broadcast (TVM)" in y.notes
-    xla = compile_checked(g, "xla")                  # xla evaluates it once per value, in its own kernel
-    assert all(recompute_of(k, "e") == 1 for k in xla.kernels)
+    # the paper's XLA evaluates it once per value, in its own kernel; today's XLA calls f32 exp cheap and
+    # recomputes it per element as TVM does
+    xla = compile_checked(g, "xla", fusion_rules="tf-2.6")
+    assert all(recompute_of(k, "e") == 1 for k in xla.kernels) and "e" in all_outputs(xla)
+    assert recompute_of(kernel_of(compile_checked(g, "xla"), "y"), "e") == 16
 
 
 def test_tvm_no_multi_output_fusion_of_siblings():
@@ -432,3 +526,43 @@ def test_tvm_cheap_producer_read_by_several_kernels_is_recomputed_in_each():
     assert len(computed_by(tvm, "power.1")) == 2 and "power.1" not in all_outputs(tvm)
     xla = asim.compile(fig7, "xla", GPU)
     assert len(xla.kernels) == 4 and len(computed_by(xla, "power.1")) == 1
+
+
+def test_strategies_that_borrow_xlas_kernels_use_its_default_rules():
+    """fusionstitching starts from XLA's kernels and astitch's never-behind step falls back to them: both use
+    the xla strategy's default rules.  Softmax tells the rule sets apart: f32 exp is cheap today (3 XLA
+    kernels, exp recomputed), expensive in the paper's era (4: exp has a kernel of its own)."""
+    g = asim.workload("softmax", rows=64, cols=1024)
+    assert [len(asim.compile(g, "xla", GPU, fusion_rules=r).kernels) for r in RULES] == [3, 4]
+    fs = compile_checked(g, "fusionstitching")
+    assert any(n.startswith("fusionstitching: ") and "(XLA: 3)" in n for n in fs.notes)
+    stitched = compile_checked(g, "astitch")
+    assert any(n.startswith("never behind XLA") and "XLA's kernels for the same ops need 3 kernel(s)" in n
+               for n in stitched.notes)
+
+
+def test_ffn_blocks_rsqrt_is_seen_through_its_identity_broadcast_and_recomputed_because_it_is_cheap():
+    """Tutorial 7's ``ffn_block`` (JAX's HLO of a BERT FFN sublayer): ``rsqrt.1`` f32[128,1] reaches the
+    normalisation through a broadcast that adds no element (f32[128,1] -> f32[128,1]) and a reshape before the
+    broadcast that reuses it 256 times.  The reuse is seen (``reused_by_broadcast``); the plan recomputes the
+    rsqrt per element only because f32 rsqrt is cheap on the GPU in both XLA versions, as XLA's kernels do.
+    With f32 rsqrt counted expensive it would get a kernel of its own instead of being recomputed."""
+    from pathlib import Path
+    from astitch_sim.strategies.xla_rules import XlaRules, reused_by_broadcast
+    g = asim.from_hlo((Path(__file__).parent.parent / "tutorials" / "data" / "hlo" / "ffn_block.hlo").read_text())
+    r = g["rsqrt.1"]
+    assert [b.shape for b in reused_by_broadcast(r)] == [(128, 256)]
+    for rules in RULES.values():
+        assert not rules.is_expensive(r)
+        plan = asim.compile(g, "xla", GPU, fusion_rules=rules.name)
+        assert len(plan.kernels) == 7                  # 5 generated (was 6: mean = sum / n had its own) + 2 dots
+        (k,) = computed_by(plan, "rsqrt.1")
+        assert recompute_of(k, "rsqrt.1") == 256 and "rsqrt.1" not in all_outputs(plan)
+    from dataclasses import replace
+    from astitch_sim.strategies.fusion import partition_plan
+    from astitch_sim.strategies.register_only import XLA
+    strict = XlaRules("strict", "rsqrt expensive", ("divide",), "a rule set of this test")
+    assert strict.refuses_to_fuse_into_reuser(r)
+    plan = partition_plan(g, asim.gpu(GPU), replace(XLA, rules=strict))
+    k = kernel_of(plan, "rsqrt.1")
+    assert computed_by(plan, "rsqrt.1") == [k] and "rsqrt.1 is expensive and broadcast: XLA ends the kernel here" in k.notes

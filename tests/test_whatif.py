@@ -151,15 +151,37 @@ def test_bad_options_are_astitch_errors(kwargs, words):
         assert w in str(e.value)
 
 
-def test_options_apply_to_astitch_only():
-    with pytest.raises(asim.AStitchError, match="strategy 'xla' takes none .strategies with options: fusionstitching, astitch"):
+def test_options_belong_to_their_strategy():
+    with pytest.raises(asim.AStitchError,
+                       match="strategy 'tvm' takes none .strategies with options: xla, fusionstitching, astitch"):
+        asim.compile(asim.workload("paper_fig7"), "tvm", "V100", global_stitching=False)
+    with pytest.raises(asim.AStitchError, match="unknown xla option.s. 'global_stitching'; the what-if options are: "
+                                                "fusion_rules"):
         asim.compile(asim.workload("paper_fig7"), "xla", "V100", global_stitching=False)
 
 
+def test_xla_fusion_rules_are_recorded_printed_and_round_trip_through_json():
+    """The paper-era XLA is a what-if setting of the xla strategy (strategies/xla_options.py)."""
+    g = asim.workload("paper_fig7")
+    plan = asim.compile(g, "xla", "V100", fusion_rules="tf-2.6")
+    assert plan.options == {"fusion_rules": "tf-2.6"}
+    text = str(plan)
+    assert "what-if: fusion_rules=tf-2.6" in text and "fusion rules tf-2.6" in text
+    back = asim.Plan.from_json(plan.to_json())
+    assert back.options == plan.options and back.to_json() == plan.to_json()
+    default = asim.compile(g, "xla", "V100")
+    assert default.options == {} and "fusion rules openxla-2024" in str(default)
+    assert asim.compile(g, "xla", "V100", fusion_rules="openxla-2024").options == {}
+    with pytest.raises(asim.AStitchError, match="fusion_rules must be one of 'openxla-2024', 'tf-2.6'"):
+        asim.compile(g, "xla", "V100", fusion_rules="tf-1.15")
+
+
 def test_options_help_covers_every_option():
-    assert set(asim.AStitchOptions.HELP) == set(asim.AStitchOptions.known())
+    from astitch_sim.strategies.xla_options import XlaOptions
     doc = asim.compile.__doc__
-    assert all(name in doc for name in asim.AStitchOptions.known())
+    for options in (asim.AStitchOptions, XlaOptions):
+        assert set(options.HELP) == set(options.known())
+        assert all(name in doc for name in options.known())
 
 
 def test_transfers_name_the_space_each_edge_uses():

@@ -291,9 +291,11 @@ figures.draw_breakdown(results["unfused"])
 # ## Bytes
 #
 # XLA fuses the elementwise ops into their neighbours (registers pass values between them), so the
-# 11 kernels become 5 and most intermediates never touch DRAM. But XLA still ends a kernel at every
-# reduce whose result is broadcast (notebook 2 explains why), so `x` is read several times and the
-# statistics make round trips through global memory:
+# 11 kernels become 3 and most intermediates never touch DRAM: `mean = sum / n` and `rsqrt(var + eps)`
+# are cheap on the GPU (one instruction each), so XLA recomputes them in the kernels that read them
+# instead of giving them kernels of their own. But XLA still ends a kernel at every reduce whose result
+# is broadcast (notebook 2 explains why), so `x` is read several times and the statistics make round
+# trips through global memory:
 
 # %%
 print(plans["xla"])
@@ -347,6 +349,6 @@ figures.compare_bars(results, metrics=("kernel_launches", "global_bytes", "predi
                      title="BERT layernorm 16384x768 on the simulated V100")
 
 # %% [markdown]
-# **Takeaway.** XLA's fusion removed 6 of 11 launches and most of the traffic, yet its plan still moves
-# about three times the minimum and launches 5 kernels. Notebook 2 shows where XLA's fusion stops and why;
+# **Takeaway.** XLA's fusion removed 8 of 11 launches and most of the traffic, yet its plan still moves
+# about three times the minimum and launches 3 kernels. Notebook 2 shows where XLA's fusion stops and why;
 # notebook 3 shows how AStitch gets to one kernel.

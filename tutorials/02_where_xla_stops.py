@@ -83,8 +83,11 @@ grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() el
 #    no way to hand it over inside a kernel, so the reduce's result leaves through global memory and a
 #    new kernel starts;
 # 2. **an expensive elementwise op followed by a broadcast**: the consumer thread *could* recompute it,
-#    but every element of the broadcast would redo the `exp`/`power`/`divide` -- XLA refuses and ends
-#    the kernel instead.
+#    but every element of the broadcast would redo the `tanh`/`power`/`log` -- XLA refuses and ends
+#    the kernel instead. Which ops are expensive depends on the XLA version: on the GPU, f32 `divide` and
+#    `rsqrt` have long been called cheap (single instructions), `exp` since 2021 and `sqrt` since 2022, so
+#    today's XLA recomputes those per element. The `xla` strategy follows today's rules; the paper's era
+#    is one option away (`fusion_rules="tf-2.6"`, `astitch_sim/strategies/xla_rules.py`).
 #
 # Pattern 1 with the builder API: divide each row by its sum.
 
@@ -97,14 +100,16 @@ print(asim.compile(g1, strategy="xla", gpu="V100"))
 
 # %% [markdown]
 # Two kernels; the plan's `note:` says why the first one ends. Pattern 2: scale each row by `exp` of a
-# per-row value.
+# per-row value, under the paper's XLA, where `exp` was expensive:
 
 # %%
 g2 = asim.Graph("scale_by_exp")
 x, v = g2.parameter("x", (256, 1024)), g2.parameter("v", (256,))
 e = g2.exponential(v, name="e")
 g2.set_outputs(g2.multiply(x, g2.broadcast(e, (256, 1024), dimensions=(0,), name="e.bcast"), name="y"))
-print(asim.compile(g2, strategy="xla", gpu="V100"))
+print(asim.compile(g2, strategy="xla", gpu="V100", fusion_rules="tf-2.6"))
+today = asim.compile(g2, strategy="xla", gpu="V100")
+print(f"today's rules: {len(today.kernels)} kernel, exp recomputed {today.kernels[0].stages[0].recompute['e']}x per value")
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -115,7 +120,8 @@ print(asim.compile(g2, strategy="xla", gpu="V100"))
 # **Exercise 1.** Build your own graph `my_graph` (any shapes, any names) in which XLA ends a kernel
 # **because of pattern 2 only**: no reduce anywhere, yet XLA needs more than one kernel. Then check what TVM
 # does with it. (Hint: which ops does the op table call expensive? `[n for n, o in asim.OPS.items() if
-# o.cost == "expensive"]`.)
+# o.cost == "expensive"]`; of those, today's XLA calls f32 `divide`, `rsqrt`, `exponential` and `sqrt`
+# cheap on the GPU.)
 
 # %% [raw]
 # # BEGIN SOLUTION

@@ -101,6 +101,13 @@ def what_if_inputs() -> None:
         st.select_slider("max threads per block", options=[32, 64, 128, 256, 512, 1024],
                          key="opt:max_block_threads", help=asim.AStitchOptions.HELP["max_block_threads"])
         st.button("Reset to the paper's AStitch", on_click=_reset_switches, disabled=not off, key="btn:reset")
+    xla = state.xla_options()
+    default = asim.XlaOptions().fusion_rules
+    with st.sidebar.expander("Which XLA (xla)" + (f" -- {xla['fusion_rules']}" if xla else ""), expanded=bool(xla)):
+        st.selectbox("XLA's GPU fusion rules", list(asim.XlaOptions.CHOICES), key="opt:xla_rules",
+                     format_func=lambda n: f"{n} (default)" if n == default else n,
+                     help=asim.XlaOptions.HELP["fusion_rules"])
+        st.caption(asim.XlaOptions.CHOICES[st.session_state.get("opt:xla_rules", default)])
 
 
 def _reset_switches():

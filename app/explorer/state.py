@@ -4,7 +4,8 @@ Every choice that matters for a shareable link lives in a query parameter, so th
 address bar always holds the current view:
 
 ``?workload=softmax&shape=rows:64,cols:30000&strategy=astitch&gpu=V100&view=Thread+mapping``
-``&off=global_stitching,register_reuse&block=256`` (what-if switches) ``&kernel=0&node=reduce.1``
+``&off=global_stitching,register_reuse&block=256`` (what-if switches) ``&xla=tf-2.6`` (which XLA the xla
+strategy follows) ``&kernel=0&node=reduce.1``
 ``?example=layernorm`` (an HLO example).  Pasted or uploaded HLO cannot travel in a URL.
 
 Widgets are created with ``key=`` only; their values are seeded here, before the
@@ -124,6 +125,8 @@ def seed_from_query() -> None:
         ss[f"opt:{n}"] = n not in off
     block = q.get("block", "1024")
     ss["opt:max_block_threads"] = int(block) if block in ("32", "64", "128", "256", "512", "1024") else 1024
+    ss["opt:xla_rules"] = _checked(q, "xla", list(asim.XlaOptions.CHOICES), asim.XlaOptions().fusion_rules,
+                                   "an XLA rule set", problems)
     ss["kernel"] = int(q.get("kernel", "0")) if q.get("kernel", "0").isdigit() else 0
     ss["node"] = q.get("node", "")
     ss.setdefault("hlo_text", "")
@@ -160,6 +163,12 @@ def what_if_options() -> dict:
     return opts
 
 
+def xla_options() -> dict:
+    """The xla strategy's option (which XLA version's fusion rules), when not the default: keywords for asim.compile."""
+    rules = st.session_state.get("opt:xla_rules", asim.XlaOptions().fusion_rules)
+    return asim.XlaOptions(fusion_rules=rules).changed()
+
+
 def write_query(source) -> None:
     """Mirror the state in the URL (only what a link can carry)."""
     ss = st.session_state
@@ -176,6 +185,8 @@ def write_query(source) -> None:
         q["off"] = ",".join(off)
     if "max_block_threads" in opts:
         q["block"] = str(opts["max_block_threads"])
+    if xla_options():
+        q["xla"] = xla_options()["fusion_rules"]
     if ss.get("kernel"):
         q["kernel"] = str(ss["kernel"])
     if ss.get("node"):

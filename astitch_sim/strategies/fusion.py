@@ -13,13 +13,17 @@ policy object (``register_only.py``: ``UNFUSED``, ``XLA``, ``TVM``) that
 * ``unfused``: every op that does work (a kernel per op, like TensorFlow
   without XLA); reshapes, bitcasts, broadcasts and constants are free.
 * ``xla``: graph outputs; reduces (a reduce's result leaves its kernel through
-  global memory); expensive elementwise ops whose result is broadcast
+  global memory); expensive elementwise ops whose elements a broadcast reuses
   (pattern 2 of the paper); expensive ops that several kernels would
   otherwise recompute; sibling reductions of one input share a kernel, and so
-  do loop fusions of one shape that read a common input or one another.
+  do loop fusions of one shape that read a common input or one another.  *Which*
+  ops are expensive is the GPU rule of one named XLA version
+  (``xla_rules.py``): by default OpenXLA's ``GpuInstructionFusion`` of 2022-2024
+  (f32/f16 divide, rsqrt, exp, sqrt cheap), or the paper's era with
+  ``fusion_rules="tf-2.6"`` (only divide and rsqrt cheap).
 
-The xla rules, and where XLA states them (TensorFlow's
-``tensorflow/compiler/xla/service/``, OpenXLA's ``xla/service/gpu/``):
+The xla rules, and where XLA states them (OpenXLA's ``xla/service/`` and ``xla/service/gpu/``, formerly
+TensorFlow's ``tensorflow/compiler/xla/service/``; ``xla_rules.py`` names the commits read):
 
 =====================================================  ==================================================
 rule here                                              XLA
@@ -27,12 +31,18 @@ rule here                                              XLA
 an elementwise producer fuses into its consumer        ``instruction_fusion.cc``: ``InstructionFusion::Run``
 (walk producers back from each root)                   fuses every operand ``ShouldFuse`` accepts
 a cheap producer with several consumers is             ``ShouldFuse``: ``FusionWouldDuplicate(producer,
-recomputed in each; an expensive one is a root         consumer) && IsExpensive(*producer)`` -> no
-an expensive op read by a broadcast ends its kernel    ``ShouldFuse``: ``consumer->ReusesOperandElements(i)
-(:func:`~astitch_sim.analysis.is_one_to_many_producer`)  && IsExpensive(*producer)`` -> no
-which ops are expensive (divide, exp, log, power,      ``InstructionFusion::IsExpensive``
-tanh, sqrt, rsqrt...; not sine, cosine, tan on reals,  (:func:`~astitch_sim.analysis.is_expensive`, the
-nor an integer divide by a constant scalar)            op table's ``cost`` and ``xla_cheap`` columns)
+recomputed in each; an expensive one is a root         consumer) && is_expensive_(producer)`` -> no
+an expensive op whose elements a broadcast reuses      ``gpu/instruction_fusion.cc``:
+ends its kernel, the broadcast seen through views      ``ShouldFuseInexpensiveChecks``: ``is_expensive(
+and the cheap ops fused in between; a cheap one is     producer) && ReusesOperandElements(consumer, i)``
+fused and recomputed per element (the plan records     -> no; for a fusion consumer
+how often)                                             ``FusionReusesParamElements``
+                                                       (``xla_rules.reused_by_broadcast``)
+which ops are expensive: the generic list (divide,     ``InstructionFusion::IsExpensive`` (generic;
+exp, log, power, tanh, sqrt, rsqrt...; not sine,       :func:`~astitch_sim.analysis.is_expensive`, the op
+cosine, tan on reals, nor an integer divide by a       table's ``cost`` and ``xla_cheap`` columns), then
+constant scalar), less the GPU's cheap f32/f16 ops     ``GpuInstructionFusion::IsExpensive`` (the GPU's
+of the chosen XLA version                              cheap ops: ``xla_rules.RULES``)
 a reduce's result leaves its kernel                    ``gpu_fusible.cc``: a reduce fusion is fusible
                                                        only as a consumer (``IsInputFusibleReduction``)
 sibling reduces of one input share a kernel            ``multi_output_fusion.cc``: ``GpuMultiOutputFusion
@@ -47,9 +57,15 @@ no multi-output fusion that would make a cycle         the ``reachability_`` che
 at most 96 operands and outputs per fusion             ``gpu_fusible.cc``: ``FusionFitsInBudget``
                                                        (``kMaxOperandsAndOutputsPerFusion``)
 =====================================================  ==================================================
+
+What XLA does that is not modelled (epilogue fusion of reductions, Triton normalisation fusions,
+``FusionMerger``, priority fusion's cost model): ``xla_rules.py``.
+
 * ``tvm``: like xla, but an expensive op followed by a broadcast is fused into
   its consumers and recomputed per consumer element (the plan records how often);
   TVM inlines every injective producer into each consumer, so nothing is re-read.
+  TVM has no notion of expensive ops; the op table's cost class (the paper's) only
+  decides which recomputations the plan's notes point out.
 
 The tvm rules, and where TVM states them (Relay's ``FuseOps`` pass,
 ``src/relay/transforms/fuse_ops.cc``, ``GraphPartitioner::RunFuse``, over the op patterns of
@@ -83,14 +99,14 @@ cap of 256 ops per fused function (``kMaxFusedOps``) is not modelled.
 """
 from __future__ import annotations
 
-from ..analysis import ancestors, boundary_source, is_boundary, is_free, is_one_to_many_producer, \
-    must_materialise
+from ..analysis import ancestors, boundary_source, is_boundary, is_free, must_materialise
 from ..boundary import sibling_key
 from ..kernel_builder import assemble_kernel
 from ..plan import Plan, Stage
 from .common import LOOP_BLOCK, closure, dependency_order, escapes_of, flat_mapping, fusible_stop, library_kernel, \
     max_reduction_slots, reduction_values, xla_reduce_mapping
 from .register_only import POLICIES, RegisterOnlyPolicy
+from .xla_rules import DEFAULT_RULES, NOTE_PREFIX as RULES_NOTE
 
 
 def _initial_roots(graph, live, policy: RegisterOnlyPolicy) -> set:
@@ -334,7 +350,10 @@ def partition_plan(graph, gpu, policy) -> Plan:
                             escapes_of(graph, set(ops), read_elsewhere), stitch=False, notes=notes)
         kernels.append(k)
     plan_notes = [f"{policy.name}: {len(kernels)} kernels from roots " + ", ".join(order)]
-    return Plan(graph, policy.name, gpu, kernels, plan_notes)
+    if policy.rules is not None:
+        plan_notes.append(f"{RULES_NOTE} {policy.rules.name}: {policy.rules.title} ({policy.rules.source})")
+    options = {} if policy.rules is None or policy.rules.name == DEFAULT_RULES else {"fusion_rules": policy.rules.name}
+    return Plan(graph, policy.name, gpu, kernels, plan_notes, options=options)
 
 
 def _notes(graph, group, ops, roots, policy: RegisterOnlyPolicy) -> list:
@@ -345,10 +364,10 @@ def _notes(graph, group, ops, roots, policy: RegisterOnlyPolicy) -> list:
         notes.append(f"multi-output fusion of {what} {', '.join(group)}")
     if head.op == "reduce":
         notes.append(f"{head.name} ends the kernel: a reduce result leaves through global memory")
-    elif policy.expensive_broadcast_ends_kernel and is_one_to_many_producer(head):
+    elif policy.expensive_broadcast_ends_kernel and policy.ends_kernel_before_reuse(head):
         notes.append(f"{head.name} is expensive and broadcast: {policy.title} ends the kernel here")
     for n in ops:
         node = graph[n]
-        if not policy.expensive_broadcast_ends_kernel and is_one_to_many_producer(node) and n not in roots:
+        if not policy.expensive_broadcast_ends_kernel and policy.ends_kernel_before_reuse(node) and n not in roots:
             notes.append(f"{n} is recomputed for every element of its broadcast ({policy.title})")
     return notes

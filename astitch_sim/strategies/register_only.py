@@ -11,22 +11,27 @@ rule                          unfused      xla                          tvm
 ============================  ===========  ===========================  ==============
 every op that works is a      yes          no                           no
 root (a kernel per op)
-an expensive op read by a     (a root      yes (paper's pattern 2)      no: recomputed
-broadcast ends its kernel     anyway)                                   per element
+an expensive op whose         (a root      yes (paper's pattern 2)      no: recomputed
+elements a broadcast reuses   anyway)                                   per element
+ends its kernel
 a producer several kernels    own kernel   own kernel if expensive,     recomputed
 would compute                              else recomputed              in each
 multi-output fusion           no           siblings and loop fusions    no
 (siblings share a kernel)                  of one shape
+which ops are expensive       op table     the XLA version's GPU rules  op table
+                                           (``xla_rules.py``)
 ============================  ===========  ===========================  ==============
 
 ``fusion.py``'s docstring says where XLA and TVM state each rule.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
-from ..analysis import is_expensive, is_one_to_many_producer
+from ..analysis import is_expensive
 from .common import is_work
+from .xla_rules import DEFAULT_RULES, RULES, XlaRules, reused_by_broadcast
 
 #: what happens to a producer that several kernels would compute
 RECOMPUTE = "recompute in each kernel"
@@ -45,23 +50,41 @@ class RegisterOnlyPolicy:
     expensive_broadcast_ends_kernel: bool = False    #: the paper's pattern (2) makes a root
     shared_producer: str = OWN_KERNEL_IF_EXPENSIVE   #: RECOMPUTE, OWN_KERNEL_IF_EXPENSIVE or OWN_KERNEL
     multi_output_fusion: bool = False                 #: siblings (reduces, loop fusions) share a kernel
+    #: which XLA version says what is expensive (``xla_rules.py``); None: the op table's cost class (the paper's)
+    rules: Optional[XlaRules] = None
+
+    def is_expensive(self, node) -> bool:
+        """Expensive under this policy: the XLA version's GPU rules, or the op table's cost class."""
+        return self.rules.is_expensive(node) if self.rules is not None else is_expensive(node)
+
+    def ends_kernel_before_reuse(self, node) -> bool:
+        """The paper's pattern (2) as this policy sees it: an expensive op whose elements a broadcast reuses."""
+        if self.rules is not None:
+            return self.rules.refuses_to_fuse_into_reuser(node)
+        return is_expensive(node) and bool(reused_by_broadcast(node))
 
     def is_own_root(self, node) -> bool:
         """Is ``node`` a root under this policy's own rules (beyond the shared ones: outputs,
         reduces, library ops and the values library kernels read from memory)?"""
         return ((self.kernel_per_op and is_work(node))
-                or (self.expensive_broadcast_ends_kernel and is_one_to_many_producer(node)))
+                or (self.expensive_broadcast_ends_kernel and self.ends_kernel_before_reuse(node)))
 
     def shared_producer_is_root(self, node) -> bool:
         """Does a (non-free) producer that several kernels would compute get a kernel of its own?"""
         if self.shared_producer == RECOMPUTE:
             return False
-        return self.shared_producer == OWN_KERNEL or is_expensive(node)
+        return self.shared_producer == OWN_KERNEL or self.is_expensive(node)
 
 
 UNFUSED = RegisterOnlyPolicy("unfused", "unfused", "op", kernel_per_op=True, shared_producer=OWN_KERNEL)
-XLA = RegisterOnlyPolicy("xla", "XLA", "fusion", expensive_broadcast_ends_kernel=True, multi_output_fusion=True)
+XLA = RegisterOnlyPolicy("xla", "XLA", "fusion", expensive_broadcast_ends_kernel=True, multi_output_fusion=True,
+                         rules=RULES[DEFAULT_RULES])
 TVM = RegisterOnlyPolicy("tvm", "TVM", "fusion", shared_producer=RECOMPUTE)
 
 #: name -> policy, for the registry
 POLICIES = {p.name: p for p in (UNFUSED, XLA, TVM)}
+
+
+def xla_policy(fusion_rules: str = DEFAULT_RULES) -> RegisterOnlyPolicy:
+    """The ``xla`` policy following the GPU fusion rules of the XLA version ``fusion_rules`` (``xla_rules.RULES``)."""
+    return XLA if fusion_rules == DEFAULT_RULES else replace(XLA, rules=RULES[fusion_rules])

@@ -65,6 +65,12 @@ def _register_builtin() -> None:
         from .astitch import astitch_plan
         return astitch_plan(graph, gpu, options)
 
+    def xla(graph, gpu, options):
+        from .fusion import partition_plan
+        from .register_only import xla_policy
+        from .xla_options import XlaOptions
+        return partition_plan(graph, gpu, xla_policy((options or XlaOptions()).fusion_rules))
+
     def fusionstitching(graph, gpu, options):
         from .fusionstitching import fusionstitching_plan
         return fusionstitching_plan(graph, gpu, options)
@@ -75,10 +81,12 @@ def _register_builtin() -> None:
 
     from .fs_options import FusionStitchingOptions
     from .options import AStitchOptions
+    from .xla_options import XlaOptions
     register(Strategy("unfused", "one kernel per op: every intermediate value goes through global memory",
                       register_only("unfused")))
-    register(Strategy("xla", "XLA's (2021) fusion: elementwise ops fuse into their consumers, a reduce followed "
-                      "by a broadcast or an expensive op that is broadcast ends a kernel", register_only("xla")))
+    register(Strategy("xla", "XLA's GPU fusion (OpenXLA's rules of 2022-2024 by default; fusion_rules='tf-2.6' for "
+                      "the paper's era): elementwise ops fuse into their consumers, a reduce's result or an "
+                      "expensive op that is broadcast ends a kernel", xla, XlaOptions))
     register(Strategy("tvm", "TVM's fusion: like xla, but an expensive broadcast producer is recomputed by "
                       "every consumer thread instead of ending the kernel", register_only("tvm")))
     register(Strategy("fusionstitching", "FusionStitching (2020), AStitch's predecessor: XLA's kernels stitched "

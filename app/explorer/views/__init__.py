@@ -18,9 +18,11 @@ class Context:
     gpu: str
     strategy: str
     options: dict = field(default_factory=dict)
+    xla_options: dict = field(default_factory=dict)     #: which XLA the xla strategy follows, when not the default
 
     def opts_for(self, strategy: str) -> tuple:
-        return tuple(sorted(self.options.items())) if strategy == "astitch" else ()
+        chosen = {"astitch": self.options, "xla": self.xla_options}.get(strategy, {})
+        return tuple(sorted(chosen.items()))
 
     def plan(self, strategy: str | None = None, options: dict | None = None):
         s = strategy or self.strategy
@@ -34,6 +36,8 @@ class Context:
         return compute.runs(self.source, self.gpu, self.variants(strategies), what)
 
     def label(self, strategy: str) -> str:
+        if strategy == "xla" and self.xla_options:
+            return f"xla ({self.xla_options['fusion_rules']})"
         return f"{strategy} (what-if)" if strategy == "astitch" and self.options else strategy
 
 

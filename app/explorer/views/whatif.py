@@ -76,7 +76,8 @@ def render(ctx):
     if not opts:
         st.info("All switches are on: this is the paper's AStitch. Turn decisions off in the sidebar "
                 "(**What-if switches**); every view then shows the changed plan. Below: each switch alone.")
-    variants = [("xla", "xla", {}), ("astitch (paper)", "astitch", {})]
+    xla = ctx.label("xla")
+    variants = [(xla, "xla", dict(ctx.opts_for("xla"))), ("astitch (paper)", "astitch", {})]
     if opts:
         variants.append(("astitch (what-if)", "astitch", opts))
     runs = compute.runs(ctx.source, ctx.gpu, variants, "What-if")
@@ -86,7 +87,7 @@ def render(ctx):
     unit = units(runs.values())
     u, su = unit["global"][0], unit["shared"][0]
     df = pd.DataFrame([row(label, r, base, unit) for label, r in runs.items()])
-    colours = {"xla": "#f28e2b", "astitch (paper)": "#4e79a7", "astitch (what-if)": "#76b7b2"}
+    colours = {xla: "#f28e2b", "astitch (paper)": "#4e79a7", "astitch (what-if)": "#76b7b2"}
     if opts:
         st.markdown("**switched off:** " + ", ".join(f"`{k}={v}`" for k, v in opts.items()))
         for k in opts:
