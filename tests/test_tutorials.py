@@ -271,3 +271,122 @@ def test_plan_notes_never_call_a_prediction_measured():
         plan = asim.compile(g, strategy=s, gpu="V100")
         notes = "\n\n".join(list(plan.notes) + [n for k in plan.kernels for n in k.notes])
         assert not MEASURED.search(notes), (s, notes)       # a planner runs no GPU: nothing it notes is measured
+
+
+# -- grading (issue 31 item 12) ----------------------------------------------------------------------------
+
+def grade_scores(results_json: Path) -> dict:
+    import json
+    return {t["name"]: (t["score"], t["max_score"]) for t in json.loads(results_json.read_text())["tests"]
+            if "score" in t}
+
+
+@pytest.mark.slow
+def test_a_solved_notebook_6_grades_full_marks_into_a_folder_that_does_not_exist(tmp_path):
+    """The documented grading command (``build.py grade``, which runs ``otter run``) on notebook 6's own
+    solution: q3 scored 0 (the check looked for benchmarks/results above the autograder's submission folder,
+    which has no checkout around it), and ``otter run -o`` refused an output folder that did not exist."""
+    tut = build.stage_copy(tmp_path / "stage")
+    built = build.assign(tut / "06_plan_to_cuda.ipynb", tmp_path / "dist" / "06_plan_to_cuda")
+    out = tmp_path / "not" / "yet" / "results"
+    assert build.main(["grade", str(built), str(built / "autograder" / "06_plan_to_cuda.ipynb"),
+                       "--out", str(out)]) == 0
+    scores = grade_scores(out / "results.json")
+    qs = build.questions(nbformat.read(tut / "06_plan_to_cuda.ipynb", as_version=4))
+    assert set(scores) == set(qs), scores
+    assert all(got == full > 0 for got, full in scores.values()), scores
+
+
+def test_the_autograder_environment_installs_astitch_sim(tmp_path):
+    """otter's environment.yml (Gradescope, ``otter grade``) installed otter and nothing else: no astitch-sim,
+    which is on no package index.  The zip now carries a wheel of the checkout and installs it from there."""
+    import io
+    import zipfile
+
+    import yaml
+    tut = build.stage_copy(tmp_path / "stage")
+    built = build.assign(tut / "01_why_memory_bound.ipynb", tmp_path / "dist" / "01")
+    (zpath,) = (built / "autograder").glob("*.zip")
+    with zipfile.ZipFile(zpath) as z:
+        env = yaml.safe_load(z.read("environment.yml"))
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+        ours = [r for r in pip if r.replace("_", "-").startswith("astitch-sim")]
+        assert len(ours) == 1, pip
+        name, url = (x.strip() for x in ours[0].split(" @ "))
+        assert name == "astitch-sim[tutorials]"
+        prefix = f"file://{build.AUTOGRADER_FILES}/"
+        assert url.startswith(prefix), url
+        member = "files/" + url[len(prefix):]
+        assert member in z.namelist(), (member, z.namelist())
+        with zipfile.ZipFile(io.BytesIO(z.read(member))) as wheel:
+            names = wheel.namelist()
+    assert "astitch_sim/__init__.py" in names and "gpu_backend/__init__.py" in names
+    assert any(n.endswith("METADATA") for n in names)
+
+
+def markdown_before(name: str, question: str) -> tuple:
+    """(markdown, code) of a master notebook's cells before a question's solution, the question's prompt
+    included."""
+    nb = nbformat.read(REPO / "tutorials" / f"{name}.ipynb", as_version=4)
+    md, code, in_q = [], [], False
+    for c in nb.cells:
+        if c.cell_type == "raw" and c.source.startswith("# BEGIN QUESTION"):
+            in_q = f"name: {question}" in c.source
+        if in_q and c.cell_type == "raw" and c.source.startswith("# BEGIN SOLUTION"):
+            break
+        (md if c.cell_type == "markdown" else code if c.cell_type == "code" else []).append(c.source)
+    else:
+        raise AssertionError(f"{name} has no question {question}")
+    return "\n".join(md), "\n".join(code)
+
+
+def test_the_prose_gives_no_answer_away():
+    """What a student reads before an exercise must not state its answer: nb02 q2 listed XLA's kernel ends,
+    nb05 q1 said how many blocks each SM holds (times the SMs: the answer), nb05 q4 printed the race count and
+    the raced node, nb06 q3 said 'There are none' (and its goals: no GPU measurements yet)."""
+    import astitch_sim as asim
+    md, _ = markdown_before("02_where_xla_stops", "q2_xla_ends")
+    ends = [k.computed[-1] for k in asim.compile(asim.workload("paper_fig7"), "xla", "V100").kernels]
+    named = [n for n in ends if re.search(rf"`{re.escape(n)}`", md)]
+    assert len(named) < len(ends), named
+    md, _ = markdown_before("05_grid_barriers", "q1_max_grid")
+    k = asim.compile(asim.workload("softmax", rows=64, cols=30000), "astitch", "V100").kernels[0]
+    per_sm = asim.gpu("V100").blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread) // 80
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    assert not re.search(rf"\b(hold|holds|fit|fits)\s+({per_sm}|{words.get(per_sm, per_sm)})\b", md), md
+    _, code = markdown_before("05_grid_barriers", "q4_races")
+    assert not re.search(r"print\([^)]*(len\(traced\.races\)|traced\.races\[)", code)
+    md, code = markdown_before("06_plan_to_cuda", "q3_measurements")
+    assert not re.search(r"there are none|no GPU measurements|has no\s+GPU measurements", md, re.I), md
+    assert "print(measured)" not in code
+
+
+def test_hints_say_what_is_missing_and_say_it_whole():
+    """nb02 q2's hint for a list missing the output kernel said an expensive broadcast was missing; nb05 q3's
+    hint cut the simulator's error at its first colon ('... (AStitchError: ...)')."""
+    import dataclasses
+    import sys
+
+    import astitch_sim as asim
+    sys.path.insert(0, str(REPO / "tutorials"))
+    try:
+        from checks import nb02, nb05
+        from checks.core import Wrong
+    finally:
+        sys.path.remove(str(REPO / "tutorials"))
+    g = asim.workload("paper_fig7")
+    ends = [k.computed[-1] for k in asim.compile(g, "xla", "V100").kernels]
+    out = next(e for e in ends if e in {o.name for o in g.outputs})
+    with pytest.raises(Wrong) as e:
+        nb02.q2_xla_ends([n for n in ends if n != out])
+    assert "output" in str(e.value) and "expensive" not in str(e.value)
+    tfm = asim.workload("softmax", rows=64, cols=30000)
+    v100 = asim.gpu("V100")
+    half = dataclasses.replace(v100, name="V100-half", sms=40)
+    plan = asim.compile(tfm, "astitch", v100)
+    moved = asim.Plan(plan.graph, plan.strategy, half, plan.kernels)
+    with pytest.raises(asim.AStitchError) as err:
+        asim.simulate(moved, asim.random_inputs(tfm))
+    with pytest.raises(Wrong) as e:
+        nb05.q3_fixed_plan(moved)
+    assert str(err.value) in str(e.value)

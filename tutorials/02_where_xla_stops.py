@@ -21,6 +21,9 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
 # files:
 #   - checks
 
@@ -158,8 +161,8 @@ fig7 = asim.workload("paper_fig7")          # N=128, C=256
 print(fig7)
 
 # %% [markdown]
-# The paper says XLA forms **4 kernels** for it, ending at `reduce.1`, `power.1`, `reduce.2` and
-# `multiply.1`, with `Pr.2` and `B.2` loaded again in later kernels. Our `xla` strategy, drawn:
+# The paper splits it under XLA's rules into several kernels, each ending where a result has to leave
+# through global memory, with `Pr.2` and `B.2` loaded again in later kernels. Our `xla` strategy, drawn:
 # one lane per kernel; grey dashed boxes are reads from global memory, red dashed arrows the round trips
 # through it.
 
@@ -173,14 +176,16 @@ figures.draw_plan(plans["xla"])
 # points: 1
 
 # %% [markdown]
-# **Exercise 2.** List, in launch order, the node each of XLA's kernels for Figure 7 *ends at* (its last
-# node, whose result leaves the kernel). Read it off `print(plans["xla"])` or the picture.
+# **Exercise 2.** List, in launch order, the node each of XLA's kernels for Figure 7 *ends at*: the node
+# whose result the kernel writes to global memory for a later kernel or as the graph's output. Find it in
+# `print(plans["xla"])` (each kernel's `writes` line and its notes say why it ends there) or in the picture.
+# Then compare with the paper's account in `../docs/papers.md` (Figure 7).
 
 # %% [raw]
 # # BEGIN SOLUTION
 
 # %%
-xla_ends = ["reduce.1", "power.1", "reduce.2", "multiply.1"]  # SOLUTION
+xla_ends = [kernel.outputs[-1] for kernel in plans["xla"].kernels]  # SOLUTION
 
 # %% [raw]
 # # END SOLUTION

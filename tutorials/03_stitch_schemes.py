@@ -21,6 +21,9 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
 # files:
 #   - checks
 

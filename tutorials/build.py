@@ -4,6 +4,10 @@
     python tutorials/build.py check-sync         # exit 1 if an .ipynb differs from its .py
     python tutorials/build.py student [--out D]  # otter assign: student notebooks (solutions stripped)
                                                  #   and autograder zips, in D (default tutorials/dist)
+    python tutorials/build.py grade dist/NN_name SUBMISSION... --out R
+                                                 # otter run each submission (a notebook or a folder of
+                                                 #   them) against NN's autograder; results.json in R
+                                                 #   (created if missing), one folder per submission
     python tutorials/build.py run [--out D] [NN ...]
                                                  # execute the notebooks with their solutions in a fresh
                                                  #   kernel, verify every check, keep executed copies
@@ -120,7 +124,59 @@ def stage_copy(dest: Path) -> Path:
     results = REPO / "benchmarks" / "results"
     if results.exists():
         shutil.copytree(results, dest / "benchmarks" / "results", dirs_exist_ok=True)
+        # what notebook 6 reads, beside the notebooks too: its ``files:`` ship it to students and to the
+        # autograder, whose submission folder has no checkout around it (q3 scored 0 there)
+        for f in results_files():
+            target = tut / "benchmarks" / "results" / f.relative_to(results)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, target)
+    autograder_environment(tut)
     return tut
+
+
+def results_files() -> list:
+    """The files of ``benchmarks/results`` notebook 6 reads: the SIMT model's predictions and every GPU run's
+    ``results.json`` (what ``asim.gpu_measurements`` collects)."""
+    results = REPO / "benchmarks" / "results"
+    return sorted({results / "simt_predictions.json", *results.rglob("results.json")} & set(results.rglob("*")))
+
+
+def build_wheel(dest: Path) -> Path:
+    """A wheel of this checkout's astitch-sim (``astitch_sim`` and ``gpu_backend``) in ``dest``; built from a
+    copy, so the build writes nothing into the checkout."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="astitch-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (REPO / name).exists():
+                shutil.copy(REPO / name, src / name)
+        for pkg in ("astitch_sim", "gpu_backend"):
+            shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+        cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest),
+               str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building astitch-sim's wheel failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    wheels = sorted(dest.glob("astitch_sim-*.whl"))
+    if len(wheels) != 1:
+        raise RuntimeError(f"expected one astitch-sim wheel in {dest}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+#: where Gradescope (and ``otter grade``'s Docker image) unpacks an autograder zip's ``files/``
+AUTOGRADER_FILES = "/autograder/source/files"
+
+
+def autograder_environment(tut: Path) -> None:
+    """What the masters' ``requirements: requirements.txt`` and ``autograder_files: [wheels]`` name: a wheel of
+    this checkout in ``wheels/`` and a requirements file installing it with the tutorials extra, so that the
+    autograder's environment (otter's environment.yml: Gradescope, ``otter grade``) has astitch-sim -- it is on
+    no package index.  ``otter run`` (``build.py grade``) grades in the current environment instead."""
+    wheel = build_wheel(tut / "wheels")
+    (tut / "requirements.txt").write_text(
+        "# astitch-sim, from the wheel the autograder zip carries (tutorials/build.py writes this file)\n"
+        f"astitch-sim[tutorials] @ file://{AUTOGRADER_FILES}/wheels/{wheel.name}\n")
 
 
 def assign(ipynb: Path, out: Path) -> Path:
@@ -288,6 +344,48 @@ def student(out: Path) -> None:
             print(f"{py.stem}: student/ and autograder/ in {dest.relative_to(Path.cwd()) if dest.is_relative_to(Path.cwd()) else dest}")
 
 
+def grade(autograder: Path, submissions: list, out: Path) -> dict:
+    """Grade submissions with ``otter run`` (no Docker; the current environment, which has astitch-sim).
+
+    ``autograder`` is a built notebook folder (``dist/NN_name``), its ``autograder/`` folder or the zip;
+    each submission's ``results.json`` goes to ``out/<submission name>/`` (one notebook: ``out/`` itself);
+    ``out`` and its parents are created (``otter run -o`` wants an existing folder).  Returns
+    ``{submission: {question: score}}`` and prints a table."""
+    autograder = Path(autograder)
+    zips = ([autograder] if autograder.suffix == ".zip" else
+            sorted(autograder.glob("*.zip")) or sorted(autograder.glob("autograder/*.zip")))
+    if len(zips) != 1:
+        raise SystemExit(f"{autograder}: expected one autograder zip (python tutorials/build.py student builds "
+                         f"it), found {len(zips)}")
+    paths = []
+    for s in submissions:
+        s = Path(s)
+        paths += (sorted(n for n in s.rglob("*.ipynb") if ".ipynb_checkpoints" not in n.parts) if s.is_dir()
+                  else [s])
+    if not paths:
+        raise SystemExit("no submissions to grade")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise SystemExit(f"no such submission: {missing[0]}")
+    stems = [p.stem for p in paths]
+    unique = len(set(stems)) == len(stems)       # a class's folder: student_a/06_x.ipynb, student_b/06_x.ipynb
+    scores = {}
+    for p in paths:
+        dest = out if len(paths) == 1 else out / (p.stem if unique else f"{p.parent.name}_{p.stem}")
+        dest.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "otter", "run", "-a", str(zips[0].resolve()), "-o", str(dest.resolve()),
+               str(p.resolve())]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        results = dest / "results.json"
+        if proc.returncode != 0 or not results.exists():
+            raise RuntimeError(f"otter run {p} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        data = json.loads(results.read_text())
+        graded = [t for t in data["tests"] if "score" in t]        # otter adds an unscored "Public Tests" row
+        scores[str(p)] = {t["name"]: t["score"] for t in graded}
+        print(f"{p}: {sum(t['score'] for t in graded):g} / {sum(t['max_score'] for t in graded):g}  ->  {results}")
+    return scores
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -295,6 +393,10 @@ def main(argv=None) -> int:
     sub.add_parser("check-sync", help="exit 1 if an .ipynb differs from its .py source")
     s = sub.add_parser("student", help="otter assign: student notebooks and autograder zips")
     s.add_argument("--out", type=Path, default=TUTORIALS / "dist")
+    gr = sub.add_parser("grade", help="grade submissions with otter run (results.json per submission)")
+    gr.add_argument("autograder", type=Path, help="dist/NN_name (or its autograder zip)")
+    gr.add_argument("submissions", nargs="+", type=Path, help="notebooks, or folders of them")
+    gr.add_argument("--out", "-o", type=Path, required=True, help="results folder (created if missing)")
     r = sub.add_parser("run", help="execute and verify the notebooks; keep executed copies")
     r.add_argument("--out", type=Path, default=TUTORIALS / "dist" / "executed")
     r.add_argument("only", nargs="*", help="notebook numbers (01 02 ...); default all")
@@ -308,6 +410,9 @@ def main(argv=None) -> int:
         return 1 if bad else 0
     if a.cmd == "student":
         student(a.out.resolve())
+        return 0
+    if a.cmd == "grade":
+        grade(a.autograder, a.submissions, a.out)
         return 0
     return 1 if run(a.only, a.out.resolve()) else 0
 
