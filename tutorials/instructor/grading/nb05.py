@@ -5,7 +5,7 @@ import numpy as np
 
 import astitch_sim as asim
 
-from .core import Derived, Wrong, answered, direction, exercise, integer, word
+from checks.core import Derived, Wrong, answered, direction, exercise, integer, word
 
 V100 = asim.gpu("V100")
 

@@ -24,6 +24,7 @@
 # requirements: requirements.txt
 # autograder_files:
 #   - wheels
+#   - grading
 # files:
 #   - checks
 
@@ -67,8 +68,8 @@ import astitch_sim as asim
 from astitch_sim import figures
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() else None
 
@@ -137,8 +138,22 @@ print(asim.compile(my_graph, "xla", "V100"))
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_my_graph_form(my_graph):
+    from checks import public
+    public.check("q1_my_graph", my_graph=my_graph)
+
+test_q1_my_graph_form(my_graph)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_my_graph(my_graph):
-    from checks import nb02
+    from grading import nb02
     nb02.q1_my_graph(my_graph)
 
 test_q1_my_graph(my_graph)
@@ -194,8 +209,22 @@ xla_ends = [kernel.outputs[-1] for kernel in plans["xla"].kernels]  # SOLUTION
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_xla_ends_form(xla_ends):
+    from checks import public
+    public.check("q2_xla_ends", xla_ends=xla_ends)
+
+test_q2_xla_ends_form(xla_ends)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_xla_ends(xla_ends):
-    from checks import nb02
+    from grading import nb02
     nb02.q2_xla_ends(xla_ends)
 
 test_q2_xla_ends(xla_ends)
@@ -240,8 +269,22 @@ power_evaluations
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_power_evaluations_form(power_evaluations):
+    from checks import public
+    public.check("q3_power_evaluations", power_evaluations=power_evaluations)
+
+test_q3_power_evaluations_form(power_evaluations)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_power_evaluations(power_evaluations):
-    from checks import nb02
+    from grading import nb02
     nb02.q3_power_evaluations(power_evaluations)
 
 test_q3_power_evaluations(power_evaluations)
@@ -290,8 +333,22 @@ flop_ratio
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q4_flop_ratio_form(flop_ratio):
+    from checks import public
+    public.check("q4_flop_ratio", flop_ratio=flop_ratio)
+
+test_q4_flop_ratio_form(flop_ratio)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q4_flop_ratio(flop_ratio):
-    from checks import nb02
+    from grading import nb02
     nb02.q4_flop_ratio(flop_ratio)
 
 test_q4_flop_ratio(flop_ratio)

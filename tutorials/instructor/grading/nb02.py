@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import astitch_sim as asim
 
-from .core import Derived, Wrong, answered, close, direction, exercise, integer, names, number
+from checks.core import Derived, Wrong, answered, close, direction, exercise, integer, names, number
 
 
 def _fig7_plans():

@@ -24,6 +24,7 @@
 # requirements: requirements.txt
 # autograder_files:
 #   - wheels
+#   - grading
 # files:
 #   - checks
 #   - benchmarks
@@ -82,8 +83,8 @@ from astitch_sim import figures
 print("running kernels in", "Numba's CUDA simulator (CPU)" if gpu_backend.simulator() else "a real GPU")
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("06_plan_to_cuda.ipynb") if Path("tests").is_dir() else None
 
@@ -131,8 +132,22 @@ syncthreads
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_syncthreads_form(syncthreads):
+    from checks import public
+    public.check("q1_syncthreads", syncthreads=syncthreads)
+
+test_q1_syncthreads_form(syncthreads)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_syncthreads(syncthreads):
-    from checks import nb06
+    from grading import nb06
     nb06.q1_syncthreads(syncthreads)
 
 test_q1_syncthreads(syncthreads)
@@ -194,8 +209,22 @@ xla_kernels
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_xla_kernels_form(xla_kernels):
+    from checks import public
+    public.check("q2_xla_kernels", xla_kernels=xla_kernels)
+
+test_q2_xla_kernels_form(xla_kernels)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_xla_kernels(xla_kernels):
-    from checks import nb06
+    from grading import nb06
     nb06.q2_xla_kernels(xla_kernels)
 
 test_q2_xla_kernels(xla_kernels)
@@ -275,8 +304,22 @@ n_measurements
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_measurements_form(n_measurements):
+    from checks import public
+    public.check("q3_measurements", n_measurements=n_measurements)
+
+test_q3_measurements_form(n_measurements)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_measurements(n_measurements):
-    from checks import nb06
+    from grading import nb06
     nb06.q3_measurements(n_measurements)
 
 test_q3_measurements(n_measurements)
