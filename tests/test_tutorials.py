@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_notebooks_match_their_sources_and_carry_no_outputs():
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_structure(name):
-    nb = nbformat.read(REPO / "tutorials" / f"{name}.ipynb", as_version=4)
+    nb = nbformat.read(build.INSTRUCTOR / f"{name}.ipynb", as_version=4)
     md = [c.source for c in nb.cells if c.cell_type == "markdown"]
     head = md[0]
     assert "Learning goals" in head and "Prerequisites" in head and "minutes" in head
@@ -138,7 +139,7 @@ answer = 42  # SOLUTION
 
 # %%
 def test_q1_answer(answer):
-    from checks import nb99
+    from grading import nb99
     nb99.q1_answer(answer)
 
 test_q1_answer(answer)
@@ -150,7 +151,7 @@ test_q1_answer(answer)
 # # END QUESTION
 '''
 
-LAX_CHECKS = '''from .core import Wrong, exercise, integer
+LAX_CHECKS = '''from checks.core import Wrong, exercise, integer
 
 @exercise(wrong=[41, 7])
 def q1_answer(answer):
@@ -165,8 +166,8 @@ def q1_answer(answer):
 def test_the_verifier_catches_a_lax_check_and_a_leaking_hint(tmp_path):
     """The harness itself can fail: a check that accepts a wrong answer, or whose hint contains the
     answer, is reported (so a green run of the real notebooks means something)."""
-    tut = build.stage_copy(tmp_path)
-    (tut / "checks" / "nb99.py").write_text(LAX_CHECKS)
+    tut = build.stage_copy(tmp_path, wheel=False)
+    (tut / "grading" / "nb99.py").write_text(LAX_CHECKS)
     src = tmp_path / "99_lax.py"
     src.write_text(LAX_MASTER)
     nbformat.write(build.notebook_from_source(src), tut / "99_lax.ipynb")
@@ -174,7 +175,7 @@ def test_the_verifier_catches_a_lax_check_and_a_leaking_hint(tmp_path):
     _, report, _ = build.execute(tut / "99_lax.ipynb", built)
     problems = "\n".join(report["problems"])
     assert "wrong answer {'answer': 41} accepted" in problems
-    assert "grader.check accepts wrong answer {'answer': 41}" in problems
+    assert "the autograder's tests accept wrong answer {'answer': 41}" in problems
     assert "gives the answer away" in problems
 
 
@@ -214,7 +215,8 @@ def test_the_measured_check_finds_a_prediction_called_measured():
 def test_predictions_are_never_called_measured():
     """Every time in the notebooks and the explorer is a prediction of the SIMT model's cost model; no sentence
     may call it measured (only the paper's numbers, the CPU wall clock and committed GPU results are)."""
-    texts = {p.name: p.read_text() for p in sorted((REPO / "tutorials").glob("[0-9][0-9]_*.py"))}
+    texts = {p.name: p.read_text() for p in build.sources()}
+    assert len(texts) >= 7
     texts["tutorials/README.md"] = (REPO / "tutorials" / "README.md").read_text()
     for p in sorted((REPO / "app").rglob("*.py")):
         texts[str(p.relative_to(REPO))] = app_strings(p)
@@ -271,3 +273,211 @@ def test_plan_notes_never_call_a_prediction_measured():
         plan = asim.compile(g, strategy=s, gpu="V100")
         notes = "\n\n".join(list(plan.notes) + [n for k in plan.kernels for n in k.notes])
         assert not MEASURED.search(notes), (s, notes)       # a planner runs no GPU: nothing it notes is measured
+
+
+# -- grading (issue 31 item 12) ----------------------------------------------------------------------------
+
+def grade_scores(results_json: Path) -> dict:
+    import json
+    return {t["name"]: (t["score"], t["max_score"]) for t in json.loads(results_json.read_text())["tests"]
+            if "score" in t}
+
+
+@pytest.mark.slow
+def test_a_solved_notebook_6_grades_full_marks_into_a_folder_that_does_not_exist(tmp_path):
+    """The documented grading command (``build.py grade``, which runs ``otter run``) on notebook 6's own
+    solution: q3 scored 0 (the check looked for benchmarks/results above the autograder's submission folder,
+    which has no checkout around it), and ``otter run -o`` refused an output folder that did not exist."""
+    tut = build.stage_copy(tmp_path / "stage")
+    built = build.assign(tut / "06_plan_to_cuda.ipynb", tmp_path / "dist" / "06_plan_to_cuda")
+    out = tmp_path / "not" / "yet" / "results"
+    assert build.main(["grade", str(built), str(built / "autograder" / "06_plan_to_cuda.ipynb"),
+                       "--out", str(out)]) == 0
+    scores = grade_scores(out / "results.json")
+    qs = build.questions(nbformat.read(tut / "06_plan_to_cuda.ipynb", as_version=4))
+    assert set(scores) == set(qs), scores
+    assert all(got == full > 0 for got, full in scores.values()), scores
+
+
+def test_the_autograder_environment_installs_astitch_sim(tmp_path):
+    """otter's environment.yml (Gradescope, ``otter grade``) installed otter and nothing else: no astitch-sim,
+    which is on no package index.  The zip now carries a wheel of the checkout and installs it from there."""
+    import io
+    import zipfile
+
+    import yaml
+    tut = build.stage_copy(tmp_path / "stage")
+    built = build.assign(tut / "01_why_memory_bound.ipynb", tmp_path / "dist" / "01")
+    (zpath,) = (built / "autograder").glob("*.zip")
+    with zipfile.ZipFile(zpath) as z:
+        env = yaml.safe_load(z.read("environment.yml"))
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+        ours = [r for r in pip if r.replace("_", "-").startswith("astitch-sim")]
+        assert len(ours) == 1, pip
+        name, url = (x.strip() for x in ours[0].split(" @ "))
+        assert name == "astitch-sim[tutorials]"
+        prefix = f"file://{build.AUTOGRADER_FILES}/"
+        assert url.startswith(prefix), url
+        member = "files/" + url[len(prefix):]
+        assert member in z.namelist(), (member, z.namelist())
+        with zipfile.ZipFile(io.BytesIO(z.read(member))) as wheel:
+            names = wheel.namelist()
+    assert "astitch_sim/__init__.py" in names and "gpu_backend/__init__.py" in names
+    assert any(n.endswith("METADATA") for n in names)
+
+
+def markdown_before(name: str, question: str) -> tuple:
+    """(markdown, code) of a master notebook's cells before a question's solution, the question's prompt
+    included."""
+    nb = nbformat.read(build.INSTRUCTOR / f"{name}.ipynb", as_version=4)
+    md, code, in_q = [], [], False
+    for c in nb.cells:
+        if c.cell_type == "raw" and c.source.startswith("# BEGIN QUESTION"):
+            in_q = f"name: {question}" in c.source
+        if in_q and c.cell_type == "raw" and c.source.startswith("# BEGIN SOLUTION"):
+            break
+        (md if c.cell_type == "markdown" else code if c.cell_type == "code" else []).append(c.source)
+    else:
+        raise AssertionError(f"{name} has no question {question}")
+    return "\n".join(md), "\n".join(code)
+
+
+def test_the_prose_gives_no_answer_away():
+    """What a student reads before an exercise must not state its answer: nb02 q2 listed XLA's kernel ends,
+    nb05 q1 said how many blocks each SM holds (times the SMs: the answer), nb05 q4 printed the race count and
+    the raced node, nb06 q3 said 'There are none' (and its goals: no GPU measurements yet)."""
+    import astitch_sim as asim
+    md, _ = markdown_before("02_where_xla_stops", "q2_xla_ends")
+    ends = [k.computed[-1] for k in asim.compile(asim.workload("paper_fig7"), "xla", "V100").kernels]
+    named = [n for n in ends if re.search(rf"`{re.escape(n)}`", md)]
+    assert len(named) < len(ends), named
+    md, _ = markdown_before("05_grid_barriers", "q1_max_grid")
+    k = asim.compile(asim.workload("softmax", rows=64, cols=30000), "astitch", "V100").kernels[0]
+    per_sm = asim.gpu("V100").blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread) // 80
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    assert not re.search(rf"\b(hold|holds|fit|fits)\s+({per_sm}|{words.get(per_sm, per_sm)})\b", md), md
+    _, code = markdown_before("05_grid_barriers", "q4_races")
+    assert not re.search(r"print\([^)]*(len\(traced\.races\)|traced\.races\[)", code)
+    md, code = markdown_before("06_plan_to_cuda", "q3_measurements")
+    assert not re.search(r"there are none|no GPU measurements|has no\s+GPU measurements", md, re.I), md
+    assert "print(measured)" not in code
+
+
+def test_hints_say_what_is_missing_and_say_it_whole():
+    """nb02 q2's hint for a list missing the output kernel said an expensive broadcast was missing; nb05 q3's
+    hint cut the simulator's error at its first colon ('... (AStitchError: ...)')."""
+    import dataclasses
+    import sys
+
+    import astitch_sim as asim
+    paths = [str(REPO / "tutorials"), str(build.INSTRUCTOR)]
+    sys.path[:0] = paths
+    try:
+        from checks.core import Wrong
+        from grading import nb02, nb05
+    finally:
+        del sys.path[:2]
+    g = asim.workload("paper_fig7")
+    ends = [k.computed[-1] for k in asim.compile(g, "xla", "V100").kernels]
+    out = next(e for e in ends if e in {o.name for o in g.outputs})
+    with pytest.raises(Wrong) as e:
+        nb02.q2_xla_ends([n for n in ends if n != out])
+    assert "output" in str(e.value) and "expensive" not in str(e.value)
+    tfm = asim.workload("softmax", rows=64, cols=30000)
+    v100 = asim.gpu("V100")
+    half = dataclasses.replace(v100, name="V100-half", sms=40)
+    plan = asim.compile(tfm, "astitch", v100)
+    moved = asim.Plan(plan.graph, plan.strategy, half, plan.kernels)
+    with pytest.raises(asim.AStitchError) as err:
+        asim.simulate(moved, asim.random_inputs(tfm))
+    with pytest.raises(Wrong) as e:
+        nb05.q3_fixed_plan(moved)
+    assert str(err.value) in str(e.value)
+
+
+# -- student and instructor material apart (issue 31, closing paragraph) ---------------------------------
+
+def solution_lines(name: str) -> list:
+    """The master's solution lines (``x = ...  # SOLUTION``), without the marker."""
+    src = (build.INSTRUCTOR / f"{name}.py").read_text()
+    return [line.split("# SOLUTION")[0].strip() for line in src.splitlines() if "# SOLUTION" in line]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_student_notebook_carries_no_answers(name):
+    """tutorials/NN_*.ipynb is the student release (the masters, with solutions and hidden tests, live in
+    tutorials/instructor/): none of the master's solution lines, no hidden check, a grader.check per question."""
+    student = nbformat.read(REPO / "tutorials" / f"{name}.ipynb", as_version=4)
+    code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+    sols = solution_lines(name)
+    assert sols
+    leaked = [line for line in sols if line in code]
+    assert not leaked, leaked
+    assert "grading" not in code and "# SOLUTION" not in code and "BEGIN QUESTION" not in code
+    qs = build.questions(nbformat.read(build.INSTRUCTOR / f"{name}.ipynb", as_version=4))
+    assert sorted(re.findall(r'^grader\.check\("(\w+)"\)', code, re.M)) == sorted(qs)
+    for q in qs:                                     # the public test beside it checks the form only
+        test = (REPO / "tutorials" / "tests" / f"{q}.py").read_text()
+        assert "from checks import public" in test and "grading" not in test and "hidden=True" not in test
+
+
+def test_the_public_checks_hold_no_answers():
+    """The check modules students got computed the right answer with astitch-sim (a student could read the
+    method off them).  The public ones check forms; the answers live in instructor/grading/ only."""
+    import ast
+    public = REPO / "tutorials" / "checks"
+    assert sorted(p.name for p in public.glob("*.py")) == ["__init__.py", "core.py", "public.py"]
+    for p in public.glob("*.py"):                    # astitch-sim's types only: no compiling, no simulating
+        tree = ast.parse(p.read_text())
+        used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id == "asim"}
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names} | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert used <= {"Graph", "Plan"}, (p.name, used)
+        assert not {"gpu_backend", "grading"} & imported, (p.name, imported)
+    assert sorted(p.stem for p in (build.INSTRUCTOR / "grading").glob("nb*.py")) == \
+        [build.module_of(s) for s in build.sources()]
+    spec = importlib.util.spec_from_file_location("checks", public / "__init__.py",
+                                                  submodule_search_locations=[str(public)])
+    import sys
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["checks"] = mod
+    try:
+        spec.loader.exec_module(mod)
+        from checks import public as pub
+        from checks.core import Wrong
+        every = {q: nb for nb in NOTEBOOKS
+                 for q in build.questions(nbformat.read(build.INSTRUCTOR / f"{nb}.ipynb", as_version=4))}
+        assert set(pub.FORMS) == set(every)
+        for q, forms in pub.FORMS.items():              # a blank answer fails its public check, with a hint
+            with pytest.raises(Wrong, match="not answered yet"):
+                pub.check(q, **{a: ... for a in forms})
+        tree = ast.parse((public / "public.py").read_text())
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                    and any(isinstance(c, ast.Constant) and isinstance(c.value, (int, float)) and
+                            not isinstance(c.value, bool) for c in n.comparators)], "public checks compare values"
+    finally:
+        for m in [m for m in sys.modules if m == "checks" or m.startswith("checks.")]:
+            del sys.modules[m]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_grading_a_blank_and_a_solved_copy(name, tmp_path):
+    """The documented grading command (``build.py grade``, into a folder that does not exist yet) on the
+    student's blank copy scores below full marks on every question, and on the solved copy (otter's
+    autograder notebook, the master with its solutions) full marks on every question."""
+    tut = build.stage_copy(tmp_path / "stage")
+    built = build.assign(tut / f"{name}.ipynb", tmp_path / "dist" / name)
+    qs = build.questions(nbformat.read(tut / f"{name}.ipynb", as_version=4))
+    subs = tmp_path / "class"
+    for who, nb in (("blank", built / "student" / f"{name}.ipynb"), ("solved", built / "autograder" / f"{name}.ipynb")):
+        (subs / who).mkdir(parents=True)
+        shutil.copy(nb, subs / who / nb.name)
+    out = tmp_path / "results" / "not" / "there"
+    assert build.main(["grade", str(built), str(subs), "--out", str(out)]) == 0
+    blank = grade_scores(out / f"blank_{name}" / "results.json")
+    solved = grade_scores(out / f"solved_{name}" / "results.json")
+    assert set(blank) == set(solved) == set(qs), (blank, solved)
+    assert all(got < full for got, full in blank.values()), blank
+    assert all(got == full > 0 for got, full in solved.values()), solved

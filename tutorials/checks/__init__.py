@@ -1,15 +1,7 @@
-"""Checks for the exercises of the astitch-sim tutorials.
+"""The public checks of the astitch-sim tutorials: what students get beside the notebooks.
 
-Each notebook ``NN_*.ipynb`` has a module ``checks/nbNN.py`` with one function
-per exercise.  A function takes the student's answer(s), works out the right
-answer *from the model itself* (``astitch_sim``: the same compiler and
-simulator the notebook uses, so a check cannot drift from what the notebook
-shows), and raises :class:`~checks.core.Wrong` -- an ``AssertionError`` --
-whose message says what is wrong without giving the answer away.
-
-Students never call these directly: otter-grader's ``grader.check("q1")`` runs
-the notebook's test file, and the test file calls the check (see
-``tutorials/README.md``).  Each check also lists *plausible wrong answers*
-(``@exercise(wrong=[...])``); CI feeds every one of them to the check and
-requires a rejection whose message does not contain the right answer.
+``checks.public`` checks the *form* of each exercise's answer (answered at all, a number, a whole number, a
+list of node names, a Plan...) and nothing about its value: it holds no answer, so reading it gives none away.
+``checks.core`` holds the pieces every check uses (``Wrong``, the helpers, the registry).  The checks that
+know the answers are instructor material (``tutorials/instructor/grading/``), run by the autograder only.
 """

@@ -1,4 +1,8 @@
-"""The pieces every check uses: the exception, the registry, number and name helpers."""
+"""The pieces every check uses: the exception, the registry, number and name helpers.
+
+Public: students get this module (it holds no answer).  The checks that know the answers are the
+instructor's (``tutorials/instructor/grading/nbNN.py``, shipped in the autograder only); they register
+themselves here with :func:`exercise`."""
 from __future__ import annotations
 
 import math
@@ -60,9 +64,9 @@ def exercise(wrong: list):
 
 
 def exercises(module: str) -> dict:
-    """``{name: Exercise}`` of one notebook's check module (imports it)."""
+    """``{name: Exercise}`` of one notebook's hidden check module ``grading.nbNN`` (imports it)."""
     import importlib
-    importlib.import_module(f"checks.{module}")
+    importlib.import_module(f"grading.{module}")
     return REGISTRY.get(module, {})
 
 

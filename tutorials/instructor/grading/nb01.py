@@ -5,7 +5,7 @@ from functools import lru_cache
 
 import astitch_sim as asim
 
-from .core import Derived, Wrong, close, direction, exercise, number
+from checks.core import Derived, Wrong, close, direction, exercise, number
 
 V100 = asim.gpu("V100")
 

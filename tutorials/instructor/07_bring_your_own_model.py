@@ -21,6 +21,10 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
 #   - data
@@ -70,8 +74,8 @@ from astitch_sim import figures
 HLO = Path("data") / "hlo"
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("07_bring_your_own_model.ipynb") if Path("tests").is_dir() else None
 
@@ -241,8 +245,22 @@ best_cluster
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_best_cluster_form(best_cluster):
+    from checks import public
+    public.check("q1_best_cluster", best_cluster=best_cluster)
+
+test_q1_best_cluster_form(best_cluster)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_best_cluster(best_cluster):
-    from checks import nb07
+    from grading import nb07
     nb07.q1_best_cluster(best_cluster)
 
 test_q1_best_cluster(best_cluster)
@@ -287,8 +305,22 @@ best_model
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_best_model_form(best_model):
+    from checks import public
+    public.check("q2_best_model", best_model=best_model)
+
+test_q2_best_model_form(best_model)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_best_model(best_model):
-    from checks import nb07
+    from grading import nb07
     nb07.q2_best_model(best_model)
 
 test_q2_best_model(best_model)
@@ -338,8 +370,22 @@ print(asim.compile(my_subgraph, "astitch", "H100"))
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_my_subgraph_form(my_subgraph):
+    from checks import public
+    public.check("q3_my_subgraph", my_subgraph=my_subgraph)
+
+test_q3_my_subgraph_form(my_subgraph)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_my_subgraph(my_subgraph):
-    from checks import nb07
+    from grading import nb07
     nb07.q3_my_subgraph(my_subgraph)
 
 test_q3_my_subgraph(my_subgraph)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import astitch_sim as asim
 from astitch_sim.strategies.xla_rules import DEFAULT_RULES, RULES
 
-from .core import Derived, Wrong, answered, close, direction, exercise, integer, names, number
+from checks.core import Derived, Wrong, answered, close, direction, exercise, integer, names, number
 
 
 #: the rules the xla strategy follows by default (which ops today's XLA calls expensive on the GPU)
@@ -18,6 +18,20 @@ def _fig7_plans():
 
 def _ends(plan) -> list:
     return [k.computed[-1] if k.kind == "generated" else k.library_op for k in plan.kernels]
+
+
+#: why an XLA kernel ends at a node, as a hint that names the kind of node, not the node
+ENDS = {
+    "reduce": "XLA also ends a kernel at a reduce whose result is used by a later kernel",
+    "expensive": "XLA also ends a kernel at an expensive op whose result is broadcast",
+    "output": "the last kernel ends at the graph's output",
+}
+
+
+def _end_kind(g, name) -> str:
+    if name in {o.name for o in g.outputs}:
+        return "output"
+    return "reduce" if g[name].op == "reduce" else "expensive"
 
 
 def _cheap_broadcast_graph():
@@ -80,7 +94,7 @@ def q1_my_graph(my_graph):
                     "that the expensive op is used only through the broadcast")
 
 
-@exercise(wrong=[["reduce.1", "reduce.2", "multiply.1"],
+@exercise(wrong=[["reduce.1", "reduce.2", "multiply.1"], ["reduce.1", "power.1", "reduce.2"],
                  ["reduce.1", "divide.1", "power.1", "reduce.2", "multiply.1"],
                  ["power.1", "reduce.1", "reduce.2", "multiply.1"],
                  "reduce.1, power.1, reduce.2, multiply.1"])
@@ -96,16 +110,19 @@ def q2_xla_ends(xla_ends):
         raise Wrong(f"{unknown[0]!r} is not a node of the Figure 7 graph; use the names print(fig7) shows")
     if sorted(got) == sorted(truth):
         raise Wrong("the right nodes, in the wrong order: list them in launch order (kernel 0 first)")
-    if len(got) < len(truth):
-        missing_kinds = {("reduce" if g[n].op == "reduce" else "expensive") for n in truth if n not in got}
-        if "expensive" in missing_kinds:
-            raise Wrong("too few kernels: XLA also ends a kernel at an expensive op whose result is broadcast")
-        raise Wrong("too few kernels: every reduce whose result is broadcast ends one")
     extra = [n for n in got if n not in truth]
-    if extra and all(g[n].opdef.cost == "light" or g[n].op == "broadcast" for n in extra):
-        raise Wrong("too many: a cheap op's result stays in registers inside the kernel; it ends no kernel")
-    raise Wrong(f"{len(set(got) & set(truth))} of your {len(got)} nodes end an XLA kernel; compare with the "
-                "'writes' line of each kernel in print(plans['xla'])")
+    if extra:                     # name the student's own wrong entry: that is feedback, not the answer
+        n = extra[0]
+        why = ("its result stays in registers inside the kernel that computes it"
+               if g[n].opdef.cost == "light" or g[n].op == "broadcast" else
+               "no kernel writes it to global memory")
+        raise Wrong(f"{n!r} ends no XLA kernel: {why}; compare with the 'writes' line of each kernel in "
+                    "print(plans['xla'])")
+    missing = [n for n in truth if n not in got]
+    if missing:                   # say which *kind* of kernel end is missing, from why that kernel ends
+        kinds = {_end_kind(g, n) for n in missing}
+        raise Wrong("too few kernels: " + "; ".join(ENDS[k] for k in sorted(kinds)))
+    raise Wrong("the same node twice: list each kernel once, in launch order")
 
 
 def _power_evaluations() -> int:

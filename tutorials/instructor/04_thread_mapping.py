@@ -21,6 +21,10 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
 
@@ -60,7 +64,7 @@ if "google.colab" in sys.modules:
 # %%
 from pathlib import Path
 
-import math
+import math  # noqa: F401 -- for your answers to exercises 3 and 4
 
 import astitch_sim as asim
 from astitch_sim import figures
@@ -68,8 +72,8 @@ from astitch_sim import figures
 v100 = asim.gpu("V100")
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("04_thread_mapping.ipynb") if Path("tests").is_dir() else None
 
@@ -124,8 +128,22 @@ tiny_per_wave, tiny_occupancy
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_tiny_blocks_form(tiny_per_wave, tiny_occupancy):
+    from checks import public
+    public.check("q1_tiny_blocks", tiny_per_wave=tiny_per_wave, tiny_occupancy=tiny_occupancy)
+
+test_q1_tiny_blocks_form(tiny_per_wave, tiny_occupancy)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_tiny_blocks(tiny_per_wave, tiny_occupancy):
-    from checks import nb04
+    from grading import nb04
     nb04.q1_tiny_blocks(tiny_per_wave, tiny_occupancy)
 
 test_q1_tiny_blocks(tiny_per_wave, tiny_occupancy)
@@ -199,8 +217,22 @@ xla_fill, astitch_fill
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_wave_fill_form(xla_fill, astitch_fill):
+    from checks import public
+    public.check("q2_wave_fill", xla_fill=xla_fill, astitch_fill=astitch_fill)
+
+test_q2_wave_fill_form(xla_fill, astitch_fill)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_wave_fill(xla_fill, astitch_fill):
-    from checks import nb04
+    from grading import nb04
     nb04.q2_wave_fill(xla_fill, astitch_fill)
 
 test_q2_wave_fill(xla_fill, astitch_fill)
@@ -251,8 +283,22 @@ choose_splits(64, 30000, 160)
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_choose_splits_form(choose_splits):
+    from checks import public
+    public.check("q3_choose_splits", choose_splits=choose_splits)
+
+test_q3_choose_splits_form(choose_splits)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_choose_splits(choose_splits):
-    from checks import nb04
+    from grading import nb04
     nb04.q3_choose_splits(choose_splits)
 
 test_q3_choose_splits(choose_splits)
@@ -301,8 +347,22 @@ dien_waves
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q4_waves_form(dien_waves):
+    from checks import public
+    public.check("q4_waves", dien_waves=dien_waves)
+
+test_q4_waves_form(dien_waves)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q4_waves(dien_waves):
-    from checks import nb04
+    from grading import nb04
     nb04.q4_waves(dien_waves)
 
 test_q4_waves(dien_waves)

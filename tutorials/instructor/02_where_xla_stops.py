@@ -21,6 +21,10 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
 
@@ -64,8 +68,8 @@ import astitch_sim as asim
 from astitch_sim import figures
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() else None
 
@@ -140,8 +144,22 @@ print(asim.compile(my_graph, "xla", "V100"))
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_my_graph_form(my_graph):
+    from checks import public
+    public.check("q1_my_graph", my_graph=my_graph)
+
+test_q1_my_graph_form(my_graph)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_my_graph(my_graph):
-    from checks import nb02
+    from grading import nb02
     nb02.q1_my_graph(my_graph)
 
 test_q1_my_graph(my_graph)
@@ -164,8 +182,8 @@ fig7 = asim.workload("paper_fig7")          # N=128, C=256
 print(fig7)
 
 # %% [markdown]
-# The paper says XLA forms **4 kernels** for it, ending at `reduce.1`, `power.1`, `reduce.2` and
-# `multiply.1`, with `Pr.2` and `B.2` loaded again in later kernels. Our `xla` strategy, drawn:
+# The paper splits it under XLA's rules into several kernels, each ending where a result has to leave
+# through global memory, with `Pr.2` and `B.2` loaded again in later kernels. Our `xla` strategy, drawn:
 # one lane per kernel; grey dashed boxes are reads from global memory, red dashed arrows the round trips
 # through it.
 
@@ -179,14 +197,16 @@ figures.draw_plan(plans["xla"])
 # points: 1
 
 # %% [markdown]
-# **Exercise 2.** List, in launch order, the node each of XLA's kernels for Figure 7 *ends at* (its last
-# node, whose result leaves the kernel). Read it off `print(plans["xla"])` or the picture.
+# **Exercise 2.** List, in launch order, the node each of XLA's kernels for Figure 7 *ends at*: the node
+# whose result the kernel writes to global memory for a later kernel or as the graph's output. Find it in
+# `print(plans["xla"])` (each kernel's `writes` line and its notes say why it ends there) or in the picture.
+# Then compare with the paper's account in `../docs/papers.md` (Figure 7).
 
 # %% [raw]
 # # BEGIN SOLUTION
 
 # %%
-xla_ends = ["reduce.1", "power.1", "reduce.2", "multiply.1"]  # SOLUTION
+xla_ends = [kernel.outputs[-1] for kernel in plans["xla"].kernels]  # SOLUTION
 
 # %% [raw]
 # # END SOLUTION
@@ -195,8 +215,22 @@ xla_ends = ["reduce.1", "power.1", "reduce.2", "multiply.1"]  # SOLUTION
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_xla_ends_form(xla_ends):
+    from checks import public
+    public.check("q2_xla_ends", xla_ends=xla_ends)
+
+test_q2_xla_ends_form(xla_ends)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_xla_ends(xla_ends):
-    from checks import nb02
+    from grading import nb02
     nb02.q2_xla_ends(xla_ends)
 
 test_q2_xla_ends(xla_ends)
@@ -241,8 +275,22 @@ power_evaluations
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_power_evaluations_form(power_evaluations):
+    from checks import public
+    public.check("q3_power_evaluations", power_evaluations=power_evaluations)
+
+test_q3_power_evaluations_form(power_evaluations)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_power_evaluations(power_evaluations):
-    from checks import nb02
+    from grading import nb02
     nb02.q3_power_evaluations(power_evaluations)
 
 test_q3_power_evaluations(power_evaluations)
@@ -291,8 +339,22 @@ flop_ratio
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q4_flop_ratio_form(flop_ratio):
+    from checks import public
+    public.check("q4_flop_ratio", flop_ratio=flop_ratio)
+
+test_q4_flop_ratio_form(flop_ratio)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q4_flop_ratio(flop_ratio):
-    from checks import nb02
+    from grading import nb02
     nb02.q4_flop_ratio(flop_ratio)
 
 test_q4_flop_ratio(flop_ratio)

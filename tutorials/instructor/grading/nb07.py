@@ -8,7 +8,7 @@ import numpy as np
 
 import astitch_sim as asim
 
-from .core import Derived, Wrong, answered, exercise, word
+from checks.core import Derived, Wrong, answered, exercise, word
 
 MODELS = ("ffn_block", "attention", "llama_mlp", "xent_grad")
 

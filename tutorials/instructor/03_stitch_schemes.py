@@ -21,6 +21,10 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
 
@@ -66,8 +70,8 @@ import astitch_sim as asim
 from astitch_sim import figures
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("03_stitch_schemes.ipynb") if Path("tests").is_dir() else None
 
@@ -177,8 +181,22 @@ mean_writer
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_mean_writer_form(mean_writer):
+    from checks import public
+    public.check("q1_mean_writer", mean_writer=mean_writer)
+
+test_q1_mean_writer_form(mean_writer)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_mean_writer(mean_writer):
-    from checks import nb03
+    from grading import nb03
     nb03.q1_mean_writer(mean_writer)
 
 test_q1_mean_writer(mean_writer)
@@ -212,8 +230,22 @@ x_loads
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_x_loads_form(x_loads):
+    from checks import public
+    public.check("q2_x_loads", x_loads=x_loads)
+
+test_q2_x_loads_form(x_loads)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_x_loads(x_loads):
-    from checks import nb03
+    from grading import nb03
     nb03.q2_x_loads(x_loads)
 
 test_q2_x_loads(x_loads)
@@ -279,8 +311,22 @@ schemes = {"mean": "regional", "xc": "local", "rstd": "regional", "out": "indepe
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_schemes_form(schemes):
+    from checks import public
+    public.check("q3_schemes", schemes=schemes)
+
+test_q3_schemes_form(schemes)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_schemes(schemes):
-    from checks import nb03
+    from grading import nb03
     nb03.q3_schemes(schemes)
 
 test_q3_schemes(schemes)
@@ -315,8 +361,22 @@ global_values
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q4_global_values_form(global_values):
+    from checks import public
+    public.check("q4_global_values", global_values=global_values)
+
+test_q4_global_values_form(global_values)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q4_global_values(global_values):
-    from checks import nb03
+    from grading import nb03
     nb03.q4_global_values(global_values)
 
 test_q4_global_values(global_values)

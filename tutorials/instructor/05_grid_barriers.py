@@ -21,6 +21,10 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
 
@@ -68,8 +72,8 @@ from astitch_sim import figures
 v100 = asim.gpu("V100")
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("05_grid_barriers.ipynb") if Path("tests").is_dir() else None
 
@@ -92,7 +96,7 @@ print(plan)
 k = plan.kernels[0]
 
 # %% [markdown]
-# 128 blocks of 1024 threads on 80 SMs that hold two each: all resident, and the timeline shows every
+# Every block of the grid is resident at once (`waves=1` in `print(plan)`), and the timeline shows every
 # block waiting at each grid barrier (hatched) for the slowest one.
 
 # %%
@@ -122,8 +126,22 @@ max_grid
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_max_grid_form(max_grid):
+    from checks import public
+    public.check("q1_max_grid", max_grid=max_grid)
+
+test_q1_max_grid_form(max_grid)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_max_grid(max_grid):
-    from checks import nb05
+    from grading import nb05
     nb05.q1_max_grid(max_grid)
 
 test_q1_max_grid(max_grid)
@@ -181,8 +199,22 @@ relaxed_registers
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_relaxed_registers_form(relaxed_registers):
+    from checks import public
+    public.check("q2_relaxed_registers", relaxed_registers=relaxed_registers)
+
+test_q2_relaxed_registers_form(relaxed_registers)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_relaxed_registers(relaxed_registers):
-    from checks import nb05
+    from grading import nb05
     nb05.q2_relaxed_registers(relaxed_registers)
 
 test_q2_relaxed_registers(relaxed_registers)
@@ -247,8 +279,22 @@ print(fixed_plan)
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_fixed_plan_form(fixed_plan):
+    from checks import public
+    public.check("q3_fixed_plan", fixed_plan=fixed_plan)
+
+test_q3_fixed_plan_form(fixed_plan)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_fixed_plan(fixed_plan):
-    from checks import nb05
+    from grading import nb05
     nb05.q3_fixed_plan(fixed_plan)
 
 test_q3_fixed_plan(fixed_plan)
@@ -276,7 +322,8 @@ except asim.AStitchError as err:
     print("validate():", err)
 racy.validate(barriers=False)
 traced = asim.simulate(racy, asim.random_inputs(small), trace=True)
-print(len(traced.races), "races; the first:", traced.races[0])
+print("races reported:", bool(traced.races), "-- traced.races lists them; each names the value, its memory, "
+      "the block and the two threads")
 
 # %% [raw]
 # # BEGIN QUESTION
@@ -302,8 +349,22 @@ race_node, race_count
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q4_races_form(race_node, race_count):
+    from checks import public
+    public.check("q4_races", race_node=race_node, race_count=race_count)
+
+test_q4_races_form(race_node, race_count)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q4_races(race_node, race_count):
-    from checks import nb05
+    from grading import nb05
     nb05.q4_races(race_node, race_count)
 
 test_q4_races(race_node, race_count)

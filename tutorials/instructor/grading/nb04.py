@@ -5,7 +5,7 @@ import math
 
 import astitch_sim as asim
 
-from .core import Wrong, answered, close, direction, exercise, integer, number
+from checks.core import Wrong, answered, close, direction, exercise, integer, number
 
 V100 = asim.gpu("V100")
 

@@ -21,8 +21,13 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
+#   - benchmarks
 
 # %% [markdown]
 # # 6. From plan to CUDA
@@ -35,8 +40,8 @@
 #   barriers, the register cap);
 # - run the kernels in Numba's CUDA simulator (no GPU needed) and check them against numpy and the SIMT
 #   model;
-# - say what has and has not been **measured**: a prediction is not a measurement, and this project has no
-#   GPU measurements yet.
+# - say what has and has not been **measured**: a prediction is not a measurement; find out which GPU
+#   measurements a checkout holds.
 #
 # **Prerequisites.** Notebooks 3 and 5; reading knowledge of CUDA (`threadIdx`, `__syncthreads`,
 # shared memory).
@@ -78,8 +83,8 @@ from astitch_sim import figures
 print("running kernels in", "Numba's CUDA simulator (CPU)" if gpu_backend.simulator() else "a real GPU")
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("06_plan_to_cuda.ipynb") if Path("tests").is_dir() else None
 
@@ -127,8 +132,22 @@ syncthreads
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_syncthreads_form(syncthreads):
+    from checks import public
+    public.check("q1_syncthreads", syncthreads=syncthreads)
+
+test_q1_syncthreads_form(syncthreads)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_syncthreads(syncthreads):
-    from checks import nb06
+    from grading import nb06
     nb06.q1_syncthreads(syncthreads)
 
 test_q1_syncthreads(syncthreads)
@@ -190,8 +209,22 @@ xla_kernels
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_xla_kernels_form(xla_kernels):
+    from checks import public
+    public.check("q2_xla_kernels", xla_kernels=xla_kernels)
+
+test_q2_xla_kernels_form(xla_kernels)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_xla_kernels(xla_kernels):
-    from checks import nb06
+    from grading import nb06
     nb06.q2_xla_kernels(xla_kernels)
 
 test_q2_xla_kernels(xla_kernels)
@@ -232,15 +265,12 @@ print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7
 results_dir = next(p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)
                    if (p / "benchmarks" / "results").is_dir())
 measured = asim.gpu_measurements(str(results_dir))
-print(measured)
+print(sorted(p.relative_to(results_dir).as_posix() for p in results_dir.rglob("*.json"))[:8], "...")
 
 # %% [markdown]
-# **There are none.** No GPU has been lent to this project yet, so every time in these notebooks is a
-# *prediction* of the SIMT model's cost model, with constants that are estimates until calibrated
-# (`astitch_sim/simt/cost.py`, `benchmarks/README.md`). When a GPU run is committed, the cells below plot
-# measured against predicted without any change.
-#
-# What *is* committed: the SIMT model's predictions for the benchmark suite, with their provenance.
+# `measured` is what `asim.gpu_measurements` accepted from those files: its `rows` (one per GPU-timed plan,
+# each with its device and provenance) and, printed, a sentence about what it found. The folder also holds
+# the SIMT model's predictions for the benchmark suite, with their provenance -- predictions, not timings:
 
 # %%
 with open(results_dir / "simt_predictions.json") as f:
@@ -257,7 +287,8 @@ pred = {(r["case"], r["strategy"]): r["predicted_us"] for r in rows if r["gpu"] 
 # points: 1
 
 # %% [markdown]
-# **Exercise 3.** How many GPU-measured plan timings does this checkout hold? (Not predictions.)
+# **Exercise 3.** How many GPU-measured plan timings does this checkout hold? Ask `measured`, and make sure
+# you count timings taken on a GPU, not the predictions above.
 
 # %% [raw]
 # # BEGIN SOLUTION
@@ -273,8 +304,22 @@ n_measurements
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_measurements_form(n_measurements):
+    from checks import public
+    public.check("q3_measurements", n_measurements=n_measurements)
+
+test_q3_measurements_form(n_measurements)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_measurements(n_measurements):
-    from checks import nb06
+    from grading import nb06
     nb06.q3_measurements(n_measurements)
 
 test_q3_measurements(n_measurements)
@@ -286,6 +331,11 @@ test_q3_measurements(n_measurements)
 # # END QUESTION
 
 # %% [markdown]
+# Every time in these notebooks is a *prediction* of the SIMT model's cost model, with constants that are
+# estimates until calibrated on a GPU (`astitch_sim/simt/cost.py`, `benchmarks/README.md`); `print(measured)`
+# says what GPU runs this checkout holds. When a GPU run is committed, the figure below plots measured against
+# predicted without any change.
+#
 # Predictions go stale when the compiler changes. Recompute one case live and compare with the file:
 
 # %%

@@ -21,6 +21,10 @@
 # tests:
 #   files: true
 #   ok_format: false
+# requirements: requirements.txt
+# autograder_files:
+#   - wheels
+#   - grading
 # files:
 #   - checks
 
@@ -40,8 +44,9 @@
 # **Prerequisites.** Python and numpy; what a GPU kernel, a thread block and global memory are (one
 # lecture of any CUDA course). No GPU needed: everything runs in astitch-sim's SIMT model.
 #
-# **How the exercises work.** Each exercise has a cell to fill in and a check that says what is wrong
-# without giving the answer away (in the student version: `grader.check("...")`).
+# **How the exercises work.** Each exercise has a cell to fill in and a `grader.check("...")` cell that
+# says whether your answer is there and of the right form; the grader then checks its value and sends back
+# a hint that says what is wrong without giving the answer away.
 
 # %%
 # Setup on Colab only (anywhere else this cell does nothing): fetch astitch-sim, install it, work in its
@@ -69,8 +74,8 @@ import astitch_sim as asim
 from astitch_sim import figures
 
 # %%
-# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell
-# follows each exercise; this instructor version runs the same checks in its test cells.
+# The exercise checks. In the student version (tutorials/README.md, "Grading") a grader check cell follows
+# each exercise and checks the answer's form; the autograder grades its value (instructor/README.md).
 import otter
 grader = otter.Notebook("01_why_memory_bound.ipynb") if Path("tests").is_dir() else None
 
@@ -124,8 +129,22 @@ ridge
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q1_ridge_form(ridge):
+    from checks import public
+    public.check("q1_ridge", ridge=ridge)
+
+test_q1_ridge_form(ridge)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q1_ridge(ridge):
-    from checks import nb01
+    from grading import nb01
     nb01.q1_ridge(ridge)
 
 test_q1_ridge(ridge)
@@ -181,8 +200,22 @@ intensity
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q2_intensity_form(intensity):
+    from checks import public
+    public.check("q2_intensity", intensity=intensity)
+
+test_q2_intensity_form(intensity)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q2_intensity(intensity):
-    from checks import nb01
+    from grading import nb01
     nb01.q2_intensity(intensity)
 
 test_q2_intensity(intensity)
@@ -267,8 +300,22 @@ launch_us
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q3_launch_us_form(launch_us):
+    from checks import public
+    public.check("q3_launch_us", launch_us=launch_us)
+
+test_q3_launch_us_form(launch_us)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q3_launch_us(launch_us):
-    from checks import nb01
+    from grading import nb01
     nb01.q3_launch_us(launch_us)
 
 test_q3_launch_us(launch_us)
@@ -323,8 +370,22 @@ traffic_ratio
 # # BEGIN TESTS
 
 # %%
+""" # BEGIN TEST CONFIG
+points: 0
+""" # END TEST CONFIG
+def test_q4_traffic_ratio_form(traffic_ratio):
+    from checks import public
+    public.check("q4_traffic_ratio", traffic_ratio=traffic_ratio)
+
+test_q4_traffic_ratio_form(traffic_ratio)
+
+# %%
+""" # BEGIN TEST CONFIG
+hidden: true
+points: 1
+""" # END TEST CONFIG
 def test_q4_traffic_ratio(traffic_ratio):
-    from checks import nb01
+    from grading import nb01
     nb01.q4_traffic_ratio(traffic_ratio)
 
 test_q4_traffic_ratio(traffic_ratio)

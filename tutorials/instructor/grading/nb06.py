@@ -6,7 +6,7 @@ import os
 
 import astitch_sim as asim
 
-from .core import Derived, Wrong, direction, exercise, integer
+from checks.core import Derived, Wrong, direction, exercise, integer
 
 
 def _source(strategy: str) -> str:

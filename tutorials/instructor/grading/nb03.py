@@ -5,7 +5,7 @@ from functools import lru_cache
 
 import astitch_sim as asim
 
-from .core import Wrong, answered, direction, exercise, integer, names
+from checks.core import Wrong, answered, direction, exercise, integer, names
 
 
 @lru_cache(maxsize=None)
