@@ -27,6 +27,7 @@ from .errors import AStitchError
 from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
 from .index_bits import index_bits
+from .vector_width import vectorize
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 from .vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
@@ -419,6 +420,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     if len(stages) > 1 and not stitch:
         raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
     position = {n.name: i for i, n in enumerate(graph)}
+    vectorize(graph, stages, gpu, escapes)
     while True:
         placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap)
         again = _recompute_instead_of_storing(graph, stages, placed.values, placed.consumers, placed.part_of,
