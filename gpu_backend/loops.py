@@ -113,7 +113,7 @@ class LoopEmitter:
                     if isinstance(p, int):
                         base.append(p)
                         continue
-                    var = kw.names.fresh(f"d{d}")
+                    var = kw.names.fresh(f"d{d}_{k}")
                     out(f"{var} = {kw.ix(p)}")
                     base.append(var)
                 loads, body = Lines(), Lines()
