@@ -27,6 +27,7 @@ from .errors import AStitchError
 from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
 from .index_bits import index_bits
+from .vector_width import vectorize
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 from .vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
@@ -400,7 +401,8 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
 
 
 def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
-                    force_global=None, notes=None, register_values_cap=None, keep_inputs=False) -> Kernel:
+                    force_global=None, notes=None, register_values_cap=None, keep_inputs=False,
+                    plan_vectors=True) -> Kernel:
     """Finish a kernel from its stages; see the module docstring.
 
     ``escapes``: nodes computed here that must be written to global memory
@@ -410,7 +412,9 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     ``register_values_cap``: most values per thread kept in registers from one stage to
     a later one (default :data:`REGISTER_VALUES_CAP`; 0: no register reuse across stages).
     A non-reduce op listed in several stages is recomputed in each (no value
-    crosses stages for it).  ``keep_inputs``: kernel inputs that later stages read at the elements
+    crosses stages for it).  ``plan_vectors``: choose flat stages' vector width, elements per thread and
+    block (:func:`~astitch_sim.vector_width.vectorize`, every strategy); False keeps the given mappings
+    exactly (a hand-made plan).  ``keep_inputs``: kernel inputs that later stages read at the elements
     an earlier stage loaded stay in registers, within the same register cap (:func:`_keep_loaded_inputs`).
     """
     notes = list(notes or [])
@@ -419,6 +423,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     if len(stages) > 1 and not stitch:
         raise AStitchError(f"{name}: only a stitching strategy may build a kernel with several stages")
     position = {n.name: i for i, n in enumerate(graph)}
+    if plan_vectors:
+        vectorize(graph, stages, gpu, escapes)
     while True:
         placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap)
         again = _recompute_instead_of_storing(graph, stages, placed.values, placed.consumers, placed.part_of,
@@ -498,11 +504,13 @@ def _place_barriers(graph, stages, values, consumers) -> None:
 
 def _estimate_registers(graph, stages, values, needed_later, gpu) -> int:
     """Registers per thread before ptxas has seen the code: a base, two per value carried across stages
-    (values kept in registers, kernel inputs kept after their load), four per stage."""
+    (values kept in registers, kernel inputs kept after their load), four per stage, and two per element
+    a flat stage's round holds at once (its vectors' loads are all in flight before the first is used)."""
     reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
                      if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
     reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
-    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages))
+    in_flight = max((s.mapping.per_thread for s in stages if s.mapping.per_thread > 1), default=0)
+    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages) + 2 * in_flight)
 
 
 def _record_bookkeeping(graph, stages, values, consumers, needed_later, outputs) -> None:

@@ -5,9 +5,12 @@ or its input for a reduce).  The mapping groups the domain's dimensions and
 lays the groups out on blocks and threads; three kinds cover XLA's and AStitch's
 schedules (the paper's "adaptive thread mapping"):
 
-``flat``      the domain flattened; element ``e`` goes to global thread
-              ``e % (grid*block)`` in loop iteration ``e // (grid*block)``
-              (a grid-stride loop: vertical packing when grid*block < size).
+``flat``      the domain flattened and cut into *vectors* of ``vector`` consecutive
+              elements; vector ``c = e // vector`` goes to global thread
+              ``c % (grid*block)``, each thread takes ``per_thread // vector``
+              vectors per loop round (issued together: loads in flight before use),
+              and rounds repeat while elements remain (a grid-stride loop: vertical
+              packing).  ``vector = per_thread = 1`` is XLA's one element per thread.
 ``rows``      the domain viewed as ``[rows, cols]`` (``groups = (row_dims, col_dims)``);
               ``threads_per_row`` threads share one row, so a block holds
               ``block // threads_per_row`` rows (horizontal packing); a row may be
@@ -37,6 +40,8 @@ from .sealed import Sealable
 from .vocabulary import Combine
 
 KINDS = ("flat", "rows", "columns")
+#: elements one vector access may cover (64/128-bit loads are 2-16 elements of 1-8 bytes)
+VECTORS = (1, 2, 4, 8, 16)
 
 
 @dataclass
@@ -51,6 +56,9 @@ class ThreadMapping(Sealable):
     threads_per_row: int = 0            # rows: threads per row; columns: column lanes per block
     splits: int = 1                     # rows: blocks per row; columns: blocks along the reduced dim
     combine: Combine = Combine.NONE     # how split partial reductions meet: none | atomic | grid_barrier
+    per_thread: int = 1                 # flat: elements per thread per loop round (a multiple of vector)
+    vector: int = 1                     # flat: consecutive elements per vector load/store (1: scalar)
+    vector_why: str = ""                # why the vector width is what it is (fallbacks say why)
 
     def __post_init__(self):
         self.domain = tuple(int(d) for d in self.domain)
@@ -123,7 +131,7 @@ class ThreadMapping(Sealable):
             return ceil(self.rows / self.slots)
         if self.kind == "columns":
             return ceil(self.tiles / self.slots)
-        return ceil(self.size / (self.grid * self.block))
+        return ceil(self.size / (self.grid * self.block * self.per_thread))
 
     @property
     def inner_iterations(self) -> int:
@@ -132,7 +140,12 @@ class ThreadMapping(Sealable):
             return ceil(self.chunk / self.threads_per_row)
         if self.kind == "columns":
             return ceil(self.chunk / self.rows_per_block)
-        return 1
+        return self.per_thread
+
+    @property
+    def unroll(self) -> int:
+        """flat: vectors per thread per round (their loads are issued before any is used)."""
+        return max(1, self.per_thread // max(1, self.vector))
 
     @property
     def elements_per_thread(self) -> int:
@@ -158,9 +171,11 @@ class ThreadMapping(Sealable):
         """
         flat_index = np.asarray(flat_index, dtype=np.int64)
         if self.kind == "flat":
-            total = self.grid * self.block
-            g = flat_index % total
-            return g // self.block, g % self.block, flat_index // total
+            total, V = self.grid * self.block, self.vector
+            c, v = flat_index // V, flat_index % V          # vector c, lane v within it
+            g = c % total                                   # the global thread of vector c
+            k, rnd = (c // total) % self.unroll, c // (total * self.unroll)
+            return g // self.block, g % self.block, rnd * self.per_thread + k * V + v
         if self.kind == "rows":
             r, c = self.view_index(flat_index)
             outer, slot = r // self.slots, r % self.slots
@@ -212,6 +227,16 @@ class ThreadMapping(Sealable):
         if gpu is not None and self.block > gpu.max_threads_per_block:
             raise AStitchError(f"mapping uses {self.block} threads per block; {gpu.name} allows "
                                f"{gpu.max_threads_per_block}: pack fewer rows per block")
+        if self.vector not in VECTORS or self.per_thread < 1 or self.per_thread % self.vector:
+            raise AStitchError(f"mapping has per_thread={self.per_thread}, vector={self.vector}: vector must be one "
+                               f"of {VECTORS} and per_thread a positive multiple of it")
+        if self.per_thread > 1 and self.kind != "flat":
+            raise AStitchError(f"a {self.kind} mapping has per_thread={self.per_thread}, vector={self.vector}: "
+                               "only flat mappings take several elements per thread in vectors (so far)")
+        if self.vector > 1 and self.domain and self.domain[-1] % self.vector:
+            raise AStitchError(f"flat mapping: vector={self.vector} does not divide the innermost extent "
+                               f"{self.domain[-1]} of {self.domain}: a vector would straddle two rows; use a "
+                               "vector width that divides it, or 1")
         if self.kind in ("rows", "columns"):
             if self.threads_per_row < 1 or self.block % self.threads_per_row:
                 raise AStitchError(f"{self.kind} mapping: threads_per_row={self.threads_per_row} must divide "
@@ -226,8 +251,12 @@ class ThreadMapping(Sealable):
     def describe(self) -> str:
         """One line, as the paper would say it."""
         if self.kind == "flat":
-            pack = f", {self.task_iterations} per thread (vertical packing)" if self.task_iterations > 1 else ""
-            return f"flat {self.size} elems over {self.grid}x{self.block} threads{pack}"
+            pack = f", {self.task_iterations} rounds (vertical packing)" if self.task_iterations > 1 else ""
+            per = ""
+            if self.per_thread > 1:
+                per = f", {self.per_thread} per thread per round ({self.unroll} x {self.vector}-element vectors)"
+            why = f" [{self.vector_why}]" if self.vector_why else ""
+            return f"flat {self.size} elems over {self.grid}x{self.block} threads{per}{pack}{why}"
         if self.kind == "rows":
             words = [f"rows <{self.rows},{self.cols}>: {self.threads_per_row} threads/row"]
             if self.rows_per_block > 1:

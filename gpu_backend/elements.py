@@ -16,7 +16,9 @@ from astitch_sim.graph import shape_str
 from astitch_sim.reducers import reduce_inputs
 
 from . import exprs as E
-from .values import Scope
+from astitch_sim.vector_width import SCALAR_DTYPES
+
+from .values import LaneIdx, Scope
 
 if TYPE_CHECKING:
     from .reductions import ReductionEmitter
@@ -51,11 +53,13 @@ class ElementEmitter:
             if v.output or v.space == "global" or (v.space == "register" and crosses) or v.space == "shared":
                 yield n, v, crosses
 
-    def element_body(self, idx: tuple):
-        """Evaluate the stage's ops at one domain element: accumulate reduces, store what is stored."""
+    def element_body(self, idx: tuple, scope: Scope = None):
+        """Evaluate the stage's ops at one domain element: accumulate reduces, store what is stored.
+
+        ``scope``: values already loaded or computed (the elements of one vector share one)."""
         ctx = self.ctx
         out, kw, m = ctx.out, ctx.kw, ctx.m
-        scope = Scope()
+        scope = scope if scope is not None else Scope()
         dom = m.domain
         for r in ctx.reduces:
             node = ctx.g[r]
@@ -70,9 +74,8 @@ class ElementEmitter:
                          f"{shape_str(dom)} but has a different shape")
             val = self.values.value(n, idx, scope)
             if v.output or v.space == "global":
-                arr = kw.global_array(n)
-                out(f"{arr}[{E.ravel(idx, dom)}] = {kw.store(node.dtype, val)}  # store {n} "
-                    f"({'output' if v.output else 'Global'})")
+                self.store(n, kw.global_array(n), idx, kw.store(node.dtype, val),
+                           f"store {n} ({'output' if v.output else 'Global'})")
             if v.space == "register" and crosses:
                 out(f"{kw.local_array(n)}[{ctx.it}] = {val}  # keep {n} in registers for a later stage")
             if kw.mod.probe and v.output:
@@ -82,6 +85,21 @@ class ElementEmitter:
         for n in self.kept_here():
             val = self.values.value(n, idx, scope)
             out(f"{kw.local_array(n)}[{ctx.it}] = {val}  # keep input {n} in registers for a later stage")
+
+    def store(self, n: str, arr: str, idx: tuple, val: str, comment: str):
+        """``stg(arr, i, val)`` (pointer arithmetic, no wraparound); inside a vector the lanes' values
+        wait in ``ctx.pending`` and the last lane writes them with one vector store (``stg4``)."""
+        ctx = self.ctx
+        dom = ctx.m.domain
+        if isinstance(idx, LaneIdx) and idx.width > 1 and ctx.g[n].dtype not in SCALAR_DTYPES:
+            vals = ctx.pending.setdefault(arr, [])
+            vals.append(val)
+            if idx.lane == idx.width - 1:
+                ctx.out(f"stg{idx.width}({arr}, {E.ravel(idx.base, dom)}, {', '.join(vals)})  # {comment}: "
+                        f"{idx.width} elements, one vector store")
+                del ctx.pending[arr]
+            return
+        ctx.out(f"stg({arr}, {E.ravel(idx, dom)}, {val})  # {comment}")
 
     def kept_here(self) -> list:
         """Kernel inputs this stage loads and keeps in registers for later stages (hierarchical data reuse)."""

@@ -3,7 +3,9 @@
 Each mapping kind gives every domain element exactly the (block, thread,
 iteration) that :meth:`ThreadMapping.locate` gives it (a test checks this):
 
-* ``flat``: a grid-stride loop over the domain (here).
+* ``flat``: a grid-stride loop over the domain (here); with ``per_thread > 1`` each
+  round gives a thread ``unroll`` vectors of ``vector`` consecutive elements, whose
+  index is decomposed once per vector and whose loads all come before any use.
 * ``rows``: the thread's *slot* of rows (vertical packing: ``task_iterations``
   rows per slot), and inside each row its columns in steps of
   ``threads_per_row`` (several rows share a block: horizontal packing; a row
@@ -21,6 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import exprs as E
+from .source import Lines
+from .values import LaneIdx, Scope
 
 if TYPE_CHECKING:
     from .elements import ElementEmitter
@@ -43,6 +47,8 @@ class LoopEmitter:
         round runs past the domain; the body runs at the element ``e`` unravels to."""
         ctx = self.ctx
         m, out = ctx.m, ctx.out
+        if m.per_thread > 1:
+            return self.write_vectors()
         total = m.grid * m.block
         T = m.task_iterations
         out(f"# grid-stride loop: {m.size} elements over {m.grid} x {m.block} threads, {T} per thread")
@@ -74,3 +80,57 @@ class LoopEmitter:
                 ctx.out(f"d{d} = {ctx.kw.ix(p)}")
                 ctx.dvars[d] = f"d{d}"
         return tuple(ctx.dvars.get(d, None) for d in range(len(sizes_of_domain)))
+
+    def write_vectors(self):
+        """A flat stage with several elements per thread: per round, ``unroll`` vectors of ``vector``
+        consecutive elements per thread (vector ``c`` at global thread ``c % threads``, as
+        :meth:`ThreadMapping.locate` says).  Each vector's first element is decomposed into domain
+        index variables once (the vector never straddles the innermost dim: the planner chose a width
+        that divides it, so the other elements are ``+1, +2, ...`` along it); then every vector's loads
+        (``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly), then
+        every vector's computation and stores: ``unroll x`` loads in flight per thread."""
+        ctx = self.ctx
+        m, out, kw = ctx.m, ctx.out, ctx.kw
+        V, U, T, P = m.vector, m.unroll, m.task_iterations, m.per_thread
+        total, dom = m.grid * m.block, m.domain
+        last = len(dom) - 1
+        out(f"# {m.size} elements over {m.grid} x {m.block} threads: each round, {U} vector(s) of {V} consecutive "
+            f"element(s) per thread, loads before use" + (f", {T} rounds" if T > 1 else ""))
+        with out.block(f"for rnd in range({T}):" if T > 1 else None):
+            rnd = "rnd" if T > 1 else 0
+            guarded = T * total * P > m.size
+            heads = []
+            for k in range(U):
+                e = kw.names.fresh(f"e{k}")
+                c = E.add(E.mul(rnd, total * U), E.add(k * total, E.add(E.mul("bid", m.block), "tid")))
+                out(f"{e} = {kw.ix(E.mul(c, V))}  # first element of vector {k}")
+                heads.append(e)
+            bodies = []
+            for k, e in enumerate(heads):
+                parts = E.unravel(e, list(dom), True)
+                base = []
+                for d, p in enumerate(parts):
+                    if isinstance(p, int):
+                        base.append(p)
+                        continue
+                    var = kw.names.fresh(f"d{d}_{k}")
+                    out(f"{var} = {kw.ix(p)}")
+                    base.append(var)
+                loads, body = Lines(), Lines()
+                ctx.prefetch, ctx.out = loads, body
+                scope = Scope()
+                ctx.acc_var = {}
+                for j in range(V):
+                    ctx.it = E.add(E.mul(rnd, P), k * V + j)
+                    items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
+                    self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
+                ctx.prefetch, ctx.out = None, out
+                bodies.append((e, loads, body))
+            for section in (1, 2):
+                for e, loads, body in bodies:
+                    lines = (loads if section == 1 else body).lines
+                    if not lines:
+                        continue
+                    with out.block(f"if {E.lt(e, m.size)}:" if guarded else None):
+                        for line in lines:
+                            out(line)

@@ -78,6 +78,13 @@ class StageContext:
     #: epilogue (where a reduce's value is its result, and epilogue ops may be computed).
     #: Switched by ReductionEmitter.finish_tasks; read by ValueEmitter.
     phase: str = "element"
+    #: while a flat stage's vectors are written: the lines of the current vector's loads, issued
+    #: before any vector is computed (memory-level parallelism); None otherwise.  Written by
+    #: LoopEmitter.write_vectors; ValueEmitter puts the loads it can hoist there.
+    prefetch: Optional[Lines] = None
+    #: global array -> the values of the current vector stored so far (one vector store when
+    #: complete).  Written by ElementEmitter.
+    pending: dict = field(default_factory=dict)
 
     @classmethod
     def for_stage(cls, kw: KernelWriter, si: int) -> "StageContext":

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Optional
 from astitch_sim import indexed
 from astitch_sim.graph import shape_str
 from astitch_sim.ops import compare_scalar
+from astitch_sim.vector_width import SCATTER, SCALAR_DTYPES, UNIFORM, through
 
 from . import exprs as E
 from .dtypes import HELPER_BY_DTYPE, BITS, FLOATS
@@ -29,6 +30,27 @@ if TYPE_CHECKING:
 #: compare with type=TOTALORDER on floats (IEEE total order: -NaN < -inf < -0 < +0 < inf < +NaN)
 _TOTAL_ORDER = {"LT": "_tot_less({0}, {1})", "GT": "_tot_less({1}, {0})", "LE": "(not _tot_less({1}, {0}))",
                 "GE": "(not _tot_less({0}, {1}))", "EQ": "_tot_eq({0}, {1})", "NE": "(not _tot_eq({0}, {1}))"}
+
+
+class LaneIdx(tuple):
+    """A domain index of one element of a vector (a flat mapping's ``vector`` consecutive elements):
+    the index itself, plus ``lane`` (the element's place in the vector), ``base`` (the index of the
+    vector's first element, followed through the same views) and ``state`` -- how the vector's
+    elements sit in the tensor the index reaches (``astitch_sim.vector_width.through``)."""
+
+    def __new__(cls, items, lane: int, base: tuple, state, width: int):
+        self = super().__new__(cls, items)
+        self.lane, self.base, self.state, self.width = lane, tuple(base), state, width
+        return self
+
+    def follow(self, node, items, base) -> "LaneIdx":
+        """The index at ``node``'s operand (``items``; ``base`` for the first lane)."""
+        state, _ = through(node, self.state, self.width)
+        return LaneIdx(items, self.lane, base, state, self.width)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.state not in (UNIFORM, SCATTER)
 
 
 class Scope:
@@ -90,9 +112,8 @@ class ValueEmitter:
         if v.stage < 0 and 0 <= v.loaded_in < ctx.si:
             return self.kept_register(n, v)
         if v.stage < 0:
-            ref = f"{ctx.kw.global_array(n)}[{E.ravel(idx, node.shape)}]"
-            return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref),
-                               f"{n}: {shape_str(node.shape, node.dtype)} from global memory")
+            return self.global_read(n, ctx.kw.global_array(n), idx, scope, key,
+                                    f"{n}: {shape_str(node.shape, node.dtype)} from global memory")
         if v.space == "register":
             return self.kept_register(n, v)
         if v.space == "shared":
@@ -101,10 +122,41 @@ class ValueEmitter:
                                f"{n} from shared memory (Regional, written by stage {v.stage})")
         if v.space == "global":
             arr = ctx.kw.result_of.get(n) or ctx.kw.global_array(n)
-            ref = f"{arr}[{E.ravel(idx, node.shape)}]"
-            return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref),
-                               f"{n} from global memory (Global, written by stage {v.stage})")
+            return self.global_read(n, arr, idx, scope, key, f"{n} from global memory (Global, written by "
+                                                             f"stage {v.stage})")
         ctx.fail(f"{n} lives in unknown space {v.space!r}")
+
+    def global_read(self, n: str, arr: str, idx: tuple, scope: Scope, key, comment: str) -> str:
+        """A load from a global array, by pointer arithmetic (``ldg``: no negative-index wraparound).
+
+        Inside a flat stage's vector (``idx`` a :class:`LaneIdx`) the load depends on the thread's
+        index variables only, so it goes to the vector's load section (``ctx.prefetch``), ahead of
+        every use; a tensor the vector reads contiguously is one vector load (``ldg4``: its lanes
+        are the tuple's items), a uniform one a single scalar load all lanes share (the same
+        index, so the same CSE key)."""
+        ctx = self.ctx
+        node = ctx.g[n]
+        flat = E.ravel(idx, node.shape)
+        lanes = isinstance(idx, LaneIdx) and ctx.prefetch is not None
+        if lanes and idx.contiguous and idx.width > 1 and node.dtype not in SCALAR_DTYPES:
+            base = E.ravel(idx.base, node.shape)
+            vkey = ("vector", n, str(base))
+            vec = scope.get(vkey)
+            if vec is None:
+                vec = ctx.kw.names.fresh(f"{n}_v")
+                ctx.prefetch(f"{vec} = ldg{idx.width}({arr}, {base})  # {comment}: {idx.width} elements, "
+                             "one vector load")
+                scope.known[vkey] = vec
+            return self.assign(scope, key, n, ctx.kw.load(node.dtype, f"{vec}[{idx.lane}]"),
+                               f"{n}: lane {idx.lane} of the vector")
+        ref = f"ldg({arr}, {flat})"
+        if lanes:
+            var = ctx.kw.names.fresh(n)
+            ctx.prefetch(f"{var} = {ctx.kw.load(node.dtype, ref)}  # {comment}"
+                         + (" (one load for the vector's elements)" if idx.state == UNIFORM else ""))
+            scope.known[key] = var
+            return var
+        return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref), comment)
 
     def kept_register(self, n: str, v) -> str:
         """A value an earlier stage left in this thread's registers (computed there, or a kept input it loaded)."""
@@ -129,7 +181,10 @@ class ValueEmitter:
         node = self.ctx.g[n]
         op = node.op
         if node.opdef.is_view:
-            return self.value(node.operands[0].name, self.operand_index(node, idx), scope)
+            at = self.operand_index(node, idx)
+            if isinstance(idx, LaneIdx):
+                at = idx.follow(node, at, self.operand_index(node, idx.base))
+            return self.value(node.operands[0].name, at, scope)
         if op == "copy" or (op == "convert" and node.operands[0].dtype == node.dtype):
             return self.value(node.operands[0].name, idx, scope)
         if op == "iota":

@@ -103,7 +103,7 @@ def remap(plan: Plan, make) -> Plan:
             continue
         stages = [Stage(s.dominant, list(s.ops), make(s), list(s.epilogue)) for s in k.stages]
         kernels.append(assemble_kernel(plan.graph, k.name, stages, plan.gpu, set(k.outputs),
-                                       stitch=len(stages) > 1))
+                                       stitch=len(stages) > 1, plan_vectors=False))
     return Plan(plan.graph, plan.strategy, plan.gpu, kernels, list(plan.notes)).validate()
 
 
@@ -123,10 +123,11 @@ def columns(block, grid, lanes, splits=1, combine="none"):
     return make
 
 
-def flat(block, grid):
+def flat(block, grid, per_thread=1, vector=1):
     def make(s):
         m = s.mapping
-        return ThreadMapping("flat", m.domain, m.groups, block=block, grid=grid)
+        return ThreadMapping("flat", m.domain, m.groups, block=block, grid=grid, per_thread=per_thread,
+                             vector=vector)
     return make
 
 
@@ -147,6 +148,8 @@ HAND_MADE = {
     "columns_split_grid_barrier": ("batchnorm_train", dict(rows=24, cols=8), columns(16, 4, 4, 2, "grid_barrier")),
     "columns_vertical": ("batchnorm_train", dict(rows=24, cols=8), columns(8, 1, 4)),
     "flat_grid_stride": ("adam_step", dict(size=100), flat(16, 3)),
+    # 2 vectors of 4 per thread per round, 4 rounds, the last one guarded (1000 = 3 x 256 + 232)
+    "flat_vectors_rounds": ("adam_step", dict(size=1000), flat(32, 1, 8, 4)),
     "global_stitching": ("paper_fig7", dict(n=16, c=8), fig7_small_blocks),
 }
 
@@ -273,12 +276,14 @@ def test_hand_made_plans_exercise_what_they_claim():
     assert m("columns_split_grid_barrier").stages[0].mapping.splits == 2
     assert m("columns_vertical").stages[0].mapping.task_iterations > 1
     assert m("flat_grid_stride").stages[0].mapping.task_iterations == 3
+    v = m("flat_vectors_rounds").stages[0].mapping
+    assert (v.task_iterations, v.unroll, v.vector) == (4, 2, 4)
     k = m("global_stitching")
     assert k.values["power.1"].space == "global" and k.grid == 2 and k.cooperative
 
 
 @pytest.mark.parametrize("name", ["rows_split_atomic_vertical", "rows_24_threads_per_row", "columns_split_atomic",
-                                  "columns_vertical", "flat_grid_stride"])
+                                  "columns_vertical", "flat_grid_stride", "flat_vectors_rounds"])
 def test_generated_loops_assign_elements_as_locate_does(name):
     """The probe build records (block, thread, iteration) of every output store; it must equal locate()."""
     g, plan = hand_made(name)
@@ -607,7 +612,7 @@ def test_index_math_follows_the_plans_width_in_the_source():
     assert {k.index_bits for k in small.kernels} == {32}
     assert 64 in {k.index_bits for k in big.kernels}
     src_small, src_big = gpu_backend.generate_source(small), gpu_backend.generate_source(big)
-    assert "tid = u32(cuda.threadIdx.x)" in src_small and "d1 = u32(" in src_small
+    assert "tid = u32(cuda.threadIdx.x)" in src_small and re.search(r"\bd1(_\d+)? = u32\(", src_small)
     wide = [k for k in big.kernels if k.index_bits == 64]
     assert src_big.count("tid = cuda.threadIdx.x  # index math: 64-bit signed") == len(wide)
 

@@ -177,10 +177,11 @@ def test_library_kernel_is_a_matmul_with_its_traffic():
 def test_unfused_add_of_two_vectors():
     """1000 f32 + 1000 f32 -> 1000 f32: reads 8000 bytes, writes 4000.
 
-    Flat mapping, 256-thread blocks: 1000 elements are 31 full warps and one warp
-    of 8 lanes.  A full warp loads 32 consecutive floats = 128 bytes = 4 sectors;
-    the last loads 32 bytes = 1 sector (buffers are 256-byte aligned): 125 sectors
-    per access, 2 loads + 1 store, 32 warp instructions each.
+    Flat mapping, 256-thread blocks, 4-element vectors (the planner's width for f32:
+    128-bit accesses): 1000 elements are 250 vectors, 7 full warps of 32 vectors
+    (128 floats = 512 bytes = 16 sectors) and one of 26 vectors (104 floats = 13
+    sectors; buffers are 256-byte aligned): 125 sectors per access, as with scalar
+    accesses, but 8 warp instructions per access instead of 32: 2 loads + 1 store = 24.
     """
     g = asim.Graph("add")
     g.set_outputs(g.add(g.parameter("x", (1000,)), g.parameter("y", (1000,)), name="z"))
@@ -189,7 +190,8 @@ def test_unfused_add_of_two_vectors():
     s = res.stats
     assert (s.kernel_launches, s.global_bytes_read, s.global_bytes_written) == (1, 8000, 4000)
     st = s.kernels[0].stages[0]
-    assert (st.global_sectors_read, st.global_sectors_written, st.global_requests) == (250, 125, 96)
+    assert asim.compile(g, "unfused", "H100").kernels[0].stages[0].mapping.vector == 4
+    assert (st.global_sectors_read, st.global_sectors_written, st.global_requests) == (250, 125, 24)
     assert (st.flops, st.shared_bytes_read, st.atomics) == (1000, 0, 0)
 
 
@@ -244,41 +246,52 @@ def test_regional_value_shared_traffic():
 
 
 def test_a_broadcast_read_by_a_warp_costs_one_sector():
-    """x[4,32] + b[4] broadcast along rows: each warp (one row) reads one b element: 1 sector, and the
-    block (all 128 elements) fetches each of b's 4 elements once: 16 bytes."""
+    """x[4,32] + b[4] broadcast along rows: the block (all 128 elements) fetches each of b's 4 elements
+    once: 16 bytes.  With 4-element vectors one warp instruction covers all 4 rows (32 threads x 4
+    elements): x is 16 sectors, b's 4 elements one sector of that one warp instruction (one scalar
+    load per vector, all in one sector); scalar, 4 warps of one row each would read 4 sectors of b."""
     g = asim.Graph("bcast")
     x, b = g.parameter("x", (4, 32)), g.parameter("b", (4,))
     g.set_outputs(g.add(x, g.broadcast(b, (4, 32), (0,)), name="y"))
     res, _ = run(g, "xla")
     st = res.stats.kernels[0].stages[0]
     assert st.global_bytes_read == 512 + 16
-    assert st.global_sectors_read == 16 + 4          # x: 4 warps x 4 sectors; b: 4 warps x 1 sector
+    assert asim.compile(g, "xla", "H100").kernels[0].stages[0].mapping.vector == 4
+    assert st.global_sectors_read == 16 + 1          # x: 16 sectors; b: one warp instruction, 1 sector
 
 
 def test_transposed_read_is_uncoalesced():
-    """y = transpose(x) for x[32,32]: lanes of a warp read a column of x (stride 128 bytes): 32 sectors
-    per warp instead of 4; the stores stay contiguous."""
+    """y = transpose(x) for x[32,32]: the stores are 4-element vectors (128 bits), x is read transposed so
+    its loads stay scalar (one per element, the plan says why).  A scalar load instruction's 32 lanes are
+    8 vectors along y's row x 4 rows of y: 8 columns of x at a 128-byte stride, 8 sectors where a
+    contiguous read of 32 floats needs 4; 32 such instructions, 256 sectors (x is 128 sectors)."""
     g = asim.Graph("tr")
     g.set_outputs(g.add_node("negate", (g.transpose(g.parameter("x", (32, 32)), (1, 0)),), name="y"))
     res, x = run(g, "xla")
     close(res.outputs[0], asim.reference(g, x)[0])
     st = res.stats.kernels[0].stages[0]
-    assert (st.global_sectors_read, st.global_sectors_written) == (32 * 32, 32 * 4)
+    m = asim.compile(g, "xla", "H100").kernels[0].stages[0].mapping
+    assert m.vector == 4 and "x is read transposed" in m.vector_why
+    assert (st.global_sectors_read, st.global_sectors_written) == (32 * 8, 32 * 4)
+    assert st.global_requests == 32 + 8           # 32 scalar loads, 8 vector stores
     assert st.global_bytes_read == 4096
 
 
 def test_addresses_follow_the_buffer_layout():
-    """A column-major parameter ({0,1}) read in row-major element order: each warp's 32 lanes are 128
-    bytes apart (32 sectors); the trace shows element (0, 1) of p at byte 128."""
+    """A column-major parameter ({0,1}) read in row-major element order: its elements are not consecutive
+    along a vector, so it is read one element per load (the store is 4-element vectors); a load's 32
+    lanes are 8 vectors x 4 rows: 8 columns of p 128 bytes apart, 8 sectors (32 contiguous floats
+    would be 4); the trace shows element (0, 1) of p at byte 128."""
     g = asim.from_hlo("HloModule m\nENTRY e {\n  p = f32[32,32]{0,1} parameter(0)\n"
                       "  ROOT n = f32[32,32]{1,0} negate(p)\n}")
     x = np.arange(1024, dtype=np.float32).reshape(32, 32)
     res = asim.simulate(asim.compile(g, "xla", "H100"), [x])
     np.testing.assert_array_equal(res.outputs[0], -x)
     st = res.stats.kernels[0].stages[0]
-    assert (st.global_sectors_read, st.global_sectors_written, st.global_bytes_read) == (1024, 128, 4096)
-    ev = asim.simulate(asim.compile(g, "xla", "H100"), [x], trace=True).trace.by_thread(0, 1).events[0]
-    assert (ev.node, ev.element, ev.address) == ("p", (0, 1), 128)
+    assert (st.global_sectors_read, st.global_sectors_written, st.global_bytes_read) == (32 * 8, 128, 4096)
+    ev = [e for e in asim.simulate(asim.compile(g, "xla", "H100"), [x], trace=True).trace.by_thread(0, 0).events
+          if e.node == "p" and e.iteration == 1]          # thread 0's vector is elements (0, 0..3)
+    assert [(e.element, e.address) for e in ev] == [((0, 1), 128)]
 
 
 def test_tvm_recomputation_is_counted():

@@ -24,7 +24,10 @@ the row is held as ``[R, 1]`` and costs nothing to broadcast.
 
 Warp instructions.  A warp is 32 consecutive threads of a block; one load or
 store of a warp in one loop iteration is one *warp instruction*, identified by
-``W = (block * iterations + iteration) * warps_per_block + thread // 32``.
+``W = (block * iterations + iteration) * warps_per_block + thread // 32``; in a flat
+mapping with vectors (``vector > 1``) the ``vector`` consecutive elements of a thread's
+vector are one access (``ld.global.v4``), so ``iteration // vector`` replaces ``iteration``
+(a tensor read *scattered* costs one instruction per element again: ``memory.py``).
 In a separable geometry with ``threads_per_row % 32 == 0`` a warp never spans
 two tasks of a ``rows`` mapping (its 32 threads all serve one row slot) nor two
 reduced positions of a ``columns`` mapping (its 32 threads are the column lanes
@@ -78,6 +81,7 @@ class Geometry:
         self.block_threads = m.block
         self.grid = m.grid
         self.iters = max(1, m.elements_per_thread)
+        self.vector = m.vector if m.kind == "flat" else 1   # a vector's elements share one warp instruction
         self.wpb = ceil(m.block / WARP)
         self.X = self.Y = None          # dims a warp instruction never spans / the others
         self.parts = None               # (task dims, reduced dims) for rows/columns mappings
@@ -109,8 +113,10 @@ class Geometry:
         m = self.mapping
         rng = np.random.default_rng(12345)
         e = np.unique(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE), [0, self.size - 1]])).astype(np.int64)
-        total = m.grid * m.block
-        want = ((e % total) // m.block, e % m.block, e // total)
+        total, V, U = m.grid * m.block, m.vector, m.unroll
+        c = e // V                     # vector c: thread c % total, round c // (total * U)
+        want = ((c % total) // m.block, c % m.block,
+                (c // (total * U)) * m.per_thread + ((c // total) % U) * V + e % V)
         return all(np.array_equal(np.asarray(a), b) for a, b in zip(m.locate(e), want))
 
     def _line(self, dims) -> tuple:
@@ -201,7 +207,7 @@ class Geometry:
         """Warp-instruction id of every element, flattened in domain order."""
         if "W" not in self._cache:
             b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
-            self._cache["W"] = (b * self.iters + it) * self.wpb + t // WARP
+            self._cache["W"] = (b * self.iters + it // self.vector) * self.wpb + t // WARP
         return self._cache["W"]
 
     def part_shape(self, dims) -> tuple:
@@ -326,6 +332,7 @@ class EpilogueGeometry:
         self.size = int(np.prod(self.shape))
         self.idx = tuple(a[None] for a in np.indices(self.task_shape, sparse=True)) if self.task_shape else ()
         self.block_threads, self.grid, self.iters, self.wpb = geom.block_threads, geom.grid, geom.iters, geom.wpb
+        self.vector = 1                  # an epilogue runs once per task, never in vectors
         b, t, it = geom.task_heads()
         if b.size != int(np.prod(self.task_shape)):
             raise AStitchError(f"stage over {geom.shape}: {b.size} reduction tasks but the reduce result has "

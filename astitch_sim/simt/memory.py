@@ -264,6 +264,8 @@ def count(geom, acc: Access) -> dict:
         return {"n": geom.count(acc.mask), "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if getattr(geom, "flat", False) and acc.space == Space.GLOBAL:
         PATHS["flat"] = PATHS.get("flat", 0) + 1
+        if geom.mapping.per_thread > 1:
+            return count_flat_vectors(geom, acc)
         return count_flat(geom, acc)
     sp = _split(geom, acc)
     if sp is not None:
@@ -398,6 +400,57 @@ def count_flat(geom, acc):
         out["bytes"] = s * n
     return out
 
+
+def lane_class(F: np.ndarray, V: int, base_elems: int = 0) -> str:
+    """How a flat mapping's vectors (``V`` consecutive domain elements) sit in a tensor whose element
+    index at each domain element is ``F`` (domain order): ``contiguous`` (each vector reads ``V``
+    consecutive, aligned elements: one vector load), ``uniform`` (one element per vector: one scalar
+    load), else ``scattered`` (one load per element).  The code generator reaches the same answer
+    from the graph's views (``astitch_sim.vector_width``); here it is read off the addresses."""
+    if V <= 1 or F.size % V:
+        return "scattered"
+    G = F.reshape(-1, V)
+    if (G == G[:, :1]).all():
+        return "uniform"
+    if ((G - G[:, :1]) == np.arange(V)).all() and not ((G[:, 0] + base_elems) % V).any():
+        return "contiguous"
+    return "scattered"
+
+
+def count_flat_vectors(geom, acc):
+    """A flat mapping with vectors: a warp's vector access covers ``32 * vector`` consecutive domain
+    elements (its 32 threads' vectors side by side), one request however wide; a tensor read
+    scattered is ``vector`` scalar requests.  Sectors are what the addresses touch, as without vectors."""
+    m = geom.mapping
+    s, n_all, V = acc.itemsize, geom.size, m.vector
+    span = WARP_LANES * V
+    rows = -(-n_all // span)
+    F = acc.flat(geom)
+    sel = geom.full(acc.mask) if acc.mask is not None else None
+    n = int(sel.sum()) if sel is not None else n_all
+    out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n == 0:
+        return out
+    S = np.full(rows * span, BIG, dtype=np.int64)
+    S[:n_all] = (acc.base + s * F) // SECTOR
+    if sel is not None:
+        S[:n_all][~sel] = BIG
+    if lane_class(F, V, acc.base // s if acc.base % s == 0 else 1) == "scattered":
+        S = S.reshape(rows, WARP_LANES, V).transpose(0, 2, 1).reshape(-1, WARP_LANES)
+    else:
+        S = S.reshape(rows, span)
+    out["sectors"], out["requests"] = _rows_distinct(S)
+    if acc.dedup and not acc.identity:
+        B = ((np.arange(n_all, dtype=np.int64) // V) % (m.grid * m.block)) // m.block
+        Fs = F if sel is None else F[sel]
+        out["bytes"] = s * distinct_pairs(B if sel is None else B[sel], Fs)[0]
+    else:
+        out["bytes"] = s * n
+    return out
+
+
+#: threads of a warp
+WARP_LANES = 32
 
 #: use the outer x inner decomposition of flat accesses (tests switch it off to compare with the plain count)
 FLAT_STRUCTURED = True
@@ -549,6 +602,9 @@ def _count_dense(geom, acc):
     if n == 0 or acc.space == Space.REGISTER:
         return out
     F = acc.flat(geom)
+    if getattr(geom, "vector", 1) > 1 and acc.space == Space.GLOBAL and \
+            lane_class(F, geom.vector, acc.base // s if acc.base % s == 0 else 1) == "scattered":
+        W = W * geom.vector + geom.full(geom.iteration) % geom.vector     # one instruction per element
     if sel is not None:
         W, F = W[sel], F[sel]
     A = acc.base + s * F
@@ -579,7 +635,7 @@ PAIR_LIMIT = 1 << 22
 def _block_full(geom) -> np.ndarray:
     if getattr(geom, "flat", False) and "block" not in geom.__dict__:
         m = geom.mapping
-        e = np.arange(geom.size, dtype=np.int64)
+        e = np.arange(geom.size, dtype=np.int64) // m.vector
         return (e % (m.grid * m.block)) // m.block
     return geom.full(geom.block)
 
