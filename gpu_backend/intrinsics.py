@@ -17,8 +17,19 @@ expression that may go negative (a pad's ``d0 - 2``) keeps its meaning.  The pla
 chooses 32 bits only where every index fits (``astitch_sim/index_bits.py``).  In the
 simulator ``u32`` is ``int``: exact integers, which is what the GPU computes for values
 that fit.
+
+``shfl_xor(value, offset)``: lane ``laneid ^ offset``'s ``value``, every lane of the warp
+taking part (``cuda.shfl_xor_sync`` with the full mask) -- the step of a shuffle reduction
+(``astitch_sim/reduce_scheme.py``).  Numba shuffles 32- and 64-bit signed integers and
+floats only; :data:`SHUFFLE_AS` says which type the generated code shuffles any other
+register type as (bit-preserving casts there and back).  Numba's CUDA simulator has no
+warp shuffles: the twin exchanges the value through the warp's slots in
+:mod:`gpu_backend.cudasim` (a warp barrier before and after the read), so a shuffle that
+not every lane of the warp reaches is reported there as a stuck barrier.
 """
 from __future__ import annotations
+
+import threading
 
 from numpy import uint32
 
@@ -26,3 +37,24 @@ from .numba_compat import cudasim_enabled
 
 #: the generated kernels' index cast for ``index_bits=32`` (the module docstring says why)
 u32 = int if cudasim_enabled() else uint32
+
+#: every lane of a warp takes part in a shuffle
+FULL_MASK = 0xFFFFFFFF
+#: register types Numba cannot shuffle -> the type they are shuffled as (32/64-bit, same bits or a widening)
+SHUFFLE_AS = {"bool_": "int32", "int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int32",
+              "uint32": "int32", "uint64": "int64"}
+
+
+def _shfl_xor_sim(value, offset):
+    """The simulator's shuffle: through the calling thread's warp slots (``cudasim._SimThread.shfl_xor``)."""
+    return threading.current_thread().shfl_xor(value, offset)
+
+
+if cudasim_enabled():
+    shfl_xor = _shfl_xor_sim
+else:
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def shfl_xor(value, offset):
+        return cuda.shfl_xor_sync(FULL_MASK, value, offset)
