@@ -191,9 +191,39 @@ def launch(dispatcher, grid: int, block: int, args, cooperative: bool) -> None:
         try:
             threading.stack_size(_THREAD_STACK)
             for blocks in groups:
-                _run_blocks(fn, fake_args, blocks, block, cooperative, FakeCUDAShared)
+                _run_blocks(fn, fake_args, blocks, block, cooperative, _locked_shared(FakeCUDAShared))
         finally:
             threading.stack_size(old_stack)
+
+
+def _locked_shared(base):
+    """Numba's per-block shared memory with its first allocation under a lock.
+
+    ``FakeCUDAShared.array`` finds a block's array by the calling line and allocates it on first
+    use without a lock: two threads of a block arriving together could each allocate their own,
+    and then not share memory (seen as a rare NaN in a row reduction read back from shared
+    memory).  Here the look-up and the allocation are one step."""
+    import sys
+    import traceback
+
+    from numba.cuda.simulator.kernelapi import numpy_support, types
+
+    class _Shared(base):
+        def __init__(self, size):
+            super().__init__(size)
+            self._lock = threading.Lock()
+
+        def array(self, shape, dtype, alignment=None):
+            if shape == 0 or alignment is not None:
+                return super().array(shape, dtype, alignment)
+            if isinstance(dtype, types.Type):
+                dtype = numpy_support.as_dtype(dtype)
+            caller = traceback.extract_stack(sys._getframe(1), limit=1)[-1][0:2]
+            with self._lock:
+                if caller not in self._allocations:
+                    self._allocations[caller] = np.empty(shape, dtype)
+                return self._allocations[caller]
+    return _Shared
 
 
 def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):
