@@ -62,7 +62,8 @@ def main() -> None:
     st.markdown(f"**{ctx.source.label}**{read} on **{ctx.gpu}** &nbsp; "
                 f"`{sig if len(sig) < 150 else sig[:147] + '...'}`")
     if ctx.options:
-        st.caption("what-if switches active for astitch: " + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
+        st.caption("what-if switches active (reduce_scheme: every strategy; the others: astitch): "
+                   + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
     try:
         RENDER[st.session_state["view"]](ctx)
     except Exception as e:

@@ -121,7 +121,7 @@ def profile(sass: str, entry: str) -> SassProfile:
         if op.startswith("BRA") and target and labels.get(target.group(0)) == address:
             continue                               # the end-of-code trap: a branch to itself
         body.append((address, op, args))
-    cold = _collective_fallbacks(body, set(labels.values()))
+    cold = collective_fallbacks(body, set(labels.values()))
     body = [b for b in body if b[0] not in cold]
     p = SassProfile(total=len(body))
     classes: Counter = Counter()
@@ -144,7 +144,13 @@ def profile(sass: str, entry: str) -> SassProfile:
     return p
 
 
-def _collective_fallbacks(body: list, starts: set) -> set:
+def cold_addresses(sass: str, entry: str) -> set:
+    """Addresses of ``entry``'s shuffle retry paths (:func:`collective_fallbacks`) in a listing."""
+    insts, labels = _parse(sass, entry)
+    return collective_fallbacks(insts, set(labels.values()))
+
+
+def collective_fallbacks(body: list, starts: set) -> set:
     """Addresses of the out-of-line retry paths ptxas adds to a ``shfl.sync`` it cannot prove converged:
     from the block holding a ``WARPSYNC.COLLECTIVE`` (its nearest label) to the branch back into the
     main body.  A converged warp (every warp of a generated kernel reaches its shuffles together) never

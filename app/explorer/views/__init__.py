@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import astitch_sim as asim
 import streamlit as st
 
-from .. import compute
+from .. import compute, state
 
 
 @dataclass
@@ -20,7 +20,11 @@ class Context:
     options: dict = field(default_factory=dict)
 
     def opts_for(self, strategy: str) -> tuple:
-        return tuple(sorted(self.options.items())) if strategy == "astitch" else ()
+        """The what-if options ``strategy`` is compiled with: all of them for astitch, the reduction scheme
+        (which every strategy takes) for the others."""
+        keep = self.options if strategy == "astitch" else {k: v for k, v in self.options.items()
+                                                             if k in state.EVERY_STRATEGY}
+        return tuple(sorted(keep.items()))
 
     def plan(self, strategy: str | None = None, options: dict | None = None):
         s = strategy or self.strategy
@@ -34,7 +38,7 @@ class Context:
         return compute.runs(self.source, self.gpu, self.variants(strategies), what)
 
     def label(self, strategy: str) -> str:
-        return f"{strategy} (what-if)" if strategy == "astitch" and self.options else strategy
+        return f"{strategy} (what-if)" if self.opts_for(strategy) else strategy
 
 
 def plan_choice(label: str, options, labels, state_key: str, *, default=None, where=None):

@@ -23,6 +23,7 @@ def row(label, r, base) -> dict:
 def single_switches() -> list:
     out = [(f"no {n.replace('_', ' ')}", {n: False}) for n in state.SWITCHES]
     out.append(("max 128 threads per block", {"max_block_threads": 128}))
+    out.append(("reductions as shared-memory trees", {"reduce_scheme": "tree"}))
     return out
 
 
