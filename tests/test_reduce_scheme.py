@@ -264,3 +264,38 @@ def test_generated_code_has_one_barrier_per_trip_and_shuffles():
     assert sh.count("shfl_xor(") == 2 * (5 + 3) and tr.count("shfl_xor(") == 0
     assert sh.count("cuda.syncthreads()") < tr.count("cuda.syncthreads()")
     assert "while n > 1:" in tr and "while n > 1:" not in sh
+
+
+def dtype_graph(dt):
+    g = Graph("t_" + dt)
+    x = g.parameter("x", (8, 256), dt)
+    outs = [g.reduce(x, (1,), reducer="or" if dt == "pred" else "max", name="r")]
+    if dt != "pred":
+        outs.append(g.reduce(x, (1,), name="s"))
+    if dt in ("f32", "bf16"):
+        outs.append(g.argmax(x, 1, name="am"))
+    g.set_outputs(*outs)
+    return g
+
+
+def test_shuffles_type_check_with_numbas_real_compiler_for_every_register_type(tmp_path):
+    """Numba shuffles only 32/64-bit signed ints and floats: the others go through ``SHUFFLE_AS``. Numba's
+    real compiler (not the simulator) must accept every generated shuffle, in one warp and across warps."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    paths = []
+    for dt in ("f32", "f64", "s8", "s64", "u8", "u32", "u64", "bf16", "pred"):
+        for tpr in (32, 128):
+            plan = remap(asim.compile(dtype_graph(dt), "xla", "H100"), 256, 4, tpr)
+            assert {s.reduce_scheme for k in plan.generated for s in k.stages} == {ReduceScheme.SHUFFLE}
+            path = tmp_path / f"{dt}_{tpr}.json"
+            path.write_text(plan.to_json())
+            paths.append(str(path))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-m", "gpu_backend.typecheck", *paths], capture_output=True, text=True,
+                       env=env, cwd=root, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.stdout.count("ok ") == len(paths)
