@@ -26,7 +26,6 @@ from astitch_sim.vocabulary import ReduceScheme
 
 from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, FLOATS
-from .intrinsics import SHUFFLE_AS
 from .values import Scope
 
 if TYPE_CHECKING:
@@ -116,6 +115,7 @@ class ReductionEmitter:
 
     def butterfly(self, offsets: tuple, why: str):
         """Every reduce's accumulator(s) folded with lane ``laneid ^ h``'s, for each ``h`` of ``offsets``."""
+        from .intrinsics import SHUFFLE_AS        # here, not at import: it asks Numba for its configuration
         ctx = self.ctx
         out = ctx.out
         for h in offsets:
