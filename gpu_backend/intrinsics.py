@@ -21,8 +21,8 @@ that fit.
 ``shfl_xor(value, offset)``: lane ``laneid ^ offset``'s ``value``, every lane of the warp
 taking part (``cuda.shfl_xor_sync`` with the full mask) -- the step of a shuffle reduction
 (``astitch_sim/reduce_scheme.py``).  Numba shuffles 32- and 64-bit signed integers and
-floats only; :data:`SHUFFLE_AS` says which type the generated code shuffles any other
-register type as (bit-preserving casts there and back).  Numba's CUDA simulator has no
+floats only; ``gpu_backend.dtypes.SHUFFLE_AS`` says which type the generated code shuffles
+any other register type as (bit-preserving casts there and back).  Numba's CUDA simulator has no
 warp shuffles: the twin exchanges the value through the warp's slots in
 :mod:`gpu_backend.cudasim` (a warp barrier before and after the read), so a shuffle that
 not every lane of the warp reaches is reported there as a stuck barrier.
@@ -40,9 +40,6 @@ u32 = int if cudasim_enabled() else uint32
 
 #: every lane of a warp takes part in a shuffle
 FULL_MASK = 0xFFFFFFFF
-#: register types Numba cannot shuffle -> the type they are shuffled as (32/64-bit, same bits or a widening)
-SHUFFLE_AS = {"bool_": "int32", "int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int32",
-              "uint32": "int32", "uint64": "int64"}
 
 
 def _shfl_xor_sim(value, offset):

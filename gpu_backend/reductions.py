@@ -25,7 +25,7 @@ from astitch_sim.reducers import ATOMIC_DTYPES, REDUCERS, reduce_inits, reduce_i
 from astitch_sim.vocabulary import ReduceScheme
 
 from . import exprs as E
-from .dtypes import COMPUTE, STORAGE, FLOATS
+from .dtypes import COMPUTE, FLOATS, SHUFFLE_AS, STORAGE
 from .values import Scope
 
 if TYPE_CHECKING:
@@ -115,7 +115,6 @@ class ReductionEmitter:
 
     def butterfly(self, offsets: tuple, why: str):
         """Every reduce's accumulator(s) folded with lane ``laneid ^ h``'s, for each ``h`` of ``offsets``."""
-        from .intrinsics import SHUFFLE_AS        # here, not at import: it asks Numba for its configuration
         ctx = self.ctx
         out = ctx.out
         for h in offsets:
