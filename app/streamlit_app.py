@@ -63,7 +63,8 @@ def main() -> None:
     st.markdown(f"**{ctx.source.label}**{read} on **{ctx.gpu}** &nbsp; "
                 f"`{sig if len(sig) < 150 else sig[:147] + '...'}`")
     if ctx.options:
-        st.caption("what-if switches active for astitch: " + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
+        st.caption("what-if switches active (reduce_scheme: every strategy; the others: astitch): "
+                   + ", ".join(f"{k}={v}" for k, v in ctx.options.items()))
     if ctx.xla_options:
         st.caption("xla follows " + ", ".join(f"{k}={v}" for k, v in ctx.xla_options.items()) + " (not today's XLA)")
     try:

@@ -424,7 +424,8 @@ def add_simulate_parser(sub) -> argparse.ArgumentParser:
                     "turns the counts into a predicted time with the cost model (launches,\n"
                     "traffic over achievable bandwidth, barriers, waves, recomputation).\n"
                     "Prints per kernel: launch shape, waves, global bytes read / written,\n"
-                    "shared bytes, flops, predicted us and its breakdown; then the speedup\n"
+                    "shared bytes, flops, block barriers inside reductions (red. bar) and warp\n"
+                    "shuffles (shfl), predicted us and its breakdown; then the speedup\n"
                     "over xla. --compare prints one table with every strategy.\n\n"
                     + GRAPH_EPILOG,
         epilog="examples:\n"
@@ -471,10 +472,12 @@ def _max_error(graph, outs, ref) -> float:
 
 def _kernel_table(stats) -> list:
     from .simt.cost import format_breakdown
-    rows = [("kernel", "grid x block", "waves", "global rd", "global wr", "shared", "flops", "us"),]
+    rows = [("kernel", "grid x block", "waves", "global rd", "global wr", "shared", "flops", "red. bar", "shfl",
+             "us"),]
     for i, k in enumerate(stats.kernels):
         rows.append((f"{i} {k.name}", f"{k.grid} x {k.block}", str(k.waves), _nbytes(k.global_bytes_read),
                      _nbytes(k.global_bytes_written), _nbytes(k.shared_bytes_moved), f"{k.flops:,}",
+                     f"{k.total('tree_barriers') + k.total('shuffle_barriers'):,}", f"{k.total('shuffles'):,}",
                      f"{k.predicted_us:.2f}"))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  " + "  ".join(v.ljust(w) if c == 0 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths)))

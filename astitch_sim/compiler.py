@@ -4,7 +4,9 @@ from __future__ import annotations
 from .errors import AStitchError
 from .graph import Graph
 from .hardware import gpu as get_gpu
+from .reduce_scheme import with_preference
 from .trivial_reduce import eliminate_trivial_reduces
+from .vocabulary import ReduceScheme
 from .zero_size import eliminate_zero_size
 
 from .strategies.registry import REGISTRY, strategy_named
@@ -64,6 +66,10 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
                                      ptxas's count when a cooperative kernel would spill
     ======================  =======  ==================================================
 
+    Every strategy also takes ``reduce_scheme``: ``"shuffle"`` (default: warp shuffles within a warp, one
+    shared-memory step across warps) or ``"tree"`` (the paper's shared-memory tree, a block barrier per
+    fold), how the threads of a reduction task combine (``astitch_sim/reduce_scheme.py``).
+
     An unknown option, a value of the wrong type, or an option given to a
     strategy that takes none (unfused, tvm, inductor) raises AStitchError.
     """
@@ -72,6 +78,10 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     graph.validate()
     hw = get_gpu(gpu)
     row = strategy_named(strategy)
+    options = dict(options)
+    prefer = ReduceScheme.parse(options.pop("reduce_scheme", ReduceScheme.SHUFFLE), "reduce_scheme")
+    if prefer is ReduceScheme.NONE:
+        raise AStitchError("reduce_scheme='none' is not a choice: use 'shuffle' (the default) or 'tree'")
     if options and row.options_type is None:
         takes = [s.name for s in REGISTRY.values() if s.options_type is not None]
         raise AStitchError(f"options ({', '.join(options)}) switch planning decisions; strategy {strategy!r} takes "
@@ -80,5 +90,8 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     graph, zero_notes = eliminate_zero_size(graph)
     graph, reduce_notes = eliminate_trivial_reduces(graph)
     plan = row.planner(graph, hw, parsed)
+    if prefer is not ReduceScheme.SHUFFLE:        # the what-if every strategy takes (reduce_scheme.py)
+        plan.kernels = with_preference(plan.kernels, prefer)
+        plan.options = {**plan.options, "reduce_scheme": str(prefer)}
     plan.notes[:0] = zero_notes + reduce_notes
     return plan.seal().validate()

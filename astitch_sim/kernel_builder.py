@@ -28,6 +28,7 @@ from .analysis import is_scalar_of_inputs
 from .flatindex import ravel, unravel
 from .index_bits import index_bits
 from .vector_width import vectorize
+from .reduce_scheme import choose as choose_reduce_scheme, scratch_areas
 from .indexing import operand_index
 from .plan import Kernel, Stage, Value
 from .vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
@@ -54,6 +55,12 @@ def sample_domain(size: int, seed: int = 0) -> np.ndarray:
 def reduction_slots(graph, stage: Stage) -> int:
     """Per-thread 8-byte slots of reduction scratch a stage needs: one per reduced value (argmax: two)."""
     return sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
+
+
+def reduction_scratch_bytes(stages) -> int:
+    """Bytes of reduction scratch the stages need under their recorded schemes (``reduce_scheme.scratch_areas``)."""
+    tree, warp, _ = scratch_areas(stages, lambda s: s.scratch_slots)
+    return tree + warp
 
 
 def task_shape(graph, stage: Stage) -> tuple:
@@ -440,8 +447,6 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
 
     # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
     shared_bytes = _layout_shared(graph, stages, values, consumers)
-    scratch = max((reduction_slots(graph, s) * s.mapping.block * 8 for s in stages), default=0)
-    shared_total = shared_bytes + scratch
 
     for s in stages:
         s.recompute = _recompute(graph, s)
@@ -453,6 +458,10 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     registers = _estimate_registers(graph, stages, values, needed_later, gpu)
     outputs = [n for n in stage_of if n in escapes]
     _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))
+    for s in stages:                        # how each task's threads combine (the same rule for every strategy)
+        s.reduce_scheme, s.reduce_why = choose_reduce_scheme(s)
+    scratch = reduction_scratch_bytes(stages)
+    shared_total = shared_bytes + scratch
     bits = index_bits(graph, stages, list(values) + list(placed.kernel_inputs), grid, block)
     return Kernel(name=name, kind="generated", grid=grid, block=block, stages=stages, values=values,
                   inputs=placed.kernel_inputs, outputs=outputs, shared_bytes=shared_total,

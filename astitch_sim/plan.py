@@ -53,7 +53,7 @@ from .hardware import GPU, gpu as get_gpu
 from .machine import MachineResources
 from .mapping import ThreadMapping
 from .sealed import Sealable, plain
-from .vocabulary import Barrier, Scheme, Space
+from .vocabulary import Barrier, ReduceScheme, Scheme, Space
 
 #: the JSON format written by :meth:`Plan.to_json` (2: the planner's bookkeeping is recorded, see Stage)
 PLAN_FORMAT = "astitch-sim plan 2"
@@ -90,7 +90,7 @@ class Value(Sealable):
 @dataclass
 class Stage(Sealable):
     """One op group: a dominant, its Local ops, one thread mapping."""
-    WORDS = {"barrier_after": Barrier}
+    WORDS = {"barrier_after": Barrier, "reduce_scheme": ReduceScheme}
 
     dominant: str
     ops: list                   # evaluated per domain element, in topological order (reduces included)
@@ -107,6 +107,8 @@ class Stage(Sealable):
     scratch_slots: int = 0          # 8-byte reduction-scratch slots per thread (one per reduced value; argmax: two)
     grid_syncs: int = 0             # grid barriers inside the stage (split combine, sync_after_combine)
     barrier_why: str = ""           # why ``barrier_after`` is what it is, in words
+    reduce_scheme: ReduceScheme = ReduceScheme.NONE   # how a task's threads combine partials (reduce_scheme.py)
+    reduce_why: str = ""            # why that scheme, in words
 
     def __post_init__(self):
         for f in ("reduces", "task_shape", "roots", "live_out"):
@@ -188,6 +190,18 @@ def _value_dict(v: Value) -> dict:
     if v.loaded_in < 0:
         del d["loaded_in"]
     return d
+
+
+def _scheme_of(sd: dict) -> dict:
+    """A stage's reduction scheme from its JSON; a plan written before schemes were recorded reduced with the
+    paper's tree (its scratch was sized for it), so that is what :func:`reduce_scheme.choose` gives it."""
+    if "reduce_scheme" in sd:
+        return {"reduce_scheme": sd["reduce_scheme"], "reduce_why": sd.get("reduce_why", "")}
+    from .reduce_scheme import choose
+    probe = Stage(dominant=sd["dominant"], ops=[], mapping=ThreadMapping.from_dict(sd["mapping"]),
+                  reduces=sd["reduces"])
+    scheme, why = choose(probe, ReduceScheme.TREE)
+    return {"reduce_scheme": scheme, "reduce_why": why}
 
 
 @dataclass
@@ -322,7 +336,8 @@ class Plan(Sealable):
                              "barrier_why": s.barrier_why, "recompute": dict(s.recompute),
                              "sync_after_combine": s.sync_after_combine, "grid_syncs": s.grid_syncs,
                              "reduces": list(s.reduces), "task_shape": list(s.task_shape), "roots": list(s.roots),
-                             "live_out": list(s.live_out), "scratch_slots": s.scratch_slots} for s in k.stages]
+                             "live_out": list(s.live_out), "scratch_slots": s.scratch_slots,
+                             "reduce_scheme": s.reduce_scheme, "reduce_why": s.reduce_why} for s in k.stages]
             kernels.append(plain(kd))
         return {"format": PLAN_FORMAT, "strategy": self.strategy, "gpu": self.gpu.name,
                 "graph": graph_to_dict(self.graph), "kernels": kernels, "notes": plain(self.notes),
@@ -352,7 +367,8 @@ class Plan(Sealable):
                                 recompute=dict(s["recompute"]), sync_after_combine=bool(s["sync_after_combine"]),
                                 grid_syncs=s["grid_syncs"], barrier_why=s["barrier_why"],
                                 reduces=s["reduces"], task_shape=s["task_shape"], roots=s["roots"],
-                                live_out=s["live_out"], scratch_slots=s["scratch_slots"])
+                                live_out=s["live_out"], scratch_slots=s["scratch_slots"],
+                                **_scheme_of(s))
                       for s in kd["stages"]]
                 values = {n: Value(**v) for n, v in kd["values"].items()}
                 kernels.append(Kernel(name=kd["name"], kind=kd["kind"], grid=kd["grid"], block=kd["block"],

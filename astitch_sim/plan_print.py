@@ -97,6 +97,8 @@ def format_kernel(plan, k, index: int) -> list:
                              "(input loaded once, kept in registers)")
         for n in s.ops:
             lines.append(_value_line(g, k, s, n, "    "))
+        if s.reduce_scheme != "none":
+            lines.append(f"      reduce: {s.reduce_scheme} ({s.reduce_why})")
         if s.sync_after_combine:
             lines.append(f"  ---- grid barrier (split {', '.join(s.reduces)} combined: {s.mapping.combine}) ----")
         for n in s.epilogue:

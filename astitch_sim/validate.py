@@ -29,8 +29,9 @@ from typing import Callable
 from .errors import AStitchError
 from .graph import shape_str
 from .index_bits import LIMIT_32, WIDTHS, largest_index
+from .reduce_scheme import lanes_of, scratch_areas, shuffle_blocked
 from .machine import blocks_per_wave as resident_blocks
-from .vocabulary import Barrier, Space
+from .vocabulary import Barrier, ReduceScheme, Space
 
 #: most blocks one launch may have (CUDA's gridDim.x limit)
 MAX_GRID = 2**31 - 1
@@ -339,6 +340,25 @@ def index_width_holds(c: KernelCheck) -> None:
             c.fail(f"index_bits=32 but the kernel forms indices up to {big} (>= 2**31): set index_bits=64")
 
 
+def reduce_scheme_holds(c: KernelCheck) -> None:
+    """Each stage's reduction scheme can run on its mapping (``reduce_scheme.py``) and its scratch is reserved:
+    ``none`` exactly where no task has several threads, ``shuffle`` only where the butterfly reaches the lanes."""
+    k = c.kernel
+    for i, s in enumerate(k.stages):
+        cross = bool(s.reduces) and lanes_of(s.mapping) > 1
+        if (s.reduce_scheme is ReduceScheme.NONE) == cross:
+            c.fail(f"stage {i} ({s.dominant}) has reduce_scheme={s.reduce_scheme} but "
+                   + ("several threads share each reduction task: use 'shuffle' or 'tree'" if cross else
+                      "no reduction task has several threads: use 'none'"))
+        blocked = shuffle_blocked(s.mapping) if s.reduce_scheme is ReduceScheme.SHUFFLE else ""
+        if blocked:
+            c.fail(f"stage {i} ({s.dominant}) reduces by shuffle, but {blocked}: use reduce_scheme='tree'")
+    tree, warp, _ = scratch_areas(k.stages, lambda s: s.scratch_slots)
+    if k.scratch_bytes < tree + warp:
+        c.fail(f"the stages' reduction schemes need {tree + warp} bytes of scratch (tree {tree}, warp totals {warp}) "
+               f"but the kernel reserves {k.scratch_bytes}")
+
+
 def shared_layout_fits(c: KernelCheck) -> None:
     """The shared-memory slots of the kernel's values lie inside the bytes it reserves."""
     k = c.kernel
@@ -367,6 +387,7 @@ RULES = (
     Rule("values are consistent", values_are_consistent, (GENERATED,)),
     Rule("the shared layout fits the reserved bytes", shared_layout_fits, (GENERATED,)),
     Rule("32-bit index math only where indices fit", index_width_holds, (GENERATED,)),
+    Rule("each reduction scheme fits its mapping and scratch", reduce_scheme_holds, (GENERATED,)),
 )
 
 

@@ -20,6 +20,9 @@ printouts read exactly as before.  What the type adds:
 ``Barrier``             none < block < grid: what separates a stage from the next
 ``Combine``             none < atomic < grid_barrier: how the blocks of a split
                         reduction meet (``ThreadMapping.combine``)
+``ReduceScheme``        none < shuffle < tree: how the threads of a reduction task
+                        combine their partials (``Stage.reduce_scheme``,
+                        ``astitch_sim/reduce_scheme.py``)
 ======================  ==========================================================
 """
 from __future__ import annotations
@@ -133,6 +136,17 @@ class Combine(Word):
     @classmethod
     def noun(cls) -> str:
         return "combine mode"
+
+
+class ReduceScheme(Word):
+    """How the threads of one reduction task combine their partials inside a block (``reduce_scheme.py``)."""
+    NONE = "none"               # one thread per task (or no reduce): its partial is the total
+    SHUFFLE = "shuffle"         # warp shuffles (shfl_xor) within a warp, one shared-memory step across warps
+    TREE = "tree"               # the paper's shared-memory tree: a block barrier per fold
+
+    @classmethod
+    def noun(cls) -> str:
+        return "reduction scheme"
 
 
 #: the barrier a reader in another stage needs to see a value in each space

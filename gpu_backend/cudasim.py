@@ -36,6 +36,8 @@ BARRIER_TIMEOUT_S = 300.0
 #: most threads one cooperative launch may start at once in the simulator (``ASTITCH_SIM_MAX_THREADS``)
 MAX_CONCURRENT_THREADS = int(os.environ.get("ASTITCH_SIM_MAX_THREADS", "16384"))
 _THREAD_STACK = 1 << 20
+#: threads per warp (a shuffle's partners)
+WARP_SIZE = 32
 _launch_lock = threading.Lock()
 
 
@@ -96,8 +98,10 @@ class _Barrier:
 class _SimThread(threading.Thread):
     """One simulated CUDA thread: the attributes Numba's fake ``cuda`` module reads, and our barriers."""
 
-    def __init__(self, fn, args, block_idx, thread_idx, block_dim, block_barrier, grid_barrier, shared):
+    def __init__(self, fn, args, block_idx, thread_idx, block_dim, block_barrier, grid_barrier, shared,
+                 warp=None):
         super().__init__(daemon=True)
+        self.warp_barrier, self.warp_slots = warp if warp is not None else (None, None)
         from numba.cuda.simulator.kernelapi import Dim3
         self.fn, self.args = fn, args
         self.blockIdx = Dim3(block_idx, 0, 0)
@@ -114,16 +118,26 @@ class _SimThread(threading.Thread):
         except BaseException as e:       # noqa: BLE001 - reported by the launcher
             self.exception = e
             msg = f"tid={self.threadIdx.x} ctaid={self.blockIdx.x}: {type(e).__name__}: {e}"
-            for b in (self.block_barrier, self.grid_barrier):
+            for b in (self.block_barrier, self.grid_barrier, self.warp_barrier):
                 if b is not None:
                     b.abort(msg)
         finally:
-            for b in (self.block_barrier, self.grid_barrier):
+            for b in (self.block_barrier, self.grid_barrier, self.warp_barrier):
                 if b is not None:
                     b.thread_exited()
 
     def syncthreads(self):
         self.block_barrier.wait()
+
+    def shfl_xor(self, value, offset):
+        """``shfl_xor_sync(FULL_MASK, value, offset)``: every lane posts its value, the warp meets, each lane
+        reads lane ``laneid ^ offset``'s, the warp meets again (so the next shuffle cannot overwrite it early)."""
+        lane = self.thread_id % WARP_SIZE
+        self.warp_slots[lane] = value
+        self.warp_barrier.wait()
+        other = self.warp_slots[lane ^ int(offset)]
+        self.warp_barrier.wait()
+        return other
 
     def grid_sync(self):
         if self.grid_barrier is None:
@@ -177,9 +191,39 @@ def launch(dispatcher, grid: int, block: int, args, cooperative: bool) -> None:
         try:
             threading.stack_size(_THREAD_STACK)
             for blocks in groups:
-                _run_blocks(fn, fake_args, blocks, block, cooperative, FakeCUDAShared)
+                _run_blocks(fn, fake_args, blocks, block, cooperative, _locked_shared(FakeCUDAShared))
         finally:
             threading.stack_size(old_stack)
+
+
+def _locked_shared(base):
+    """Numba's per-block shared memory with its first allocation under a lock.
+
+    ``FakeCUDAShared.array`` finds a block's array by the calling line and allocates it on first
+    use without a lock: two threads of a block arriving together could each allocate their own,
+    and then not share memory (seen as a rare NaN in a row reduction read back from shared
+    memory).  Here the look-up and the allocation are one step."""
+    import sys
+    import traceback
+
+    from numba.cuda.simulator.kernelapi import numpy_support, types
+
+    class _Shared(base):
+        def __init__(self, size):
+            super().__init__(size)
+            self._lock = threading.Lock()
+
+        def array(self, shape, dtype, alignment=None):
+            if shape == 0 or alignment is not None:
+                return super().array(shape, dtype, alignment)
+            if isinstance(dtype, types.Type):
+                dtype = numpy_support.as_dtype(dtype)
+            caller = traceback.extract_stack(sys._getframe(1), limit=1)[-1][0:2]
+            with self._lock:
+                if caller not in self._allocations:
+                    self._allocations[caller] = np.empty(shape, dtype)
+                return self._allocations[caller]
+    return _Shared
 
 
 def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):
@@ -190,8 +234,11 @@ def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):
         bar = _Barrier(block, f"block {b}: cuda.syncthreads()")
         barriers.append(bar)
         shared = shared_cls(0)
+        warps = [(_Barrier(min(WARP_SIZE, block - w), f"block {b} warp {w // WARP_SIZE}: shfl_xor_sync"),
+                  [None] * WARP_SIZE) for w in range(0, block, WARP_SIZE)]
+        barriers.extend(bar_ for bar_, _ in warps)
         for t in range(block):
-            threads.append(_SimThread(fn, args, b, t, block, bar, grid_barrier, shared))
+            threads.append(_SimThread(fn, args, b, t, block, bar, grid_barrier, shared, warps[t // WARP_SIZE]))
     try:
         for th in threads:
             th.start()

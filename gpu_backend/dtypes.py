@@ -38,6 +38,10 @@ STORAGE_NAME = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "u
                  "s32": "int32", "s16": "int16", "s8": "int8", "u64": "uint64", "u32": "uint32",
                  "u16": "uint16", "u8": "uint8", "pred": "bool_"}
 FLOATS = ("f64", "f32", "f16", "bf16")
+#: register types Numba's ``shfl_sync`` cannot take -> the type a shuffle moves them as (same bits, or widened);
+#: the generated code casts there and back around ``gpu_backend.intrinsics.shfl_xor``
+SHUFFLE_AS = {"bool_": "int32", "int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int32",
+              "uint32": "int32", "uint64": "int64"}
 BITS = {"s64": 64, "s32": 32, "s16": 16, "s8": 8, "u64": 64, "u32": 32, "u16": 16, "u8": 8}
 
 #: op-table helpers whose integer meaning differs: the generator picks the integer variant

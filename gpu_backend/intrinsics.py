@@ -29,8 +29,19 @@ The plan's ``ThreadMapping.vector`` says where: ``i`` is a multiple of the width
 the array's base is aligned (device allocations are 256-byte aligned), which the
 load's ``align`` promises LLVM.  Any dtype whose register type is its memory type
 (floats, float16, integers; bool is not: the planner keeps pred scalar).
+
+``shfl_xor(value, offset)``: lane ``laneid ^ offset``'s ``value``, every lane of the warp
+taking part (``cuda.shfl_xor_sync`` with the full mask) -- the step of a shuffle reduction
+(``astitch_sim/reduce_scheme.py``).  Numba shuffles 32- and 64-bit signed integers and
+floats only; ``gpu_backend.dtypes.SHUFFLE_AS`` says which type the generated code shuffles
+any other register type as (bit-preserving casts there and back).  Numba's CUDA simulator has no
+warp shuffles: the twin exchanges the value through the warp's slots in
+:mod:`gpu_backend.cudasim` (a warp barrier before and after the read), so a shuffle that
+not every lane of the warp reaches is reported there as a stuck barrier.
 """
 from __future__ import annotations
+
+import threading
 
 from numpy import uint32
 
@@ -149,3 +160,21 @@ ldg, stg = _ACCESS["ldg"], _ACCESS["stg"]
 ldg2, stg2 = _ACCESS["ldg2"], _ACCESS["stg2"]
 ldg4, stg4 = _ACCESS["ldg4"], _ACCESS["stg4"]
 ldg8, stg8 = _ACCESS["ldg8"], _ACCESS["stg8"]
+
+#: every lane of a warp takes part in a shuffle
+FULL_MASK = 0xFFFFFFFF
+
+
+def _shfl_xor_sim(value, offset):
+    """The simulator's shuffle: through the calling thread's warp slots (``cudasim._SimThread.shfl_xor``)."""
+    return threading.current_thread().shfl_xor(value, offset)
+
+
+if _SIM:
+    shfl_xor = _shfl_xor_sim
+else:
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def shfl_xor(value, offset):
+        return cuda.shfl_xor_sync(FULL_MASK, value, offset)

@@ -15,6 +15,7 @@ import numpy as np
 from astitch_sim.errors import AStitchError
 from astitch_sim.graph import shape_str
 from astitch_sim.plan import Kernel
+from astitch_sim.reduce_scheme import warp_slot_offset
 
 from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, STORAGE_NAME
@@ -174,6 +175,22 @@ class KernelWriter:
                              f"scratch {slot}: thread t's {ctype} partial at [t" +
                              (f" * {stride}]" if stride > 1 else "]") + " (8 bytes per thread)")
         self.scratch_of[key] = Scratch(name, stride)
+        return self.scratch_of[key]
+
+    def warp_scratch(self, slot: int, dtype: str) -> tuple:
+        """The warp totals of the ``slot``-th reduce of a shuffle stage whose tasks span warps:
+        ``(view, elements per buffer)``; warp ``w``'s total in buffer ``b`` is ``view[b * per + w]``,
+        consecutive ``itemsize`` words (no bank conflict when a warp reads them)."""
+        ctype = COMPUTE[dtype]
+        key = ("warp", slot, ctype)
+        if key not in self.scratch_of:
+            itemsize = np.dtype(np.bool_ if ctype == "bool_" else ctype).itemsize
+            start = warp_slot_offset(self.k, slot)
+            nbytes = 2 * (self.k.block // 32) * 8
+            name = self.names.fresh(f"warps{slot}" + ("" if ctype == "float32" else "_" + ctype.rstrip("_")))
+            self.prologue.append(f"{name} = smem[{start}:{start + nbytes}].view({ctype})  # warp totals of "
+                                 f"reduce slot {slot}: two buffers of {self.k.block // 32} (rounds alternate)")
+            self.scratch_of[key] = (name, nbytes // 2 // itemsize)
         return self.scratch_of[key]
 
     # -- the kernel --------------------------------------------------------------------

@@ -245,7 +245,11 @@ def instruction_mix(sass: str, entry: str) -> dict:
     ``backward_branch`` counts branches to an earlier address (a loop the compiler
     did not unroll: with none, the code is straight-line and each instruction runs
     at most once per thread, so static counts bound every thread's dynamic counts).
+    The out-of-line ``WARPSYNC.COLLECTIVE`` retry paths of warp shuffles are left out
+    (:func:`gpu_backend.sass_profile.collective_fallbacks`).
     """
+    from .sass_profile import cold_addresses
+    cold = cold_addresses(sass, entry)          # shuffle retry paths: a converged warp never runs them
     counts: Counter = Counter()
     counts["backward_branch"] = 0
     labels: dict = {}
@@ -269,6 +273,8 @@ def instruction_mix(sass: str, entry: str) -> dict:
         for name, where in labels.items():
             if where is None:
                 labels[name] = address
+        if address in cold:
+            continue
         counts["total"] += 1
         head, *suffixes = opcode.split(".")
         if head in ("BRA", "JMP", "BRX"):

@@ -28,13 +28,17 @@ The normalisation (the two are different kinds of count):
   analytically); the busiest thread of a tree over ``lanes`` threads (lane 0) makes
   ``steps + 1`` shared stores (its partial, then one per fold) and ``2 * steps``
   shared loads, ``steps = ceil(log2 lanes)``, and passes ``steps + 1`` barriers.
+  A shuffle reduction: every thread runs every ``shfl_xor`` step (the stage's
+  ``shuffles`` per warp); a task spanning warps adds, per task trip and reduced
+  value, one shared store (lane 0 of each warp), one shared load (lanes ``< W``)
+  and, per trip, one barrier.
   These are added to the traced counts, per reduce and per task trip.
 * **Barriers**: the model's block barriers per block (``block_barriers / grid``) plus
-  its tree barriers per block, against SASS ``BAR``; grid barriers against calls of
-  CUDA's ``cudaCGSynchronize`` (Numba's ``grid.sync()``).
-* **Shuffles**: neither the model nor the generated code uses warp shuffles (the
-  model's reductions are shared-memory trees, and so are the kernels'); a SASS
-  ``SHFL`` would be a disagreement.
+  its tree and shuffle barriers per block, against SASS ``BAR``; grid barriers against
+  calls of CUDA's ``cudaCGSynchronize`` (Numba's ``grid.sync()``).
+* **Shuffles**: the model's ``shfl_xor`` steps per thread (shuffle reductions)
+  against SASS ``SHFL`` (its out-of-line ``WARPSYNC.COLLECTIVE`` retry copies left
+  out); a tree reduction has none.
 * **Widths**: the model accesses one element per access, ``itemsize`` bytes;
   SASS widths come from the opcode's suffix (``LDG.E.64``: 64 bits).
 
@@ -114,9 +118,17 @@ def model_counts(plan, inputs) -> dict:
             counts["shared_load"] += 2 * steps * trees
             tree_barriers += per_block
             trees_total += trees
-        counts["barrier"] = sum(st.block_barriers for st in ks.stages) // k.grid + tree_barriers
-        counts["grid_sync"] = sum(st.grid_barriers for st in ks.stages)
+        shuffle_barriers = sum(st.shuffle_barriers for st in ks.stages) // k.grid
         counts["shuffle"] = 0
+        for stage, st in zip(k.stages, ks.stages):    # shuffle reductions: every thread runs every step
+            if st.shuffles:
+                counts["shuffle"] += st.shuffles // (k.grid * (k.block // 32))
+            if st.shuffle_barriers:                    # warp totals: lane 0 stores, lanes < W load, per value
+                values = sum(len(plan.graph[r].operands) // 2 for r in stage.reduces)
+                counts["shared_store"] += values * stage.mapping.task_iterations
+                counts["shared_load"] += values * stage.mapping.task_iterations
+        counts["barrier"] = sum(st.block_barriers for st in ks.stages) // k.grid + tree_barriers + shuffle_barriers
+        counts["grid_sync"] = sum(st.grid_barriers for st in ks.stages)
         out[ki] = {"counts": dict(counts), "sites": dict(sites), "widths": dict(widths), "trees": trees_total}
     return out
 

@@ -1,7 +1,10 @@
-"""Reductions: per-thread accumulation, the shared-memory tree, split combines, and the epilogue.
+"""Reductions: per-thread accumulation, warp shuffles or the shared-memory tree, split combines, the epilogue.
 
 Each thread accumulates its elements in iteration order; the threads of a task
-combine in a shared-memory tree (the upper half folds into the lower half, the
+combine as the stage's ``reduce_scheme`` says (``astitch_sim/reduce_scheme.py``):
+``shuffle`` -- ``shfl_xor`` butterflies in registers, and for a task of several
+warps its warp totals through shared memory behind one barrier; ``tree`` -- a
+shared-memory tree (the upper half folds into the lower half, the
 half rounded up, so ``threads_per_row`` may be any count, e.g. XLA's 768 -- the
 same order as the SIMT model's ``simt.reduce.tree``); the task's first thread
 combines the total with the reduce's init value and runs the stage's epilogue.
@@ -17,10 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from astitch_sim.reduce_scheme import WARP, butterfly, warp_round, warps_across
 from astitch_sim.reducers import ATOMIC_DTYPES, REDUCERS, reduce_inits, reduce_inputs
+from astitch_sim.vocabulary import ReduceScheme
 
 from . import exprs as E
-from .dtypes import COMPUTE, STORAGE, FLOATS
+from .dtypes import COMPUTE, FLOATS, SHUFFLE_AS, STORAGE
 from .values import Scope
 
 if TYPE_CHECKING:
@@ -94,6 +99,83 @@ class ReductionEmitter:
             v = info.min if red == "max" else info.max
         return self.ctx.kw.mod.constant(v, dtype, f"{red}_identity_{dtype}")
 
+    def combine_lanes(self, red_scratch: dict, width: int, rows_kind: bool, outer) -> dict:
+        """The threads of each task combine their partials as the stage's ``reduce_scheme`` says; returns
+        reduce -> the expressions holding the task's total on its first thread (value, or value and index)."""
+        ctx = self.ctx
+        scheme = ctx.stage.reduce_scheme
+        if scheme is ReduceScheme.SHUFFLE:
+            self.reduce_shuffle(width, outer)
+            return {r: tuple(ctx.acc_var[r]) for r in ctx.reduces}
+        if scheme is ReduceScheme.NONE:
+            ctx.out("# one thread per task: its partial is the task's total")
+            return {r: tuple(ctx.acc_var[r]) for r in ctx.reduces}
+        self.reduce_tree(red_scratch, width, rows_kind)
+        return {r: tuple(sv.at("tid") for sv in red_scratch[r]) for r in ctx.reduces}
+
+    def butterfly(self, offsets: tuple, why: str):
+        """Every reduce's accumulator(s) folded with lane ``laneid ^ h``'s, for each ``h`` of ``offsets``."""
+        ctx = self.ctx
+        out = ctx.out
+        for h in offsets:
+            for r in ctx.reduces:
+                node = ctx.g[r]
+                accs = ctx.acc_var[r]
+                got = tuple(ctx.kw.names.fresh("shfl_" + r) for _ in accs)
+                for var, acc, x in zip(got, accs, reduce_inputs(node)):
+                    ctype = COMPUTE[x.dtype]
+                    via = SHUFFLE_AS.get(ctype)
+                    out(f"{var} = {ctype}(shfl_xor({via}({acc}), {h}))" if via else f"{var} = shfl_xor({acc}, {h})")
+                self.fold(node, accs, got, f"{why}: lane ^ {h}")
+
+    def reduce_shuffle(self, width: int, outer):
+        """The shuffle scheme (``astitch_sim/reduce_scheme.py``): an xor butterfly over the task's lanes in
+        each warp; a task of several warps then passes its warp totals through shared memory (one barrier,
+        the buffer alternating by round) and every warp folds them with a second butterfly."""
+        ctx = self.ctx
+        out, kw = ctx.out, ctx.kw
+        lanes = min(width, WARP)
+        out(f"# shuffle reduction: xor butterfly over the {lanes} lanes of each task in a warp (registers, no barrier)")
+        self.butterfly(butterfly(lanes), "fold the partner lane's partial")
+        w = warps_across(ctx.stage)
+        if not w:
+            return
+        ix = kw.ix
+        base = warp_round(ctx.k.stages, ctx.si)
+        rnd = E.add(base, outer)
+        buf = E.mod(rnd, 2) if not isinstance(rnd, int) else rnd % 2
+        out(f"wbuf = {ix(buf)}  # warp-total buffer of this round (rounds alternate: one barrier suffices)")
+        out(f"warp_lane = {ix(E.mod('tid', WARP))}")
+        out(f"warp_id = {ix(E.floordiv('tid', WARP))}")
+        slot = 0
+        views = {}
+        for r in ctx.reduces:
+            views[r] = []
+            for x in reduce_inputs(ctx.g[r]):
+                views[r].append(kw.warp_scratch(slot, x.dtype))
+                slot += 1
+        out("if warp_lane == 0:  # each warp's total, for the other warps of its task")
+        out.indent()
+        for r in ctx.reduces:
+            for (view, per), acc in zip(views[r], ctx.acc_var[r]):
+                out(f"{view}[{E.add(E.mul('wbuf', per), 'warp_id')}] = {acc}")
+        out.dedent()
+        out(f"cuda.syncthreads()  # the {w} warp totals of each task are in shared memory")
+        first = E.sub("warp_id", E.mod("warp_id", w))
+        out(f"if warp_lane < {w}:  # lanes 0..{w - 1} take the task's warp totals, the others the identity")
+        out.indent()
+        for r in ctx.reduces:
+            for (view, per), acc in zip(views[r], ctx.acc_var[r]):
+                out(f"{acc} = {view}[{E.add(E.add(E.mul('wbuf', per), first), 'warp_lane')}]")
+        out.dedent()
+        out("else:")
+        out.indent()
+        for r in ctx.reduces:
+            for acc, ident in zip(ctx.acc_var[r], self.identity(ctx.g[r])):
+                out(f"{acc} = {ident}")
+        out.dedent()
+        self.butterfly(butterfly(w), "fold the partner's warp total")
+
     def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
         """Each thread's partial into its scratch word, then the tree over the ``width`` threads of a
         task (the upper half folds into the lower half, the half rounded up)."""
@@ -102,9 +184,6 @@ class ReductionEmitter:
         for r in ctx.reduces:
             for sv, acc in zip(red_scratch[r], ctx.acc_var[r]):
                 out(f"{sv.at('tid')} = {acc}")
-        if width <= 1:
-            out("# one thread per task: its partial is the task's total")
-            return
         lanev, step = ("lane", 1) if rows_kind else ("row_lane", ctx.m.threads_per_row)
         who = f"the {width} threads of each row" if rows_kind else f"the {width} row lanes of each column"
         out("cuda.syncthreads()")
@@ -155,7 +234,7 @@ class ReductionEmitter:
                                  comment=f"one partial of {r} per task and split")
             kw.partials_of[r] = pname
 
-    def split_partial(self, red_scratch, task_idx, part):
+    def split_partial(self, totals, task_idx, part):
         """This block's total of each reduce, combined across the task's blocks: an atomic into the
         result buffer, or a store into the block's partial slot (summed after the grid barrier)."""
         ctx = self.ctx
@@ -163,7 +242,7 @@ class ReductionEmitter:
         for r in ctx.reduces:
             node = ctx.g[r]
             flat = E.ravel(task_idx, node.shape)
-            total = red_scratch[r][0].at("tid")
+            total = totals[r][0]
             if m.combine == "atomic":
                 fn = REDUCERS[node.attrs["reducer"]].atomic
                 out(f"cuda.atomic.{fn}({ctx.kw.result_of[r]}, {flat}, {total})  # combine across the "
@@ -200,11 +279,11 @@ class ReductionEmitter:
                 out.dedent()
 
     # -- the task's completion ---------------------------------------------------------------
-    def finish_tasks(self, red_scratch, m, tc, task_idx, part):
+    def finish_tasks(self, totals, m, tc, task_idx, part):
         """The task's first thread: complete each reduce, store it, run the epilogue, store its values.
 
-        ``red_scratch`` holds the tree's totals (None: the reduce was split over blocks and its
-        complete value is read back from the result buffer); ``tc`` is the task coordinate (for a
+        ``totals`` holds the expressions of the task's totals (:meth:`combine_lanes`; None: the reduce
+        was split over blocks and its complete value is read back from the result buffer); ``tc`` is the task coordinate (for a
         Regional value's slot) and ``part`` the block's split part (only part 0 stores outputs).
         While writing this the context's phase is ``epilogue`` and there is no iteration (``it``).
         """
@@ -213,32 +292,32 @@ class ReductionEmitter:
         scope = Scope()
         ctx.it = None
         for r in ctx.reduces:
-            ctx.result_var[r] = self.complete(r, red_scratch, task_idx, scope)
+            ctx.result_var[r] = self.complete(r, totals, task_idx, scope)
         for n in ctx.stage.epilogue:
             self.values.value(n, task_idx, scope)
         for n in list(ctx.reduces) + list(ctx.stage.epilogue):
             self.store_task_value(n, m, tc, task_idx, part, scope)
         ctx.phase = "element"
 
-    def complete(self, r: str, red_scratch, task_idx, scope: Scope) -> str:
+    def complete(self, r: str, totals, task_idx, scope: Scope) -> str:
         """A variable holding reduce ``r``'s complete value: the tree's total combined with the init
         value last (an argmax/argmin pair picks its value or index), or the split combine's result."""
         ctx = self.ctx
         out, kw = ctx.out, ctx.kw
         node = ctx.g[r]
         var = kw.names.fresh(r)
-        if red_scratch is not None and len(red_scratch[r]) == 2:
+        if totals is not None and len(totals[r]) == 2:
             inits = tuple(self.values.value(x.name, (), scope) for x in reduce_inits(node))
             pair = (kw.names.fresh(r + "_value"), kw.names.fresh(r + "_index"))
-            for p, sv in zip(pair, red_scratch[r]):
-                out(f"{p} = {sv.at('tid')}")
+            for p, t in zip(pair, totals[r]):
+                out(f"{p} = {t}")
             self.fold(node, pair, inits, "and the init value last")
             k = node.attrs.get("result", 0)
             out(f"{var} = {self.casts.round_result(node, pair[k]) if k == 0 else pair[k]}  "
                 f"# {self.values.describe(node)}")
-        elif red_scratch is not None:
+        elif totals is not None:
             init = self.values.value(node.operands[1].name, (), scope)
-            out(f"{var} = {self.casts.round_result(node, self.combine(node, red_scratch[r][0].at('tid'), init))}"
+            out(f"{var} = {self.casts.round_result(node, self.combine(node, totals[r][0], init))}"
                 f"  # {self.values.describe(node)}")
         else:
             flat = E.ravel(task_idx, node.shape)

@@ -20,7 +20,9 @@ branch) has its body counted once per element of the thread (one element per tri
 generated loops do) and the row says ``loop`` -- an estimate, not a bound.
 
 Excluded from the main body: ``$__internal_*`` subroutines (out-of-line slow paths of
-division and square root, taken only for denormal or special operands) and the end-of-code
+division and square root, taken only for denormal or special operands), the out-of-line
+``WARPSYNC.COLLECTIVE`` retry paths ptxas adds to warp shuffles it cannot prove converged
+(taken only by a diverged warp; their branch back is not a loop), and the end-of-code
 self-branch and NOP padding.
 """
 from __future__ import annotations
@@ -119,6 +121,8 @@ def profile(sass: str, entry: str) -> SassProfile:
         if op.startswith("BRA") and target and labels.get(target.group(0)) == address:
             continue                               # the end-of-code trap: a branch to itself
         body.append((address, op, args))
+    cold = collective_fallbacks(body, set(labels.values()))
+    body = [b for b in body if b[0] not in cold]
     p = SassProfile(total=len(body))
     classes: Counter = Counter()
     loads: Counter = Counter()
@@ -138,6 +142,32 @@ def profile(sass: str, entry: str) -> SassProfile:
             in_loop.update(a for a, _, _ in body if start <= a <= address)
     p.classes, p.loads, p.stores, p.loop_body = dict(classes), dict(loads), dict(stores), len(in_loop)
     return p
+
+
+def cold_addresses(sass: str, entry: str) -> set:
+    """Addresses of ``entry``'s shuffle retry paths (:func:`collective_fallbacks`) in a listing."""
+    insts, labels = _parse(sass, entry)
+    return collective_fallbacks(insts, set(labels.values()))
+
+
+def collective_fallbacks(body: list, starts: set) -> set:
+    """Addresses of the out-of-line retry paths ptxas adds to a ``shfl.sync`` it cannot prove converged:
+    from the block holding a ``WARPSYNC.COLLECTIVE`` (its nearest label) to the branch back into the
+    main body.  A converged warp (every warp of a generated kernel reaches its shuffles together) never
+    runs them, and their branch back is not a loop."""
+    cold = set()
+    addresses = [a for a, _, _ in body]
+    for i, (a, op, _) in enumerate(body):
+        if not op.startswith("WARPSYNC") or "COLLECTIVE" not in op:
+            continue
+        j = i
+        while j > 0 and addresses[j] not in starts:
+            j -= 1
+        k = i
+        while k < len(body) - 1 and not body[k][1].startswith("BRA"):
+            k += 1
+        cold.update(addresses[j:k + 1])
+    return cold
 
 
 @dataclass(frozen=True)

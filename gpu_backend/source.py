@@ -23,7 +23,7 @@ HELPERS = ("jit", "math", "_sign", "_log", "_log1p", "_sqrt", "_rsqrt", "_cbrt",
            "_tot_eq", "_sort_less")
 
 #: the names a generated module imports from gpu_backend.intrinsics (every low-level Numba-CUDA construct)
-INTRINSICS = ("u32", "ldg", "stg", "ldg2", "stg2", "ldg4", "stg4", "ldg8", "stg8")
+INTRINSICS = ("u32", "ldg", "stg", "ldg2", "stg2", "ldg4", "stg4", "ldg8", "stg8", "shfl_xor")
 
 #: names the kernel's own structure uses (and the module's imports): never given to a graph node
 RESERVED_NAMES = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",

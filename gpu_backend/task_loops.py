@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from astitch_sim.reducers import reduce_inputs
+from astitch_sim.vocabulary import ReduceScheme
 
 from . import exprs as E
 
@@ -127,7 +128,7 @@ class TaskLoopEmitter:
         ctx.acc_var = {r: tuple(ctx.kw.names.fresh(("acc_" if k == 0 else "acci_") + r)
                                 for k in range(len(reduce_inputs(g[r])))) for r in ctx.reduces}
         red_scratch, slot = {}, 0
-        for r in ctx.reduces:
+        for r in (ctx.reduces if ctx.stage.reduce_scheme is ReduceScheme.TREE else ()):
             red_scratch[r] = tuple(ctx.kw.scratch(slot + k, x.dtype) for k, x in enumerate(reduce_inputs(g[r])))
             slot += len(red_scratch[r])
         if split:
@@ -233,12 +234,12 @@ class TaskLoopEmitter:
             self.write_element_loop(lanes, outer, ok, part)
             task_idx = self.task_index()
             if ctx.reduces:
-                self.reductions.reduce_tree(red_scratch, lanes.step, lanes.rows_kind)
+                totals = self.reductions.combine_lanes(red_scratch, lanes.step, lanes.rows_kind, outer)
                 with self.first_thread(lanes, ok, "  # the task's first thread in this block"):
                     if not split:
-                        self.reductions.finish_tasks(red_scratch, ctx.m, tc, task_idx, part=0)
+                        self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0)
                     else:
-                        self.reductions.split_partial(red_scratch, task_idx, part)
+                        self.reductions.split_partial(totals, task_idx, part)
 
     def write_split_passes(self, lanes: TaskLanes, part: Expr):
         """A task split over blocks: sum the partials after a grid barrier (grid_barrier combine), then,

@@ -213,6 +213,20 @@ def test_which_xla_is_a_setting_of_the_xla_strategy_carried_by_the_link():
     assert "xla follows fusion_rules=tf-2.6" in page_text(linked)
 
 
+def test_reduction_scheme_what_if_applies_to_every_strategy_and_travels_in_the_link():
+    at = app(view="Kernel", strategy="xla")
+    assert_clean(at)
+    assert at.session_state["opt:reduce_scheme"] == "shuffle"
+    assert "reduce_scheme" not in page_text(at)
+    at.radio(key="opt:reduce_scheme").set_value("tree").run()
+    assert_clean(at)
+    assert qp(at, "reduce") == "tree"
+    assert "reduce_scheme=tree" in page_text(at)
+    linked = app(view="Kernel", strategy="xla", reduce="tree")
+    assert_clean(linked)
+    assert linked.session_state["opt:reduce_scheme"] == "tree"
+
+
 def test_paper_shapes_are_one_click_away_in_the_thread_mapping_view():
     at = app(view="Thread mapping")
     at.button(key="btn:softmax <750000,32> (DIEN)").click().run()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -184,12 +185,26 @@ def test_ptxas_confirms_the_plan(records, case):
 
 @pytest.mark.slow
 def test_fig7_register_assumption_relaxed(records):
-    """The stitched Figure 7 kernel spills at the assumed 32 registers: the cap is relaxed, the grid still fits."""
+    """The stitched Figure 7 kernel with the paper's reduction trees (``reduce_scheme="tree"``) spills at the
+    assumed 32 registers: the cap is relaxed, the grid still fits.  With warp-shuffle reductions (the
+    default) it fits 32 registers without spilling, and keeps them."""
     gpu = gpus()[-1]
     (k,) = records[f"catalog:paper_fig7/astitch/{gpu}"]["kernels"]
-    assert k["plan_registers"] == 32 and k["applied_registers"] > 32
-    assert k["notes"] and "cap relaxed" in k["notes"][0]
-    assert k["grid"] <= k["wave_real"] < k["wave_estimate"]
+    assert k["plan_registers"] == k["applied_registers"] == 32
+    assert k["machine"]["spill_stores"] + k["machine"]["spill_loads"] == 0
+    code = ("import json, astitch_sim as asim, gpu_backend as gb\n"
+            f"p = gb.apply_compiler(asim.compile(asim.workload('paper_fig7'), 'astitch', {gpu!r}, "
+            "reduce_scheme='tree'))\n"
+            "(k,) = p.generated\n"
+            "print(json.dumps(dict(regs=k.registers_per_thread, spills=k.machine.spill_stores + k.machine.spill_loads,"
+            " notes=k.notes, grid=k.grid, wave=p.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread))))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    tree = json.loads(r.stdout.splitlines()[-1])
+    assert tree["regs"] > 32 and tree["spills"] == 0 and tree["grid"] <= tree["wave"], tree
+    assert any("cap relaxed to" in n and "spilled" in n for n in tree["notes"]), tree
 
 
 @pytest.mark.slow
@@ -271,10 +286,9 @@ def test_instruction_mix_counts_classes_widths_and_loops():
 def test_instruction_mix_against_the_simt_model():
     """A stitched layernorm on sm_90: the compiler's straight-line SASS makes exactly the model's accesses.
 
-    Global and shared loads and stores, barriers, grid barriers and shuffles agree one for
-    one with the busiest thread's counts.  (Shared loads used to differ by one per reduction
-    tree: lane 0 read the tree's result once more, which the model's tree accounting leaves
-    out.  With 32-bit index math, ptxas 12.9 for sm_90 no longer issues that read here.)
+    Global loads and stores, shared stores, barriers, grid barriers and warp shuffles agree one
+    for one with the busiest thread's counts; shared loads too, up to the Regional broadcast
+    re-reads ptxas hoists (the model counts one per element, ``mix_vs_model.explain`` names them).
     """
     if not toolchain.available() or not toolchain.find().nvdisasm:
         msg = f"NVIDIA toolchain or nvdisasm missing: {toolchain.missing_reason() or 'no nvdisasm'}"
@@ -287,8 +301,11 @@ def test_instruction_mix_against_the_simt_model():
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {row["class"]: row for row in json.loads(r.stdout)}
     assert rows["global_load"]["loops"] == 0
-    for cls in ("global_load", "global_store", "shared_load", "shared_store", "barrier", "grid_sync", "shuffle",
-                "global_atomic"):
+    for cls in ("global_load", "global_store", "shared_store", "barrier", "grid_sync", "shuffle", "global_atomic"):
         assert rows[cls]["model"] == rows[cls]["sass"], rows[cls]
-    assert rows["barrier"]["sass"] > 3                    # the trees' barriers, unrolled, are there
-    assert rows["shared_load"]["sass"] > 2 * rows["barrier"]["sass"] - 4   # the folds' two reads each are there
+    # shared loads: the model counts a Regional broadcast once per element, ptxas hoists the re-read
+    load = rows["shared_load"]
+    hoisted = re.search(r"re-reads (\d+) element", load["why"])
+    assert load["model"] == load["sass"] or (hoisted and load["model"] - load["sass"] == int(hoisted.group(1))), load
+    # two reductions over 512 lanes (16 warps): 5 + 4 shfl_xor steps each, one barrier each, 2 stage barriers
+    assert (rows["shuffle"]["sass"], rows["barrier"]["sass"]) == (18, 4)

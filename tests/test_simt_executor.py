@@ -202,20 +202,28 @@ def test_row_reduce_under_xla():
     bytes = 4 sectors -> 16 sectors, 4 requests.  Writes: one float per row by
     thread 0 of its block: 16 bytes, 4 sectors, 4 requests.  Flops: x*x 128, the
     per-thread adds 128, the tree 31 per row (124), folding in the init 4 -> 384.
-    Tree scratch per row: writes 32 partials + 31 sums, reads 2*31 (floats); 5 tree
+    The row's 32 lanes are one warp, so by default (reduce_scheme shuffle) they combine with
+    5 shfl_xor steps per block and no shared memory, no barrier.  Under the what-if tree:
+    tree scratch per row writes 32 partials + 31 sums, reads 2*31 (floats); 5 tree
     steps + 1 barrier per block.
     """
     g = asim.workload("row_reduce", rows=4, cols=32)
-    res, x = run(g, "xla")
-    close(res.outputs[0], asim.reference(g, x)[0])
-    (ks,) = res.stats.kernels
-    (st,) = ks.stages
-    assert (ks.grid, ks.block) == (4, 32)
-    assert (st.global_bytes_read, st.global_sectors_read) == (512, 16)
-    assert (st.global_bytes_written, st.global_sectors_written, st.global_requests) == (16, 4, 8)
-    assert st.flops == 384
-    assert (st.shared_bytes_written, st.shared_bytes_read) == (4 * 4 * 63, 4 * 4 * 62)
-    assert (st.tree_barriers, st.shared_bank_conflicts) == (4 * 6, 0)
+    x = workload_inputs(g, 0)
+    for scheme in ("shuffle", "tree"):
+        res = asim.simulate(asim.compile(g, "xla", "H100", reduce_scheme=scheme), x)
+        close(res.outputs[0], asim.reference(g, x)[0])
+        (ks,) = res.stats.kernels
+        (st,) = ks.stages
+        assert (ks.grid, ks.block) == (4, 32)
+        assert (st.global_bytes_read, st.global_sectors_read) == (512, 16)
+        assert (st.global_bytes_written, st.global_sectors_written, st.global_requests) == (16, 4, 8)
+        assert st.flops == 384
+        if scheme == "tree":
+            assert (st.shared_bytes_written, st.shared_bytes_read) == (4 * 4 * 63, 4 * 4 * 62)
+            assert (st.tree_barriers, st.shared_bank_conflicts, st.shuffles) == (4 * 6, 0, 0)
+        else:
+            assert (st.shared_bytes_written, st.shared_bytes_read) == (0, 0)
+            assert (st.tree_barriers, st.shuffle_barriers, st.shuffles) == (0, 0, 4 * 5)
 
 
 def test_regional_value_shared_traffic():
@@ -225,15 +233,20 @@ def test_regional_value_shared_traffic():
     float per row stored by the row's first thread (16 bytes each); mean is read
     by every element of stage 1 (128 x 4 = 512 bytes), rstd by every element of
     stage 2, n.bcast once per row by stage 1's epilogue (16).  A warp reads one
-    address (its row's value): no bank conflicts.  On top, each reduction tree
-    moves 4 rows x 63 writes and 62 reads of floats.
+    address (its row's value): no bank conflicts.  A row is one warp, so its reductions
+    shuffle in registers (no shared memory); under the what-if tree each reduction tree
+    moves 4 rows x 63 writes and 62 reads of floats on top.
     """
     g = asim.workload("layernorm", rows=4, cols=32)
+    tree = asim.simulate(asim.compile(g, "astitch", "H100", reduce_scheme="tree"), workload_inputs(g, 0))
+    tst = tree.stats.kernels[0].stages
+    tree_w, tree_r = 4 * 4 * 63, 4 * 4 * 62
+    assert (tst[0].shared_bytes_written, tst[0].shared_bytes_read) == (tree_w + 16 + 16, tree_r)
+    assert (tst[1].shared_bytes_written, tst[1].shared_bytes_read) == (tree_w + 16, tree_r + 512 + 16)
     res, _ = run(g, "astitch")
     st = res.stats.kernels[0].stages
-    tree_w, tree_r = 4 * 4 * 63, 4 * 4 * 62
-    assert (st[0].shared_bytes_written, st[0].shared_bytes_read) == (tree_w + 16 + 16, tree_r)
-    assert (st[1].shared_bytes_written, st[1].shared_bytes_read) == (tree_w + 16, tree_r + 512 + 16)
+    assert (st[0].shared_bytes_written, st[0].shared_bytes_read) == (16 + 16, 0)
+    assert (st[1].shared_bytes_written, st[1].shared_bytes_read) == (16, 512 + 16)
     assert (st[2].shared_bytes_written, st[2].shared_bytes_read) == (0, 512)
     assert all(s.shared_bank_conflicts == 0 for s in st)
     assert st[2].register_reuse == 128            # xc kept in registers from stage 1, read once per element

@@ -19,9 +19,9 @@ from astitch_sim.simt.trace import TRACE_LIMIT
 from astitch_sim.workloads import workload_inputs
 
 
-def sim(name, strategy="astitch", gpu="H100", plan_edit=None, **shape):
+def sim(name, strategy="astitch", gpu="H100", plan_edit=None, reduce_scheme="shuffle", **shape):
     g = asim.workload(name, **shape)
-    plan = asim.compile(g, strategy, gpu)
+    plan = asim.compile(g, strategy, gpu, reduce_scheme=reduce_scheme)
     if plan_edit:
         plan = plan_edit(plan)
     x = workload_inputs(g, 0)
@@ -102,12 +102,14 @@ def test_valid_plans_have_no_races():
 
 def test_divergent_barriers_are_reported():
     """layernorm 5x12: 16 threads per row but 12 columns, and the second block holds one row:
-    threads without work must still reach every barrier."""
-    res, _, _ = sim("layernorm", rows=5, cols=12)
-    div = res.divergent_barriers
-    assert div and {d.barrier for d in div} >= {"tree", "block"}
-    d = next(d for d in div if d.block == 1 and d.barrier == "block")
-    assert (d.waiting, d.finished) == (12, 52) and "must not return early" in str(d)
+    threads without work must still reach every barrier: the stage barriers, and under the what-if
+    tree the reduction trees' barriers (16 lanes shuffle inside a warp: no reduction barrier)."""
+    for scheme, barriers in (("tree", {"tree", "block"}), ("shuffle", {"block"})):
+        res, _, _ = sim("layernorm", rows=5, cols=12, reduce_scheme=scheme)
+        div = res.divergent_barriers
+        assert div and {d.barrier for d in div} == barriers
+        d = next(d for d in div if d.block == 1 and d.barrier == "block")
+        assert (d.waiting, d.finished) == (12, 52) and "must not return early" in str(d)
 
 
 def test_trace_refuses_big_kernels():

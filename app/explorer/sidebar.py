@@ -100,6 +100,10 @@ def what_if_inputs() -> None:
             st.checkbox(n.replace("_", " "), key=f"opt:{n}", help=asim.AStitchOptions.HELP[n])
         st.select_slider("max threads per block", options=[32, 64, 128, 256, 512, 1024],
                          key="opt:max_block_threads", help=asim.AStitchOptions.HELP["max_block_threads"])
+        st.radio("reduction scheme (every strategy)", state.REDUCE_SCHEMES, key="opt:reduce_scheme", horizontal=True,
+                 help="how the threads of a reduction task combine their partials: shuffle (warp shfl_xor, one "
+                      "shared-memory step and one block barrier across warps; the default) or tree (the paper's "
+                      "shared-memory tree, a block barrier per fold) -- astitch_sim/reduce_scheme.py")
         st.button("Reset to the paper's AStitch", on_click=_reset_switches, disabled=not off, key="btn:reset")
     xla = state.xla_options()
     default = asim.XlaOptions().fusion_rules
@@ -114,3 +118,4 @@ def _reset_switches():
     for n in state.SWITCHES:
         st.session_state[f"opt:{n}"] = True
     st.session_state["opt:max_block_threads"] = 1024
+    st.session_state["opt:reduce_scheme"] = state.REDUCE_SCHEMES[0]

@@ -4,8 +4,8 @@ Every choice that matters for a shareable link lives in a query parameter, so th
 address bar always holds the current view:
 
 ``?workload=softmax&shape=rows:64,cols:30000&strategy=astitch&gpu=V100&view=Thread+mapping``
-``&off=global_stitching,register_reuse&block=256`` (what-if switches) ``&xla=tf-2.6`` (which XLA the xla
-strategy follows) ``&kernel=0&node=reduce.1``
+``&off=global_stitching,register_reuse&block=256&reduce=tree`` (what-if switches) ``&xla=tf-2.6`` (which XLA the
+xla strategy follows) ``&kernel=0&node=reduce.1``
 ``?example=layernorm`` (an HLO example).  Pasted or uploaded HLO cannot travel in a URL.
 
 Widgets are created with ``key=`` only; their values are seeded here, before the
@@ -29,6 +29,10 @@ DEFAULT_GPU = "V100"            # the paper's GPU
 EXPLORER_ELEMENTS = 1 << 20
 #: the on/off decisions (the integer options, a block-size cap and the assumed registers, are not switches)
 SWITCHES = [n for n in asim.AStitchOptions.known() if isinstance(getattr(asim.AStitchOptions(), n), bool)]
+#: how a reduction task's threads combine (every strategy; astitch_sim/reduce_scheme.py): the default first
+REDUCE_SCHEMES = ("shuffle", "tree")
+#: what-if options every strategy takes (the others are astitch's own)
+EVERY_STRATEGY = ("reduce_scheme",)
 
 
 def explorer_shape(name: str) -> dict:
@@ -123,6 +127,8 @@ def seed_from_query() -> None:
                         "ignored")
     for n in SWITCHES:
         ss[f"opt:{n}"] = n not in off
+    ss["opt:reduce_scheme"] = _checked(q, "reduce", list(REDUCE_SCHEMES), REDUCE_SCHEMES[0],
+                                       "a reduction scheme", problems)
     block = q.get("block", "1024")
     ss["opt:max_block_threads"] = int(block) if block in ("32", "64", "128", "256", "512", "1024") else 1024
     ss["opt:xla_rules"] = _checked(q, "xla", list(asim.XlaOptions.CHOICES), asim.XlaOptions().fusion_rules,
@@ -160,6 +166,8 @@ def what_if_options() -> dict:
     opts = {n: False for n in SWITCHES if not ss.get(f"opt:{n}", True)}
     if ss.get("opt:max_block_threads", 1024) != 1024:
         opts["max_block_threads"] = int(ss["opt:max_block_threads"])
+    if ss.get("opt:reduce_scheme", REDUCE_SCHEMES[0]) != REDUCE_SCHEMES[0]:
+        opts["reduce_scheme"] = ss["opt:reduce_scheme"]
     return opts
 
 
@@ -187,6 +195,8 @@ def write_query(source) -> None:
         q["block"] = str(opts["max_block_threads"])
     if xla_options():
         q["xla"] = xla_options()["fusion_rules"]
+    if "reduce_scheme" in opts:
+        q["reduce"] = opts["reduce_scheme"]
     if ss.get("kernel"):
         q["kernel"] = str(ss["kernel"])
     if ss.get("node"):

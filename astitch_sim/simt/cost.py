@@ -29,7 +29,7 @@ saturate DRAM; ``c`` = blocks sharing one SM)::
     memory   = block_bytes * max(R, S) / (warps_per_block * BW)
     on_chip  = c * (alu_flops / ALU_SM + expensive_flops / SFU_SM + shared_time)
     t_stage  = memory + on_chip - min(1, R/S) * min(memory, on_chip)
-             + (block_barriers + tree_barriers) * t_bar
+             + (block_barriers + tree_barriers + shuffle_barriers) * t_bar
              + atomics * min(grid, per_wave) / ATOMIC_RATE
     t_block  = block_start + sum(t_stage)
 
@@ -61,7 +61,11 @@ back to bytes.
 *On-chip work* -- light flops on the FP32 pipes (``fp32_gflops``), expensive
 flops (exp, power, divide..., already weighted by the op table) at
 ``expensive_rate`` of that, shared memory at ``shared_bytes_per_clock`` per SM
-plus one cycle per bank-conflict wavefront.  ``c`` blocks on one SM share it.
+plus one cycle per bank-conflict wavefront, and warp shuffles (``shfl_xor`` of
+shuffle reductions) at ``shuffles_per_clock`` warp instructions per SM: a shuffle
+moves 32 lanes' words through the same crossbar as shared memory (CUDA's
+throughput table: 32 results per clock per SM since Volta), so it is charged in
+``shared_us``.  ``c`` blocks on one SM share it.
 
 *Overlap.*  Warps waiting on memory let other warps compute, so with enough
 warps the time is ``max(memory, on_chip)``; with few warps there is nobody to
@@ -73,8 +77,9 @@ too few to hide the repeated ``power`` behind the loads.
 *Fixed costs* -- a kernel launch per kernel; a memset (a launch plus its bytes)
 before a kernel whose reductions combine with atomics; a grid barrier
 (``grid_barrier_us``, the paper measured 2.5-2.7 us on V100) per barrier point;
-a ``__syncthreads`` per block barrier (stage boundaries, and the steps of
-shared-memory reduction trees: ``tree_barriers``); a start-up cost per block (dispatch,
+a ``__syncthreads`` per block barrier (stage boundaries, the steps of
+shared-memory reduction trees: ``tree_barriers``, and the one barrier of a shuffle
+reduction whose tasks span warps: ``shuffle_barriers``); a start-up cost per block (dispatch,
 index arithmetic, the final store): what makes 750000 tiny blocks expensive
 beyond their bandwidth.  Atomics share the L2's atomic throughput among the
 blocks of a wave.
@@ -120,6 +125,7 @@ COST_CONSTANTS: dict[str, dict] = {
         bytes_in_flight_per_warp=128,   # one coalesced 4-byte-per-thread load outstanding per warp
         expensive_rate=0.25,            # SFU: 16 lanes/SM vs 64 FP32 lanes/SM
         shared_bytes_per_clock=128,     # 32 banks x 4 bytes per SM per cycle
+        shuffles_per_clock=1.0,         # warp shuffle instructions per SM per cycle (32 lanes/clock)
         atomic_per_clock=32.0,          # L2 atomic units, GPU-wide, per cycle (different addresses)
         block_start_ns=200.0,           # block dispatch + set-up + drain, per block
         memset_launch_us=2.0,           # cudaMemsetAsync of atomic result buffers
@@ -127,17 +133,17 @@ COST_CONSTANTS: dict[str, dict] = {
     ),
     "A100": dict(
         dram_latency_ns=650.0, bytes_in_flight_per_warp=256, expensive_rate=0.25,
-        shared_bytes_per_clock=128, atomic_per_clock=48.0, block_start_ns=150.0,
+        shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=48.0, block_start_ns=150.0,
         memset_launch_us=1.5, library_efficiency=0.7,
     ),
     "H100": dict(
         dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
-        shared_bytes_per_clock=128, atomic_per_clock=64.0, block_start_ns=120.0,
+        shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
         memset_launch_us=1.5, library_efficiency=0.7,
     ),
     "H200": dict(
         dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
-        shared_bytes_per_clock=128, atomic_per_clock=64.0, block_start_ns=120.0,
+        shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
         memset_launch_us=1.5, library_efficiency=0.7,
     ),
 }
@@ -187,7 +193,7 @@ def stage_terms(gpu: GPU, ks) -> list:
         expensive = s.expensive_flops / grid * per_sm / sfu_sm
         alu = (s.flops - s.expensive_flops) / grid * per_sm / alu_sm
         shared = ((s.shared_bytes_read + s.shared_bytes_written) / c["shared_bytes_per_clock"]
-                  + s.shared_bank_conflicts) / grid * per_sm / clock
+                  + s.shared_bank_conflicts + s.shuffles / c["shuffles_per_clock"]) / grid * per_sm / clock
         on_chip = alu + expensive + shared
         recompute = 0.0
         if s.flops:
@@ -198,7 +204,8 @@ def stage_terms(gpu: GPU, ks) -> list:
             recompute_us=recompute,
             shared_us=shared,
             overlap_us=-overlap * min(memory, on_chip),
-            block_barrier_us=(s.block_barriers + s.tree_barriers) / grid * c["block_barrier_ns"] / 1e3,
+            block_barrier_us=(s.block_barriers + s.tree_barriers + s.shuffle_barriers) / grid
+            * c["block_barrier_ns"] / 1e3,
             atomic_us=s.atomics / grid * concurrent / (c["atomic_per_clock"] * clock),
             block_start_us=c["block_start_ns"] / 1e3 if i == 0 else 0.0,
         ))

@@ -37,6 +37,11 @@ is defined:
   split reductions need the grid to meet (``sync_after_combine``, or
   ``combine="grid_barrier"``) -- the same count as ``Kernel.global_barriers``;
   ``tree_barriers``: ``steps + 1`` per block per task trip of a reduction tree;
+  ``shuffles``: a shuffle reduction's ``shfl_xor`` steps (both butterflies) per warp
+  per task trip, two per 8-byte value; ``shuffle_barriers``: one per block per task
+  trip of a shuffle stage whose tasks span warps (its warp totals: one 4- or 8-byte
+  store per warp and value, and lanes ``0..W-1`` of every warp read them back,
+  consecutive words: no bank conflict -- ``shared_bytes_*``, ``shared_requests``);
 * ``KernelStats.memset_bytes``: result buffers filled with the init value before
   atomics.  Library kernels (dot, sort, topk, scatter, reduce-window) run their op's
   numpy meaning and are charged what the library moves (``boundary.py``): each
@@ -66,7 +71,8 @@ from .evaluate import Evaluator
 from .reduce import run_reduce
 from .stats import KernelStats, SimStats, StageStats
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
-from ..vocabulary import Barrier, Combine, Space
+from ..reduce_scheme import WARP, warps_across
+from ..vocabulary import Barrier, Combine, ReduceScheme, Space
 
 
 @dataclass
@@ -271,7 +277,7 @@ class KernelRun:
             out.append(st)
             if self.recorder is not None:
                 work.append(self._work(i, s))
-                if s.reduces:
+                if s.reduces and (s.reduce_scheme is ReduceScheme.TREE or warps_across(s)):
                     barriers.append((i, "tree", False))
                 if s.grid_syncs:
                     barriers.append((i, "grid", False))
@@ -328,9 +334,12 @@ class KernelRun:
         reduces = s.reduces
         results = {}
         if reduces:
-            self.epochs[0] += 1                   # the reduction tree's barriers
+            if s.reduce_scheme is ReduceScheme.TREE or warps_across(s):
+                self.epochs[0] += 1               # the reduction's block barriers
             for r in reduces:
                 results[r] = self.run_reduce(i, s, st, geom, g[r], reduce_inputs[r])
+            if warps_across(s):                   # one barrier for all the stage's reduces
+                st.shuffle_barriers += s.mapping.grid * s.mapping.task_iterations
         sync = bool(s.grid_syncs)
         if sync:
             self.epochs[0] += 1
@@ -579,13 +588,23 @@ class KernelRun:
         epi = self.epilogue_geometry(i)
         ev = Evaluator(self, i, s, epi, "combine", st)
         init = tuple(ev.value(x.name, ()) for x in node.operands[len(node.operands) // 2:])
-        res = run_reduce(node, values, init, geom)
+        res = run_reduce(node, values, init, geom, s.reduce_scheme)
         m = geom.mapping
         T, S, lanes = m.rows, m.splits, res["lanes"]
         size = itemsize(node.dtype)
-        pair = sum(itemsize(x.dtype) for x in node.operands[:len(node.operands) // 2])   # argmax: value + index
+        reduced = node.operands[:len(node.operands) // 2]
+        pair = sum(itemsize(x.dtype) for x in reduced)     # argmax: value + index
         st.flops += node.opdef.flops * geom.size + T * S * (lanes - 1) + T * S
-        if lanes > 1:                                      # the shared-memory tree
+        if s.reduce_scheme is ReduceScheme.SHUFFLE:        # butterflies in every warp; warp totals across warps
+            warps, trips = m.block // WARP, m.grid * m.task_iterations
+            words = sum(2 if itemsize(x.dtype) > 4 else 1 for x in reduced)
+            st.shuffles += trips * warps * sum(res["steps"]) * words
+            w = warps_across(s)
+            if w:
+                st.shared_bytes_written += trips * warps * pair
+                st.shared_bytes_read += trips * warps * w * pair
+                st.shared_requests += 2 * trips * warps * len(reduced)
+        elif lanes > 1:                                    # the shared-memory tree
             st.shared_bytes_written += pair * T * S * (2 * lanes - 1)
             st.shared_bytes_read += pair * T * S * 2 * (lanes - 1)
             if size > 4:

@@ -5,9 +5,13 @@ from numpy's pairwise sum exactly as a GPU's would:
 
 1. **per thread**: every thread starts from the reducer's identity and folds in
    its elements in loop-iteration order (``inner`` trips of its task);
-2. **per task, across threads**: the task's ``lanes`` partials go through a
-   shared-memory tree -- lane ``j`` combines lane ``j + h`` while ``h`` halves
+2. **per task, across threads**, as the stage's ``reduce_scheme`` says
+   (``astitch_sim/reduce_scheme.py``): ``tree`` -- the task's ``lanes`` partials go
+   through a shared-memory tree, lane ``j`` combines lane ``j + h`` while ``h`` halves
    (``for (s = n/2; s > 0; s >>= 1) if (tid < s) buf[tid] += buf[tid + s]``);
+   ``shuffle`` -- an xor butterfly inside each warp (for a power-of-two lane count
+   lane 0 folds the very pairs of the tree), and for a task of ``W`` warps a second
+   butterfly over the warp totals padded with the identity to a power of two;
 3. **per task, across split blocks** (task splitting): ``atomic`` -- each split
    block's first thread atomically folds its partial into a result buffer the
    runtime filled with the reduce's init value; ``grid_barrier`` -- partials go
@@ -22,7 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import cast, numpy_dtype
+from ..reduce_scheme import WARP
 from ..reducers import reducer
+from ..vocabulary import ReduceScheme
 
 
 def identity(node) -> tuple:
@@ -129,6 +135,26 @@ def tree(acc: tuple, combine) -> tuple:
     return tuple(o.reshape(lead) for o in out), tree_steps(lanes)
 
 
+def shuffle(acc: tuple, combine, ident: tuple) -> tuple:
+    """The shuffle scheme over the last axis (lanes) -> ``[task, part]`` per value; returns the step counts too.
+
+    A butterfly's lane 0 folds what the tree folds over a power-of-two lane count, so a task of at
+    most one warp is the tree; a task of ``W`` warps is the tree over each warp's 32 lanes, then the
+    tree over the ``W`` warp totals padded with the identity to ``P`` (a power of two) -- exactly the
+    lanes the second butterfly reads (lane ``l < W``: warp ``l``'s total, else the identity)."""
+    lanes = acc[0].shape[-1]
+    if lanes <= WARP:
+        out, steps = tree(acc, combine)
+        return out, (steps, 0)
+    lead, w = acc[0].shape[:-1], lanes // WARP
+    per_warp, steps = tree(tuple(a.reshape(lead + (w, WARP)) for a in acc), combine)
+    p = 1 << (w - 1).bit_length()
+    padded = tuple(np.concatenate([t, np.broadcast_to(np.asarray(i, dtype=t.dtype), lead + (p - w,))], axis=-1)
+                   for t, i in zip(per_warp, ident))
+    out, steps2 = tree(padded, combine)
+    return out, (steps, steps2)
+
+
 def combine_splits(partial: tuple, init: tuple, combine, how: str) -> tuple:
     """Across split blocks: ``[task, part]`` -> ``[task]`` per value (see the module docstring)."""
     S = partial[0].shape[1]
@@ -146,11 +172,12 @@ def combine_splits(partial: tuple, init: tuple, combine, how: str) -> tuple:
     return combine(out, tuple(np.broadcast_to(i, out[0].shape) for i in init))
 
 
-def run_reduce(node, values, init, geom) -> dict:
+def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
     """All three levels for one reduce node; returns its result (the ``result`` component) and the work's shape.
 
     ``values``: the reduced input(s) at the stage's elements (a tuple for argmax/argmin);
-    ``init``: the init value(s)."""
+    ``init``: the init value(s); ``scheme``: the stage's ``reduce_scheme`` (``steps`` is then the
+    tree's step count, or the two butterflies' step counts)."""
     m = geom.mapping
     red = reducer(node)
     n = len(node.operands) // 2
@@ -163,7 +190,10 @@ def run_reduce(node, values, init, geom) -> dict:
     dense = tuple(lay_out(v, layout, geom, m, i) for v, i in zip(values, ident))
     with np.errstate(all="ignore"):
         acc = per_thread(dense, red.combine, ident)
-        partial, steps = tree(acc, red.combine)
+        if scheme is ReduceScheme.SHUFFLE:
+            partial, steps = shuffle(acc, red.combine, ident)
+        else:
+            partial, steps = tree(acc, red.combine)
         init = tuple(np.asarray(i, dtype=d) for i, d in zip(init, dtypes))
         result = combine_splits(partial, init, red.combine, m.combine)
     k = node.attrs.get("result", 0)

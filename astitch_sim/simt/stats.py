@@ -3,7 +3,7 @@ the executor, which counts, and the scheduler / cost model, which turn counts in
 
 Every counter is exact for the plan it describes: bytes and 32-byte sectors of global
 memory (sectors from the addresses each warp touches in one load/store instruction),
-shared-memory bytes and bank conflicts, flops (recomputation included), barriers.
+shared-memory bytes and bank conflicts, flops (recomputation included), barriers, warp shuffles.
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ class StageStats:
     grid_barriers: int = 0               # grid-wide barriers (one per barrier point)
     tree_barriers: int = 0               # block barriers inside shared-memory reduction trees (per block, per task trip)
     shared_requests: int = 0             # warp-level load/store instructions to shared memory (regional values)
+    shuffles: int = 0                    # warp shuffle instructions (shfl_xor) of reduce_scheme="shuffle" (per warp)
+    shuffle_barriers: int = 0            # block barriers of shuffle reductions whose tasks span warps (per block, per trip)
 
 
 @dataclass
@@ -129,9 +131,19 @@ class SimStats:
     def block_barriers(self) -> int:
         return sum(k.total("block_barriers") for k in self.kernels)
 
+    @property
+    def reduction_barriers(self) -> int:
+        """Block barriers inside reductions: the tree's (one per fold) and the shuffle's (one per task spanning warps)."""
+        return sum(k.total("tree_barriers") + k.total("shuffle_barriers") for k in self.kernels)
+
+    @property
+    def shuffles(self) -> int:
+        return sum(k.total("shuffles") for k in self.kernels)
+
     def as_dict(self) -> dict:
         keys = ["kernel_launches", "global_bytes", "global_bytes_read", "global_bytes_written", "global_sectors",
-                "shared_bytes", "flops", "predicted_us", "waves", "grid_barriers", "block_barriers"]
+                "shared_bytes", "flops", "predicted_us", "waves", "grid_barriers", "block_barriers",
+                "reduction_barriers", "shuffles"]
         return {k: getattr(self, k) for k in keys}
 
 

@@ -43,6 +43,8 @@ from ..analysis import is_expensive
 from ..dtypes import itemsize
 from ..simt.cost import predict_kernel
 from ..simt.stats import KernelStats, StageStats
+from ..reduce_scheme import WARP, butterfly, warps_across
+from ..vocabulary import ReduceScheme
 
 SECTOR = 32
 
@@ -101,8 +103,17 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
             lanes = _lanes(m)
             tasks, splits = m.rows, m.splits
             st.flops += node.opdef.flops * src.size + tasks * splits * lanes
-            if lanes > 1:
-                pair = sum(itemsize(x.dtype) for x in node.operands[:len(node.operands) // 2])
+            pair = sum(itemsize(x.dtype) for x in node.operands[:len(node.operands) // 2])
+            if s.reduce_scheme is ReduceScheme.SHUFFLE:       # butterflies; warp totals when a task spans warps
+                warps, w = m.block // WARP, warps_across(s)
+                trips = m.grid * m.task_iterations
+                st.shuffles += trips * warps * len(butterfly(min(lanes, WARP)) + butterfly(w)) * \
+                    (len(node.operands) // 2)
+                if w:
+                    st.shared_bytes_written += trips * warps * pair
+                    st.shared_bytes_read += trips * warps * w * pair
+                    st.shuffle_barriers = trips          # one barrier for all the stage's reduces
+            elif lanes > 1:
                 st.shared_bytes_written += pair * tasks * splits * (2 * lanes - 1)
                 st.shared_bytes_read += pair * tasks * splits * 2 * (lanes - 1)
                 st.tree_barriers += m.grid * m.task_iterations * (int(log2(lanes)) + 1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import astitch_sim as asim
 import streamlit as st
 
-from .. import compute
+from .. import compute, state
 
 
 @dataclass
@@ -21,8 +21,13 @@ class Context:
     xla_options: dict = field(default_factory=dict)     #: which XLA the xla strategy follows, when not the default
 
     def opts_for(self, strategy: str) -> tuple:
-        chosen = {"astitch": self.options, "xla": self.xla_options}.get(strategy, {})
-        return tuple(sorted(chosen.items()))
+        """The what-if options ``strategy`` is compiled with: all of them for astitch, the reduction scheme
+        (which every strategy takes) for the others, and for xla the XLA version it follows."""
+        keep = dict(self.options) if strategy == "astitch" else {k: v for k, v in self.options.items()
+                                                                  if k in state.EVERY_STRATEGY}
+        if strategy == "xla":
+            keep.update(self.xla_options)
+        return tuple(sorted(keep.items()))
 
     def plan(self, strategy: str | None = None, options: dict | None = None):
         s = strategy or self.strategy
@@ -37,8 +42,9 @@ class Context:
 
     def label(self, strategy: str) -> str:
         if strategy == "xla" and self.xla_options:
-            return f"xla ({self.xla_options['fusion_rules']})"
-        return f"{strategy} (what-if)" if strategy == "astitch" and self.options else strategy
+            what_if = " (what-if)" if any(k in state.EVERY_STRATEGY for k in self.options) else ""
+            return f"xla ({self.xla_options['fusion_rules']}){what_if}"
+        return f"{strategy} (what-if)" if self.opts_for(strategy) else strategy
 
 
 def plan_choice(label: str, options, labels, state_key: str, *, default=None, where=None):

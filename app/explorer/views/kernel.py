@@ -64,8 +64,11 @@ def render(ctx):
         text = alt.Chart(df).mark_text(align="left", dx=4, fontSize=14).encode(
             y=alt.Y("resource:N", sort=list(df["resource"])), x="share:Q", text="text:N")
         st.altair_chart(charts.big_fonts((bars + text).properties(height=170)), width="stretch")
+        schemes = ", ".join(f"stage {i}: {s.reduce_scheme}" for i, s in enumerate(k.stages)
+                            if s.reduce_scheme != "none")
         st.markdown(f"**{len(k.stages)} stage(s)**, {k.block_barriers} block barrier(s), "
-                    f"{k.global_barriers} grid barrier(s); reads {', '.join(k.inputs) or '-'}; "
+                    f"{k.global_barriers} grid barrier(s)" + (f"; reductions by {schemes}" if schemes else "") +
+                    f"; reads {', '.join(k.inputs) or '-'}; "
                     f"writes {', '.join(k.outputs) or '-'}")
         st.markdown("**The compiler's notes**")
         for n in k.notes or ["(none)"]:

@@ -67,6 +67,7 @@ def why_time(r, base, most: int = 3) -> str:
 def single_switches() -> list:
     out = [(f"no {n.replace('_', ' ')}", {n: False}) for n in state.SWITCHES]
     out.append(("max 128 threads per block", {"max_block_threads": 128}))
+    out.append(("reductions as shared-memory trees", {"reduce_scheme": "tree"}))
     return out
 
 
