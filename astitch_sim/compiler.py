@@ -70,8 +70,9 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     shared-memory step across warps) or ``"tree"`` (the paper's shared-memory tree, a block barrier per
     fold), how the threads of a reduction task combine (``astitch_sim/reduce_scheme.py``).
 
-    An unknown option, a value of the wrong type, or an option given to a
-    strategy that takes none (unfused, tvm, inductor) raises AStitchError.
+    An unknown option, a value of the wrong type, or an option a strategy does not take
+    (besides ``reduce_scheme``: unfused, tvm and inductor take none; xla takes ``fusion_rules``)
+    raises AStitchError.
     """
     if not isinstance(graph, Graph):
         raise AStitchError(f"compile needs a Graph (from asim.from_hlo or asim.workload), got {type(graph).__name__}")
