@@ -458,6 +458,9 @@ def test_no_script_or_test_edits_sys_path():
     through a ``sys.path`` edit that makes a module's meaning depend on who imported it first."""
     import re
     edit = re.compile(r"\bsys\.path\.(insert|append|extend)\(|\bsys\.path\s*(\+=|=[^=])")
+    # the one exception: a tutorial's Colab set-up cell, which runs only inside Colab, installs the clone into a
+    # kernel that started before the install, and so must put the clone on that kernel's path
+    colab = re.compile(r'sys\.path\.insert\(0, "/content/astitch-sim"\)')
     found = []
     for top in ("benchmarks", "tests", "app", "tutorials"):
         for folder, _, files in os.walk(os.path.join(ROOT, top)):
@@ -465,6 +468,6 @@ def test_no_script_or_test_edits_sys_path():
                 if name.endswith(".py"):
                     path = os.path.join(folder, name)
                     for i, line in enumerate(open(path, encoding="utf-8"), 1):
-                        if edit.search(line):
+                        if edit.search(line) and not colab.search(line):
                             found.append(f"{os.path.relpath(path, ROOT)}:{i}: {line.strip()}")
     assert not found, "\n".join(found)
