@@ -97,7 +97,7 @@ grader = otter.Notebook("06_plan_to_cuda.ipynb") if Path("tests").is_dir() else 
 
 # %%
 g = asim.workload("layernorm", rows=2, cols=16)
-plan = asim.compile(g, strategy="astitch", gpu="V100")
+plan = asim.compile(g, strategy="astitch", gpu="V100", reduce_scheme="tree")   # the paper's reduction trees
 source = gpu_backend.generate_source(plan)
 print(source)
 
@@ -107,7 +107,9 @@ print(source)
 # - `s_mean = smem[...]`: the Regional value `mean`, a slot in the block's shared memory, written by the
 #   row's first thread (`if lane == 0`) and read by every thread of the row after `cuda.syncthreads()`;
 # - `r_xc`: the Local value `xc`, kept in the thread's registers from stage 1 to stage 2;
-# - the reduction trees: `red0` scratch in shared memory, halving with a barrier per step.
+# - the reduction trees: `red0` scratch in shared memory, halving with a barrier per step. They are the paper's
+#   scheme, asked for here with `reduce_scheme="tree"`; by default every strategy now reduces with warp
+#   shuffles (`shfl_xor`), which need no barrier inside a warp: compile without it and compare the sources.
 
 # %% [raw]
 # # BEGIN QUESTION

@@ -15,9 +15,9 @@ def _min_bytes(g) -> int:
 
 
 @lru_cache(maxsize=None)
-def _layernorm(rows: int = 2048):
-    """flops and traffic of the xla layernorm plan; both grow with the rows, so their ratios to the
-    minimum traffic do not depend on the row count (checked at 2048 rows, fast)."""
+def _layernorm(rows: int = 16384):
+    """flops and traffic of the xla layernorm plan at the notebook's shape: the traffic ratio depends on the
+    row count a little (vector reads of the broadcast statistics: 2.38 at 2048 rows, 2.19 at 16384)."""
     g = asim.workload("layernorm", rows=rows, cols=768)
     r = asim.simulate(asim.compile(g, "xla", "V100"), asim.random_inputs(g))
     return r.stats.flops, r.stats.global_bytes, _min_bytes(g), sum(p.nbytes for p in g.inputs)
@@ -101,7 +101,7 @@ def q4_traffic_ratio(traffic_ratio):
                     "print(plans['xla'])")
     if close(got, 1 / truth, 0.03):
         raise Wrong("inverted: the plan's bytes over the minimum, so the answer is above 1")
-    g = asim.workload("layernorm", rows=2048, cols=768)
+    g = asim.workload("layernorm", rows=16384, cols=768)
     r = asim.simulate(asim.compile(g, "unfused", "V100"), asim.random_inputs(g))
     if close(got, r.stats.global_bytes / minimum, 0.03):
         raise Wrong("that is the unfused plan's ratio; the question asks about the xla plan")
