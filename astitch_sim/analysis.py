@@ -112,8 +112,9 @@ def edge_class(producer: Node, consumer: Node) -> str:
     return "one-to-one"
 
 
-def broadcast_users(node: Node) -> list[Node]:
-    """Users that broadcast ``node`` (looking through free reshapes/converts of the same size)."""
+def broadcasts_reached(node: Node, passes_through) -> list[Node]:
+    """The expanding broadcasts among ``node``'s users, and among the users of every user
+    ``passes_through(u)`` accepts (each user visited once)."""
     out, stack, seen = [], list(node.users), set()
     while stack:
         u = stack.pop()
@@ -122,9 +123,15 @@ def broadcast_users(node: Node) -> list[Node]:
         seen.add(u.name)
         if is_expanding_broadcast(u):
             out.append(u)
-        elif u.op in ("reshape", "bitcast", "convert", "copy") and u.size == node.size:
+        elif passes_through(u):
             stack.extend(u.users)
     return out
+
+
+def broadcast_users(node: Node) -> list[Node]:
+    """Users that broadcast ``node`` (looking through free reshapes/converts of the same size)."""
+    return broadcasts_reached(node, lambda u: u.op in ("reshape", "bitcast", "convert", "copy")
+                              and u.size == node.size)
 
 
 def is_one_to_many_producer(node: Node) -> bool:

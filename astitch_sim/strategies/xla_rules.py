@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis import is_expanding_broadcast, is_expensive as generic_is_expensive
+from ..analysis import broadcasts_reached, is_expensive as generic_is_expensive
 
 #: the element types XLA's GPU override calls some float math cheap on (``ElementIsF32OrF16``)
 F32_OR_F16 = ("f32", "f16")
@@ -121,14 +121,5 @@ def reused_by_broadcast(node, is_expensive=generic_is_expensive) -> list:
     simplifier removes those before fusion) and cheap elementwise ops.  It stops at an expensive op (that op
     is refused from a reusing consumer itself, so ``node`` stays in its kernel without reuse), a reduce (it
     reads each element once) and library ops."""
-    out, stack, seen = [], list(node.users), set()
-    while stack:
-        u = stack.pop()
-        if u.name in seen:
-            continue
-        seen.add(u.name)
-        if is_expanding_broadcast(u):
-            out.append(u)
-        elif u.opdef.is_view or u.op in ("convert", "copy") or (u.kind == "elementwise" and not is_expensive(u)):
-            stack.extend(u.users)
-    return out
+    return broadcasts_reached(node, lambda u: u.opdef.is_view or u.op in ("convert", "copy")
+                              or (u.kind == "elementwise" and not is_expensive(u)))
