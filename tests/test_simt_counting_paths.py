@@ -131,3 +131,119 @@ def test_distinctpairs_by_table_and_by_sort_agree_with_the_definition(monkeypatc
                                np.tile(np.arange(5), 100)])
 def test_distinct_count_is_the_number_of_distinct_values(W):
     assert memory.distinct_count(W) == np.unique(W).size
+
+
+def _vectors_by_definition(geom, acc):
+    """Issue 27's vector count as first written: every address of the domain at once (full-size
+    arrays).  The shortcuts in ``memory.count_flat_vectors`` must give exactly these counters."""
+    m = geom.mapping
+    s, n_all, V = acc.itemsize, geom.size, m.vector
+    span = 32 * V
+    rows = -(-n_all // span)
+    F = acc.flat(geom)
+    sel = geom.full(acc.mask) if acc.mask is not None else None
+    n = int(sel.sum()) if sel is not None else n_all
+    out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n == 0:
+        return out
+    S = np.full(rows * span, memory.BIG, dtype=np.int64)
+    S[:n_all] = (acc.base + s * F) // memory.SECTOR
+    if sel is not None:
+        S[:n_all][~sel] = memory.BIG
+    if memory.lane_class(F, V, acc.base // s if acc.base % s == 0 else 1) == "scattered":
+        S = S.reshape(rows, 32, V).transpose(0, 2, 1).reshape(-1, 32)
+    else:
+        S = S.reshape(rows, span)
+    out["sectors"], out["requests"] = memory._rows_distinct(S)
+    if acc.dedup and not acc.identity:
+        B = ((np.arange(n_all, dtype=np.int64) // V) % (m.grid * m.block)) // m.block
+        keys = set(zip((B if sel is None else B[sel]).tolist(), (F if sel is None else F[sel]).tolist(), strict=True))
+        out["bytes"] = s * len(keys)
+    else:
+        out["bytes"] = s * n
+    return out
+
+
+VECTOR_CASES = [  # rows, cols, block, grid, vector, unroll
+    (64, 3000, 256, 40, 4, 1),      # many trips, a row spans several blocks
+    (64, 3000, 128, 7, 4, 2),       # unrolled: two vectors per thread per round
+    (300, 20, 64, 5, 4, 1),         # rows shorter than a warp's span
+    (37, 66, 64, 3, 2, 1),          # odd rows, 2-wide
+    (8, 1000, 32, 9, 4, 1),         # rows not a multiple of the warp span
+    (5, 30, 32, 2, 4, 1),           # 150 elements: not a multiple of the vector (scattered everywhere)
+    (16, 256, 32, 4, 4, 1),         # rows a multiple of the warp span: the outer x inner shortcut
+    (24, 128, 64, 600, 4, 1),       # ... in one trip of the grid
+]
+
+
+def _vector_accesses(geom):
+    i, j = geom.idx
+    rows, cols = geom.shape
+    yield Access("global", "read", "x", 4, 0, [i * cols, j], dedup=True, identity=True)
+    yield Access("global", "read", "x", 4, 256, [i * cols, j], dedup=True, identity=True)
+    yield Access("global", "write", "y", 2, 512, [i * cols, j], identity=True)
+    yield Access("global", "read", "stat", 4, 768, [i], dedup=True)                 # row statistic
+    yield Access("global", "read", "stat", 8, 1024, [i * 3], dedup=False)
+    yield Access("global", "read", "gamma", 4, 256, [j], dedup=True)                # column broadcast
+    yield Access("global", "read", "xt", 4, 0, [j * rows, i], dedup=True)           # transposed
+    yield Access("global", "read", "x", 4, 0, [i * cols, j], mask=j < 7, dedup=True)
+    yield Access("global", "read", "x", 4, 4, [i * cols, j], dedup=True)            # unaligned vectors
+    yield Access("global", "read", "back", 4, 0, [(rows - 1 - i)], dedup=True)      # rows backwards
+    yield Access("global", "read", "pad", 4, 0, [i * (cols + 1), j], dedup=True)    # rows of a padded tensor
+    yield Access("global", "read", "pad", 4, 0, [i * (cols + 2), j], mask=i % 3 > 0, dedup=True)
+
+
+@pytest.mark.parametrize("rows,cols,block,grid,vector,unroll", VECTOR_CASES)
+@pytest.mark.parametrize("chunk", [1 << 21, 4096])
+def test_vector_counts_equal_the_full_size_definition(monkeypatch, rows, cols, block, grid, vector, unroll, chunk):
+    """Every way ``count_flat_vectors`` counts (the identity formula, the row-statistic shortcut, the
+    chunked addresses: one chunk and many) gives the counters of the full-size definition."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    monkeypatch.setattr(memory, "VECTOR_CHUNK", chunk)
+    m = ThreadMapping("flat", (rows, cols), ((0, 1),), block=block, grid=grid,
+                      per_thread=vector * unroll, vector=vector)
+    geom = geometry.Geometry(m)
+    assert geom.flat
+    for acc in _vector_accesses(geom):
+        assert memory.count_flat_vectors(geom, acc) == _vectors_by_definition(geom, acc), acc.node
+
+
+def test_vector_counts_never_build_a_domain_sized_array(monkeypatch):
+    """log_softmax at 8192x32000 read through 4-wide vectors held 14 GB before the count was chunked:
+    here a domain of 16 chunks is counted with no array of more than a chunk's elements."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    monkeypatch.setattr(memory, "VECTOR_CHUNK", 1 << 18)
+    rows, cols = 128, 32768
+    m = ThreadMapping("flat", (rows, cols), ((0, 1),), block=256, grid=528, per_thread=4, vector=4)
+    geom = geometry.Geometry(m)
+    largest = []
+    real_full = np.full
+
+    def watched_full(shape, *a, **k):
+        arr = real_full(shape, *a, **k)
+        largest.append(arr.size)
+        return arr
+    monkeypatch.setattr(memory.np, "full", watched_full)
+    monkeypatch.setattr(geom, "full", lambda a: pytest.fail("a domain-sized broadcast"), raising=False)
+    i, j = geom.idx
+    for acc in (Access("global", "read", "x", 4, 0, [i * cols, j], dedup=True, identity=True),
+                Access("global", "read", "stat", 4, 0, [i], dedup=True),
+                Access("global", "read", "gamma", 4, 0, [j], dedup=True),
+                Access("global", "read", "x", 4, 0, [i * cols, j], mask=j < 7, dedup=True)):
+        out = memory.count_flat_vectors(geom, acc)
+        assert out["n"] > 0
+    assert max(largest, default=0) <= memory.VECTOR_CHUNK
+
+
+def test_vector_counts_combine_the_chunks_lane_classes(monkeypatch):
+    """One chunk uniform (a row statistic), the next contiguous (the rows themselves): over the whole
+    domain the vectors are neither, so every vector slot is its own instruction, as in the definition."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    monkeypatch.setattr(memory, "VECTOR_CHUNK", 4096)
+    m = ThreadMapping("flat", (32, 256), ((0, 1),), block=32, grid=8, per_thread=4, vector=4)
+    geom = geometry.Geometry(m)
+    i, j = geom.idx
+    mixed = Access("global", "read", "mixed", 4, 0, [np.where(i < 16, i + 0 * j, i * 256 + j)], dedup=True)
+    want = _vectors_by_definition(geom, mixed)
+    assert memory.count_flat_vectors(geom, mixed) == want
+    assert want["requests"] == 8192 // 32       # one scalar instruction per warp and vector slot

@@ -54,7 +54,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..flatindex import distinct
+from ..flatindex import distinct, unravel
 from .geometry import support
 from ..vocabulary import Space
 
@@ -420,32 +420,103 @@ def lane_class(F: np.ndarray, V: int, base_elems: int = 0) -> str:
 def count_flat_vectors(geom, acc):
     """A flat mapping with vectors: a warp's vector access covers ``32 * vector`` consecutive domain
     elements (its 32 threads' vectors side by side), one request however wide; a tensor read
-    scattered is ``vector`` scalar requests.  Sectors are what the addresses touch, as without vectors."""
+    scattered is ``vector`` scalar requests.  Sectors are what the addresses touch, as without vectors.
+
+    Four ways to the same counters, cheapest first: the tensor's own index (one formula), a
+    statistic of the leading dims broadcast along the rows (``count_flat_outer`` with the warp's
+    ``32 * vector`` elements), an index that is a sum of an outer and an inner part
+    (``_count_flat_structured``), and otherwise the addresses chunk by chunk of warp rows
+    (``_count_flat_vector_chunks``), so that no array the size of the domain is ever built."""
+    m = geom.mapping
+    V = m.vector
+    if acc.identity and acc.mask is None and acc.extra.get("logical") is None and geom.size % V == 0 \
+            and (acc.base // acc.itemsize) % V == 0 and acc.base % acc.itemsize == 0:
+        return _count_vector_identity(geom, acc)
+    out = count_flat_outer(geom, acc, vector=V)
+    if out is not None:
+        PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
+        return out
+    out = _count_flat_structured(geom, acc, vector=V)
+    if out is not None:
+        PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
+        return out
+    return _count_flat_vector_chunks(geom, acc)
+
+
+def _count_vector_identity(geom, acc):
+    """The tensor read (or written) at the domain's own index, vectors aligned: warp row ``r`` covers
+    elements ``r * span ..`` (``span = 32 * vector``), all rows start at the same address modulo 32."""
+    s, n, span = acc.itemsize, geom.size, WARP_LANES * geom.mapping.vector
+    full, rest = divmod(n, span)
+    r0 = acc.base % SECTOR
+    sectors = full * ((r0 + s * span - 1) // SECTOR + 1) + (((r0 + s * rest - 1) // SECTOR + 1) if rest else 0)
+    return {"n": n, "bytes": s * n, "sectors": sectors, "requests": full + (1 if rest else 0), "conflicts": 0}
+
+
+#: elements per chunk of the chunked vector count (a multiple of every warp span: 32 lanes x up to 16)
+VECTOR_CHUNK = 1 << 21
+
+
+def _flat_range(geom, a, lo: int, hi: int) -> np.ndarray:
+    """Elements ``lo .. hi-1`` (domain order) of the broadcastable array ``a``, without broadcasting
+    the rest of the domain."""
+    a = np.asarray(a)
+    if not geom.shape:
+        return np.broadcast_to(a, (1,))[lo:hi]
+    coords = unravel(np.arange(lo, hi, dtype=np.int64), geom.shape)
+    a = a.reshape((1,) * (geom.rank - a.ndim) + a.shape)
+    return a[tuple(coords[k] if a.shape[k] != 1 else 0 for k in range(geom.rank))]
+
+
+def _count_flat_vector_chunks(geom, acc):
+    """The addresses themselves, ``VECTOR_CHUNK`` elements (whole warp rows) at a time.  A chunk's
+    sectors and requests are counted for both instruction shapes (one vector instruction per warp
+    row, or one scalar instruction per vector slot); the tensor's lane class over the whole domain
+    (``lane_class``, per chunk, combined) says which applies.  Distinct (block, element) pairs for
+    the deduplicated byte count are merged across chunks (a block's trips lie in different chunks)."""
     m = geom.mapping
     s, n_all, V = acc.itemsize, geom.size, m.vector
     span = WARP_LANES * V
-    rows = -(-n_all // span)
-    F = acc.flat(geom)
-    sel = geom.full(acc.mask) if acc.mask is not None else None
-    n = int(sel.sum()) if sel is not None else n_all
+    base_elems = acc.base // s if acc.base % s == 0 else 1
+    total = m.grid * m.block
+    dedup = acc.dedup and not acc.identity
+    K = 1 + sum(int(np.max(t)) for t in acc.terms if np.size(t)) if dedup else 0
+    classes = set() if n_all % V == 0 else {"scattered"}
+    n = 0
+    counts = {"vector": [0, 0], "scalar": [0, 0]}
+    keys, pending = np.zeros(0, np.int64), []
+    for lo in range(0, n_all, VECTOR_CHUNK):
+        hi = min(n_all, lo + VECTOR_CHUNK)
+        F = sum((_flat_range(geom, t, lo, hi).astype(np.int64) for t in acc.terms),
+                np.zeros(hi - lo, np.int64))
+        sel = _flat_range(geom, acc.mask, lo, hi).astype(bool) if acc.mask is not None else None
+        n += int(sel.sum()) if sel is not None else hi - lo
+        if "scattered" not in classes:
+            classes.add(lane_class(F, V, base_elems))
+        rows = -(-(hi - lo) // span)
+        S = np.full(rows * span, BIG, dtype=np.int64)
+        S[:hi - lo] = (acc.base + s * F) // SECTOR
+        if sel is not None:
+            S[:hi - lo][~sel] = BIG
+        for shape, M in (("vector", S.reshape(rows, span)),
+                         ("scalar", S.reshape(rows, WARP_LANES, V).transpose(0, 2, 1).reshape(-1, WARP_LANES))):
+            sec, req = _rows_distinct(M)
+            counts[shape][0] += sec
+            counts[shape][1] += req
+        if dedup:
+            B = ((np.arange(lo, hi, dtype=np.int64) // V) % total) // m.block
+            k = distinct(B * K + F if sel is None else (B * K + F)[sel])
+            pending.append(k)
+            if sum(a.size for a in pending) > max(VECTOR_CHUNK, keys.size):   # merge: amortised doubling
+                keys, pending = distinct(np.concatenate([keys] + pending)), []
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
-    S = np.full(rows * span, BIG, dtype=np.int64)
-    S[:n_all] = (acc.base + s * F) // SECTOR
-    if sel is not None:
-        S[:n_all][~sel] = BIG
-    if lane_class(F, V, acc.base // s if acc.base % s == 0 else 1) == "scattered":
-        S = S.reshape(rows, WARP_LANES, V).transpose(0, 2, 1).reshape(-1, WARP_LANES)
-    else:
-        S = S.reshape(rows, span)
-    out["sectors"], out["requests"] = _rows_distinct(S)
-    if acc.dedup and not acc.identity:
-        B = ((np.arange(n_all, dtype=np.int64) // V) % (m.grid * m.block)) // m.block
-        Fs = F if sel is None else F[sel]
-        out["bytes"] = s * distinct_pairs(B if sel is None else B[sel], Fs)[0]
-    else:
-        out["bytes"] = s * n
+    one = "scalar" if "scattered" in classes or len(classes) > 1 else "vector"
+    out["sectors"], out["requests"] = counts[one]
+    if pending:
+        keys = distinct(np.concatenate([keys] + pending))
+    out["bytes"] = s * (int(keys.size) if dedup else n)
     return out
 
 
@@ -456,10 +527,10 @@ WARP_LANES = 32
 FLAT_STRUCTURED = True
 
 
-def _split_flat(geom, acc):
+def _split_flat(geom, acc, span: int = 32):
     """An ``outer x inner`` view of a flat access: the domain's dims split at ``k`` so that every index
-    term and the mask depend on outer dims only or on inner dims only, and a warp (32 consecutive
-    elements) never spans two outer positions (the inner size is a multiple of 32).
+    term and the mask depend on outer dims only or on inner dims only, and a warp (``span`` consecutive
+    elements: 32, or 32 vectors) never spans two outer positions (the inner size is a multiple of it).
 
     Returns ``(F_o, F_i, m_o, m_i)`` (index and mask over the outer and the inner grid, flattened) for
     the cheapest such split, or None.
@@ -468,7 +539,7 @@ def _split_flat(geom, acc):
     best = None
     for k in range(1, rank):
         P = int(np.prod(shape[k:]))
-        if P % 32:
+        if P % span:
             continue
         outer, inner = set(range(k)), set(range(k, rank))
         parts = [set(support(t, rank)) for t in acc.terms]
@@ -499,19 +570,26 @@ def _split_flat(geom, acc):
     return F_o, F_i, m_o, m_i
 
 
-def _count_flat_structured(geom, acc):
+def _count_flat_structured(geom, acc, vector: int = 1):
     """Exact counters of a flat access with an outer x inner structure (``_split_flat``), in
     ``O(outer + 32 * inner)`` instead of ``O(elements)``: every warp lies in one outer position,
     so its sectors depend on that position only through the start address modulo 32 (as in
     ``_count_separable``).  A block's distinct elements (the dedup byte count) are found the same
     way when a block lies inside one outer position, or reads one element per outer position;
-    anything else returns None (the plain count runs)."""
-    sp = _split_flat(geom, acc)
+    anything else returns None (the plain count runs).
+
+    With ``vector`` elements per thread access (``count_flat_vectors``) a warp row is ``32 * vector``
+    inner positions, a block's trip ``block * vector``, and the tensor's lane class (one vector
+    instruction per warp row, or one scalar instruction per vector slot) is read off the inner index
+    and the outer index's alignment, both of which a vector never leaves."""
+    span = WARP_LANES * vector
+    sp = _split_flat(geom, acc, span)
     if sp is None:
         return None
     F_o, F_i, m_o, m_i = sp
     m = geom.mapping
     s = acc.itemsize
+    scattered = vector > 1 and _inner_lane_class(F_o, F_i, vector, acc) == "scattered"
     sel_o = np.ones(F_o.size, bool) if m_o is None else np.asarray(m_o, bool)
     sel_i = np.ones(F_i.size, bool) if m_i is None else np.asarray(m_i, bool)
     n_o, n_i = int(sel_o.sum()), int(sel_i.sum())
@@ -520,7 +598,8 @@ def _count_flat_structured(geom, acc):
         return out
     Fo, Fi = F_o[sel_o], F_i[sel_i]
     pos_i = np.flatnonzero(sel_i)
-    W_i = pos_i // 32
+    # the warp instruction of each inner position: its warp row, and with scattered vectors its slot
+    W_i = (pos_i // span) * vector + pos_i % vector if scattered else pos_i // span
     rho, cnt = np.unique((acc.base + s * Fo) % SECTOR, return_counts=True)
     for r, c in zip(rho.tolist(), cnt.tolist()):
         pairs, warps = distinct_pairs(W_i, (r + s * Fi) // SECTOR)
@@ -529,17 +608,17 @@ def _count_flat_structured(geom, acc):
     if not acc.dedup or acc.identity:
         out["bytes"] = s * n_o * n_i
         return out
-    P = F_i.size
-    one_trip = m.grid * m.block >= geom.size
-    if one_trip and P % m.block == 0:
-        # a block holds `block` consecutive inner positions of one outer position: its distinct elements
+    P, chunk = F_i.size, m.block * vector
+    one_trip = m.grid * chunk >= geom.size
+    if one_trip and P % chunk == 0:
+        # a block holds `chunk` consecutive inner positions of one outer position: its distinct elements
         # are the distinct inner offsets of its chunk (the outer offset only shifts them)
-        out["bytes"] = s * n_o * distinct_pairs(pos_i // m.block, Fi)[0]
+        out["bytes"] = s * n_o * distinct_pairs(pos_i // chunk, Fi)[0]
         return out
-    if one_trip and m.block % P == 0 and (Fi == Fi[0]).all():
-        # a block holds block/P whole outer positions and reads one element per outer position
+    if one_trip and chunk % P == 0 and (Fi == Fi[0]).all():
+        # a block holds chunk/P whole outer positions and reads one element per outer position
         pos_o = np.flatnonzero(sel_o)
-        out["bytes"] = s * distinct_pairs(pos_o // (m.block // P), Fo)[0]
+        out["bytes"] = s * distinct_pairs(pos_o // (chunk // P), Fo)[0]
         return out
     if _distinct(Fo) == Fo.size and _distinct(Fi) == Fi.size and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
         out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
@@ -547,14 +626,32 @@ def _count_flat_structured(geom, acc):
     return None
 
 
-def count_flat_outer(geom, acc):
+def _inner_lane_class(F_o, F_i, vector: int, acc) -> str:
+    """``lane_class`` of ``F_o[o] + F_i[i]`` over the whole domain, from the two parts: a vector lies in
+    one outer position, so it is uniform or contiguous as its inner part is; contiguous vectors must
+    also start aligned for every outer offset."""
+    inner = lane_class(F_i, vector)
+    if inner != "contiguous":
+        return inner
+    base_elems = acc.base // acc.itemsize if acc.base % acc.itemsize == 0 else 1
+    starts = distinct(F_i.reshape(-1, vector)[:, 0] % vector)
+    offsets = distinct((F_o + base_elems) % vector)
+    return "contiguous" if not ((starts[:, None] + offsets[None, :]) % vector).any() else "scattered"
+
+
+def count_flat_outer(geom, acc, vector: int = 1):
     """Exact counters of an unmasked flat access whose index depends only on the leading dims
     (a row's statistic broadcast along the row: ``max[r]`` read at every ``(r, c)``), for any
     row length: element ``e`` reads ``F_o[e // P]`` (``P`` = the trailing dims' size), so a warp
     (32 consecutive elements) and a block's chunk of one loop trip (``block`` consecutive
     elements) each read a contiguous range of rows.  With the rows' sectors in order and the
     rows' elements all different, a range's distinct sectors and elements follow from its ends:
-    ``O(warps + grid * trips)`` instead of ``O(elements)``.  Anything else returns None."""
+    ``O(warps + grid * trips)`` instead of ``O(elements)``.  Anything else returns None.
+
+    With ``vector`` elements per thread access a warp instruction covers ``32 * vector`` consecutive
+    elements and a block's trip ``block * vector``; that holds while no vector crosses a row (the
+    trailing size a multiple of ``vector``: each vector then reads one element, ``lane_class``'s
+    "uniform")."""
     if acc.mask is not None or acc.dedup and acc.identity:
         return None
     shape, rank = geom.shape, geom.rank
@@ -566,24 +663,27 @@ def count_flat_outer(geom, acc):
     for t in acc.terms:
         F_o = F_o + geom.flat_part(np.asarray(t, np.int64), outer)
     s, n, P = acc.itemsize, geom.size, int(np.prod(shape[k:]))
+    if P % vector:
+        return None
     sec = (acc.base + s * F_o) // SECTOR
     if F_o.size > 1 and not (bool((sec[1:] >= sec[:-1]).all()) and bool((F_o[1:] > F_o[:-1]).all())):
         return None
     # sectors: a warp's rows run lo..hi; its distinct sectors are 1 + the sector changes between them
     changes = np.concatenate(([0], np.cumsum(sec[1:] != sec[:-1])))
-    first = np.arange(0, n, 32, dtype=np.int64)
-    last = np.minimum(first + 31, n - 1)
+    span = WARP_LANES * vector
+    first = np.arange(0, n, span, dtype=np.int64)
+    last = np.minimum(first + span - 1, n - 1)
     sectors = first.size + int((changes[last // P] - changes[first // P]).sum())
     out = {"n": n, "bytes": s * n, "sectors": sectors, "requests": int(first.size), "conflicts": 0}
     if acc.dedup:
         # a block's trips read row ranges in increasing order: their union counts each row once
         m = geom.mapping
-        total = m.grid * m.block
+        total, chunk = m.grid * m.block * vector, m.block * vector
         trips = -(-n // total)
         e0 = (np.arange(trips, dtype=np.int64)[None, :] * total
-              + np.arange(m.grid, dtype=np.int64)[:, None] * m.block)          # [block, trip]
+              + np.arange(m.grid, dtype=np.int64)[:, None] * chunk)            # [block, trip]
         valid = e0 < n
-        lo, hi = e0 // P, (np.minimum(e0 + m.block, n) - 1) // P
+        lo, hi = e0 // P, (np.minimum(e0 + chunk, n) - 1) // P
         rows = int(((hi - lo + 1) * valid).sum())
         overlap = np.maximum(0, hi[:, :-1] - lo[:, 1:] + 1) * valid[:, 1:]
         out["bytes"] = s * (rows - int(overlap.sum()))
