@@ -48,6 +48,21 @@ def test_row_broadcast_flat_count_is_exact(monkeypatch, rows, cols, block, grid,
     assert fast == _plain(monkeypatch, geom, acc)
 
 
+@pytest.mark.parametrize("rows,cols,block,grid", [(64, 4096, 256, 40), (8, 100000, 512, 3), (30, 64, 32, 7),
+                                                 (16, 1024, 256, 64)])
+@pytest.mark.parametrize("mask", [False, True])
+def test_column_broadcast_flat_count_is_exact(monkeypatch, rows, cols, block, grid, mask):
+    """A per-column vector (a bias) read at every element of a grid-stride loop over several trips: the
+    blocks' covered columns, merged interval by interval, give the plain count's distinct elements."""
+    geom = _flat_geometry(monkeypatch, rows, cols, block, grid)
+    j = geom.idx[1]
+    acc = Access("global", "read", "bias", 4, 256, [j], mask=(j % 3 > 0) if mask else None, dedup=True)
+    monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
+    fast = memory.count_flat(geom, acc)
+    assert memory.PATHS.get("flat_structured", 0) == 1
+    assert fast == _plain(monkeypatch, geom, acc)
+
+
 def test_row_broadcast_flat_count_declines_what_it_cannot_shortcut(monkeypatch):
     geom = _flat_geometry(monkeypatch, 64, 3000, 256, 40)
     backwards = Access("global", "read", "stat", 4, 0, [(63 - geom.idx[0]) * 1], dedup=True)
@@ -185,6 +200,8 @@ def _vector_accesses(geom):
     yield Access("global", "read", "stat", 4, 768, [i], dedup=True)                 # row statistic
     yield Access("global", "read", "stat", 8, 1024, [i * 3], dedup=False)
     yield Access("global", "read", "gamma", 4, 256, [j], dedup=True)                # column broadcast
+    yield Access("global", "read", "gamma", 4, 256, [j], mask=j % 5 > 0, dedup=True)
+    yield Access("global", "read", "gamma2", 4, 0, [j // 2], dedup=True)            # not one element per lane
     yield Access("global", "read", "xt", 4, 0, [j * rows, i], dedup=True)           # transposed
     yield Access("global", "read", "x", 4, 0, [i * cols, j], mask=j < 7, dedup=True)
     yield Access("global", "read", "x", 4, 4, [i * cols, j], dedup=True)            # unaligned vectors

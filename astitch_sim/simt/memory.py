@@ -623,7 +623,42 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     if _distinct(Fo) == Fo.size and _distinct(Fi) == Fi.size and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
         out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
         return out
+    if m_o is None and (Fo == Fo[0]).all() and _distinct(Fi) == Fi.size:
+        # a column broadcast (bias[j] at every row): a block reads the distinct inner positions its trips cover
+        out["bytes"] = s * _inner_positions_covered(geom.size, P, m.grid, chunk, sel_i)
+        return out
     return None
+
+
+def _inner_positions_covered(n: int, P: int, grid: int, chunk: int, sel_i) -> int:
+    """Sum over blocks of the selected inner positions (``e % P``) a block's trips cover, where block
+    ``b``'s trip ``t`` covers elements ``[(t * grid + b) * chunk, + chunk)`` of an ``n``-element domain.
+    Each trip is an interval of inner positions (two where it wraps past ``P``); a block's intervals are
+    merged by a running maximum over them sorted by start, blocks kept apart by an offset."""
+    cs = np.concatenate(([0], np.cumsum(sel_i, dtype=np.int64)))
+    trips = -(-n // (grid * chunk))
+    e0 = (np.arange(trips, dtype=np.int64)[None, :] * grid + np.arange(grid, dtype=np.int64)[:, None]) * chunk
+    blk = np.broadcast_to(np.arange(grid, dtype=np.int64)[:, None], e0.shape)
+    valid = e0 < n
+    e0, blk = e0[valid], blk[valid]
+    length = np.minimum(e0 + chunk, n) - e0
+    whole = np.zeros(grid, bool)
+    whole[blk[length >= P]] = True                        # a trip as long as a row covers every position
+    part = ~whole[blk]
+    lo, blk, length = e0[part] % P, blk[part], length[part]
+    hi = lo + length
+    wrap = hi > P
+    lo = np.concatenate((lo, np.zeros(int(wrap.sum()), np.int64)))
+    hi = np.concatenate((np.minimum(hi, P), hi[wrap] - P))
+    blk = np.concatenate((blk, blk[wrap]))
+    off = blk * (2 * P + 2)
+    order = np.argsort(off + lo, kind="stable")
+    lo, hi, off = lo[order] + off[order], hi[order] + off[order], off[order]
+    reach = np.maximum.accumulate(hi)
+    start = np.maximum(lo, np.concatenate(([0], reach[:-1])))
+    keep = start < hi
+    covered = int((cs[hi[keep] - off[keep]] - cs[start[keep] - off[keep]]).sum())
+    return covered + int(whole.sum()) * int(cs[-1])
 
 
 def _inner_lane_class(F_o, F_i, vector: int, acc) -> str:
