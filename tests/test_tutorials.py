@@ -397,10 +397,27 @@ def test_hints_say_what_is_missing_and_say_it_whole():
 
 # -- student and instructor material apart (issue 31, closing paragraph) ---------------------------------
 
+#: a line of a solution block shorter than this (``else:``, ``return out``) may well appear elsewhere
+BLOCK_LINE_MIN = 16
+
+
 def solution_lines(name: str) -> list:
-    """The master's solution lines (``x = ...  # SOLUTION``), without the marker."""
+    """The master's solution lines (``x = ...  # SOLUTION``), without the marker, and the lines of its solution
+    blocks inside code (``# BEGIN SOLUTION`` ... ``# END SOLUTION`` in a function body: notebook 4's
+    ``choose_splits``, notebook 8's whole pass), but for short ones."""
     src = (build.INSTRUCTOR / f"{name}.py").read_text()
-    return [line.split("# SOLUTION")[0].strip() for line in src.splitlines() if "# SOLUTION" in line]
+    out, inside = [], False
+    for line in src.splitlines():
+        text = line.strip()
+        if text == "# BEGIN SOLUTION":
+            inside = True
+        elif text == "# END SOLUTION":
+            inside = False
+        elif "# SOLUTION" in line:
+            out.append(line.split("# SOLUTION")[0].strip())
+        elif inside and len(text) >= BLOCK_LINE_MIN and not text.startswith("#"):
+            out.append(text)
+    return out
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -481,3 +498,120 @@ def test_grading_a_blank_and_a_solved_copy(name, tmp_path):
     assert set(blank) == set(solved) == set(qs), (blank, solved)
     assert all(got < full for got, full in blank.values()), blank
     assert all(got == full > 0 for got, full in solved.values()), solved
+
+
+# -- the lab: write the AStitch pass (issue 31 item 14) --------------------------------------------------------
+
+LAB = "08_write_the_pass"
+
+
+def lab_grading():
+    """The lab's hidden checks (``instructor/grading/nb08.py``) and ``Wrong``, imported as the autograder does."""
+    import sys
+    sys.path[:0] = [str(REPO / "tutorials"), str(build.INSTRUCTOR)]
+    try:
+        from checks.core import Wrong
+        from grading import nb08
+    finally:
+        del sys.path[:2]
+    return Wrong, nb08
+
+
+def notebook_workloads(name: str) -> list:
+    """The graphs a master builds with ``asim.workload("name", shape=...)`` (literal arguments)."""
+    import ast
+
+    import astitch_sim as asim
+    out = []
+    for node in ast.walk(ast.parse((build.INSTRUCTOR / f"{name}.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "workload" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            if len(kw) == len(node.keywords):
+                out.append(asim.workload(node.args[0].value, **kw))
+    return out
+
+
+def test_the_lab_grades_on_graphs_the_notebook_never_builds():
+    """The lab's hidden tests run a student's pass on graphs "they have not seen": none of the graphs the
+    notebook builds is one of the hidden ones (same ops, names and shapes), and the hidden checks hand the
+    student's functions stripped stages (no scheme, no barrier: nothing the kernel builder decided)."""
+    import astitch_sim as asim
+    _, nb08 = lab_grading()
+    shown = {str(g) for g in notebook_workloads(LAB)}
+    assert len(shown) >= 4
+    hidden = {str(p.graph) for p in nb08.hidden_plans()}
+    assert len(hidden) >= 30
+    assert not shown & hidden
+    plan = nb08.hidden_plans()[0]
+    stage = plan.kernels[0].stages[-1]
+    bare = nb08._stripped(stage)
+    assert (bare.ops, bare.epilogue, bare.mapping) == (stage.ops, stage.epilogue, stage.mapping)
+    assert bare.barrier_after is asim.Barrier.NONE and not bare.live_out and not bare.barrier_why
+
+
+def test_the_labs_hidden_graphs_exercise_every_rule():
+    """A hidden test that never meets a rule cannot tell a pass that breaks it: the lab's hidden graphs hold
+    every kind of candidate (a reduce, a value leaving the kernel, an expensive op broadcast), every kind of
+    merge (sibling reduces, sub-dominants of an epilogue, elementwise values sharing a stage), every scheme,
+    and split reductions; its mapping pairs are block-local and not, with and without splits."""
+    Wrong, nb08 = lab_grading()
+    seen = set()
+    for plan, k, scope, outputs in nb08.stitch_kernels():
+        g = plan.graph
+        leaders = nb08._leaders(k)
+        for c in nb08.dominant_candidates(g, scope, outputs):
+            node, lead = g[c], g[leaders[c]]
+            seen.add("reduce" if node.op == "reduce" else "leaves" if c in outputs else "one-to-many")
+            if lead.name != c:
+                seen.add("sibling" if node.op == "reduce" else
+                         "sub-dominant" if lead.op == "reduce" and node.shape == lead.shape else "elementwise join")
+        for name, v in k.values.items():
+            if v.stage >= 0 and any(j > v.stage for j in v.read_by):
+                per_task = g[name].op == "reduce" or name in k.stages[v.stage].epilogue
+                seen.add(f"{v.scheme.value} {'per row' if per_task else 'per element'}")
+                if g[name].op == "reduce" and k.stages[v.stage].mapping.splits > 1:
+                    seen.add("split")
+    assert seen >= {"reduce", "leaves", "one-to-many", "sibling", "sub-dominant", "elementwise join",
+                    "local per element", "global per element", "regional per row", "global per row", "split"}, seen
+    pairs = nb08.mapping_pairs()
+    kinds = {(truth, prod.splits > 1, prod == cons) for prod, cons, _, truth in pairs}
+    assert {(True, False, False), (True, True, False), (False, False, False), (False, True, False)} <= kinds, kinds
+
+
+def test_the_labs_checks_reject_a_pass_missing_any_one_rule():
+    """The reference rules pass the hidden checks; each rule left out fails them (the notebook's solution
+    and these registered wrong passes also go through otter in test_notebook_runs_and_its_checks_...)."""
+    Wrong, nb08 = lab_grading()
+    nb08.q1_dominants(nb08._find, nb08._merge)
+    for flag in ("leaving", "broadcast", "expensive_only"):
+        with pytest.raises(Wrong, match="find_dominants"):
+            nb08.q1_dominants(nb08._variant(nb08._find, flag, **{flag: False}), nb08._merge)
+    for flag in ("siblings", "independent", "epilogue", "elementwise"):
+        with pytest.raises(Wrong, match="merge_dominants"):
+            nb08.q1_dominants(nb08._find, nb08._variant(nb08._merge, flag, **{flag: False}))
+    reference = nb08._scheme_variant("reference")
+    nb08.q2_schemes(nb08._ref_block_local, reference)
+    for wrong in (nb08._wrong_local_always, nb08._wrong_ignores_splits, nb08._wrong_first_element_only):
+        with pytest.raises(Wrong, match="is_block_local"):
+            nb08.q2_schemes(wrong, reference)
+    for flags in ({"shared_for_elements": True}, {"split_global": False}):
+        with pytest.raises(Wrong, match="choose_scheme"):
+            nb08.q2_schemes(nb08._ref_block_local, nb08._scheme_variant("wrong", **flags))
+    nb08.q3_packing(nb08._packed)
+    with pytest.raises(Wrong, match="packed_owner"):
+        nb08.q3_packing(lambda rows, cols, block=1024: nb08._packed(rows, cols, block, contiguous=True))
+    nb08.q4_shuffle(lambda x, lanes, shfl_xor: nb08._butterflies(_lane_partials(x, lanes), shfl_xor))
+    for wrong in (nb08._wrong_numpy_sum, nb08._wrong_contiguous, nb08._wrong_tree):
+        with pytest.raises(Wrong, match="warp_row_sum"):
+            nb08.q4_shuffle(wrong)
+
+
+def _lane_partials(x, lanes):
+    """Each lane's float32 partial over its strided columns, folded in loop order."""
+    import numpy as np
+    acc = np.zeros((x.shape[0], lanes), np.float32)
+    for start in range(0, x.shape[1], lanes):
+        part = x[:, start:start + lanes]
+        acc[:, :part.shape[1]] += part
+    return acc

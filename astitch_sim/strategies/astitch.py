@@ -226,14 +226,26 @@ def _groups_for(graph, names: set, escapes: set, max_slots: int = 1 << 30) -> li
     return b.groups
 
 
+def dominant_candidates(graph, names, escapes) -> list:
+    """Step 2, dominant identification: the names of a stitch scope's candidate dominants, in graph order.
+
+    A candidate is a reduce, a value that leaves the scope (``escapes``: a graph output or read by another
+    kernel), or an expensive elementwise op whose result is broadcast to a user in the scope (the paper's
+    one-to-many pattern: recomputing it per broadcast element would cost more than storing it).  Every other
+    op of the scope is Local: fused through registers into a candidate's group.  Public (tutorial 8 has
+    students write this rule and compares theirs with it on graphs they have not seen)."""
+    names = set(names)
+    return [n.name for n in graph if n.name in names and (
+        n.op == "reduce" or n.name in escapes
+        or (is_one_to_many_producer(n) and any(u.name in names for u in n.users)))]
+
+
 class _GroupBuilder:
     """The op groups of one stitch scope as they grow, and where each node is computed."""
 
     def __init__(self, graph, names: set, escapes: set, max_slots: int):
         self.graph, self.names, self.max_slots = graph, names, max_slots
-        order = [n for n in graph if n.name in names]
-        self.candidates = [n for n in order if n.op == "reduce" or n.name in escapes
-                           or (is_one_to_many_producer(n) and any(u.name in names for u in n.users))]
+        self.candidates = [graph[n] for n in dominant_candidates(graph, names, escapes)]
         self.cand_names = {n.name for n in self.candidates}
         self.groups: list[_Group] = []
         self.home: dict = {}            # node name -> group that computes it (first copy)

@@ -69,6 +69,9 @@ FORMS = {
     "q3_measurements": {"n_measurements": integer},
     "q1_best_cluster": {"best_cluster": text}, "q2_best_model": {"best_model": text},
     "q3_my_subgraph": {"my_subgraph": graph},
+    "q1_dominants": {"find_dominants": function, "merge_dominants": function},
+    "q2_schemes": {"is_block_local": function, "choose_scheme": function},
+    "q3_packing": {"packed_owner": function}, "q4_shuffle": {"warp_row_sum": function},
 }
 
 

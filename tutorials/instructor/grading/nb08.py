@@ -1,0 +1,592 @@
+"""Checks for 08_write_the_pass: the students' AStitch pass and kernel puzzles against the project's own.
+
+Every check runs the student's functions on graphs, mappings and shapes the notebook never shows -- random
+row-normalisation chains (:func:`chain`, seeded), the model zoo at other shapes, random pairs of thread
+mappings -- and compares what they decide with what astitch-sim decides on the same input: the planner's
+dominant candidates (``strategies.astitch.dominant_candidates``), the op groups of its plans (each stage's
+dominant), the stitch scheme it recorded for every value a later stage reads (``Kernel.values``), the
+kernel builder's block-locality check, the SIMT model's thread mapping (``ThreadMapping.locate``) and the
+float32 result the SIMT model computes for a shuffle reduction, bit for bit.  The hints say where the
+student's pass went wrong (which graph, which node, which rule), never the code that is right.
+"""
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import numpy as np
+
+import astitch_sim as asim
+from astitch_sim.kernel_builder import is_block_local as project_block_local
+from astitch_sim.reduce_scheme import butterfly
+from astitch_sim.strategies.astitch import dominant_candidates
+
+from checks.core import Wrong, answered, exercise
+
+GPU = "V100"
+#: the hidden graphs: seeds of :func:`chain` (the notebook draws none of them) and model-zoo shapes it never uses
+SEEDS = range(100, 124)
+ZOO = [("layernorm", {"rows": 96, "cols": 384}), ("softmax", {"rows": 48, "cols": 1000}),
+       ("rmsnorm", {"rows": 40, "cols": 640}), ("log_softmax", {"rows": 72, "cols": 300}),
+       ("cross_entropy", {"rows": 40, "cols": 500}), ("attention_softmax", {"batch": 2, "heads": 3, "seq": 48}),
+       ("global_norm", {"rows": 48, "cols": 96}), ("paper_fig7", {"n": 24, "c": 40}),
+       ("layernorm_backward", {"rows": 48, "cols": 160}), ("bias_gelu", {"rows": 24, "cols": 200}),
+       ("adam_step", {"size": 3000}), ("softmax", {"rows": 8, "cols": 20000})]
+
+
+def chain(seed: int) -> asim.Graph:
+    """A random row-normalisation chain: 1-3 rounds of "reduce a row, maybe scale / shift / rsqrt the
+    result, broadcast it back, combine it with the running value, maybe apply exp or tanh", some of the
+    per-row results also graph outputs.  Reduce kind, shapes and every maybe are drawn from ``seed``."""
+    rng = random.Random(seed)
+    rows, cols = rng.choice([8, 33, 64, 256, 1000]), rng.choice([32, 100, 128, 512, 2048])
+    g = asim.Graph(f"chain{seed}")
+    cur = g.parameter("x", (rows, cols))
+    outs = []
+    for i in range(rng.randint(1, 3)):
+        t = r = g.reduce(cur, dims=(1,), reducer=rng.choice(["sum", "max"]), name=f"r{i}")
+        if rng.random() < 0.6:
+            t = g.multiply(r, g.broadcast(g.constant(1.0 / cols), (rows,)), name=f"s{i}")
+        if rng.random() < 0.4:
+            t = g.add(t, g.broadcast(g.constant(1.0), (rows,)), name=f"e{i}")
+            if rng.random() < 0.5:
+                t = g.rsqrt(t, name=f"rs{i}")
+        b = g.broadcast(t, (rows, cols), dimensions=(0,), name=f"b{i}")
+        op = rng.choice(["subtract", "multiply", "divide"])
+        cur = getattr(g, op)(cur, b, name=f"y{i}")
+        if rng.random() < 0.3:
+            cur = g.exp(cur, name=f"x{i}") if op == "subtract" else g.tanh(cur, name=f"t{i}")
+        if rng.random() < 0.25:
+            outs.append(t)
+    g.set_outputs(cur, *outs)
+    return g
+
+
+def row_then_column(rows: int, cols: int) -> asim.Graph:
+    """A row-normalised ``exp(x)`` whose elements a column reduction reads again: the one family here where
+    a value over every element crosses into a stage with another mapping (rows, then columns)."""
+    g = asim.Graph(f"row_then_column_{rows}x{cols}")
+    x = g.parameter("x", (rows, cols))
+    t = g.exp(x, name="t")
+    r = g.reduce(t, dims=(1,), name="r")
+    y = g.divide(t, g.broadcast(r, (rows, cols), dimensions=(0,)), name="y")
+    g.set_outputs(y, g.reduce(g.multiply(y, t, name="yt"), dims=(0,), name="c"))
+    return g
+
+
+@lru_cache(maxsize=None)
+def hidden_plans() -> tuple:
+    """The astitch plans (the raw stitch plans: ``never_behind=False``) of every hidden graph."""
+    graphs = [chain(s) for s in SEEDS] + [asim.workload(w, **shape) for w, shape in ZOO] + \
+        [row_then_column(r, c) for r, c in ((64, 128), (40, 1000))]
+    return tuple(asim.compile(g, "astitch", GPU, never_behind=False) for g in graphs)
+
+
+def stitch_kernels():
+    """``(plan, kernel, scope, outputs)`` for every stitch kernel of the hidden plans."""
+    for plan in hidden_plans():
+        for k in plan.kernels:
+            if k.name.startswith("stitch."):
+                scope = {n for s in k.stages for n in list(s.ops) + list(s.epilogue)}
+                yield plan, k, scope, set(k.outputs)
+
+
+def _where(plan, k) -> str:
+    return f"graph {plan.graph.name!r}, kernel {k.name}"
+
+
+def _call(fn, what: str, *args):
+    try:
+        return fn(*args)
+    except Wrong:
+        raise
+    except Exception as e:
+        raise Wrong(f"{what} raised {type(e).__name__}: {e}") from None
+
+
+def _callable(fn, what: str) -> None:
+    answered(fn, what)
+    if not callable(fn):
+        raise Wrong(f"{what} should be a function")
+
+
+def _names(value, what: str) -> list:
+    if value is None:
+        raise Wrong(f"{what} returned None: return a list of node names (did you forget the return?)")
+    if isinstance(value, str) or not all(isinstance(x, str) for x in value):
+        raise Wrong(f"{what} should return a list of node names (strings)")
+    return list(value)
+
+
+def _why_candidate(g, name: str, outputs: set) -> str:
+    node = g[name]
+    if node.op == "reduce":
+        return "a reduce"
+    if name in outputs:
+        return "a value that leaves the kernel"
+    return "an expensive op whose result is broadcast"
+
+
+# -- question 1: dominant identification and merging ----------------------------------------------------------
+
+def _check_find(find_dominants) -> None:
+    for plan, k, scope, outputs in stitch_kernels():
+        g = plan.graph
+        truth = dominant_candidates(g, scope, outputs)
+        got = _names(_call(find_dominants, "find_dominants", g, set(scope), set(outputs)), "find_dominants")
+        if got == truth:
+            continue
+        where = _where(plan, k)
+        missing = [n for n in truth if n not in got]
+        extra = [n for n in got if n not in truth]
+        if missing:
+            raise Wrong(f"find_dominants on {where}: you miss {missing[0]} ({g[missing[0]].op}), "
+                        f"{_why_candidate(g, missing[0], outputs)}")
+        if extra:
+            n = extra[0]
+            why = ("it is not in the scope" if n not in scope else
+                   f"an op {g[n].op!r} that neither reduces, nor leaves the kernel, nor is an expensive op broadcast "
+                   "to a user in the scope: it is Local")
+            raise Wrong(f"find_dominants on {where}: {n} is no candidate: {why}")
+        raise Wrong(f"find_dominants on {where}: the right candidates, but not in graph order (iterate over the "
+                    "graph, which is in topological order)")
+
+
+def _leaders(k) -> dict:
+    first = {}
+    for s in k.stages:
+        for n in list(s.ops) + list(s.epilogue):
+            first.setdefault(n, s.dominant)
+    return first
+
+
+def _check_merge(merge_dominants) -> None:
+    for plan, k, scope, outputs in stitch_kernels():
+        g = plan.graph
+        cands = dominant_candidates(g, scope, outputs)
+        first = _leaders(k)
+        truth = {c: first[c] for c in cands}
+        got = _call(merge_dominants, "merge_dominants", g, list(cands))
+        if not isinstance(got, dict):
+            raise Wrong(f"merge_dominants should return a dict {{candidate: the dominant of its group}}, got "
+                        f"{type(got).__name__}")
+        if set(got) != set(truth):
+            raise Wrong(f"merge_dominants on {_where(plan, k)}: give every candidate it was passed a group "
+                        f"leader (keys: the candidates, values: their groups' dominants)")
+        for c in cands:
+            if got[c] == truth[c]:
+                continue
+            node, where = g[c], _where(plan, k)
+            if truth[c] == c:
+                raise Wrong(f"merge_dominants on {where}: {c} ({node.op}) starts a group of its own: "
+                            "which rule merged it?")
+            lead = g[truth[c]]
+            if node.op == "reduce":
+                raise Wrong(f"merge_dominants on {where}: {c} is a sibling reduce of an earlier group's "
+                            "reduce (same input shape and dimensions, and it does not depend on that group's "
+                            "results): it joins that group")
+            if lead.op == "reduce" and tuple(node.shape) == tuple(lead.shape):
+                raise Wrong(f"merge_dominants on {where}: {c} has the reduced shape and is computed from a "
+                            "reduce group's results: a sub-dominant in that group's epilogue")
+            raise Wrong(f"merge_dominants on {where}: {c} is elementwise over the domain of an earlier group "
+                        "without a reduce: it joins that group (what it reads there, it reads at its own element)")
+
+
+# The plausible wrong passes CI feeds to the checks: the notebook's rules with one of them left out.
+
+def _depends(node, targets: set) -> bool:
+    seen, stack = set(), [node]
+    while stack:
+        for o in stack.pop().operands:
+            if o.name in targets:
+                return True
+            if o.name not in seen:
+                seen.add(o.name)
+                stack.append(o)
+    return False
+
+
+def _find(graph, scope, outputs, *, leaving=True, broadcast=True, expensive_only=True):
+    out = []
+    for n in graph:
+        if n.name not in scope:
+            continue
+        fans_out = bool(asim.analysis.broadcast_users(n)) and any(u.name in scope for u in n.users)
+        if n.op == "reduce" or (leaving and n.name in outputs) or (
+                broadcast and asim.analysis.is_expensive(n) and (fans_out or not expensive_only)):
+            out.append(n.name)
+    return out
+
+
+def _merge(graph, dominants, *, siblings=True, independent=True, epilogue=True, elementwise=True):
+    groups, leader = [], {}
+    for name in dominants:
+        d = graph[name]
+        if d.op == "reduce":
+            home = next((gr for gr in groups if siblings and gr["reduces"]
+                         and gr["reduces"][0].operands[0].shape == d.operands[0].shape
+                         and gr["reduces"][0].attrs["dimensions"] == d.attrs["dimensions"]
+                         and not (independent and _depends(d, gr["results"]))), None)
+            if home is None:
+                home = {"leader": name, "domain": tuple(d.operands[0].shape), "reduces": [], "results": set()}
+                groups.append(home)
+            home["reduces"].append(d)
+        else:
+            home = next((gr for gr in reversed(groups) if epilogue and gr["reduces"]
+                         and tuple(d.shape) == tuple(gr["reduces"][0].shape) and _depends(d, gr["results"])), None)
+            if home is None:
+                same = [gr for gr in groups if gr["domain"] == tuple(d.shape)]
+                if elementwise and same and not same[-1]["reduces"]:
+                    home = same[-1]
+                else:
+                    home = {"leader": name, "domain": tuple(d.shape), "reduces": [], "results": set()}
+                    groups.append(home)
+        home["results"].add(name)
+        leader[name] = home["leader"]
+    return leader
+
+
+def _variant(fn, label: str, **flags):
+    def wrong(*args):
+        return fn(*args, **flags)
+    wrong.__name__ = wrong.__qualname__ = label
+    return wrong
+
+
+@exercise(wrong=[{"find_dominants": _variant(_find, "find_without_outputs", leaving=False)},
+                 {"find_dominants": _variant(_find, "find_without_broadcast_producers", broadcast=False)},
+                 {"find_dominants": _variant(_find, "find_every_expensive_op", expensive_only=False)},
+                 {"merge_dominants": _variant(_merge, "merge_without_siblings", siblings=False)},
+                 {"merge_dominants": _variant(_merge, "merge_dependent_siblings", independent=False)},
+                 {"merge_dominants": _variant(_merge, "merge_without_epilogues", epilogue=False)},
+                 {"merge_dominants": _variant(_merge, "merge_without_elementwise_groups", elementwise=False)},
+                 {"merge_dominants": lambda graph, dominants: {d: d for d in dominants}}])
+def q1_dominants(find_dominants, merge_dominants):
+    _callable(find_dominants, "find_dominants")
+    _callable(merge_dominants, "merge_dominants")
+    _check_find(find_dominants)
+    _check_merge(merge_dominants)
+
+
+# -- question 2: the block-locality check and the stitch scheme of every edge ------------------------------------
+
+@lru_cache(maxsize=None)
+def _locality_graph(rows: int, cols: int):
+    """x[rows, cols] -> r = sum over each row -> y = x * broadcast(r) (a consumer over [rows, cols]) and
+    z = r * w (one over [rows]): the two shapes a per-row value is read in."""
+    g = asim.Graph(f"locality_{rows}x{cols}")
+    x, w = g.parameter("x", (rows, cols)), g.parameter("w", (rows,))
+    r = g.reduce(x, dims=(1,), name="r")
+    y = g.multiply(x, g.broadcast(r, (rows, cols), dimensions=(0,), name="rb"), name="y")
+    z = g.multiply(r, w, name="z")
+    g.set_outputs(y, z)
+    return g
+
+
+def _pow2s(lo: int, hi: int) -> list:
+    return [1 << i for i in range(lo.bit_length() - 1, hi.bit_length())]
+
+
+def mapping_pairs(seed: int = 2024, count: int = 60) -> list:
+    """``(producer, consumer, rows, project's answer)``: a row reduction's mapping (horizontal packing,
+    maybe split, maybe capped at a wave) and a mapping of a later stage over ``[rows, cols]`` or ``[rows]``
+    (the same, another packing, another grid, a flat loop), drawn from ``seed``."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        rows, cols = rng.choice([6, 16, 40, 64, 100]), rng.choice([8, 32, 48, 256, 1000])
+        block = rng.choice([64, 128, 256, 1024])
+        tpr = rng.choice([t for t in _pow2s(1, block) if t <= max(1, cols) * 2 and t <= block] or [1])
+        splits = rng.choice([1, 1, 2]) if cols >= 2 * tpr else 1
+        natural = -(-rows // (block // tpr)) * splits
+        grid = max(splits, rng.choice([natural, natural, max(1, natural // 2)]) // splits * splits)
+        combine = asim.Combine.ATOMIC if splits > 1 else asim.Combine.NONE
+        prod = asim.ThreadMapping("rows", (rows, cols), ((0,), (1,)), block=block, grid=grid, threads_per_row=tpr,
+                                  splits=splits, combine=combine)
+        kind = rng.choice(["same", "rows", "rows", "flat", "flat_rows"])
+        if kind == "same":
+            cons, node = prod, "y"
+        elif kind == "rows":
+            t2 = rng.choice([t for t in _pow2s(1, block) if t <= block])
+            n2 = -(-rows // (block // t2))
+            cons, node = asim.ThreadMapping("rows", (rows, cols), ((0,), (1,)), block=block,
+                                            grid=rng.choice([n2, max(1, grid // splits)]), threads_per_row=t2), "y"
+        elif kind == "flat":
+            cons, node = asim.ThreadMapping("flat", (rows, cols), ((0, 1),), block=block,
+                                            grid=rng.choice([grid, max(1, rows * cols // block)])), "y"
+        else:
+            cons, node = asim.ThreadMapping("flat", (rows,), ((0,),), block=block, grid=grid), "z"
+        g = _locality_graph(rows, cols)
+        p_stage = asim.Stage("r", ["r"], prod)
+        c_stage = asim.Stage(node, ["rb", "y"] if node == "y" else ["z"], cons)
+        truth = project_block_local(g, p_stage, c_stage, "r", {"r"})
+        out.append((prod, cons, rows, truth))
+    return out
+
+
+def _describe(m) -> str:
+    extra = f", {m.threads_per_row} threads per row" if m.kind == "rows" else ""
+    split = f", each row split over {m.splits} blocks" if m.splits > 1 else ""
+    return f"a {m.kind} mapping over {list(m.domain)} ({m.grid} blocks of {m.block}{extra}{split})"
+
+
+def _check_block_local(is_block_local) -> None:
+    pairs = mapping_pairs()
+    assert any(t for *_, t in pairs) and not all(t for *_, t in pairs)      # both answers occur
+    for prod, cons, rows, truth in pairs:
+        got = _call(is_block_local, "is_block_local", prod, cons, rows)
+        if not isinstance(got, (bool, np.bool_)):
+            raise Wrong(f"is_block_local should return True or False, got {type(got).__name__}")
+        if bool(got) == truth:
+            continue
+        case = f"producer {_describe(prod)}, consumer {_describe(cons)}"
+        if truth:
+            hint = ("every consumer block reads only rows its own block reduced" +
+                    ("; a split row is held by all the blocks it is split over" if prod.splits > 1 else ""))
+            raise Wrong(f"is_block_local({case}): you say no, but {hint}")
+        raise Wrong(f"is_block_local({case}): you say yes, but some consumer block reads a row another block "
+                    "reduced (compare, element by element, the consumer's block with the blocks holding its row)")
+
+
+def _stripped(stage):
+    """A stage as the student's pass sees it: its ops, epilogue and mapping (nothing the builder decided)."""
+    return asim.Stage(stage.dominant, list(stage.ops), stage.mapping, list(stage.epilogue))
+
+
+SCHEMES = ("local", "regional", "global")
+
+
+def _check_schemes(choose_scheme) -> None:
+    seen = set()
+    for plan, k, _, _ in stitch_kernels():
+        g = plan.graph
+        for name, v in k.values.items():
+            later = [j for j in v.read_by if j > v.stage]
+            if v.stage < 0 or not later:
+                continue
+            truth = v.scheme.value
+            seen.add(truth)
+            got = _call(choose_scheme, "choose_scheme", g, name, _stripped(k.stages[v.stage]),
+                        [_stripped(k.stages[j]) for j in later])
+            if not isinstance(got, str) or got.strip().lower() not in SCHEMES:
+                raise Wrong(f"choose_scheme should return one of the strings {SCHEMES}, got {got!r}")
+            if got.strip().lower() == truth:
+                continue
+            node, where = g[name], _where(plan, k)
+            per_task = node.op == "reduce" or name in k.stages[v.stage].epilogue
+            if not per_task:
+                raise Wrong(f"choose_scheme on {where}: {name} ({node.op}) is computed at every element of "
+                            f"stage {v.stage}: registers if every reader maps its elements to the same threads "
+                            "(and a thread holds few enough of them), global memory otherwise -- never shared")
+            if node.op == "reduce" and k.stages[v.stage].mapping.splits > 1:
+                raise Wrong(f"choose_scheme on {where}: {name} is reduced over blocks (task splitting): its parts "
+                            "meet in global memory")
+            raise Wrong(f"choose_scheme on {where}: {name} is one value per row; does every reader block read "
+                        "only rows it reduced itself? (your is_block_local, per reader)")
+    assert seen == set(SCHEMES), seen       # the hidden plans exercise every scheme
+
+
+def _wrong_local_always(producer, consumer, rows):
+    return producer == consumer
+
+
+def _wrong_ignores_splits(producer, consumer, rows):
+    e = np.arange(consumer.size)
+    row = e // max(1, consumer.size // rows)
+    return bool(np.all(consumer.locate(e)[0] == producer.locate(producer.first_element_of_task(row))[0]))
+
+
+def _wrong_first_element_only(producer, consumer, rows):
+    e = np.arange(consumer.size)
+    row = e // max(1, consumer.size // rows)
+    first = producer.locate(producer.first_element_of_task(row))[0]
+    mine = consumer.locate(e)[0]
+    return bool(mine[0] >= first[0])
+
+
+def _scheme_variant(label: str, *, shared_for_elements=False, split_global=True, register_same=True):
+    def wrong(graph, name, producer, readers):
+        node = graph[name]
+        per_task = node.op == "reduce" or name in producer.epilogue
+        same = all(r.mapping == producer.mapping for r in readers)
+        if not per_task:
+            if same and (register_same or tuple(node.shape) == producer.mapping.domain):
+                return "local"
+            return "regional" if shared_for_elements else "global"
+        if split_global and node.op == "reduce" and producer.mapping.splits > 1:
+            return "global"
+        rows = max(1, node.size)
+        return "regional" if all(_ref_block_local(producer.mapping, r.mapping, rows) for r in readers) else "global"
+    wrong.__name__ = wrong.__qualname__ = label
+    return wrong
+
+
+def _ref_block_local(producer, consumer, rows):
+    e = np.arange(consumer.size)
+    row = e // max(1, consumer.size // rows)
+    first = producer.locate(producer.first_element_of_task(row))[0]
+    mine = consumer.locate(e)[0]
+    return bool(np.all((mine >= first) & (mine < first + producer.splits)))
+
+
+@exercise(wrong=[{"is_block_local": _wrong_local_always}, {"is_block_local": _wrong_ignores_splits},
+                 {"is_block_local": _wrong_first_element_only},
+                 {"is_block_local": lambda producer, consumer, rows: True},
+                 {"choose_scheme": _scheme_variant("shared_for_elements", shared_for_elements=True)},
+                 {"choose_scheme": _scheme_variant("split_reduce_in_shared", split_global=False)},
+                 {"choose_scheme": lambda graph, name, producer, readers: "regional"}])
+def q2_schemes(is_block_local, choose_scheme):
+    _callable(is_block_local, "is_block_local")
+    _callable(choose_scheme, "choose_scheme")
+    _check_block_local(is_block_local)
+    _check_schemes(choose_scheme)
+
+
+# -- questions 3 and 4: kernel puzzles on the SIMT model -------------------------------------------------------
+
+#: hidden shapes of the row reduction (rows, cols): packed short rows, a row per warp, rows over several warps
+#: (none is split over blocks: that is task splitting, notebook 4)
+PUZZLE_SHAPES = [(70, 20), (33, 48), (400, 96), (9, 5), (50, 200), (128, 700), (12, 1024), (300, 1500), (3, 2)]
+
+
+@lru_cache(maxsize=None)
+def _row_reduce(rows: int, cols: int):
+    """The astitch plan of ``row_reduce`` (sum of x*x per row), an input, and the SIMT model's result."""
+    g = asim.workload("row_reduce", rows=rows, cols=cols)
+    plan = asim.compile(g, "astitch", GPU, never_behind=False)
+    rng = np.random.default_rng(rows * 7919 + cols)
+    x = (rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-3, 3, (rows, cols))).astype(np.float32)
+    out = np.asarray(asim.simulate(plan, {"x": x}).outputs[0], dtype=np.float32)
+    assert plan.kernels[0].stages[0].mapping.splits == 1
+    return plan, x, out
+
+
+@exercise(wrong=[lambda rows, cols, block=1024: (np.zeros((rows, cols), int), np.zeros((rows, cols), int)),
+                 lambda rows, cols, block=1024: (np.broadcast_to(np.arange(rows)[:, None], (rows, cols)),
+                                                  np.broadcast_to(np.arange(cols)[None, :], (rows, cols))),
+                 lambda rows, cols, block=1024: _packed(rows, cols, block, round_up=True),
+                 lambda rows, cols, block=1024: _packed(rows, cols, block, contiguous=True)])
+def q3_packing(packed_owner):
+    _callable(packed_owner, "packed_owner")
+    for rows, cols in PUZZLE_SHAPES:
+        plan, _, _ = _row_reduce(rows, cols)
+        k = plan.kernels[0]
+        blocks, threads, _ = k.stages[0].mapping.locate(np.arange(rows * cols))
+        got = _call(packed_owner, "packed_owner", rows, cols, k.block)
+        try:
+            b, t = (np.asarray(a) for a in got)
+        except (TypeError, ValueError):
+            raise Wrong("packed_owner should return two arrays (blocks, threads), each of shape (rows, cols)") from None
+        if b.shape != (rows, cols) or t.shape != (rows, cols):
+            raise Wrong(f"packed_owner({rows}, {cols}, {k.block}): each array should have shape ({rows}, {cols}), "
+                        f"got {b.shape} and {t.shape}")
+        case = f"packed_owner({rows}, {cols}, block={k.block})"
+        if not np.array_equal(b.reshape(-1), blocks):
+            raise Wrong(f"{case}: some elements are in the wrong block: how many rows share a block when each "
+                        "row gets a power of two of threads?")
+        if not np.array_equal(t.reshape(-1), threads):
+            bad = np.flatnonzero(t.reshape(-1) != threads)[0]
+            r, c = divmod(int(bad), cols)
+            raise Wrong(f"{case}: element ({r}, {c}) is in its block but on the wrong thread: a row's threads "
+                        "take its columns in turn (a strided loop), and rows sit side by side in the block")
+
+
+def _packed(rows, cols, block, round_up=False, contiguous=False):
+    tpr = 1 << ((cols - 1).bit_length() if (round_up or cols < 32) else cols.bit_length() - 1)
+    tpr = min(block, tpr)
+    rpb = block // tpr
+    r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    lane = (c * tpr) // cols if contiguous else c % tpr
+    return np.broadcast_to(r // rpb, (rows, cols)), (r % rpb) * tpr + lane
+
+
+class _Warp:
+    """The ``shfl_xor`` a check hands the student's reduction: a warp's exchange (at most 32 lanes, an xor
+    offset inside them), recording every offset so the butterfly can be compared with the SIMT model's."""
+
+    def __init__(self):
+        self.offsets = []
+
+    def __call__(self, values, offset):
+        values = np.asarray(values)
+        lanes = values.shape[-1] if values.ndim else 0
+        if not 0 < lanes <= 32 or lanes & (lanes - 1):
+            raise Wrong("shfl_xor exchanges registers between the lanes of one warp: the last axis of its "
+                        f"argument must be a power of two of at most 32 lanes, got {lanes}")
+        if not 0 < offset < lanes:
+            raise Wrong(f"shfl_xor: offset {offset} outside the {lanes} lanes")
+        self.offsets.append(int(offset))
+        return values[..., np.arange(lanes) ^ offset]
+
+
+def _wrong_numpy_sum(x, threads_per_row, shfl_xor):
+    return x.sum(axis=1, dtype=np.float32)
+
+
+def _wrong_contiguous(x, threads_per_row, shfl_xor):
+    rows, cols = x.shape
+    per = -(-cols // threads_per_row)
+    pad = np.zeros((rows, per * threads_per_row), np.float32)
+    pad[:, :cols] = x
+    return _butterflies(pad.reshape(rows, threads_per_row, per).sum(axis=2, dtype=np.float32), shfl_xor)
+
+
+def _wrong_tree(x, threads_per_row, shfl_xor):
+    rows, cols = x.shape
+    acc = np.zeros((rows, threads_per_row), np.float32)
+    for i in range(0, cols, threads_per_row):
+        part = x[:, i:i + threads_per_row]
+        acc[:, :part.shape[1]] += part
+    n = threads_per_row
+    while n > 1:
+        n //= 2
+        acc = acc[:, :n] + acc[:, n:2 * n]
+    return acc[:, 0]
+
+
+def _butterflies(acc, shfl_xor):
+    rows, lanes = acc.shape
+    warp = min(lanes, 32)
+    v = acc.reshape(rows, lanes // warp, warp)
+    h = warp // 2
+    while h:
+        v = v + shfl_xor(v, h)
+        h //= 2
+    if lanes <= 32:
+        return v[:, 0, 0]
+    w = lanes // 32
+    p = 1 << (w - 1).bit_length()
+    t = np.zeros((rows, p), np.float32)
+    t[:, :w] = v[:, :, 0]
+    h = p // 2
+    while h:
+        t = t + shfl_xor(t, h)
+        h //= 2
+    return t[:, 0]
+
+
+@exercise(wrong=[_wrong_numpy_sum, _wrong_contiguous, _wrong_tree])
+def q4_shuffle(warp_row_sum):
+    _callable(warp_row_sum, "warp_row_sum")
+    for rows, cols in PUZZLE_SHAPES:
+        plan, x, truth = _row_reduce(rows, cols)
+        stage = plan.kernels[0].stages[0]
+        lanes = stage.mapping.threads_per_row
+        warp = _Warp()
+        got = _call(warp_row_sum, "warp_row_sum", x * x, lanes, warp)
+        got = np.asarray(got)
+        case = f"warp_row_sum on a ({rows}, {cols}) input with {lanes} threads per row"
+        if got.shape != (rows,):
+            raise Wrong(f"{case}: return one total per row, shape ({rows},); got shape {got.shape}")
+        expected = list(butterfly(min(lanes, 32))) + (list(butterfly(lanes // 32)) if lanes > 32 else [])
+        if stage.reduce_scheme.value != "shuffle":           # pragma: no cover - the planner shuffles these rows
+            raise AssertionError(f"{case}: the plan does not shuffle ({stage.reduce_why})")
+        if warp.offsets != expected:
+            raise Wrong(f"{case}: your shfl_xor offsets differ from the SIMT model's butterfly: a warp's 32 (or "
+                        "fewer) lanes fold with offsets halving down to 1, then, for a row of several warps, "
+                        "the warp totals fold the same way")
+        if got.dtype != np.float32 or not np.array_equal(got.view(np.int32), truth.view(np.int32)):
+            close = np.allclose(got, truth, rtol=1e-4)
+            raise Wrong(f"{case}: the totals are {'close to' if close else 'not'} the SIMT model's but not bit "
+                        "for bit: float32 sums depend on their order. Each lane folds its columns in loop "
+                        "order (lane, lane + lanes, ...) from 0 before the butterfly, all in float32")
