@@ -68,8 +68,9 @@ def _plan_from_arg(arg: str, strategy: str):
 
 def main(argv=None) -> int:
     """``python -m gpu_backend.typecheck [--strategies a,b] WORKLOAD[:k=v,...]|FILE.hlo|PLAN.json ...``"""
+    import astitch_sim as asim
     argv = list(sys.argv[1:] if argv is None else argv)
-    strategies = ["unfused", "xla", "tvm", "astitch"]
+    strategies = list(asim.STRATEGIES)          # every strategy: each gets the same code generator
     if argv[:1] == ["--strategies"]:
         strategies = argv[1].split(",")
         argv = argv[2:]
