@@ -70,6 +70,7 @@ from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Plan, Stage
+from .astitch_ends import record_scope_ends
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
@@ -460,14 +461,15 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
     """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching)."""
     groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     try:
-        return _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts)
+        kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts)
     except _GridExceedsWave as e:
         kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index,
                                     replace(opts, global_stitching=False))
         kernels[0].notes.insert(0, f"vertical packing off: a grid barrier over {e.grid} blocks (> {e.wave} per "
                                    "wave) would deadlock, so no Global stitching: the kernel ends at each "
                                    "Global value")
-        return kernels
+    record_scope_ends(graph, kernels, names, escapes, opts)     # why each kernel ends (astitch_ends.py)
+    return kernels
 
 
 def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts) -> list:
