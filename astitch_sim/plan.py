@@ -243,7 +243,9 @@ class Plan(Sealable):
         stage computes the producer itself (Local, or recomputed there), else where
         the kernel keeps the producer's value (``register``, ``shared``, ``global``);
         ``global`` for a kernel input (a parameter, an array constant, another kernel's
-        result).  Scalar constants, folded into the code, have no edge.
+        result).  A Regional reduce read by its stage's epilogue reached it through
+        ``shared`` memory: its task's threads combined their partials there first.  Scalar
+        constants, folded into the code, have no edge.
         """
         out = []
         for ki, k in enumerate(self.kernels):
@@ -259,6 +261,9 @@ class Plan(Sealable):
                             continue
                         v = k.values.get(o.name)
                         space = "register" if o.name in own else (v.space if v is not None else "global")
+                        if (o.name in s.ops and c in s.epilogue and v is not None and v.scheme is Scheme.REGIONAL
+                                and o.op == "reduce"):
+                            space = "shared"    # combined across the task's threads in shared memory first
                         if v is not None and v.stage < 0 and si <= v.loaded_in:
                             space = "global"        # a kept input: its loading stage reads global memory
                         out.append((o.name, c, ki, space))

@@ -173,6 +173,17 @@ def _stage_bytes(s) -> int:
     return 32 * sectors if sectors else s.global_bytes_read + s.global_bytes_written
 
 
+def stage_block_barriers(s) -> int:
+    """Block barriers (``__syncthreads``) a stage's blocks execute in all, as the cost model charges them: the
+    stage boundary's, the reduction trees' folds and the cross-warp step of shuffle reductions."""
+    return s.block_barriers + s.tree_barriers + s.shuffle_barriers
+
+
+def block_barriers_per_block(ks) -> float:
+    """Block barriers each block of a kernel executes (what ``block_barrier_us`` charges, per block)."""
+    return sum(stage_block_barriers(s) for s in ks.stages) / max(1, ks.grid)
+
+
 def stage_terms(gpu: GPU, ks) -> list:
     """Per-block cost terms (us) of each stage of a generated kernel: a list of dicts."""
     c = constants(gpu)
@@ -204,8 +215,7 @@ def stage_terms(gpu: GPU, ks) -> list:
             recompute_us=recompute,
             shared_us=shared,
             overlap_us=-overlap * min(memory, on_chip),
-            block_barrier_us=(s.block_barriers + s.tree_barriers + s.shuffle_barriers) / grid
-            * c["block_barrier_ns"] / 1e3,
+            block_barrier_us=stage_block_barriers(s) / grid * c["block_barrier_ns"] / 1e3,
             atomic_us=s.atomics / grid * concurrent / (c["atomic_per_clock"] * clock),
             block_start_us=c["block_start_ns"] / 1e3 if i == 0 else 0.0,
         ))
