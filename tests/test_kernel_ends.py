@@ -17,6 +17,7 @@ from astitch_sim.kernel_end import EndRule, KernelEnd
 from astitch_sim.strategies import inductor_rules
 from astitch_sim.strategies.fusion import partition_plan
 from astitch_sim.strategies.registry import REGISTRY
+from astitch_sim.workloads import WORKLOADS
 from astitch_sim.strategies.register_only import TVM, UNFUSED
 
 
@@ -50,7 +51,7 @@ def fig7():
 # -- every strategy, every kernel -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("strategy", list(REGISTRY))
-@pytest.mark.parametrize("workload", ["paper_fig7", "layernorm", "softmax"])
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
 def test_every_kernel_of_every_strategy_says_why_it_ends(strategy, workload):
     plan = compiled(asim.workload(workload), strategy)
     for k in plan.kernels:
