@@ -40,6 +40,8 @@ rule                      the kernel ends at ``node`` because                   
 ``global_cut``            without Global stitching (a what-if, or a grid barrier over    astitch
                           more blocks than one wave) the kernel ends before the first
                           stage that reads a Global value
+``read_before_computed``  a later stage reads from memory a value a stage of this        astitch
+                          kernel would compute its own copy of after it
 ``never_behind``          XLA's kernel kept: stitching these ops would cost more         astitch
 ``search_illegal``        stitching the next kernel in is illegal (no schedule keeps     fusionstitching
                           every crossing value in registers or shared memory)
@@ -71,6 +73,7 @@ class EndRule(Word):
     NOT_FUSED = "not_fused"
     SCOPE_END = "scope_end"
     GLOBAL_CUT = "global_cut"
+    READ_BEFORE_COMPUTED = "read_before_computed"
     NEVER_BEHIND = "never_behind"
     SEARCH_ILLEGAL = "search_illegal"
     SEARCH_CHOICE = "search_choice"
@@ -109,6 +112,7 @@ SOURCES = {
                                     "compute-intensive (library) ops",
     ("AStitch", EndRule.GLOBAL_CUT): "paper Section 4.2: Global stitching needs a grid barrier with every block "
                                      "resident; without it the kernel ends there",
+    ("AStitch", EndRule.READ_BEFORE_COMPUTED): "astitch_sim/strategies/astitch.py _reads_before_computed",
     ("AStitch", EndRule.NEVER_BEHIND): "astitch_sim/strategies/never_behind.py (XLA's fusion is in AStitch's "
                                        "search space)",
     ("FusionStitching", EndRule.SCOPE_END): "Zheng et al. 2020: fusion patterns are runs of XLA kernels between "

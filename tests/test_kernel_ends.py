@@ -165,6 +165,15 @@ def test_astitch_ends_at_the_scope_and_cuts_only_without_global_stitching():
     assert all("global_stitching=False" in e.why for _, e in cuts)
 
 
+def test_astitch_cut_by_a_grid_over_one_wave_says_vertical_packing_is_off():
+    g = asim.workload("paper_fig7", n=4096, c=4096)
+    cut = compiled(g, "astitch", vertical_packing=False)
+    (e,) = ends_at(cut, "reduce.1", EndRule.GLOBAL_CUT)
+    assert "vertical packing off: a grid barrier over 4096 blocks" in e.why
+    packed = compiled(g, "astitch", never_behind=False)          # vertical packing on: one kernel, no cut
+    assert len(packed.kernels) == 1 and not ends(packed, EndRule.GLOBAL_CUT)
+
+
 def test_astitch_scope_ends_at_a_library_op():
     g = asim.Graph("mlp")
     x = g.parameter("x", (64, 64))

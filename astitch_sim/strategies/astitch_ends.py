@@ -6,7 +6,9 @@ is read by a library kernel (a matrix product, a sort: the compute-intensive ops
 the clusters), or is read by another stitch scope.  Inside a scope a kernel ends only where
 Global stitching is not allowed (``global_cut``): the what-if ``global_stitching=False``, or a grid
 barrier over more blocks than one wave when vertical packing is off; the kernel then ends
-before the first stage that would read a Global value (``astitch._cut_into_kernels``).
+before the first stage that would read a Global value (``astitch._cut_into_kernels``).  A scope is also
+cut before a group that reads from memory a value a later group of the same kernel would compute its own
+copy of (``read_before_computed``, ``astitch._reads_before_computed``).
 :func:`record_scope_ends` is called on the kernels of one scope, as ``astitch._build_kernels``
 makes them; the never-behind step records its own reason when it puts XLA's kernels back.
 """
@@ -34,20 +36,23 @@ def _why_escapes(graph, n: str, scope: set) -> str:
     return f"{n} is read by {', '.join(others) or 'another kernel'} in another stitch scope"
 
 
-def record_scope_ends(graph, kernels: list, scope: set, escapes: set, opts) -> None:
-    """Set ``ends`` on the kernels one stitch scope became (in order): a cut after each but the last,
-    and the scope's escaping values where they are written."""
-    why_cut = ("the what-if global_stitching=False" if not opts.global_stitching else
-               "vertical packing is off and the grid barrier would need more blocks than one wave holds")
+def record_scope_ends(graph, kernels: list, scope: set, escapes: set, cuts: list, no_global: str) -> None:
+    """Set ``ends`` on the kernels one stitch scope became (in order): the scope's escaping values where they
+    are written, and after each kernel but the last the cut ``cuts`` names (``astitch._cut_into_kernels``);
+    ``no_global`` says why Global stitching was off for a ``global_cut``."""
     for i, k in enumerate(kernels):
         ends = [end(TITLE, n, EndRule.SCOPE_END, _why_escapes(graph, n, scope) + ": the stitch scope ends here")
                 for n in k.outputs if n in escapes]
         if i + 1 < len(kernels):
             nxt = kernels[i + 1]
-            ends.append(end(TITLE, _last_op(k), EndRule.GLOBAL_CUT,
-                            f"no Global stitching ({why_cut}): the next stage (dominant {nxt.stages[0].dominant}, "
-                            f"now {nxt.name}) would read a value of this kernel across blocks after a grid barrier, "
-                            "so the kernel ends here"))
+            if cuts[i] is EndRule.GLOBAL_CUT:
+                why = (f"no Global stitching ({no_global}): the next stage (dominant {nxt.stages[0].dominant}, now "
+                       f"{nxt.name}) would read a value of this kernel across blocks after a grid barrier, so the "
+                       "kernel ends here")
+            else:
+                why = (f"the next stage (dominant {nxt.stages[0].dominant}, now {nxt.name}) reads from memory a "
+                       "value a stage of this kernel would compute its own copy of after it")
+            ends.append(end(TITLE, _last_op(k), cuts[i], why))
         k.ends = ends
 
 
