@@ -2,25 +2,24 @@
 
 The explorer decides nothing: why a kernel ends is what the strategy recorded in the plan
 (``Kernel.ends``, ``astitch_sim/kernel_end.py``); how many block barriers a kernel has is the
-count the cost model charges (``simt.cost.block_barriers_per_block``) on the static counters
-(``strategies/fs_cost.kernel_counters``, the estimate the never-behind step and the FusionStitching
-search price kernels with: instant at any size).  Stage boundaries are only part of it: a reduction
-tree synchronises once per fold, a shuffle reduction once when its tasks span warps.
+count the SIMT model counts and the cost model charges, worked out from the plan alone
+(``simt.cost.block_barriers_per_block``: instant at any size; ``tests/test_cost.py`` checks it
+against simulated counters).  Stage boundaries are only part of it: a reduction tree synchronises
+once per fold, a shuffle reduction once when its tasks span warps.
 """
 from __future__ import annotations
 
 import html
 
 from astitch_sim.simt.cost import block_barriers_per_block
-from astitch_sim.strategies.fs_cost import kernel_counters
 
 
-def block_barriers(plan, index: int) -> float:
+def block_barriers(plan, index: int) -> int:
     """Block barriers each block of kernel ``index`` executes, as the cost model charges them."""
     k = plan.kernels[index]
     if k.kind != "generated":
-        return 0.0
-    return block_barriers_per_block(kernel_counters(plan.graph, k))
+        return 0
+    return block_barriers_per_block(k)
 
 
 def barrier_text(plan, index: int) -> str:

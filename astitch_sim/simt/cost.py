@@ -179,9 +179,23 @@ def stage_block_barriers(s) -> int:
     return s.block_barriers + s.tree_barriers + s.shuffle_barriers
 
 
-def block_barriers_per_block(ks) -> float:
-    """Block barriers each block of a kernel executes (what ``block_barrier_us`` charges, per block)."""
-    return sum(stage_block_barriers(s) for s in ks.stages) / max(1, ks.grid)
+def block_barriers_per_block(kernel) -> int:
+    """Block barriers each block of a generated ``kernel`` executes, from its plan alone: exactly what the
+    SIMT model counts (``stage_block_barriers`` summed over stages, divided by the grid) and
+    ``block_barrier_us`` charges.  Per stage: one for a block ``barrier_after``; per task trip, a
+    shared-memory tree's ``tree_barriers(lanes)`` for each reduce, or one for a shuffle reduction whose
+    tasks span warps (``astitch_sim/reduce_scheme.py``).  The explorer shows this count."""
+    from ..reduce_scheme import lanes_of, tree_barriers, warps_across
+    from ..vocabulary import Barrier, ReduceScheme
+    total = 0
+    for s in kernel.stages:
+        m = s.mapping
+        total += s.barrier_after is Barrier.BLOCK
+        if s.reduces and s.reduce_scheme is ReduceScheme.TREE and lanes_of(m) > 1:
+            total += len(s.reduces) * m.task_iterations * tree_barriers(lanes_of(m))
+        if s.reduces and warps_across(s):
+            total += m.task_iterations
+    return total
 
 
 def stage_terms(gpu: GPU, ks) -> list:
