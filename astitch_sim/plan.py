@@ -50,6 +50,7 @@ from typing import Optional
 from .errors import AStitchError
 from .graph import Graph
 from .hardware import GPU, gpu as get_gpu
+from .kernel_end import KernelEnd
 from .machine import MachineResources
 from .mapping import ThreadMapping
 from .sealed import Sealable, plain
@@ -134,6 +135,7 @@ class Kernel(Sealable):
     scratch_bytes: int = 0                         # bytes of reduction scratch (shared with every stage)
     machine: Optional[MachineResources] = None     # what ptxas reported (gpu_backend.apply_compiler); None: estimate
     index_bits: int = 64                           # width of the index arithmetic (astitch_sim/index_bits.py)
+    ends: list = field(default_factory=list)       # why the kernel ends: KernelEnd per boundary op (kernel_end.py)
 
     @property
     def global_barriers(self) -> int:
@@ -241,7 +243,9 @@ class Plan(Sealable):
         stage computes the producer itself (Local, or recomputed there), else where
         the kernel keeps the producer's value (``register``, ``shared``, ``global``);
         ``global`` for a kernel input (a parameter, an array constant, another kernel's
-        result).  Scalar constants, folded into the code, have no edge.
+        result).  A Regional reduce read by its stage's epilogue reached it through
+        ``shared`` memory: its task's threads combined their partials there first.  Scalar
+        constants, folded into the code, have no edge.
         """
         out = []
         for ki, k in enumerate(self.kernels):
@@ -257,6 +261,9 @@ class Plan(Sealable):
                             continue
                         v = k.values.get(o.name)
                         space = "register" if o.name in own else (v.space if v is not None else "global")
+                        if (o.name in s.ops and c in s.epilogue and v is not None and v.scheme is Scheme.REGIONAL
+                                and o.op == "reduce"):
+                            space = "shared"    # combined across the task's threads in shared memory first
                         if v is not None and v.stage < 0 and si <= v.loaded_in:
                             space = "global"        # a kept input: its loading stage reads global memory
                         out.append((o.name, c, ki, space))
@@ -329,6 +336,7 @@ class Plan(Sealable):
                                              "scratch_bytes", "index_bits")}
             kd["values"] = {n: _value_dict(v) for n, v in k.values.items()}
             kd["views"] = dict(k.views)
+            kd["ends"] = [e.to_dict() for e in k.ends]
             if k.machine is not None:
                 kd["machine"] = k.machine.to_dict()
             kd["stages"] = [{"dominant": s.dominant, "ops": list(s.ops), "epilogue": list(s.epilogue),
@@ -379,6 +387,7 @@ class Plan(Sealable):
                                       views=dict(kd["views"]), scratch_offset=kd["scratch_offset"],
                                       scratch_bytes=kd["scratch_bytes"],
                                       index_bits=kd.get("index_bits", 64),
+                                      ends=[KernelEnd.from_dict(e) for e in kd.get("ends", [])],
                                       machine=MachineResources.from_dict(kd["machine"]) if kd.get("machine")
                                       else None))
             return cls(graph, d["strategy"], get_gpu(d["gpu"]), kernels, list(d.get("notes", [])),

@@ -72,6 +72,7 @@ def format_kernel(plan, k, index: int) -> list:
         lines.append(f"  writes {', '.join(k.outputs or [k.library_op])}  (global)")
         if lib:
             lines.append(f"  ---- kernel boundary: {head.op} is not stitched ({lib.why}) ----")
+        lines.extend(_end_lines(k))
         return lines
     wave = resident_blocks(plan.gpu, k)
     waves = -(-k.grid // wave)
@@ -108,9 +109,15 @@ def format_kernel(plan, k, index: int) -> list:
             lines.append(f"  ---- {s.barrier_after} barrier{why}" + "-" * max(4, 30 - len(why)))
     if k.outputs:
         lines.append(f"  writes {', '.join(k.outputs)}  (global)")
+    lines.extend(_end_lines(k))
     for note in k.notes:
         lines.append(f"  note: {note}")
     return lines
+
+
+def _end_lines(k) -> list:
+    """Why the kernel ends (``Kernel.ends``, astitch_sim/kernel_end.py): the op, the rule, in words, the source."""
+    return [f"  ends at {e.describe()}" for e in k.ends]
 
 
 def format_plan(plan) -> str:

@@ -129,6 +129,19 @@ def inputs_and_outputs_are_nodes(c: KernelCheck) -> None:
             c.fail(f"{name} name nodes that are not in graph {g.name!r}: {bad}")
 
 
+def ends_name_its_ops(c: KernelCheck) -> None:
+    """Each recorded reason the kernel ends (``Kernel.ends``, kernel_end.py) names an op the kernel computes
+    and one of the rules there are."""
+    from .kernel_end import KernelEnd
+    computed = set(c.kernel.computed) | set(c.kernel.outputs)
+    for e in c.kernel.ends:
+        if not isinstance(e, KernelEnd):
+            c.fail(f"ends holds {e!r}, not a KernelEnd; write plans with plan.to_json()")
+        if e.node not in computed:
+            c.fail(f"ends names {e.node!r} ({e.rule}), which the kernel does not compute; a kernel ends at one of "
+                   f"its own ops: {', '.join(sorted(computed)) or '(none)'}")
+
+
 def known_kind(c: KernelCheck) -> None:
     if c.kernel.kind not in (GENERATED, LIBRARY):
         c.fail(f"kind {c.kernel.kind!r} is not generated or library")
@@ -378,6 +391,7 @@ RULES = (
     Rule("at least one block", at_least_one_block),
     Rule("shared memory within the per-block limit", shared_memory_fits),
     Rule("registers within the GPU's limit", registers_allowed),
+    Rule("why a kernel ends names its own ops", ends_name_its_ops),
     Rule("a grid barrier's grid fits one wave", grid_barrier_within_one_wave),
     Rule("inputs are computed by earlier kernels", inputs_computed_earlier),
     Rule("a library kernel computes one library op", library_kernel_is_one_op, (LIBRARY,)),

@@ -220,3 +220,21 @@ def test_dien_softmax_tall_and_thin_astitch_beats_xla():
     xla, ast = r["xla"].stats, r["astitch"].stats
     assert ast.predicted_us < xla.predicted_us
     assert max(k.grid for k in xla.kernels) == 75000 and min(k.block for k in xla.kernels) == 32
+
+
+@pytest.mark.parametrize("reduce_scheme", ["shuffle", "tree"])
+@pytest.mark.parametrize("strategy", ["xla", "fusionstitching", "inductor", "astitch"])
+@pytest.mark.parametrize("name", ["paper_fig7", "layernorm", "softmax", "column_reduce"])
+def test_block_barriers_from_the_plan_are_what_the_simt_model_counts(name, strategy, reduce_scheme):
+    """``cost.block_barriers_per_block`` (what the explorer shows) equals the SIMT model's count per block, the
+    one ``block_barrier_us`` charges: stage boundaries plus reduction trees and shuffle steps across warps."""
+    from astitch_sim.simt.cost import block_barriers_per_block, stage_block_barriers
+    g = asim.workload(name)
+    plan = asim.compile(g, strategy, "V100", reduce_scheme=reduce_scheme)
+    stats = asim.simulate(plan, asim.random_inputs(g)).stats
+    got = [block_barriers_per_block(k) for k in plan.generated]
+    want = [sum(stage_block_barriers(s) for s in ks.stages) / ks.grid for k, ks in
+            zip(plan.kernels, stats.kernels, strict=True) if k.kind == "generated"]
+    assert got == want
+    if reduce_scheme == "tree":
+        assert sum(got) > sum(k.block_barriers for k in plan.generated)     # more than the stage boundaries

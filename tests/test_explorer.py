@@ -632,3 +632,55 @@ def test_wide_tables_get_the_pages_width(view):
     for share, table in found:
         if len(table.value.columns) > 4:
             assert share >= 0.5, (view, list(table.value.columns), share)
+
+
+# -- issue 31 item 4: the Graph view agrees with the plan and the cost model, and says why each kernel ends --------
+
+def graph_dot(at) -> str:
+    (chart,) = at.get("graphviz_chart")
+    return chart.proto.spec
+
+
+def test_graph_view_draws_a_regional_reduce_edge_through_shared_memory():
+    """Figure 7 under astitch: reduce.1 is Regional (its task's threads combine it in shared memory), so the
+    edge to divide.1, its epilogue consumer, is shared memory, not registers."""
+    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100")
+    assert plan.kernels[0].values["reduce.1"].scheme == "regional"
+    at = app(view="Graph", strategy="astitch")
+    assert_clean(at)
+    (edge,) = [line for line in graph_dot(at).splitlines() if '"reduce.1" -> "divide.1"' in line]
+    assert 'label=" smem"' in edge and " reg" not in edge, edge
+
+
+def charged_block_barriers(plan, index) -> float:
+    """Block barriers per block the cost model charges, from the SIMT model's own counters of a run."""
+    g = plan.graph
+    ks = asim.simulate(plan, asim.random_inputs(g)).stats.kernels[index]
+    return sum(s.block_barriers + s.tree_barriers + s.shuffle_barriers for s in ks.stages) / ks.grid
+
+
+def test_kernel_and_graph_views_show_the_block_barriers_the_cost_model_charges():
+    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100")
+    want = charged_block_barriers(plan, 0)
+    assert want > 0 and plan.kernels[0].block_barriers == 0     # only the reductions' barriers: the old text said 0
+    at = app(view="Kernel", strategy="astitch")
+    assert_clean(at)
+    assert f"{want:g} block barrier(s) per block" in page_text(at)
+    assert "0 block barrier(s)" not in page_text(at)
+    at = app(view="Graph", strategy="astitch")
+    (picker,) = [b for b in at.selectbox if b.label == "Highlight a kernel"]
+    picker.select(1).run()                      # position 1: kernel 0 (position 0 is "(none)")
+    assert_clean(at)
+    assert f"{want:g} block barrier(s) per block" in page_text(at)
+
+
+def test_graph_view_says_why_each_kernel_ends_from_the_plan():
+    plan = asim.compile(asim.workload("paper_fig7"), "xla", "V100")
+    at = app(view="Graph", strategy="xla")
+    assert_clean(at)
+    text = page_text(at)
+    for k in plan.kernels:
+        for e in k.ends:
+            assert e.why in text, (k.name, e.why)
+    dot = graph_dot(at)
+    assert "ends at power.1 (expensive_reused)" in dot          # next to its kernel, in the picture

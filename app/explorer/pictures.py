@@ -9,6 +9,7 @@ import subprocess
 
 from astitch_sim.vocabulary import Barrier, Space
 
+from .why import end_label
 from .style import HIGHLIGHT, INPUT_FILL, SCHEME_FILL, SPACE_COLOUR, SPACE_WORD, nbytes
 
 EDGE_STYLE = {"register": 'color="{c}", penwidth=1.6',
@@ -76,6 +77,8 @@ def plan_dot(plan, kernel: int | None = None, node: str | None = None, rankdir: 
         label = f"kernel {i}: {k.name}   grid {k.grid} x block {k.block}"
         if k.kind == "generated" and k.global_barriers:
             label += f"   {k.global_barriers} grid barrier(s)"
+        if k.ends:
+            label += "\\n" + end_label(k)          # why it ends, as the strategy recorded it
         lines.append(f"  subgraph cluster_{i} {{ label={q(label)}; fontname=\"Helvetica\"; fontsize=14; "
                      f"style=\"rounded,filled\"; fillcolor=\"{'#fff3e0' if hot else '#f8f9fb'}\"; "
                      f"color=\"{HIGHLIGHT if hot else '#7a8aa6'}\"; penwidth={4 if hot else 1.4};")

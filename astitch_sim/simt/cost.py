@@ -173,6 +173,31 @@ def _stage_bytes(s) -> int:
     return 32 * sectors if sectors else s.global_bytes_read + s.global_bytes_written
 
 
+def stage_block_barriers(s) -> int:
+    """Block barriers (``__syncthreads``) a stage's blocks execute in all, as the cost model charges them: the
+    stage boundary's, the reduction trees' folds and the cross-warp step of shuffle reductions."""
+    return s.block_barriers + s.tree_barriers + s.shuffle_barriers
+
+
+def block_barriers_per_block(kernel) -> int:
+    """Block barriers each block of a generated ``kernel`` executes, from its plan alone: exactly what the
+    SIMT model counts (``stage_block_barriers`` summed over stages, divided by the grid) and
+    ``block_barrier_us`` charges.  Per stage: one for a block ``barrier_after``; per task trip, a
+    shared-memory tree's ``tree_barriers(lanes)`` for each reduce, or one for a shuffle reduction whose
+    tasks span warps (``astitch_sim/reduce_scheme.py``).  The explorer shows this count."""
+    from ..reduce_scheme import lanes_of, tree_barriers, warps_across
+    from ..vocabulary import Barrier, ReduceScheme
+    total = 0
+    for s in kernel.stages:
+        m = s.mapping
+        total += s.barrier_after is Barrier.BLOCK
+        if s.reduces and s.reduce_scheme is ReduceScheme.TREE and lanes_of(m) > 1:
+            total += len(s.reduces) * m.task_iterations * tree_barriers(lanes_of(m))
+        if s.reduces and warps_across(s):
+            total += m.task_iterations
+    return total
+
+
 def stage_terms(gpu: GPU, ks) -> list:
     """Per-block cost terms (us) of each stage of a generated kernel: a list of dicts."""
     c = constants(gpu)
@@ -204,8 +229,7 @@ def stage_terms(gpu: GPU, ks) -> list:
             recompute_us=recompute,
             shared_us=shared,
             overlap_us=-overlap * min(memory, on_chip),
-            block_barrier_us=(s.block_barriers + s.tree_barriers + s.shuffle_barriers) / grid
-            * c["block_barrier_ns"] / 1e3,
+            block_barrier_us=stage_block_barriers(s) / grid * c["block_barrier_ns"] / 1e3,
             atomic_us=s.atomics / grid * concurrent / (c["atomic_per_clock"] * clock),
             block_start_us=c["block_start_ns"] / 1e3 if i == 0 else 0.0,
         ))

@@ -70,6 +70,8 @@ from ..reducers import has_atomic, reducer
 from ..kernel_builder import assemble_kernel
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Plan, Stage
+from ..kernel_end import EndRule
+from .astitch_ends import record_scope_ends
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
@@ -471,30 +473,39 @@ class _GridExceedsWave(Exception):
 def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions) -> list:
     """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching)."""
     groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
+    cuts: list = []                       # why each kernel but the last ends (astitch_ends.py)
+    no_global = "the what-if global_stitching=False"
     try:
-        return _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts)
+        kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts, cuts)
     except _GridExceedsWave as e:
+        cuts.clear()
+        no_global = f"vertical packing off: a grid barrier over {e.grid} blocks (> {e.wave} per wave) would deadlock"
         kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index,
-                                    replace(opts, global_stitching=False))
+                                    replace(opts, global_stitching=False), cuts)
         kernels[0].notes.insert(0, f"vertical packing off: a grid barrier over {e.grid} blocks (> {e.wave} per "
                                    "wave) would deadlock, so no Global stitching: the kernel ends at each "
                                    "Global value")
-        return kernels
+    record_scope_ends(graph, kernels, names, escapes, cuts, no_global)     # why each kernel ends (astitch_ends.py)
+    return kernels
 
 
-def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts) -> list:
+def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts, cuts=None) -> list:
     """Kernels over consecutive runs of ``groups``; without Global stitching a run ends before the first
-    stage that would read a Global value of an earlier stage (the kernel boundary is the grid barrier)."""
+    stage that would read a Global value of an earlier stage (the kernel boundary is the grid barrier).
+    ``cuts`` (a list) gets, per kernel, the :class:`~astitch_sim.kernel_end.EndRule` word of the cut after it."""
     kernels, start = [], 0
+    cuts = [] if cuts is None else cuts
     while start < len(groups):
         end = start + _reads_before_computed(groups[start:])
+        rule = EndRule.READ_BEFORE_COMPUTED
         while True:
             part = groups[start:end]
             k, cut = _build_kernel(graph, gpu, part, _part_escapes(graph, groups, part, names, escapes),
                                    index + len(kernels), opts)
             if k is not None:
                 break
-            end = start + cut
+            end, rule = start + cut, EndRule.GLOBAL_CUT
+        cuts.append(rule)
         kernels.append(k)
         start = end
     return kernels

@@ -5,6 +5,7 @@ from math import ceil
 
 from ..analysis import classify_reduce, is_boundary, is_free
 from ..boundary import library_op, reads_of, views_of
+from ..kernel_end import EndRule, KernelEnd
 from ..reducers import has_atomic, reducer
 from ..mapping import ThreadMapping
 from ..plan import Kernel, Value
@@ -150,10 +151,12 @@ def library_kernel(graph, nodes, index: int) -> Kernel:
     if views:
         notes.append("reads " + ", ".join(f"{o} as a view of {b} (a row-major reshape: no copy)"
                                           for o, b in views.items()))
+    ends = [KernelEnd(n.name, EndRule.LIBRARY_OP, f"{n.name} ({n.op}) runs as a library kernel ({lib.stands_for}); "
+                      f"not stitched: {lib.why}", "astitch_sim/boundary.py LIBRARY_OPS") for n in nodes]
     return Kernel(name=f"library.{index}:{nodes[0].name}", kind="library", grid=grid, block=block,
                   values=values, inputs=reads, outputs=[n.name for n in nodes], shared_bytes=0,
                   registers_per_thread=128 if nodes[0].op == "dot" else 32, library_op=nodes[0].name,
-                  notes=notes, views=views)
+                  notes=notes, views=views, ends=ends)
 
 
 def escapes_of(graph, nodes: set, readers_elsewhere: set) -> set:

@@ -103,24 +103,37 @@ from ..analysis import ancestors, boundary_source, is_boundary, is_free, must_ma
 from ..boundary import sibling_key
 from ..kernel_builder import assemble_kernel
 from ..plan import Plan, Stage
+from . import fusion_ends
 from .common import LOOP_BLOCK, closure, dependency_order, escapes_of, flat_mapping, fusible_stop, library_kernel, \
     max_reduction_slots, reduction_values, xla_reduce_mapping
+from .common import is_work
 from .register_only import POLICIES, RegisterOnlyPolicy
 from .xla_rules import DEFAULT_RULES, NOTE_PREFIX as RULES_NOTE
 
 
-def _initial_roots(graph, live, policy: RegisterOnlyPolicy) -> set:
+def _initial_roots(graph, live, policy: RegisterOnlyPolicy, ends: dict | None = None) -> set:
+    """The roots every kernel boundary starts from; ``ends`` (root -> [KernelEnd]) records the rule behind each."""
+    ends = {} if ends is None else ends
     roots = set()
+
+    def root(n, why):
+        roots.add(n.name)
+        ends.setdefault(n.name, []).append(why(policy, n))
+
     for n in graph.outputs:
         if n.op not in ("parameter", "constant"):
-            roots.add(n.name)
+            root(n, fusion_ends.graph_output)
     for n in live:
-        if n.op == "reduce" or is_boundary(n):
-            roots.add(n.name)
+        if n.op == "reduce":
+            root(n, fusion_ends.reduce_result)
+        elif is_boundary(n):
+            roots.add(n.name)            # a library kernel: its reason is the library kernel's own
         if must_materialise(n) and not fusible_stop(n):
-            roots.add(n.name)            # a library kernel reads it from memory
-        if policy.is_own_root(n):
-            roots.add(n.name)
+            root(n, fusion_ends.library_operand)     # a library kernel reads it from memory
+        if policy.kernel_per_op and is_work(n):
+            root(n, fusion_ends.one_op)
+        elif policy.is_own_root(n):
+            root(n, fusion_ends.expensive_reused)
     return roots
 
 
@@ -135,9 +148,11 @@ def _members(graph, roots: set) -> dict:
     return out
 
 
-def _settle_roots(graph, live, policy: RegisterOnlyPolicy) -> tuple[set, dict]:
-    """Grow the root set until every producer two kernels compute is one the policy recomputes."""
-    roots = _initial_roots(graph, live, policy)
+def _settle_roots(graph, live, policy: RegisterOnlyPolicy, ends: dict | None = None) -> tuple[set, dict]:
+    """Grow the root set until every producer two kernels compute is one the policy recomputes
+    (``ends``: root -> [KernelEnd], the rule behind each root)."""
+    ends = {} if ends is None else ends
+    roots = _initial_roots(graph, live, policy, ends)
     while True:
         members = _members(graph, roots)
         count: dict[str, int] = {}
@@ -149,6 +164,7 @@ def _settle_roots(graph, live, policy: RegisterOnlyPolicy) -> tuple[set, dict]:
             node = graph[n]
             if c > 1 and n not in roots and not is_free(node) and policy.shared_producer_is_root(node):
                 extra.add(n)
+                ends.setdefault(n, []).append(fusion_ends.shared_root(policy, node, c))
         if not extra:
             return roots, members
         roots |= extra
@@ -319,7 +335,8 @@ def partition_plan(graph, gpu, policy) -> Plan:
     policy = POLICIES[policy] if isinstance(policy, str) else policy
     live = graph.live_nodes()
     position = {n.name: i for i, n in enumerate(graph)}
-    roots, members = _settle_roots(graph, live, policy)
+    root_ends: dict = {}
+    roots, members = _settle_roots(graph, live, policy, root_ends)
     order = sorted(roots, key=position.get)
     groups = _order_groups(graph, _group_siblings(graph, order, members, policy, max_reduction_slots(gpu)),
                            members)
@@ -348,6 +365,7 @@ def partition_plan(graph, gpu, policy) -> Plan:
         notes = _notes(graph, g, ops, roots, policy)
         k = assemble_kernel(graph, f"{policy.kernel_label}.{len(kernels)}:{g[-1]}", [stage], gpu,
                             escapes_of(graph, set(ops), read_elsewhere), stitch=False, notes=notes)
+        k.ends = [e for r in g for e in root_ends.get(r, [])]
         kernels.append(k)
     plan_notes = [f"{policy.name}: {len(kernels)} kernels from roots " + ", ".join(order)]
     if policy.rules is not None:

@@ -57,6 +57,7 @@ from ..search_record import KernelSearch, PartitionCandidate, ScheduleCandidate,
 from .common import MAX_GRID, next_pow2, prev_pow2
 from .fs_cost import estimate_us
 from .fs_options import FusionStitchingOptions
+from .fs_ends import search_end
 from .fusion import partition_plan
 from .register_only import XLA
 
@@ -368,6 +369,7 @@ def fusionstitching_plan(graph, gpu, opts: FusionStitchingOptions = FusionStitch
                        f"{us:.2f} us vs {xla:.2f} us for the {j - i} XLA kernel(s) it replaces")
                 k.notes.append(f"fusionstitching: stitched from XLA kernels {', '.join(p.name for p in parts)}; {why}")
             records.append(KernelSearch(k.name, [p.name for p in parts], cands, why))
+            k.ends = [search_end(base, run, info, i, j, opts, search.budget_hit)]
             kernels.append(k)
     generated = [k for k in kernels if k.kind == "generated"]
     xla_total = sum(search.xla_us.values())

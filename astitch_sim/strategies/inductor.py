@@ -81,10 +81,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import ceil
+from typing import ClassVar
 
 from ..analysis import VIEW_OPS, classify_reduce
 from ..errors import AStitchError
 from ..kernel_builder import assemble_kernel
+from ..kernel_end import EndRule, KernelEnd, end
 from ..mapping import ThreadMapping
 from ..plan import Plan, Stage
 from .common import LOOP_BLOCK, MAX_GRID, column_mapping, flat_mapping
@@ -105,6 +107,8 @@ class InductorPolicy(RegisterOnlyPolicy):
     ``partition_plan``) and a pointwise value read by more than ``realize_reads_threshold`` consumers;
     every other shared producer is inlined into each consumer (recomputed)."""
 
+    SHARED_ROOT_RULE: ClassVar = EndRule.REALIZED     # why such a value ends its kernel (fusion_ends.shared_root)
+
     def shared_producer_is_root(self, node) -> bool:
         return len(node.users) > CONFIG["realize_reads_threshold"]
 
@@ -118,6 +122,7 @@ class SNode:
     root: str
     ops: list
     reduce: object = None          # the reduce Node, for a reduction node
+    ends: list = field(default_factory=list)   # why ``root`` is realized (KernelEnd, from partition_plan)
 
     def key(self, graph):
         """The iteration space: ``(domain shape, reduced dims, layout)`` of a reduction, the shape of a pointwise."""
@@ -133,6 +138,7 @@ class Fused:
     nodes: list = field(default_factory=list)
     roles: list = field(default_factory=list)
     ended: str = ""                # why its first node did not join an earlier kernel (a plan note)
+    refused: list = field(default_factory=list)   # KernelEnd: a later node this kernel refused (can_fuse's why)
 
     @property
     def reduce(self):
@@ -220,7 +226,7 @@ def _scheduler_nodes(graph, base: Plan) -> list:
             continue
         st = k.stages[0]
         node = graph[st.dominant]
-        out.append(SNode(st.dominant, list(st.ops), node if node.op == "reduce" else None))
+        out.append(SNode(st.dominant, list(st.ops), node if node.op == "reduce" else None, list(k.ends)))
     return out
 
 
@@ -234,7 +240,7 @@ def _fuse(graph, items: list) -> list:
             out.append(it)
             continue
         needs = _reads(graph, set(it.ops))
-        why_not = ""
+        why_not, refuser = "", None
         for j in range(len(out) - 1, -1, -1):
             k = out[j]
             made = k.ops() if isinstance(k, Fused) else set(k.outputs)
@@ -244,13 +250,27 @@ def _fuse(graph, items: list) -> list:
                     k.nodes.append(it)
                     k.roles.append(role)
                     break
-                why_not = why_not or f"{it.root} not fused with kernel of {k.nodes[-1].root}: {why}"
+                if not why_not:
+                    why_not, refuser = f"{it.root} not fused with kernel of {k.nodes[-1].root}: {why}", k
+                    refuser.refused.append(_not_fused(k.nodes[-1].root, it.root, why))
             if needs & made:
                 out.append(Fused([it], ["loop"], why_not))
                 break
         else:
             out.append(Fused([it], ["loop"], why_not))
     return out
+
+
+def _not_fused(last: str, refused: str, why: str) -> KernelEnd:
+    """The kernel ends at ``last``: the next scheduler node, ``refused``, could not join it (``why``)."""
+    return end("Inductor", last, EndRule.NOT_FUSED, f"the next scheduler node, {refused}, is not fused into this "
+               f"kernel: {why}")
+
+
+def _kernel_ends(f: Fused, k) -> list:
+    """Why kernel ``k`` (built from ``f``) ends: each realized value that leaves it, and the refusals."""
+    out = set(k.outputs)
+    return [e for n in f.nodes for e in n.ends if e.node in out] + list(f.refused)
 
 
 # -- building a kernel ----------------------------------------------------------------------------------
@@ -413,6 +433,7 @@ def _build_one(graph, gpu, f: Fused, read_by: dict, index: int, d: Decision | No
         return None, str(e)
     if k.global_barriers:
         return None, "a value would cross programs (a grid barrier; Triton programs do not synchronise)"
+    k.ends = _kernel_ends(f, k)
     return k, None
 
 
@@ -448,7 +469,7 @@ def _build_all(graph, gpu, f: Fused, read_by: dict, kernels: list, notes: list) 
         if _build(graph, gpu, Fused(f.nodes[:i + 1], f.roles[:i + 1]), read_by, 0)[0] is None:
             break
         cut = i + 1
-    head = Fused(f.nodes[:cut], f.roles[:cut], f.ended)
+    head = Fused(f.nodes[:cut], f.roles[:cut], f.ended, [_not_fused(f.nodes[cut - 1].root, f.nodes[cut].root, why)])
     notes.append(f"inductor: {f.nodes[cut].root} not fused with {f.nodes[0].root}: {why}")
     k, why2 = _build(graph, gpu, head, read_by, len(kernels))
     if k is None:          # pragma: no cover - a single scheduler node always builds (it is XLA's kernel)

@@ -57,6 +57,7 @@ from types import SimpleNamespace
 from ..errors import AStitchError
 from ..plan import Plan
 from ..simt.cost import predict_kernel
+from .astitch_ends import never_behind_end
 from .common import dependency_order
 from .fs_cost import kernel_counters
 
@@ -249,6 +250,8 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
             stitched = ", ".join(stitch.kernels[i].name for i in p.stitched) or "no kernel"
             worse = [w for w, bad in (("more global bytes", a.bytes > x.bytes), ("more time", a.us > x.us),
                                       ("more launches", a.launches > x.launches)) if bad]
+            for j in p.xla:              # why each kernel ends: this step's reason, then XLA's (kernel_end.py)
+                xla.kernels[j].ends.insert(0, never_behind_end(xla.kernels[j], stitched, " and ".join(worse)))
             notes.append(f"{NOTE_PREFIX}: XLA's boundaries kept for {names}: stitching them ({stitched}) would "
                          f"cost {' and '.join(worse)} ({how}: stitched {a.describe()}; XLA {x.describe()})")
         elif p.stitched:

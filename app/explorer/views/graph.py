@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import pictures
+from .. import pictures, why
 from ..style import SPACE_WORD, esc, scheme_legend
 from . import node_picker, plan_choice
 
@@ -43,13 +43,20 @@ def render(ctx):
         elif k is not None:
             kern = plan.kernels[k]
             st.markdown(f"**kernel {k}** `{kern.name}`: grid {kern.grid} x block {kern.block}, "
-                        f"{len(kern.stages)} stage(s), {kern.global_barriers} grid barrier(s)")
+                        f"{len(kern.stages)} stage(s), {why.barrier_text(plan, k)}")
+            for e in kern.ends:
+                st.markdown(why.end_html(e), unsafe_allow_html=True)
             for n in kern.notes:
                 st.markdown(f"<div class='why'>- {esc(n)}</div>", unsafe_allow_html=True)
     dot = pictures.plan_dot(plan, kernel=k, node=node, rankdir=rankdir)
     with left:
         st.graphviz_chart(dot, width="stretch")
         downloads(dot, f"{ctx.graph.name}-{ctx.strategy}", "graph")
+    if any(kern.ends for kern in plan.kernels):
+        st.markdown("**Why each kernel ends** (the strategy's rule, as the plan records it)")
+        for i, kern in enumerate(plan.kernels):
+            for e in kern.ends:
+                st.markdown(why.end_html(e, f"{i}: {kern.name}"), unsafe_allow_html=True)
     st.caption("Scalar constants are folded into the code and not drawn. A double border marks a graph output; "
                "an ellipse a parameter. Edge labels: reg = registers, smem = shared memory, global = global memory.")
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 import astitch_sim as asim
 
-from .. import charts, pictures
+from .. import charts, pictures, why
 from ..style import esc, scheme_legend
 from . import kernel_picker, node_picker
 
@@ -66,10 +66,12 @@ def render(ctx):
         st.altair_chart(charts.big_fonts((bars + text).properties(height=170)), width="stretch")
         schemes = ", ".join(f"stage {i}: {s.reduce_scheme}" for i, s in enumerate(k.stages)
                             if s.reduce_scheme != "none")
-        st.markdown(f"**{len(k.stages)} stage(s)**, {k.block_barriers} block barrier(s), "
-                    f"{k.global_barriers} grid barrier(s)" + (f"; reductions by {schemes}" if schemes else "") +
+        st.markdown(f"**{len(k.stages)} stage(s)**, {why.barrier_text(plan, i)}"
+                    + (f"; reductions by {schemes}" if schemes else "") +
                     f"; reads {', '.join(k.inputs) or '-'}; "
                     f"writes {', '.join(k.outputs) or '-'}")
+        for e in k.ends:                       # why the kernel ends, as the strategy recorded it
+            st.markdown(why.end_html(e), unsafe_allow_html=True)
         st.markdown("**The compiler's notes**")
         for n in k.notes or ["(none)"]:
             st.markdown(f"<div class='why'>- {esc(n)}</div>", unsafe_allow_html=True)
