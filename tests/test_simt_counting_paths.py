@@ -169,7 +169,7 @@ def _vectors_by_definition(geom, acc):
         S = S.reshape(rows, 32, V).transpose(0, 2, 1).reshape(-1, 32)
     else:
         S = S.reshape(rows, span)
-    out["sectors"], out["requests"] = memory._rows_distinct(S)
+    out["sectors"], out["requests"] = memory.rows_distinct(S)
     if acc.dedup and not acc.identity:
         B = ((np.arange(n_all, dtype=np.int64) // V) % (m.grid * m.block)) // m.block
         keys = set(zip((B if sel is None else B[sel]).tolist(), (F if sel is None else F[sel]).tolist(), strict=True))

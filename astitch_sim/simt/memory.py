@@ -341,7 +341,7 @@ def _as_pairs(a, b):
 BIG = np.iinfo(np.int64).max
 
 
-def _rows_distinct(M: np.ndarray) -> tuple[int, int]:
+def rows_distinct(M: np.ndarray) -> tuple[int, int]:
     """Distinct values per row of ``M`` (``BIG`` marks an empty lane), summed; and rows with a value."""
     if M.size == 0:
         return 0, 0
@@ -388,14 +388,14 @@ def count_flat(geom, acc):
     S[:n_all] = (acc.base + s * F) // SECTOR
     if sel is not None:
         S[:n_all][~sel] = BIG
-    out["sectors"], out["requests"] = _rows_distinct(S.reshape(-1, 32))
+    out["sectors"], out["requests"] = rows_distinct(S.reshape(-1, 32))
     if acc.dedup and not acc.identity:
         E = np.full(pad, BIG, dtype=np.int64)
         E[:n_all] = F
         if sel is not None:
             E[:n_all][~sel] = BIG
         E = E.reshape(iters, m.grid, m.block).transpose(1, 0, 2).reshape(m.grid, iters * m.block)
-        out["bytes"] = s * _rows_distinct(E)[0]
+        out["bytes"] = s * rows_distinct(E)[0]
     else:
         out["bytes"] = s * n
     return out
@@ -500,7 +500,7 @@ def _count_flat_vector_chunks(geom, acc):
             S[:hi - lo][~sel] = BIG
         for shape, M in (("vector", S.reshape(rows, span)),
                          ("scalar", S.reshape(rows, WARP_LANES, V).transpose(0, 2, 1).reshape(-1, WARP_LANES))):
-            sec, req = _rows_distinct(M)
+            sec, req = rows_distinct(M)
             counts[shape][0] += sec
             counts[shape][1] += req
         if dedup:
