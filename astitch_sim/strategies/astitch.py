@@ -36,7 +36,11 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    ``gpu_backend.apply_compiler`` re-plans with ptxas's count, and then smaller
    blocks if 1024 threads cannot hold them), compute blocks per wave with the
    planned shared memory, then relax the register cap to the most that keeps
-   that wave count.
+   that wave count.  A kernel that stitches nothing (one stage, no grid
+   barrier: a loop kernel launched as XLA launches it) has nothing resting on
+   the assumed wave and keeps the registers its code needs, as every
+   strategy's kernel does: the same kernel gets the same registers, occupancy
+   and predicted time whichever strategy made it.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
    global bytes, take longer or launch more kernels, XLA's kernels are used
