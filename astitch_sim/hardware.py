@@ -282,6 +282,13 @@ class GPU:
             limits=limits,
         )
 
+    def max_registers_for_block(self, threads_per_block: int) -> int:
+        """The most registers per thread with which one block of ``threads_per_block`` still fits on an SM
+        (the register file's per-block check): 64 for 1024 threads on every preset, 255 for 256.  A kernel
+        whose code needs more is compiled under this cap (``__launch_bounds__``) and spills the rest."""
+        threads_per_block, _, _ = self._validate(threads_per_block, 0, 1)
+        return self._max_registers_that_fit(math.ceil(threads_per_block / self.warp_size))
+
     def _max_registers_that_fit(self, warps_per_block: int) -> int:
         for regs in range(self.max_registers_per_thread, 0, -1):
             if self._register_limit(warps_per_block, regs) > 0:

@@ -456,6 +456,11 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
             raise AStitchError(f"{name}: every stage of a kernel must use the kernel's launch shape "
                                f"({grid}x{block}); stage {s.dominant} uses {s.mapping.grid}x{s.mapping.block}")
     registers = _estimate_registers(graph, stages, values, needed_later, gpu)
+    fits = gpu.max_registers_for_block(block)
+    if registers > fits:          # the same hardware rule for every strategy's kernel
+        notes.append(f"register estimate {registers} per thread is more than a {block}-thread block may hold on "
+                     f"{gpu.name}: capped at {fits} (the code spills the rest)")
+        registers = fits
     outputs = [n for n in stage_of if n in escapes]
     _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))
     for s in stages:                        # how each task's threads combine (the same rule for every strategy)

@@ -75,13 +75,25 @@ class MachineResources:
             raise AStitchError(f"kernel 'machine' entry is malformed ({e}); write plans with plan.to_json()") from None
 
 
+def resident_resources(kernel) -> tuple:
+    """``(shared bytes per block, registers per thread)`` that decide how many blocks of ``kernel`` stay
+    resident: what ptxas reports when the plan has it, else the plan's own numbers.
+
+    Occupancy follows the registers the code *uses*, not the cap it was compiled under: ptxas fits
+    the Adam step's loop kernel in 32 registers under xla's cap of 36 (its estimate), and the SM holds
+    blocks by the 32.  The SIMT model (``KernelStats``) and the grid-barrier checks read this one rule,
+    so a kernel gets the same occupancy whichever strategy set its cap.
+    """
+    m = kernel.machine
+    if m is None:
+        return kernel.shared_bytes, kernel.registers_per_thread
+    return m.shared_total, max(m.registers, 1)
+
+
 def blocks_per_wave(gpu, kernel) -> int:
     """Blocks of ``kernel`` the GPU keeps resident at once: with ptxas's numbers when the plan has them.
 
     The real registers and the real shared memory (the kernel's own plus what the
     linked device runtime adds) decide occupancy; without them, the plan's estimate.
     """
-    m = kernel.machine
-    if m is None:
-        return gpu.blocks_per_wave(kernel.block, kernel.shared_bytes, kernel.registers_per_thread)
-    return gpu.blocks_per_wave(kernel.block, m.shared_total, max(m.registers, 1))
+    return gpu.blocks_per_wave(kernel.block, *resident_resources(kernel))

@@ -79,6 +79,7 @@ import numpy as np
 
 import astitch_sim as asim
 from astitch_sim.simt import cost
+from astitch_sim.machine import resident_resources
 
 #: targets from the issue
 TARGET_SPEARMAN = 0.9
@@ -350,7 +351,7 @@ def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
     for kf, ksc, st in zip(full_plan.kernels, scaled_plan.kernels, scaled_stats):
         ks = copy.deepcopy(st)
         ks.grid, ks.block = kf.grid, kf.block
-        ks.shared_bytes, ks.registers_per_thread = kf.shared_bytes, kf.registers_per_thread
+        ks.shared_bytes, ks.registers_per_thread = resident_resources(kf)
         r_grid = kf.grid / max(1, ksc.grid)
         for sf, ssc, stage in zip(kf.stages, ksc.stages, ks.stages):
             r = sf.mapping.size / max(1, ssc.mapping.size)

@@ -222,6 +222,24 @@ def test_a_stuck_cooperative_kernel_is_replanned(records):
     assert k["grid"] <= k["wave_real"], k
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["bias_gelu", "swiglu", "adam_step"])
+def test_a_kernel_that_stitches_nothing_compiles_the_same_under_xla_and_astitch(records, workload):
+    """Fairness, checked by ptxas: a flat graph is one identical loop kernel under xla and astitch, so the plans
+    claim the same registers, ptxas compiles both under the same cap to the same registers with no spill,
+    and occupancy (the registers used) is the same.  Before the fix astitch capped bias+GELU's kernel at
+    32 and ptxas spilled 24 B per thread there."""
+    for gpu in gpus():
+        (x,) = records[f"catalog:{workload}/xla/{gpu}"]["kernels"]
+        (a,) = records[f"catalog:{workload}/astitch/{gpu}"]["kernels"]
+        for key in ("plan_registers", "applied_registers", "grid", "block", "wave_real"):
+            assert x[key] == a[key], (gpu, key, x, a)
+        assert x["machine"]["registers"] == a["machine"]["registers"], (gpu, x, a)
+        assert x["machine"]["spill_stores"] + x["machine"]["spill_loads"] == 0, x
+        assert a["machine"]["spill_stores"] + a["machine"]["spill_loads"] == 0, a
+        assert not any("cap relaxed" in n for n in a["notes"]), a
+
+
 def test_check_kernel_catches_a_wrong_claim():
     """The checker itself: a spill nobody recorded, wrong shared memory, a grid past the wave all fail."""
     good = {"name": "k", "kind": "generated", "cooperative": True, "grid": 100, "block": 256, "plan_shared": 1024,

@@ -63,6 +63,7 @@ import numpy as np
 from ..boundary import traffic
 from ..dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
+from ..machine import resident_resources
 from ..plan import Plan
 from ..reference import bind_inputs
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
@@ -128,7 +129,7 @@ def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
     kstats, divergence = [], []
     last_read = _last_reader(plan)
     for ki, k in enumerate(plan.kernels):
-        ks = KernelStats(k.name, k.kind, k.grid, k.block, k.shared_bytes, k.registers_per_thread)
+        ks = KernelStats(k.name, k.kind, k.grid, k.block, *resident_resources(k))
         if k.kind == "library":
             _run_library(graph, k, mem, ks)
         else:

@@ -36,7 +36,11 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    ``gpu_backend.apply_compiler`` re-plans with ptxas's count, and then smaller
    blocks if 1024 threads cannot hold them), compute blocks per wave with the
    planned shared memory, then relax the register cap to the most that keeps
-   that wave count.
+   that wave count.  A kernel that stitches nothing (one stage, no grid
+   barrier: a loop kernel launched as XLA launches it) has nothing resting on
+   the assumed wave and keeps the registers its code needs, as every
+   strategy's kernel does: the same kernel gets the same registers, occupancy
+   and predicted time whichever strategy made it.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
    global bytes, take longer or launch more kernels, XLA's kernels are used
@@ -632,7 +636,17 @@ def _grid_over_one_wave(gpu, k: Kernel, block: int, opts: AStitchOptions, notes:
 
 
 def _relax_registers(gpu, k: Kernel, block: int, assumed: int) -> Kernel:
-    """Assume-relax: the most registers per thread (in steps of 8) that keep the assumed blocks per wave."""
+    """Assume-relax: the most registers per thread (in steps of 8) that keep the assumed blocks per wave.
+
+    The cap exists for what stitching rests on -- a grid barrier's one-wave grid, the tasks packed
+    into the blocks of a stitched kernel.  A kernel that stitches nothing (one stage, no grid barrier:
+    bias+GELU's or Adam's loop kernel, launched as XLA launches it) has nothing resting on the assumed
+    wave, so it keeps the registers its code needs (the kernel builder's estimate, the same for every
+    strategy): capping it below them would make it spill under ptxas (bias+GELU: 24 B per thread at 32)
+    and would make the SIMT model credit astitch with a better occupancy for a kernel identical to XLA's.
+    """
+    if len(k.stages) == 1 and not k.cooperative:
+        return _keep_estimate(gpu, k, block, assumed)
     base_wave = gpu.blocks_per_wave(block, k.shared_bytes, assumed)
     relaxed = assumed
     for r in range(assumed, gpu.max_registers_per_thread + 1, 8):
@@ -645,6 +659,21 @@ def _relax_registers(gpu, k: Kernel, block: int, assumed: int) -> Kernel:
     k.registers_per_thread = relaxed
     k.notes.append(f"assume-relax-apply: {block} threads, {assumed} regs -> {base_wave} blocks per "
                    f"wave; register cap relaxed to {relaxed}")
+    return k
+
+
+def _keep_estimate(gpu, k: Kernel, block: int, assumed: int) -> Kernel:
+    """A kernel that stitches nothing keeps the registers its code needs (no cap below them): the note says
+    so, with the waves it would have had at the assumed count."""
+    need = k.registers_per_thread
+    if need > assumed:
+        k.notes.append(f"assume-relax-apply: nothing stitched (one stage, no grid barrier), so no launch decision "
+                       f"rests on the {assumed} assumed registers: the kernel keeps the {need} its code needs, as "
+                       f"every strategy's kernel does ({gpu.blocks_per_wave(block, k.shared_bytes, assumed)} -> "
+                       f"{gpu.blocks_per_wave(block, k.shared_bytes, need)} blocks per wave)")
+    else:
+        k.notes.append(f"assume-relax-apply: nothing stitched (one stage, no grid barrier): the kernel keeps the "
+                       f"{need} registers its code needs, within the {assumed} assumed")
     return k
 
 

@@ -41,6 +41,7 @@ from types import SimpleNamespace
 
 from ..analysis import is_expensive
 from ..dtypes import itemsize
+from ..machine import resident_resources
 from ..simt.cost import predict_kernel
 from ..simt.stats import KernelStats, StageStats
 from ..reduce_scheme import WARP, butterfly, warps_across
@@ -142,8 +143,7 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
 
 def kernel_counters(graph, kernel) -> KernelStats:
     """Estimated :class:`KernelStats` of a generated kernel (no values computed)."""
-    ks = KernelStats(kernel.name, kernel.kind, kernel.grid, kernel.block, kernel.shared_bytes,
-                     kernel.registers_per_thread)
+    ks = KernelStats(kernel.name, kernel.kind, kernel.grid, kernel.block, *resident_resources(kernel))
     ks.stages = [stage_counters(graph, kernel, i) for i in range(len(kernel.stages))]
     for s in kernel.stages:
         if s.mapping.splits > 1 and s.mapping.combine == "atomic":
