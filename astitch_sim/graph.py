@@ -27,12 +27,7 @@ from .dtypes import cast, check_dtype, itemsize, xla_name
 from .errors import AStitchError
 from .ops import OP_ALIASES, OPS, op_def
 from .reducers import REDUCERS
-from .shapes import check_shape, infer, int_list, is_int
-
-
-def shape_str(shape, dtype: Optional[str] = None) -> str:
-    """``f32[16,8]`` -- the way HLO and jaxprs print a tensor type."""
-    return f"{dtype or ''}[{','.join(str(s) for s in shape)}]"
+from .shapes import check_shape, infer, int_list, is_int, shape_str
 
 
 def unique_name(name: str, names: set) -> str:

@@ -10,13 +10,20 @@ adds the checks every op shares.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from .dtypes import check_dtype
 from .errors import AStitchError
 from .ops import op_def
 from .shape_checks import MAX_ELEMENTS, ShapeCall, check_shape, fmt_shape, int_list, is_int, require
 
 #: the checks graph builders use on their own arguments, re-exported from ``shape_checks``
-__all__ = ["infer", "check_shape", "int_list", "is_int", "MAX_ELEMENTS"]
+__all__ = ["infer", "check_shape", "int_list", "is_int", "MAX_ELEMENTS", "shape_str"]
+
+
+def shape_str(shape, dtype: Optional[str] = None) -> str:
+    """``f32[16,8]`` -- the way HLO and jaxprs print a tensor type."""
+    return f"{dtype or ''}[{','.join(str(s) for s in shape)}]"
 
 
 def infer(op: str, operands, attrs: dict, name: str, shape=None, dtype=None):

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 from .errors import AStitchError
-from .graph import shape_str
+from .shapes import shape_str
 
 _SHAPE = {"source": "ellipse", "reduce": "invhouse", "broadcast": "house", "library": "box3d", "indexed": "cds"}
 _FILL = {"light": "#e8f4ea", "expensive": "#fde2c8", "free": "#f2f2f2", "compute": "#d9d2f0"}
