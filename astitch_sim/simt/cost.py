@@ -111,7 +111,7 @@ from math import ceil
 
 from ..errors import AStitchError
 from ..hardware import GPU
-from .schedule import check_grid_barrier
+from .grid_barrier import check_grid_barrier
 
 #: GPU preset fields the model reads; an entry of COST_CONSTANTS may override each.
 PRESET_FIELDS = ("sms", "measured_bandwidth_gbs", "kernel_launch_us", "grid_barrier_us", "block_barrier_ns",
