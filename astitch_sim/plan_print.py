@@ -7,9 +7,7 @@ from .search_record import format_search
 from .viz import graph_to_dot
 from .trivial_reduce import NOTE_PREFIX as TRIVIAL_REDUCE_NOTE
 from .zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
-from .strategies.never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE
-from .strategies.inductor_rules import NOTE_PREFIX as INDUCTOR_NOTE
-from .strategies.xla_rules import NOTE_PREFIX as XLA_RULES_NOTE
+from .notes import INDUCTOR as INDUCTOR_NOTE, NEVER_BEHIND as NEVER_BEHIND_NOTE, XLA_RULES as XLA_RULES_NOTE
 from .vocabulary import Barrier, Space
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}

@@ -25,11 +25,12 @@ from __future__ import annotations
 from enum import Enum
 from math import ceil
 
+from .. import notes
 from ..analysis import classify_reduce
 from ..reducers import reducer
 
 #: every plan-level note of the inductor strategy starts with this (``print(plan)`` shows them)
-NOTE_PREFIX = "inductor"
+NOTE_PREFIX = notes.INDUCTOR
 
 #: Inductor's config defaults this model reads (``torch/_inductor/config.py``)
 CONFIG = {

@@ -54,6 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from .. import notes
 from ..errors import AStitchError
 from ..plan import Plan
 from ..simt.cost import predict_kernel
@@ -68,7 +69,7 @@ MEASURE_UP_TO = 1 << 21
 #: about 1 KiB of 7.7 MB, 0.01%), never a stitched kernel that re-reads a tensor (a whole pass is 100%).
 COMBINE_TOLERANCE = 1e-3
 #: the prefix of the plan notes this step writes (print(plan) shows them)
-NOTE_PREFIX = "never behind XLA"
+NOTE_PREFIX = notes.NEVER_BEHIND
 
 
 @dataclass

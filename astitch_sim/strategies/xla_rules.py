@@ -67,6 +67,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import notes
 from ..analysis import broadcasts_reached, is_expensive as generic_is_expensive
 
 #: the element types XLA's GPU override calls some float math cheap on (``ElementIsF32OrF16``)
@@ -110,7 +111,7 @@ RULES = {r.name: r for r in (
 #: the rules the ``xla`` strategy follows unless ``fusion_rules=`` names others
 DEFAULT_RULES = "openxla-2024"
 #: the start of the plan note naming the rules a plan followed (``print(plan)`` shows it)
-NOTE_PREFIX = "xla: fusion rules"
+NOTE_PREFIX = notes.XLA_RULES
 
 
 def reused_by_broadcast(node, is_expensive=generic_is_expensive) -> list:
