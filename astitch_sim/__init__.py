@@ -11,7 +11,7 @@ Public API (see docs/architecture.md)::
 from .errors import AStitchError
 from .graph import Graph, Node
 from .hardware import GPU, gpu
-from .hlo import from_hlo, from_hlo_file
+from .from_text import from_hlo, from_hlo_file
 from .stablehlo import from_stablehlo
 from .torch_import import from_torch, torch_inputs
 from .mapping import ThreadMapping

@@ -103,7 +103,7 @@ def load_graph(args: argparse.Namespace) -> Graph:
             raise AStitchError("--shape applies to --workload only; an HLO file fixes its own shapes")
         text = read_text(args.hlo)
         try:
-            from .hlo import from_hlo      # imported lazily: only --hlo needs the importer (it reads both texts)
+            from .from_text import from_hlo      # imported lazily: only --hlo needs the importer (it reads both texts)
         except ImportError as e:
             raise AStitchError(f"the HLO importer is not available ({e}); use --workload") from None
         return from_hlo(text)

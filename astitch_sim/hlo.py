@@ -1,7 +1,7 @@
 """Import XLA HLO text (what ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` prints) as a Graph.
 
 (JAX's *default* text, StableHLO MLIR, is read by :mod:`astitch_sim.stablehlo`, which translates
-it into this module's instructions; :func:`from_hlo` sends MLIR text there.)
+it into this module's instructions; :func:`astitch_sim.from_hlo` sends MLIR text there.)
 
 The grammar accepted here (a practical subset of XLA's HLO text format)::
 
@@ -60,7 +60,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
@@ -75,7 +74,7 @@ from .refusals import is_known_type, unsupported_dtype, unsupported_op
 from .regions import identify_pair_reducer, identify_sort_orders
 from .scatter import SCATTER_ATTRS
 
-__all__ = ["from_hlo", "from_hlo_file"]
+__all__ = ["parse_hlo_module"]
 
 # -- tokens ---------------------------------------------------------------------
 
@@ -902,27 +901,12 @@ _ATTRS = {
 _MULTI_RESULT = {name for name, row in OPS.items() if row.tuple_result}
 
 
-def from_hlo(text: str, name: Optional[str] = None) -> Graph:
-    """Parse XLA HLO module text into a :class:`Graph` (see the module docstring for the grammar).
+def parse_hlo_module(text: str, name: Optional[str] = None) -> Graph:
+    """Parse XLA HLO module text (already checked to be a non-empty str that is not MLIR) into a Graph.
 
-    StableHLO or MHLO MLIR text (JAX's default ``as_text()``: ``module @jit_f {...}``,
-    ``func.func``, ``stablehlo.`` ops) is recognised and imported by
-    :func:`astitch_sim.stablehlo.from_stablehlo`; ``graph.source`` says which was read
-    (``"hlo"``, ``"stablehlo"`` or ``"mhlo"``).
-
-    ``name`` overrides the graph name (default: the ``HloModule`` name).  Graph inputs
-    are the ENTRY parameters in parameter-number order; outputs are the ROOT (or the
-    elements of a ROOT tuple).  Raises :class:`AStitchError` on anything it cannot read.
+    The HLO half of :func:`astitch_sim.from_text.from_hlo`, which checks its arguments and sends
+    StableHLO/MHLO text to :mod:`astitch_sim.stablehlo` (which builds on this module) instead.
     """
-    if not isinstance(text, str):
-        raise AStitchError(f"from_hlo expects HLO text (a str), got {type(text).__name__}")
-    if name is not None and not isinstance(name, str):
-        raise AStitchError(f"from_hlo: name must be a str (the graph name) or None, got {type(name).__name__}")
-    if not text.strip():
-        raise AStitchError("the HLO text is empty: pass the text of jax.jit(f).lower(*args).as_text('hlo')")
-    from .stablehlo import from_stablehlo, looks_like_mlir     # late: stablehlo builds on this module
-    if looks_like_mlir(text):      # JAX's default as_text(): StableHLO (or MHLO) MLIR
-        return from_stablehlo(text, name=name)
     try:
         module_name, comps = _Parser(text).module()
     except RecursionError:
@@ -945,19 +929,3 @@ def from_hlo(text: str, name: Optional[str] = None) -> Graph:
         raise AStitchError("calls nest too deeply to inline") from None
     g.source = "hlo"
     return g
-
-
-def from_hlo_file(path, name: Optional[str] = None) -> Graph:
-    """Read an ``.hlo`` (or StableHLO ``.mlir``) text file and import it with :func:`from_hlo`."""
-    if not isinstance(path, (str, Path)) or (isinstance(path, str) and not path.strip()):
-        raise AStitchError(f"from_hlo_file needs a file path (str or pathlib.Path), got {path!r}; "
-                           "for HLO text already in memory use from_hlo(text)")
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise AStitchError(f"cannot read HLO file {str(p)!r}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise AStitchError(f"HLO file {str(p)!r} is not UTF-8 text (a binary file?): pass the text that "
-                           "jax.jit(f).lower(*args).as_text('hlo') prints") from None
-    return from_hlo(text, name=name)
