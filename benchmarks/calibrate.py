@@ -336,7 +336,7 @@ def _structure(plan) -> list:
 
 
 def _node_bytes(graph, names) -> int:
-    from astitch_sim.dtypes import numpy_dtype
+    from astitch_sim.ir.dtypes import numpy_dtype
     total = 0
     for n in names:
         node = graph[n]
@@ -374,7 +374,7 @@ def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
 def simulate_stats(plan, seed: int = 0) -> list:
     """KernelStats of ``plan`` from the SIMT model (values are computed too: the model has no counters-only mode
     we rely on)."""
-    from astitch_sim.workloads import workload_inputs
+    from astitch_sim.frontends.workloads import workload_inputs
     simulate = getattr(asim, "simulate", None)
     if simulate is None:
         from astitch_sim.simt import simulate

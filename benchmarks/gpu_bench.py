@@ -705,7 +705,7 @@ def run_plan(plan, inputs, reference, names, clock: Clock) -> dict:
 
 def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, baselines_wanted) -> dict:
     import astitch_sim as asim
-    from astitch_sim.workloads import workload_inputs
+    from astitch_sim.frontends.workloads import workload_inputs
     from benchmarks.suite import LARGE_BYTES, graph_bytes
 
     shape = case.shape_for(mode_shape)
@@ -988,7 +988,7 @@ def run_suite(out_dir: str, quick: bool = False, simulator: Optional[bool] = Non
         gpu_preset = "H100" if sim else detect_preset(prov["device"])
         if gpu_preset is None:
             raise SystemExit(f"cannot tell the preset of {prov['device']!r}: pass --gpu-preset "
-                             f"({', '.join(asim.hardware.GPUS)})")
+                             f"({', '.join(asim.hardware.gpus.GPUS)})")
     hw = asim.gpu(gpu_preset)
     if not sim and prov.get("sms") and prov["sms"] != hw.sms:
         log(f"warning: the device has {prov['sms']} SMs, the {hw.name} preset {hw.sms}: plans are sized for the "

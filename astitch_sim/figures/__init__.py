@@ -1,7 +1,7 @@
 """Pictures of plans, thread mappings, timelines, traces and counters (matplotlib).
 
 Every function draws from the same objects the rest of the package uses -- a
-:class:`~astitch_sim.plan.Plan`, a :class:`~astitch_sim.mapping.ThreadMapping`,
+:class:`~astitch_sim.plan.plan.Plan`, a :class:`~astitch_sim.plan.mapping.ThreadMapping`,
 a :class:`~astitch_sim.simt.executor.SimResult` -- and returns a matplotlib
 ``Figure`` (shown inline in Jupyter; ``fig.savefig("x.png")`` to keep it).
 matplotlib is imported only when a picture is drawn (``pip install

@@ -10,7 +10,7 @@ from __future__ import annotations
 from math import ceil
 
 from ..errors import AStitchError
-from ..vocabulary import Barrier
+from ..plan.vocabulary import Barrier
 
 
 def barrier_counts(kernel, ks) -> list:

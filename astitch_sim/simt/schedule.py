@@ -3,7 +3,7 @@
 How a GPU runs a grid
 ---------------------
 An SM keeps a few blocks *resident* at once -- as many as its threads,
-registers and shared memory allow (:meth:`astitch_sim.hardware.GPU.occupancy`)
+registers and shared memory allow (:meth:`astitch_sim.hardware.gpus.GPU.occupancy`)
 -- and the block scheduler hands it a new block whenever a resident one exits.
 So a grid bigger than ``blocks_per_wave = blocks_per_sm * SMs`` runs in
 *waves*, and a grid of 161 blocks of 1024 threads on a V100 (160 per wave) needs
