@@ -7,6 +7,10 @@ Public API (see docs/architecture.md)::
     outs = asim.reference(g, inputs)          # numpy truth
     plan = asim.compile(g, strategy="astitch", gpu="H100")
     res = asim.simulate(plan, inputs)
+
+The package's folders follow the pipeline (docs/architecture.md): ``ir/`` <- ``frontends/``, ``passes/``
+<- ``plan/`` (with ``hardware/``) <- ``simt/``, ``figures/`` <- ``planning/`` <- ``compiler.compile``.
+May import: all of them (this file is the public API; nothing inside the package imports it).
 """
 from .errors import AStitchError
 from .ir.graph import Graph, Node

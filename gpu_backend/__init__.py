@@ -89,7 +89,12 @@ see :mod:`gpu_backend.machine.typecheck`), which the simulator cannot: it runs P
 
 Formats: float16 is computed in float32 and rounded after every op; bfloat16
 likewise, and stored in device memory as its 16 raw bits; pred is ``bool``.
-Matrix products (library kernels) run a naive batched matmul (``library``).
+Matrix products (library kernels) run a naive batched matmul (``codegen/library``).
+
+Folders: ``codegen/`` (Plan -> source; ``codegen/library/`` the library kernels), ``launch/`` (compile,
+allocate, launch, copy back), ``machine/`` (PTX/SASS, ptxas, the toolchain tools); at the top the runtime
+the generated modules import (``prelude``, ``intrinsics``, ``numba_compat``).  May import: all of them
+(this file is the public API: ``run``, ``prepare``, ``generate_source``, ``apply_compiler``).
 
 Tests: ``pytest tests/gpu_backend/test_gpu_backend.py`` runs everything in the simulator
 (``tests/conftest.py`` sets ``NUMBA_ENABLE_CUDASIM=1`` when no GPU is found).

@@ -5,6 +5,9 @@ pieces: ``geometry`` (where elements run), ``evaluate`` (index propagation),
 ``reduce`` (per thread, tree, split combine), ``memory`` (the counters and
 their definitions), ``trace`` (per-thread traces, races, divergent barriers),
 ``stats`` (the counters' containers).
+
+A reader of the Plan: it follows the plan and decides nothing.  May import: ``astitch_sim.plan``,
+``astitch_sim.ir``, ``astitch_sim.hardware`` and ``astitch_sim.errors`` -- never ``astitch_sim.planning``.
 """
 from .executor import SimResult, simulate
 from .stats import KernelStats, SimStats, StageStats

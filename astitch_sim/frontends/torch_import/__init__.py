@@ -12,6 +12,8 @@ How a module becomes a Graph::
 * :mod:`.context`: broadcasting and promotion made explicit, node names;
 * :mod:`.table` (rows in ``ops_*``): ATen op -> builder, and the refusals with their fixes;
 * :mod:`.convert`: the walk over the ATen graph, checking every node against torch.export's record.
+
+May import: ``astitch_sim.ir``, ``astitch_sim.errors`` and the rest of ``astitch_sim.frontends``.
 """
 from __future__ import annotations
 
