@@ -99,7 +99,7 @@ def _measure_old(gpu: str, cases_file: str, out_file: str) -> None:
     """The old commit's side, in its subprocess: ``measure_cases`` with the old ``astitch_sim`` (the one on
     ``PYTHONPATH``) on today's case list and today's inputs (this tree's ``astitch_sim/frontends/seeded.py``, by path:
     ``astitch_sim`` itself is the old one here)."""
-    seeded = _load_from_path("_seeded_today", REPO / "astitch_sim" / "seeded.py")
+    seeded = _load_from_path("_seeded_today", REPO / "astitch_sim" / "frontends" / "seeded.py")
     with open(cases_file) as fh:
         cases = json.load(fh)
     with open(out_file, "w") as fh:

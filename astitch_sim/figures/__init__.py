@@ -9,8 +9,8 @@ matplotlib is imported only when a picture is drawn (``pip install
 so the pictures work on a laptop, in CI and in Colab alike (``plan.to_dot()``
 gives the Graphviz version where ``dot`` is installed).
 
-May import: ``astitch_sim.plan``, ``astitch_sim.ir``, ``astitch_sim.hardware``, ``astitch_sim.simt`` and
-``astitch_sim.errors`` (it draws what a plan and a simulation say; it plans nothing).
+May import (of astitch_sim/): ``plan/``, ``ir/``, ``hardware/``, ``simt/`` and ``errors.py`` (it draws what
+a plan and a simulation say; it plans nothing).
 
 =====================  =====================================================
 ``draw_plan``          the graph in kernel lanes: nodes coloured by stitch

@@ -4,5 +4,5 @@ XLA HLO text (hlo), StableHLO/MHLO MLIR text (stablehlo*, mlir_text; ``from_text
 export back to StableHLO (to_stablehlo), PyTorch programs (torch_import/), the workload catalog (workloads),
 seeded random specs (seeded), and the refusals and region probes the importers share (refusals, regions).
 
-May import: ``astitch_sim.ir`` and ``astitch_sim.errors``.  Nothing downstream knows where a Graph came from.
+May import: ``ir/`` and ``errors.py`` (of astitch_sim/).  Nothing downstream knows where a Graph came from.
 """

@@ -1,5 +1,5 @@
 """GPUs: the presets and occupancy rules (gpus: V100, A100, H100, H200) and the measured timings kept in
 benchmarks/results (measured).
 
-May import: ``astitch_sim.errors`` only.
+May import: ``errors.py`` (of astitch_sim/) only.
 """

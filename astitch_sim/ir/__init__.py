@@ -4,5 +4,6 @@
 comparisons, the numpy reference interpreter (``reference``: the ground truth of every test), flat-index
 arithmetic and Graphviz DOT of graphs (viz).
 
-May import: ``astitch_sim.errors`` only.  Everything else builds on this package; it builds on nothing.
+May import: ``errors.py`` only (paths relative to astitch_sim/).  Everything else builds on this package; it
+builds on nothing.
 """

@@ -6,6 +6,6 @@ index_bits), library-kernel facts (boundary), what ptxas made of a kernel (machi
 sealing (sealed), JSON (serialize), ``print(plan)`` (plan_print, search_record) and the prefixes of the
 planners' notes (notes).  Readers import these to *follow* a plan: what a reader needs to know is here.
 
-May import: ``astitch_sim.ir``, ``astitch_sim.passes`` (the validator re-checks the analysis),
-``astitch_sim.hardware.gpus`` and ``astitch_sim.errors`` -- never a planner, never a reader.
+May import (of astitch_sim/): ``ir/``, ``passes/`` (the validator re-checks the analysis), ``hardware/`` and
+``errors.py`` -- never a planner, never a reader.
 """

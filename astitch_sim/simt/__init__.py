@@ -6,8 +6,8 @@ pieces: ``geometry`` (where elements run), ``evaluate`` (index propagation),
 their definitions), ``trace`` (per-thread traces, races, divergent barriers),
 ``stats`` (the counters' containers).
 
-A reader of the Plan: it follows the plan and decides nothing.  May import: ``astitch_sim.plan``,
-``astitch_sim.ir``, ``astitch_sim.hardware`` and ``astitch_sim.errors`` -- never ``astitch_sim.planning``.
+A reader of the Plan: it follows the plan and decides nothing.  May import (of astitch_sim/): ``plan/``,
+``ir/``, ``hardware/`` and ``errors.py`` -- never ``planning/``.
 """
 from .executor import SimResult, simulate
 from .stats import KernelStats, SimStats, StageStats

@@ -2,6 +2,6 @@
 the module, kernel and stage writers; the emitters of values, elements, loops, reductions, slots and casts;
 the library kernels in library/).
 
-May import: ``astitch_sim.ir``, ``astitch_sim.plan.plan`` and ``astitch_sim.errors`` (a reader of the Plan: it
-follows the plan and decides nothing); nothing else of gpu_backend.
+May import: astitch_sim's ``ir/``, ``plan/`` and ``errors.py`` (a reader of the Plan: it follows the plan and
+decides nothing); nothing else of gpu_backend.
 """

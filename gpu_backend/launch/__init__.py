@@ -2,6 +2,5 @@
 copy the outputs back (plans: ``run``, ``prepare``, ``PreparedPlan``), and the cooperative launch of grid
 barriers under Numba's CUDA simulator (cudasim).
 
-May import: ``gpu_backend.codegen.generate``, ``gpu_backend.numba_compat``, ``astitch_sim.ir``, ``astitch_sim.plan.plan``,
-``astitch_sim.errors``.
+May import: gpu_backend's ``codegen/`` and ``numba_compat.py``; astitch_sim's ``ir/``, ``plan/``, ``errors.py``.
 """

@@ -29,7 +29,7 @@ def test_pytest_m_gpu_collects_every_gpu_test_on_an_image_without_the_extras(tmp
     assert hidden.returncode == 0, hidden.stdout[-3000:] + hidden.stderr[-3000:]
     assert "error" not in hidden.stdout.splitlines()[-1].lower(), hidden.stdout[-2000:]
     # what a full environment collects from the files that hold gpu tests
-    gpu_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
+    gpu_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
                        if re.search(r"pytest\.mark\.gpu\b", p.read_text()))
     assert gpu_files
     full = subprocess.run(cmd + gpu_files, cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -35,7 +35,7 @@ def test_simulator_flag_read_where_numba_cuda_core_config_is_missing(monkeypatch
     """An older numba-cuda: ``numba.cuda.core.config`` cannot be imported; the flag comes from numba.core."""
     import numba.cuda.core as core
 
-    from gpu_backend.launch.plans import plans as launch
+    from gpu_backend.launch import plans as launch
     from gpu_backend import numba_compat
     monkeypatch.delattr(core, "config", raising=False)
     monkeypatch.setitem(sys.modules, "numba.cuda.core.config", None)     # import raises ImportError
