@@ -513,7 +513,7 @@ def test_random_inputs_are_drawn_in_chunks_with_the_stream_of_one_draw(monkeypat
     the ones a single draw of the whole tensor gives, so every seed keeps its inputs."""
     import importlib
 
-    reference_module = importlib.import_module("astitch_sim.reference")
+    reference_module = importlib.import_module("astitch_sim.ir.reference")
     monkeypatch.setattr(reference_module, "DRAW_CHUNK", 1000)
     g = astitch_sim.Graph("chunks")
     g.parameter("p", (7, 1001), dtype)
