@@ -270,3 +270,15 @@ def test_the_checks_catch_a_forbidden_import_and_a_circle(tmp_path):
                    for c in circles(modules))
     finally:
         globals()["package_of"] = real_package_of
+
+
+def test_every_import_of_ours_names_a_module_that_exists():
+    """An import of a module that moved away must fail here, not quietly find an old copy elsewhere on the path
+    (an editable install of another checkout serves ``astitch_sim.reference`` long after it moved to ir/)."""
+    modules = package_modules()
+    bad = []
+    for path in sources(*OURS):
+        for line, module, names in imports(path):
+            if module.split(".")[0] in PACKAGES and module not in modules:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}, which is not a module of the tree")
+    assert not bad, "\n".join(bad)
