@@ -19,5 +19,5 @@ test:
 
 # break simulate on purpose (no outputs; values 10% off): every test that reads its outputs must fail
 mutation:
-	$(PYTHON) -m pytest -q -p tests.mutation --mutate-simulate=empty tests/test_simt_executor.py tests/test_cli_simulate.py -m "not slow"
-	$(PYTHON) -m pytest -q -p tests.mutation --mutate-simulate=off10 tests/test_simt_executor.py tests/test_cli_simulate.py -m "not slow"
+	$(PYTHON) -m pytest -q -p tests.mutation --mutate-simulate=empty tests/simt/test_simt_executor.py tests/cli/test_cli_simulate.py -m "not slow"
+	$(PYTHON) -m pytest -q -p tests.mutation --mutate-simulate=off10 tests/simt/test_simt_executor.py tests/cli/test_cli_simulate.py -m "not slow"

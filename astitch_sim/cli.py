@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from .errors import AStitchError
-from .graph import Graph, shape_str
+from .ir.graph import Graph, shape_str
 
 PROG = "astitch"
 
@@ -103,11 +103,11 @@ def load_graph(args: argparse.Namespace) -> Graph:
             raise AStitchError("--shape applies to --workload only; an HLO file fixes its own shapes")
         text = read_text(args.hlo)
         try:
-            from .hlo import from_hlo      # imported lazily: only --hlo needs the importer (it reads both texts)
+            from .frontends.from_text import from_hlo      # imported lazily: only --hlo needs the importer (it reads both texts)
         except ImportError as e:
             raise AStitchError(f"the HLO importer is not available ({e}); use --workload") from None
         return from_hlo(text)
-    from .workloads import workload
+    from .frontends.workloads import workload
     return workload(args.workload, **parse_shape(args.shape))
 
 
@@ -115,13 +115,13 @@ def graph_inputs(graph: Graph, args: argparse.Namespace) -> list:
     """Inputs for ``graph``: ``--inputs FILE.npz`` if given, else random ones from ``--seed``."""
     if getattr(args, "inputs", None):
         return load_npz_inputs(graph, args.inputs)
-    from .workloads import workload_inputs
+    from .frontends.workloads import workload_inputs
     seed = getattr(args, "seed", 0)
     return workload_inputs(graph, seed) if getattr(args, "workload", None) else _random(graph, seed)
 
 
 def _random(graph, seed):
-    from .reference import random_inputs
+    from .ir.reference import random_inputs
     return random_inputs(graph, seed)
 
 
@@ -182,7 +182,7 @@ def add_workloads_parser(sub) -> argparse.ArgumentParser:
 
 
 def cmd_workloads(args) -> int:
-    from .workloads import list_workloads
+    from .frontends.workloads import list_workloads
     entries = list_workloads()
     if args.names:
         print("\n".join(e.name for e in entries))
@@ -274,7 +274,7 @@ def add_reference_parser(sub) -> argparse.ArgumentParser:
 
 def describe_array(name: str, a: np.ndarray, k: int = 6) -> str:
     """``name: f32[4,8]  min -1.2  max 3.4  mean 0.01  [v0, v1, ...]``."""
-    from .dtypes import xla_name
+    from .ir.dtypes import xla_name
     try:
         dtype = xla_name(a.dtype)
     except AStitchError:
@@ -300,7 +300,7 @@ def describe_array(name: str, a: np.ndarray, k: int = 6) -> str:
 
 
 def cmd_reference(args) -> int:
-    from .reference import reference
+    from .ir.reference import reference
     g = load_graph(args)
     inputs = graph_inputs(g, args)
     outs = reference(g, inputs)
@@ -325,8 +325,8 @@ def cmd_reference(args) -> int:
 def add_strategy_gpu_arguments(parser: argparse.ArgumentParser, strategy: bool = True) -> None:
     """``--strategy S`` and ``--gpu G``, with the choices the compiler and the presets know."""
     from .compiler import STRATEGIES
-    from .hardware import GPUS
-    from .strategies.xla_rules import DEFAULT_RULES, RULES
+    from .hardware.gpus import GPUS
+    from .planning.strategies.xla_rules import DEFAULT_RULES, RULES
     if strategy:
         parser.add_argument("--strategy", default="astitch", choices=STRATEGIES,
                             help="fusion strategy (default astitch)")
@@ -341,7 +341,7 @@ def add_strategy_gpu_arguments(parser: argparse.ArgumentParser, strategy: bool =
 
 def strategy_options(args, strategy: str) -> dict:
     """The compile options the command line gives ``strategy``: ``--xla-rules`` for xla, when changed."""
-    from .strategies.xla_rules import DEFAULT_RULES
+    from .planning.strategies.xla_rules import DEFAULT_RULES
     rules = getattr(args, "xla_rules", DEFAULT_RULES)
     return {"fusion_rules": rules} if strategy == "xla" and rules != DEFAULT_RULES else {}
 
@@ -361,7 +361,7 @@ def _count(low: int):
 
 
 def _gpu_name(text: str) -> str:
-    from .hardware import gpu
+    from .hardware.gpus import gpu
     try:
         return gpu(text).name
     except AStitchError as e:
@@ -524,7 +524,7 @@ def _print_timeline(plan, res, sms: int) -> None:
 
 def cmd_simulate(args) -> int:
     from .compiler import STRATEGIES
-    from .reference import reference
+    from .ir.reference import reference
     g = load_graph(args)
     if args.trace and sum(int(np.prod(p.shape)) for p in g.inputs) > TRACE_MAX_ELEMENTS:
         raise AStitchError(f"--trace records every thread's accesses: use a tiny shape (<= {TRACE_MAX_ELEMENTS} "
@@ -616,7 +616,7 @@ def explore_query(args) -> str:
     from urllib.parse import urlencode
     q = {}
     if args.workload:
-        from .workloads import check_shape
+        from .frontends.workloads import check_shape
         shape = check_shape(args.workload, parse_shape(args.shape))
         q["workload"] = args.workload
         q["shape"] = ",".join(f"{k}:{v}" for k, v in shape.items())

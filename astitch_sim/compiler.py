@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from .errors import AStitchError
-from .graph import Graph
-from .hardware import gpu as get_gpu
-from .reduce_scheme import with_preference
-from .trivial_reduce import eliminate_trivial_reduces
-from .vocabulary import ReduceScheme
-from .zero_size import eliminate_zero_size
+from .ir.graph import Graph
+from .hardware.gpus import gpu as get_gpu
+from .plan.reduce_scheme import with_preference
+from .passes.trivial_reduce import eliminate_trivial_reduces
+from .plan.vocabulary import ReduceScheme
+from .passes.zero_size import eliminate_zero_size
 
-from .strategies.registry import REGISTRY, strategy_named
+from .planning.strategies.registry import REGISTRY, strategy_named
 
 #: the names of the registered strategies, in the order comparisons show them (strategies/registry.py)
 STRATEGIES = tuple(REGISTRY)
@@ -19,13 +19,13 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     """Plan ``graph`` with ``strategy`` (one of ``STRATEGIES``: unfused, xla, tvm, fusionstitching, inductor, astitch) for ``gpu`` (V100, A100, H100, H200).
 
     The returned Plan holds every decision; it is validated and sealed (read-only,
-    ``astitch_sim.sealed``) before it is returned: readers follow it, none edits it.
+    ``astitch_sim.plan.sealed``) before it is returned: readers follow it, none edits it.
 
     Values with no elements (a 0-length dimension) are removed first, as XLA does
-    (``astitch_sim.zero_size``): then ``plan.graph`` is the rewritten graph, same
+    (``astitch_sim.passes.zero_size``): then ``plan.graph`` is the rewritten graph, same
     parameters and output names, and no kernel iterates over an empty domain.  A
     reduce over no dimensions becomes its reducer's elementwise op
-    (``astitch_sim.trivial_reduce``), as XLA's algebraic simplifier does.
+    (``astitch_sim.passes.trivial_reduce``), as XLA's algebraic simplifier does.
 
     ``options`` belong to the strategy.  ``xla`` takes ``fusion_rules``: which XLA
     version's GPU fusion rules it follows, ``"openxla-2024"`` (the default: f32/f16
@@ -68,7 +68,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
 
     Every strategy also takes ``reduce_scheme``: ``"shuffle"`` (default: warp shuffles within a warp, one
     shared-memory step across warps) or ``"tree"`` (the paper's shared-memory tree, a block barrier per
-    fold), how the threads of a reduction task combine (``astitch_sim/reduce_scheme.py``).
+    fold), how the threads of a reduction task combine (``astitch_sim/plan/reduce_scheme.py``).
 
     An unknown option, a value of the wrong type, or an option a strategy does not take
     (besides ``reduce_scheme``: unfused, tvm and inductor take none; xla takes ``fusion_rules``)

@@ -50,7 +50,7 @@ def _apply_here(plans: list) -> list:
 
 def apply_all(plans: list, timeout: float = 600) -> list:
     """``[(applied plan or None, error or None)]`` per plan, in order."""
-    from gpu_backend.launch import simulator
+    from gpu_backend.launch.plans import simulator
     if not simulator():
         return _apply_here(plans)
     import astitch_sim as asim

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from astitch_sim.workloads import ADAM, BATCHNORM_EPS, FIG7_EXPONENT, LAYERNORM_EPS, RMSNORM_EPS
+from astitch_sim.frontends.workloads import ADAM, BATCHNORM_EPS, FIG7_EXPONENT, LAYERNORM_EPS, RMSNORM_EPS
 
 
 # ---------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class TorchOps:
 
 
 # ---------------------------------------------------------------------------
-# the workloads (the same formulas as astitch_sim/workloads.py)
+# the workloads (the same formulas as astitch_sim/frontends/workloads.py)
 # ---------------------------------------------------------------------------
 
 def layernorm(xp, x, gamma, beta):

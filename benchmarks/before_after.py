@@ -6,7 +6,7 @@ there in a subprocess (the old code, importing the old package), runs it again o
 and writes the two side by side.  Both sides run on the same inputs: the catalog workloads at the
 paper's shapes (``benchmarks.simt_predictions.CASES``) and every HLO fixture under ``tests/fixtures``
 (taken from the current tree, so a fixture added after *before* is still compared; one the old importer
-refuses is recorded as unsupported there), with the current tree's input maker (``astitch_sim/seeded.py``).
+refuses is recorded as unsupported there), with the current tree's input maker (``astitch_sim/frontends/seeded.py``).
 All numbers are SIMT-model predictions, not GPU measurements.
 
 The old side imports only the old ``astitch_sim``: the case list reaches it as JSON, and this file and
@@ -49,7 +49,7 @@ def case_list(only: str = "") -> list:
 def measure(gpu: str, only: str = "") -> list:
     """One row per case whose label contains ``only``: per strategy kernels, global bytes and predicted us
     (or the error's first line), with the code as it is."""
-    from astitch_sim import seeded
+    from astitch_sim.frontends import seeded
     return measure_cases(gpu, case_list(only), seeded.fixture_inputs)
 
 
@@ -57,7 +57,7 @@ def measure_cases(gpu: str, cases: list, fixture_inputs) -> list:
     """``measure`` on a given case list (see :func:`case_list`), fixtures' inputs from ``fixture_inputs(path)``.
     It imports nothing but ``astitch_sim``, so an old commit's package can run it."""
     import astitch_sim as asim
-    from astitch_sim.workloads import workload_inputs
+    from astitch_sim.frontends.workloads import workload_inputs
     rows = []
     for case in cases:
         label = case["case"]
@@ -97,9 +97,9 @@ def _load_from_path(name: str, path: Path):
 
 def _measure_old(gpu: str, cases_file: str, out_file: str) -> None:
     """The old commit's side, in its subprocess: ``measure_cases`` with the old ``astitch_sim`` (the one on
-    ``PYTHONPATH``) on today's case list and today's inputs (this tree's ``astitch_sim/seeded.py``, by path:
+    ``PYTHONPATH``) on today's case list and today's inputs (this tree's ``astitch_sim/frontends/seeded.py``, by path:
     ``astitch_sim`` itself is the old one here)."""
-    seeded = _load_from_path("_seeded_today", REPO / "astitch_sim" / "seeded.py")
+    seeded = _load_from_path("_seeded_today", REPO / "astitch_sim" / "frontends" / "seeded.py")
     with open(cases_file) as fh:
         cases = json.load(fh)
     with open(out_file, "w") as fh:

@@ -117,7 +117,7 @@ def markdown(cc: dict, banner: str = "") -> list:
     if cc.get("fitted"):
         L += ["", "| constant | cost.py now | fitted on two thirds |", "|---|---|---|"]
         for p, v in cc["fitted"].items():
-            L.append(f"| {p} | {C._fmt(cc['constants_now'][p])} | {C._fmt(v)} |")
+            L.append(f"| {p} | {C.format_value(cc['constants_now'][p])} | {C.format_value(v)} |")
     elif cc.get("fit_error"):
         L += ["", f"No fit: {cc['fit_error']}"]
     return L + [""]

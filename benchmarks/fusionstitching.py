@@ -25,7 +25,7 @@ import numpy as np
 
 import astitch_sim as asim
 from astitch_sim.errors import AStitchError
-from astitch_sim.workloads import workload_inputs
+from astitch_sim.frontends.workloads import workload_inputs
 
 from benchmarks.simt_predictions import provenance
 

@@ -1,6 +1,6 @@
 """Every catalog plan under every strategy, after apply_compiler, against the numpy reference.
 
-What ``pytest -m gpu tests/test_gpu_backend_device.py`` checks (every catalog
+What ``pytest -m gpu tests/gpu_backend/test_gpu_backend_device.py`` checks (every catalog
 workload at its catalog size, every strategy), done the way the benchmark runs
 plans -- after :func:`gpu_backend.apply_compiler`, the plans AStitch ships -- and
 written to a results file after every plan, so a device command cut off at its
@@ -18,7 +18,7 @@ import numpy as np
 
 RTOL, ATOL = 1e-4, 1e-5
 
-#: a tiny shape per catalog workload for the simulator (the same as tests/test_gpu_backend.py's TINY)
+#: a tiny shape per catalog workload for the simulator (the same as tests/gpu_backend/test_gpu_backend.py's TINY)
 SIM_SHAPES = {
     "layernorm": {"rows": 4, "cols": 32}, "rmsnorm": {"rows": 4, "cols": 32},
     "batchnorm_train": {"rows": 16, "cols": 8}, "layernorm_backward": {"rows": 4, "cols": 32},
@@ -62,7 +62,7 @@ def check_all(workloads, strategies, preset: str, simulator: bool, record, apply
     """Run and check every (workload, strategy); ``record(list_so_far)`` after each (incremental writes)."""
     import astitch_sim as asim
     import gpu_backend
-    from astitch_sim.workloads import workload_inputs
+    from astitch_sim.frontends.workloads import workload_inputs
     from benchmarks.applied_plans import apply_all, compiler_record
 
     rows = []

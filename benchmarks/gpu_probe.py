@@ -8,7 +8,7 @@ hides the others:
 ``smi``         nvidia-smi: name, driver, memory, clocks (when present);
 ``versions``    Python and the packages that matter (numba, numba-cuda, jax, torch ...);
 ``toolchain``   where ptxas, NVVM, libdevice, the device runtime and nvdisasm were
-                found (:func:`gpu_backend.toolchain.where`), whether ``CUDA_HOME`` had to be
+                found (:func:`gpu_backend.machine.toolchain.where`), whether ``CUDA_HOME`` had to be
                 named for numba-cuda, and what numba-cuda itself loads for NVVM / libdevice;
 ``plain``       a grid-stride kernel compiled and run, its result checked;
 ``grid_sync``   a cooperative kernel with a grid barrier (what a stitched plan needs):
@@ -54,7 +54,7 @@ def _versions() -> dict:
 
 
 def _toolchain(cuda_home_named) -> dict:
-    from gpu_backend import toolchain
+    from gpu_backend.machine import toolchain
     rec = {"where": toolchain.where(), "CUDA_HOME": os.environ.get("CUDA_HOME"),
            "cuda_home_named_by_runbook": cuda_home_named, "apply_compiler_available": toolchain.available()}
     if not rec["apply_compiler_available"]:

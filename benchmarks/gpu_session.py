@@ -142,7 +142,7 @@ def _choose_mode(simulator: bool) -> dict:
     if simulator:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     else:
-        from gpu_backend.toolchain import cuda_home_for_numba
+        from gpu_backend.machine.toolchain import cuda_home_for_numba
         named = cuda_home_for_numba()
         if named:
             os.environ["CUDA_HOME"] = named

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import astitch_sim as asim
-from astitch_sim import seeded
+from astitch_sim.frontends import seeded
 from benchmarks.simt_predictions import provenance, write_results
 
 HERE = Path(__file__).resolve().parent

@@ -21,15 +21,15 @@ import time
 from pathlib import Path
 
 import astitch_sim as asim
-from astitch_sim import seeded
-from astitch_sim.strategies.never_behind import COMBINE_TOLERANCE
-from astitch_sim.workloads import workload_inputs
+from astitch_sim.frontends import seeded
+from astitch_sim.planning.strategies.never_behind import COMBINE_TOLERANCE
+from astitch_sim.frontends.workloads import workload_inputs
 from benchmarks.simt_predictions import CASES, provenance, write_results
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures"
 
-#: HLO fixtures whose raw stitch plan is behind xla (tests/test_never_behind.py: KNOWN_BEHIND), as
+#: HLO fixtures whose raw stitch plan is behind xla (tests/planning/test_never_behind.py: KNOWN_BEHIND), as
 #: (fixture dir, name).  Before issue 13's sibling-reduction and register-reuse work these were hlo/groupnorm,
 #: convert_bf16_layernorm, grad_layernorm and transformer_ffn; their raw plans are no longer behind.
 FIXTURE_CASES = [("models", "embedding_and_grad"), ("models", "argmax_accuracy")]

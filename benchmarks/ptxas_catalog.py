@@ -3,7 +3,7 @@
 For each GPU preset asked for (V100 = sm_70, A100 = sm_80, H100 = sm_90) and every
 catalog workload at its default size under every strategy, the plan is compiled,
 then :func:`gpu_backend.apply_compiler` compiles each kernel to machine code at the
-plan's register cap and relaxes it where the code spills (see ``gpu_backend/apply.py``).
+plan's register cap and relaxes it where the code spills (see ``gpu_backend/machine/apply.py``).
 Per kernel we record the plan's estimate, the cap applied, ptxas's registers, spills,
 stack, shared memory (the kernel's own and what CUDA's device runtime adds), and
 blocks per wave with the estimate and with the real numbers; for a cooperative
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 import astitch_sim as asim
-from astitch_sim.workloads import list_workloads
+from astitch_sim.frontends.workloads import list_workloads
 from benchmarks.simt_predictions import provenance
-from gpu_backend import toolchain
-from gpu_backend.resource_check import run_cases
+from gpu_backend.machine import toolchain
+from gpu_backend.machine.resource_check import run_cases
 
 ARCH = {"V100": "sm_70", "A100": "sm_80", "H100": "sm_90", "H200": "sm_90"}
 

@@ -7,7 +7,7 @@ each strategy and each architecture asked for, the plan is simulated with
 so the architectures are A100's sm_80 and H100's sm_90).  Per kernel and class
 (global / shared loads and stores and their widths, atomics, barriers, grid
 barriers, shuffles) the busiest thread's count in the model is held against the
-static SASS count: ``gpu_backend/mix_vs_model.py`` explains the normalisation.
+static SASS count: ``gpu_backend/machine/mix_vs_model.py`` explains the normalisation.
 No GPU needed::
 
     python -m benchmarks.ptxas_vs_model [--gpus H100 A100] [--strategies ...] [--jobs 2]
@@ -29,7 +29,7 @@ from pathlib import Path
 import astitch_sim as asim
 from benchmarks.ptxas_catalog import ARCH, tool_versions
 from benchmarks.simt_predictions import provenance
-from gpu_backend import toolchain
+from gpu_backend.machine import toolchain
 
 #: the catalog at shapes the per-thread trace accepts (at most TRACE_LIMIT = 65536 elements per kernel);
 #: rows shrink, the reduced widths stay the real ones where they fit
@@ -45,8 +45,8 @@ SHAPES = {
 
 
 def run_case(case: dict) -> dict:
-    from astitch_sim.workloads import workload_inputs
-    from gpu_backend.mix_vs_model import compare
+    from astitch_sim.frontends.workloads import workload_inputs
+    from gpu_backend.machine.mix_vs_model import compare
     try:
         g = asim.workload(case["workload"], **case["shape"])
         plan = asim.compile(g, case["strategy"], case["gpu"])
@@ -73,7 +73,7 @@ SHORT = {"global_load": "LDG", "global_store": "STG", "global_atomic": "ATOM/RED
 
 
 def markdown(gpu: str, results: dict, prov: dict) -> str:
-    from gpu_backend.mix_vs_model import COMPARED
+    from gpu_backend.machine.mix_vs_model import COMPARED
     rows = [dict(r, plan=pid.rsplit("/", 1)[0]) for pid, res in results.items() for r in res.get("rows", [])]
     errors = {pid: res["error"] for pid, res in results.items() if "error" in res}
     kernels = {(r["plan"], r["kernel"]) for r in rows}
@@ -83,7 +83,7 @@ def markdown(gpu: str, results: dict, prov: dict) -> str:
              f"{len(kernels)} generated kernels, {len(straight)} of them straight-line SASS (no backward branch). "
              "Model: the busiest thread's dynamic count (summed over stages and task trips; reduction trees "
              "analytically, lane 0). SASS: static count in the kernel's code. "
-             "See `gpu_backend/mix_vs_model.py` for the normalisation.", "",
+             "See `gpu_backend/machine/mix_vs_model.py` for the normalisation.", "",
              f"Provenance: {prov['date']}, `{prov['command']}`, commit {prov['git_commit'][:12]}, {prov['machine']}, "
              f"no GPU. Tools: {prov['tools']['toolchain']}; numba {prov['tools']['numba']}, "
              f"numba-cuda {prov['tools']['numba-cuda']}. Wall time {prov['wall_s']:.0f} s.", ""]

@@ -14,7 +14,7 @@ verdict means anything:
   each tool's run, and a run cut off says so (``timed_out``) instead of
   passing or failing.
 
-Used by ``tests/test_gpu_backend_device.py`` and by the runbook
+Used by ``tests/gpu_backend/test_gpu_backend_device.py`` and by the runbook
 (``python -m benchmarks.gpu_session``).  Without compute-sanitizer (or in the
 CUDA simulator) :func:`run_plain` runs the same child without it: that proves
 the child imports and its plans validate, nothing about races.
@@ -49,7 +49,7 @@ SANITIZED_SIM = [("paper_fig7", dict(n=8, c=16), "astitch"), ("softmax", dict(ro
 
 CHILD = textwrap.dedent("""
     import sys, numpy as np, astitch_sim as asim, gpu_backend
-    from astitch_sim.workloads import workload_inputs
+    from astitch_sim.frontends.workloads import workload_inputs
     cases = {cases!r}
     print("astitch_sim from", asim.__file__, flush=True)
     for name, shape, strategy in cases:

@@ -3,7 +3,7 @@
 Every catalog workload at its default (paper) size, plus the paper's DIEN softmax <750000,32>, is
 planned under every strategy for the preset of each architecture asked for (A100 -> sm_80,
 H100 -> sm_90), checked by :func:`gpu_backend.apply_compiler` (the register caps that launch),
-and each kernel's machine code is profiled (:mod:`gpu_backend.sass_profile`).  Per kernel::
+and each kernel's machine code is profiled (:mod:`gpu_backend.machine.sass_profile`).  Per kernel::
 
     elements/thread   the largest stage domain / (grid x block)
     regs, spills      ptxas -v at the applied cap
@@ -39,8 +39,8 @@ from math import prod
 from pathlib import Path
 
 import astitch_sim as asim
-from astitch_sim.dtypes import itemsize
-from astitch_sim.workloads import list_workloads
+from astitch_sim.ir.dtypes import itemsize
+from astitch_sim.frontends.workloads import list_workloads
 
 ARCH = {"A100": "sm_80", "H100": "sm_90"}
 #: the paper's shapes beyond the catalog defaults: (case name, workload, shape)
@@ -60,8 +60,8 @@ def _nbytes(g, names) -> int:
 
 def kernel_rows(plan, arch: str) -> list:
     """One record per kernel of an applied plan: its profile and issue bound on ``arch``."""
-    from gpu_backend.machine_code import entry_name, kernel_ptx, sass_listing
-    from gpu_backend.sass_profile import issue_bound, profile
+    from gpu_backend.machine.machine_code import entry_name, kernel_ptx, sass_listing
+    from gpu_backend.machine.sass_profile import issue_bound, profile
     g, gpu = plan.graph, plan.gpu
     rows = []
     for spec, ptx in kernel_ptx(plan, arch):
@@ -126,7 +126,7 @@ def markdown(label: str, records: dict, prov: dict) -> str:
              f"{prov['machine']}, no GPU. Tools: {prov['tools']['toolchain']}; numba {prov['tools']['numba']}, "
              f"numba-cuda {prov['tools']['numba-cuda']}. Wall time {prov['wall_s']:.0f} s. "
              f"Raw records: `sass_budget_{label}.json`."), "",
-             ("Static counts of the main body of each kernel's SASS (`gpu_backend/sass_profile.py` says what is "
+             ("Static counts of the main body of each kernel's SASS (`gpu_backend/machine/sass_profile.py` says what is "
              "counted). **bound** = min(1, DRAM time / issue time), with issue time = instructions per thread x "
              "threads / 32 / (SMs x 4 schedulers x clock) and DRAM time = (inputs read once + outputs written once) "
              "/ copy bandwidth (H100: 132 SMs, 1.98 GHz, 3.0 TB/s measured copy; A100: 108 SMs, 1.41 GHz, "
@@ -193,7 +193,7 @@ def main(argv=None):
         return
     from benchmarks.ptxas_catalog import tool_versions
     from benchmarks.simt_predictions import provenance
-    from gpu_backend import toolchain
+    from gpu_backend.machine import toolchain
     if not toolchain.available():
         sys.exit(f"NVIDIA's toolchain is missing: {toolchain.missing_reason()}")
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -205,7 +205,7 @@ def main(argv=None):
             for gpu in args.gpus for name, wl, shape in cases() if not args.only or name in args.only
             for s in args.strategies]
     t0 = time.monotonic()
-    from gpu_backend.resource_check import run_cases
+    from gpu_backend.machine.resource_check import run_cases
     records = run_cases(todo, jobs=args.jobs, run=run_case)
     prov = provenance(["-m", "benchmarks.sass_budget"] + list(argv))
     prov.update(what="static SASS profile of generated kernels and their issue-rate bound; no GPU",

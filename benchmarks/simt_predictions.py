@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import astitch_sim as asim
-from astitch_sim.workloads import workload_inputs
+from astitch_sim.frontends.workloads import workload_inputs
 
 #: (label, workload, shape) -- the paper's irregular shapes first, then the catalog at real sizes
 CASES = [

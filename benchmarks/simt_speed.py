@@ -39,7 +39,7 @@ from statistics import median
 import numpy as np
 
 import astitch_sim as asim
-from astitch_sim.workloads import list_workloads, workload_inputs
+from astitch_sim.frontends.workloads import list_workloads, workload_inputs
 
 OUT = Path(__file__).parent / "results"
 BERT = dict(rows=16384, cols=768)

@@ -1,6 +1,6 @@
 """The benchmark suite: which workloads, at which shapes, for ``gpu_bench`` and ``calibrate``.
 
-Each :class:`Case` names a catalog workload (:mod:`astitch_sim.workloads`) and
+Each :class:`Case` names a catalog workload (:mod:`astitch_sim.frontends.workloads`) and
 three shapes:
 
 ``shape``  the real shape, measured on a GPU (the paper's or today's models);
@@ -24,7 +24,7 @@ from math import prod
 from typing import Optional
 
 import astitch_sim as asim
-from astitch_sim.dtypes import numpy_dtype
+from astitch_sim.ir.dtypes import numpy_dtype
 
 #: minimum bytes (inputs + outputs) from which a case counts as "large" (4x an H100's 50 MiB L2)
 LARGE_BYTES = 200 * 2**20

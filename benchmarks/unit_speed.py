@@ -4,9 +4,9 @@ arrays allocated) and this script times it.
 
 (a) The timeline of a 750000-block kernel (the paper's DIEN softmax under XLA: 32-thread blocks, 293
     waves) keeps the first and last waves only, so building it takes well under ``TIMELINE_S`` seconds
-    (tests/test_schedule.py checks the entries kept).
+    (tests/simt/test_schedule.py checks the entries kept).
 (b) ``asim.workload(name)`` at its default (paper) shape builds a Graph only, no arrays: under
-    ``BUILD_S`` seconds each (tests/test_workloads.py checks the memory it allocates).
+    ``BUILD_S`` seconds each (tests/frontends/test_workloads.py checks the memory it allocates).
 
     python -m benchmarks.unit_speed          # prints the times; exit status 1 if a budget is exceeded
 """
@@ -17,10 +17,10 @@ import sys
 import time
 from types import SimpleNamespace
 
-from astitch_sim.hardware import GPUS
+from astitch_sim.hardware.gpus import GPUS
 from astitch_sim.simt.schedule import build_timeline
 from astitch_sim.simt.stats import KernelStats, StageStats
-from astitch_sim.workloads import WORKLOADS, workload
+from astitch_sim.frontends.workloads import WORKLOADS, workload
 
 TIMELINE_S = 2.0
 BUILD_S = 0.5

@@ -16,7 +16,7 @@ Usage::
     outs = prepared.outputs()                        # wait, copy back (graph output order)
 
 ``generate_source(plan)`` writes one ``@cuda.jit`` kernel per kernel of the
-plan, following the plan exactly (see :mod:`gpu_backend.codegen` for how each
+plan, following the plan exactly (see :mod:`gpu_backend.codegen.generate` for how each
 plan decision becomes code).  ``run(plan, inputs)`` validates the inputs,
 allocates device buffers (inputs, array constants, outputs, Global scratch,
 split-reduction result buffers pre-filled with the reduce's init value),
@@ -27,7 +27,7 @@ returns the outputs in graph output order.
 
 ``run`` is three steps, public for whoever launches a plan many times (timing it:
 ``python -m benchmarks.gpu_bench``): ``prepared = prepare(plan, inputs)`` does everything
-up to the launches, once (a :class:`~gpu_backend.launch.PreparedPlan`);
+up to the launches, once (a :class:`~gpu_backend.launch.plans.PreparedPlan`);
 ``prepared.launch()`` enqueues every kernel in plan order on those buffers --
 first copying each split reduction's result buffer back to the init value, on the
 device, so a second launch computes the same as the first -- with no host copies
@@ -44,7 +44,7 @@ Simulator vs GPU -- what differs when ``NUMBA_ENABLE_CUDASIM=1`` (the kernels ar
 
 1. **Grid barriers.**  Numba's simulator runs blocks one at a time and turns
    ``this_grid().sync()`` into a block barrier (right only for one block).
-   :mod:`gpu_backend.cudasim` launches a cooperative kernel itself: every thread of
+   :mod:`gpu_backend.launch.cudasim` launches a cooperative kernel itself: every thread of
    every block at once, each block with its own shared memory, ``this_grid().sync()``
    a barrier over all of them.  Non-cooperative kernels run block by block, as in
    Numba's simulator.  Barriers are condition variables, not Numba's polling loop.
@@ -82,31 +82,36 @@ Simulator vs GPU -- what differs when ``NUMBA_ENABLE_CUDASIM=1`` (the kernels ar
 Nothing else differs: no warp shuffles, no dynamic shared memory, no
 ``syncthreads_count`` -- the generated code uses none of what the simulator lacks.
 
-Checking Numba's compiler without a GPU: ``python -m gpu_backend.typecheck
+Checking Numba's compiler without a GPU: ``python -m gpu_backend.machine.typecheck
 WORKLOAD[:k=v,...]|FILE.hlo|PLAN.json`` runs Numba-CUDA's type inference and
 lowering on every generated kernel for compute capability 9.0 (no driver needed;
-see :mod:`gpu_backend.typecheck`), which the simulator cannot: it runs Python.
+see :mod:`gpu_backend.machine.typecheck`), which the simulator cannot: it runs Python.
 
 Formats: float16 is computed in float32 and rounded after every op; bfloat16
 likewise, and stored in device memory as its 16 raw bits; pred is ``bool``.
-Matrix products (library kernels) run a naive batched matmul (``library``).
+Matrix products (library kernels) run a naive batched matmul (``codegen/library``).
 
-Tests: ``pytest tests/test_gpu_backend.py`` runs everything in the simulator
+Folders: ``codegen/`` (Plan -> source; ``codegen/library/`` the library kernels), ``launch/`` (compile,
+allocate, launch, copy back), ``machine/`` (PTX/SASS, ptxas, the toolchain tools); at the top the runtime
+the generated modules import (``prelude``, ``intrinsics``, ``numba_compat``).  May import: all of them
+(this file is the public API: ``run``, ``prepare``, ``generate_source``, ``apply_compiler``).
+
+Tests: ``pytest tests/gpu_backend/test_gpu_backend.py`` runs everything in the simulator
 (``tests/conftest.py`` sets ``NUMBA_ENABLE_CUDASIM=1`` when no GPU is found).
-On a machine with a CUDA GPU, ``pytest -m gpu`` runs ``tests/test_gpu_backend_device.py``:
+On a machine with a CUDA GPU, ``pytest -m gpu`` runs ``tests/gpu_backend/test_gpu_backend_device.py``:
 every catalog workload at its real size under every strategy on the device
 against the reference, plus ``compute-sanitizer`` memcheck and racecheck of the
-generated kernels.  ``NUMBA_ENABLE_CUDASIM=1 pytest tests/test_gpu_backend.py``
+generated kernels.  ``NUMBA_ENABLE_CUDASIM=1 pytest tests/gpu_backend/test_gpu_backend.py``
 forces the simulator suite on a GPU machine.
 """
 from __future__ import annotations
 
-from .codegen import GeneratedModule, KernelSpec, ParamSpec, generate_source
-from .launch import PreparedPlan, compile_plan, prepare, run, simulator
+from .codegen.generate import GeneratedModule, KernelSpec, ParamSpec, generate_source
+from .launch.plans import PreparedPlan, compile_plan, prepare, run, simulator
 
 __all__ = ["generate_source", "run", "prepare", "PreparedPlan", "compile_plan", "simulator", "GeneratedModule",
            "KernelSpec", "ParamSpec"]
 
-from .apply import apply_compiler  # noqa: E402  (after the backend's own names: it builds on them)
+from .machine.apply import apply_compiler  # noqa: E402  (after the backend's own names: it builds on them)
 
 __all__ += ["apply_compiler"]

@@ -14,7 +14,7 @@ turns Python's floor ``//`` and ``%`` into unsigned 32-bit division by a constan
 multiply-high and a shift) -- literals stay plain ``int`` and mixed arithmetic stays
 signed 64-bit, so an expression that may go negative (a pad's ``d0 - 2``) keeps its
 meaning.  The planner chooses 32 bits only where every index fits
-(``astitch_sim/index_bits.py``).  In the simulator ``u32`` is ``int``: exact integers,
+(``astitch_sim/plan/index_bits.py``).  In the simulator ``u32`` is ``int``: exact integers,
 which is what the GPU computes for values that fit.
 
 ``ldg(a, i)`` / ``stg(a, i, v)``: one element of a global array, by pointer arithmetic.
@@ -32,11 +32,11 @@ load's ``align`` promises LLVM.  Any dtype whose register type is its memory typ
 
 ``shfl_xor(value, offset)``: lane ``laneid ^ offset``'s ``value``, every lane of the warp
 taking part (``cuda.shfl_xor_sync`` with the full mask) -- the step of a shuffle reduction
-(``astitch_sim/reduce_scheme.py``).  Numba shuffles 32- and 64-bit signed integers and
-floats only; ``gpu_backend.dtypes.SHUFFLE_AS`` says which type the generated code shuffles
+(``astitch_sim/plan/reduce_scheme.py``).  Numba shuffles 32- and 64-bit signed integers and
+floats only; ``gpu_backend.codegen.dtypes.SHUFFLE_AS`` says which type the generated code shuffles
 any other register type as (bit-preserving casts there and back).  Numba's CUDA simulator has no
 warp shuffles: the twin exchanges the value through the warp's slots in
-:mod:`gpu_backend.cudasim` (a warp barrier before and after the read), so a shuffle that
+:mod:`gpu_backend.launch.cudasim` (a warp barrier before and after the read), so a shuffle that
 not every lane of the warp reaches is reported there as a stuck barrier.
 """
 from __future__ import annotations

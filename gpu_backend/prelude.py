@@ -1,6 +1,6 @@
 """Runtime helpers the generated kernels call: one small device function per helper name.
 
-The op table (``astitch_sim.ops``) gives every elementwise op a scalar template,
+The op table (``astitch_sim.ir.ops``) gives every elementwise op a scalar template,
 ``"_log({0})"``, ``"_divide({0}, {1})"``...; the names that are not Python or
 ``math`` functions are defined here, as ``@cuda.jit(device=True)`` functions,
 so the same kernel source compiles for a real GPU (Numba-CUDA) and runs in

@@ -12,11 +12,11 @@ any test module is imported:
   subprocess asks ``numba.cuda.is_available()`` -- in a subprocess so that this
   process can still choose the simulator if the answer is no.
 * no GPU: ``NUMBA_ENABLE_CUDASIM=1`` is set here, the simulator suite
-  (``tests/test_gpu_backend.py``) runs, and tests marked ``gpu`` are skipped.
+  (``tests/gpu_backend/test_gpu_backend.py``) runs, and tests marked ``gpu`` are skipped.
 * a GPU: ``numba.cuda`` stays real; ``pytest -m gpu`` runs the device suite
-  (``tests/test_gpu_backend_device.py``), and ``tests/test_gpu_backend.py`` runs
+  (``tests/gpu_backend/test_gpu_backend_device.py``), and ``tests/gpu_backend/test_gpu_backend.py`` runs
   on the device too, except the tests marked ``cudasim`` (they check the
-  simulator itself).  ``NUMBA_ENABLE_CUDASIM=1 pytest tests/test_gpu_backend.py``
+  simulator itself).  ``NUMBA_ENABLE_CUDASIM=1 pytest tests/gpu_backend/test_gpu_backend.py``
   runs the simulator suite on a GPU machine.
 
 ``ASTITCH_NO_GPU=1`` forces the simulator even where a GPU is present.
@@ -30,6 +30,16 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# The test modules live in one folder per area (tests/ir/, tests/planning/, ...) and some import another by its
+# name (``from test_hlo import _tolerance``, ``from test_never_behind import ...``), as when they all lived in
+# tests/: every area's folder is on sys.path, whichever files a run selects.  (pytest's default import mode
+# already requires test file names to be unique across folders.)
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+for _area in sorted(os.listdir(_TESTS)):
+    _path = os.path.join(_TESTS, _area)
+    if os.path.isdir(_path) and _area not in ("fixtures", "__pycache__") and _path not in sys.path:
+        sys.path.append(_path)
 
 # Hypothesis profiles.  ``ci`` (the default) keeps the property suite (tests/test_random_graphs.py) at 100
 # examples per test, a few hundred in all; ``thorough`` runs 2000 per test (thousands in all, about an hour):
@@ -52,7 +62,7 @@ def _gpu_present() -> bool:
         return False
     if not (ctypes.util.find_library("cuda") or os.path.exists("/dev/nvidiactl")):
         return False
-    from gpu_backend.toolchain import cuda_home_for_numba     # no numba import: safe before the choice
+    from gpu_backend.machine.toolchain import cuda_home_for_numba     # no numba import: safe before the choice
     home = cuda_home_for_numba()           # a GPU image with its toolkit in /usr/local/cuda and no NVVM wheel
     if home:
         os.environ["CUDA_HOME"] = home     # numba-cuda (this process and the probe below) finds NVVM there
@@ -85,7 +95,7 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(config, items):
     sim = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU: numba.cuda.is_available() is False here "
-                                     "(the simulator suite tests/test_gpu_backend.py runs instead)")
+                                     "(the simulator suite tests/gpu_backend/test_gpu_backend.py runs instead)")
     not_sim = pytest.mark.skip(reason="checks the CUDA simulator; set NUMBA_ENABLE_CUDASIM=1 to run it")
     for item in items:
         if item.get_closest_marker("gpu") is not None and not HAS_GPU:

@@ -56,7 +56,7 @@ also covers integer wrap-around, bf16/f16 rounding and NaN propagation.
 
 The oracle does not share the code it checks: it propagates indices with its own
 few lines (:func:`operand_index`, from the numpy meaning of each data-movement
-op), not ``astitch_sim.indexing``/``flatindex`` as the SIMT model does, and the
+op), not ``astitch_sim.ir.indexing``/``flatindex`` as the SIMT model does, and the
 property suite checks the oracle itself against the numpy reference on every
 example (:func:`check_oracle`).
 
@@ -73,8 +73,8 @@ from math import ceil, log2, prod
 
 import numpy as np
 
-from astitch_sim.dtypes import cast, is_float
-from astitch_sim.reference import bind_inputs
+from astitch_sim.ir.dtypes import cast, is_float
+from astitch_sim.ir.reference import bind_inputs
 
 #: elements evaluated at once (index arrays and values of one chunk)
 CHUNK = 1 << 18
@@ -580,8 +580,8 @@ def order_sensitive(node) -> bool:
 
 
 # -- index arithmetic, written here again on purpose ------------------------------------------------------------
-# The oracle must not share the code it checks: the SIMT model propagates indices with astitch_sim.indexing and
-# astitch_sim.flatindex, so a bug there (numpy's unravel_index past 8192 rows was one) would make both agree.
+# The oracle must not share the code it checks: the SIMT model propagates indices with astitch_sim.ir.indexing and
+# astitch_sim.ir.flatindex, so a bug there (numpy's unravel_index past 8192 rows was one) would make both agree.
 # These few lines re-derive each data-movement op's index map from its numpy meaning (row-major order).
 
 def unravel(flat, shape) -> tuple:

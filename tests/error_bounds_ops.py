@@ -4,7 +4,7 @@
 ``dynamic-update-slice`` (evaluated at an index, like a slice), and for argmax /
 argmin reduces, ``reduce-window``, ``sort``, ``topk`` and ``scatter``
 (materialised whole, like a reduce).  As for the rest of the oracle, each op is
-written again from XLA's semantics -- not with ``astitch_sim.indexed``,
+written again from XLA's semantics -- not with ``astitch_sim.ir.indexed``,
 ``sorting``, ``scatter`` or ``windows``, which the SIMT model and the Numba
 backend run -- so that a bug there cannot make the oracle agree with it:
 
@@ -37,7 +37,7 @@ from math import prod
 
 import numpy as np
 
-from astitch_sim.dtypes import cast, is_float
+from astitch_sim.ir.dtypes import cast, is_float
 from error_bounds import BIGGEST, TINY, U, Val
 
 INDEXED_OPS = ("gather", "dynamic-slice", "dynamic-update-slice")

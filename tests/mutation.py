@@ -15,8 +15,8 @@ point, so they are not the status).  Tests that never read the outputs (counters
 not judged, nor those marked ``wrong_values`` (they assert that a broken plan gives wrong values, which
 spoiled outputs are too), nor, for ``off10``, runs whose outputs have no element.
 
-    python -m pytest -p tests.mutation --mutate-simulate=off10 tests/test_simt_executor.py -q
-    python -m pytest -p tests.mutation --mutate-simulate=empty tests/test_whatif.py -q
+    python -m pytest -p tests.mutation --mutate-simulate=off10 tests/simt/test_simt_executor.py -q
+    python -m pytest -p tests.mutation --mutate-simulate=empty tests/planning/test_whatif.py -q
 
 ``tests/test_mutation.py`` runs it on a few suites, so the check itself is part of the test suite.
 """

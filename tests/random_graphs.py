@@ -41,7 +41,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import astitch_sim as asim
-from astitch_sim.dtypes import cast
+from astitch_sim.ir.dtypes import cast
 
 FLOAT = ("f32", "bf16", "f16")
 INT = ("s32", "s8", "u8", "s64", "u32", "s16")

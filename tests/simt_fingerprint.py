@@ -14,7 +14,7 @@ numpy float64 of one value read the same), and the readable part shows roughly w
 ``CASES`` are the catalog at test sizes, every strategy, plus bigger shapes (the paper's
 among them, marked ``slow``).  ``tests/make_simt_stats.py`` records them into
 ``tests/fixtures/simt_stats.json`` (one line per case) from a known-good version of the
-model; ``tests/test_simt_stats_fixture.py`` checks the current model reproduces them exactly.
+model; ``tests/simt/test_simt_stats_fixture.py`` checks the current model reproduces them exactly.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from dataclasses import asdict
 import numpy as np
 
 import astitch_sim as asim
-from astitch_sim.workloads import workload_inputs
+from astitch_sim.frontends.workloads import workload_inputs
 
 #: (workload, shape) at test sizes: odd extents, partial warps and blocks, one of each catalog entry
 SMALL = [

@@ -421,7 +421,7 @@ def test_new_op_kernels_compile_with_numba_cuda_for_a_real_gpu(tmp_path):
     args.append(str(path))
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
-    r = subprocess.run([sys.executable, "-m", "gpu_backend.typecheck", *args], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", *args], capture_output=True, text=True,
                        env=env, cwd=root, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert r.stdout.count("ok ") == len(asim.STRATEGIES) * (len(args) - 1) + 1

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK = ["tests/test_cli_simulate.py", "tests/test_whatif.py"]
-BROAD = ["tests/test_simt_executor.py", "tests/test_fusion_rules.py", "tests/test_empty_tensors.py",
+QUICK = ["tests/cli/test_cli_simulate.py", "tests/planning/test_whatif.py"]
+BROAD = ["tests/simt/test_simt_executor.py", "tests/planning/test_fusion_rules.py", "tests/passes/test_empty_tensors.py",
          "tests/test_indexed_and_library_ops.py"]
 
 

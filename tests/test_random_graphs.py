@@ -11,7 +11,7 @@ past 2^13 and 2^16 elements):
 * each plan simulates to the right values: equal to the float32 reference where
   no reduction order is involved, within the rigorous error bound of the exact
   float64 result where one is (``tests/error_bounds.py``);
-* astitch is never behind xla (``tests/test_never_behind.py``): no more global
+* astitch is never behind xla (``tests/planning/test_never_behind.py``): no more global
   bytes, predicted time within 1%, launches astitch <= xla <= unfused;
 * the generated Numba source type-checks (Numba-CUDA's real type inference and
   lowering, cc 9.0) -- for a sample of the plans: every plan that brings an
@@ -58,7 +58,7 @@ PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, 
 WORKER = r"""
 import sys, traceback
 import astitch_sim as asim
-from gpu_backend.typecheck import check_plan
+from gpu_backend.machine.typecheck import check_plan
 print("ready", flush=True)
 for line in sys.stdin:
     try:
@@ -302,7 +302,7 @@ def test_float_to_64_bit_integer_conversion_saturates():
 def test_concatenate_of_one_operand_twice_in_the_numba_backend():
     """Found by the Numba property test: ``concatenate(a, b, a)`` generated code that read ``a`` everywhere,
     because the code generator took the first ``a`` for the last operand (``o is operands[-1]``) and made it
-    the unconditional branch.  Operands are told apart by position now (gpu_backend/values.py)."""
+    the unconditional branch.  Operands are told apart by position now (gpu_backend/codegen/values.py)."""
     import gpu_backend
     g = asim.Graph("cat_twice")
     a = g.parameter("a", (2, 3), "f32")

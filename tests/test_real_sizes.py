@@ -30,7 +30,7 @@ derives it):
 One float32 reference and one exact evaluation per graph are shared by the four
 strategies; the exact values are computed chunk by chunk (bounded memory) and
 kept as float32 intervals rounded outward.  With the original bug put back
-(``np.unravel_index`` in ``astitch_sim.flatindex``) the flax LayerNorm case fails
+(``np.unravel_index`` in ``astitch_sim.ir.flatindex``) the flax LayerNorm case fails
 with 6.3 million wrong elements (3.1 million under astitch) and the masked
 softmax with 286 thousand; the catalog graphs, which broadcast without a
 reshape, never reached the bug.
@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 import astitch_sim as asim
-from astitch_sim.workloads import workload_inputs
+from astitch_sim.frontends.workloads import workload_inputs
 
 from error_bounds import ExactEvaluation, check, expect, plan_depths
 

@@ -1,4 +1,4 @@
-"""Real PyTorch module code, written as the libraries write it, for tests/test_torch_import.py.
+"""Real PyTorch module code, written as the libraries write it, for tests/frontends/test_torch_import.py.
 
 Each class follows its source (HF transformers' LLaMA, BERT, T5 and ViT; diffusers' ResNet block;
 torchvision's conv-bn-relu tail; the optimizer updates as torch.optim's docs write them), cut to the part

@@ -20,7 +20,7 @@ a hidden test per question; the hidden tests call ``instructor/grading/``).  ``s
 notebooks and then the student release in ``tutorials/``: otter assign's student notebooks (no solutions, no
 hidden tests) and their public tests in ``tutorials/tests/``; ``check-sync`` compares all of it.
 
-What ``run`` (and the test ``tests/test_tutorials.py``) verifies for each notebook:
+What ``run`` (and the test ``tests/tutorials/test_tutorials.py``) verifies for each notebook:
 1. it executes top to bottom in a fresh kernel (nbclient), solutions included,
    so every check runs on the right answer;
 2. otter-grader's student path (``grader.check``: the public tests) and the

@@ -6,7 +6,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from astitch_sim.flatindex import unravel
+from astitch_sim.ir.flatindex import unravel
 
 from .style import SPACE_COLOUR
 

@@ -23,7 +23,7 @@ import numpy as np
 import streamlit as st
 
 import astitch_sim as asim
-from astitch_sim.workloads import workload_inputs
+from astitch_sim.frontends.workloads import workload_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 HLO_DIRS = [REPO / "tests" / "fixtures" / "hlo"]

@@ -3,8 +3,8 @@
 Run as ``python -m explorer.machine_worker`` (from ``app/``) with the plan's JSON on stdin; prints one JSON
 object.  A fresh process because compiling needs the real ``numba.cuda`` (no GPU is asked: the target is
 named), while the page's process may have Numba's CUDA simulator switched on.  Everything it reports
-was recorded by the compiler chain (``gpu_backend.machine_code``: NVVM -> PTX -> ptxas -> nvdisasm;
-``gpu_backend.sass_profile``: the static SASS counts); it decides nothing.
+was recorded by the compiler chain (``gpu_backend.machine.machine_code``: NVVM -> PTX -> ptxas -> nvdisasm;
+``gpu_backend.machine.sass_profile``: the static SASS counts); it decides nothing.
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def text_section(sass: str, entry: str) -> str:
 def compile_plan_json(text: str) -> dict:
     import astitch_sim as asim
     from astitch_sim import AStitchError
-    from gpu_backend.machine_code import arch_of, assemble, entry_name, kernel_ptx, sass_listing
-    from gpu_backend.sass_profile import profile
+    from gpu_backend.machine.machine_code import arch_of, assemble, entry_name, kernel_ptx, sass_listing
+    from gpu_backend.machine.sass_profile import profile
     plan = asim.Plan.from_json(text)
     arch = arch_of(plan.gpu)
     kernels = []

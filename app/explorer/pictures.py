@@ -7,7 +7,7 @@ import math
 import shutil
 import subprocess
 
-from astitch_sim.vocabulary import Barrier, Space
+from astitch_sim.plan.vocabulary import Barrier, Space
 
 from .why import end_label
 from .style import HIGHLIGHT, INPUT_FILL, SCHEME_FILL, SPACE_COLOUR, SPACE_WORD, nbytes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import astitch_sim as asim
 import streamlit as st
-from astitch_sim.hardware import GPUS
+from astitch_sim.hardware.gpus import GPUS
 
 from . import state
 from .compute import Source, hlo_examples
@@ -103,7 +103,7 @@ def what_if_inputs() -> None:
         st.radio("reduction scheme (every strategy)", state.REDUCE_SCHEMES, key="opt:reduce_scheme", horizontal=True,
                  help="how the threads of a reduction task combine their partials: shuffle (warp shfl_xor, one "
                       "shared-memory step and one block barrier across warps; the default) or tree (the paper's "
-                      "shared-memory tree, a block barrier per fold) -- astitch_sim/reduce_scheme.py")
+                      "shared-memory tree, a block barrier per fold) -- astitch_sim/plan/reduce_scheme.py")
         st.button("Reset to the paper's AStitch", on_click=_reset_switches, disabled=not off, key="btn:reset")
     xla = state.xla_options()
     default = asim.XlaOptions().fusion_rules

@@ -17,7 +17,7 @@ import difflib
 
 import astitch_sim as asim
 import streamlit as st
-from astitch_sim.hardware import GPUS
+from astitch_sim.hardware.gpus import GPUS
 
 from .compute import hlo_examples
 
@@ -29,7 +29,7 @@ DEFAULT_GPU = "V100"            # the paper's GPU
 EXPLORER_ELEMENTS = 1 << 20
 #: the on/off decisions (the integer options, a block-size cap and the assumed registers, are not switches)
 SWITCHES = [n for n in asim.AStitchOptions.known() if isinstance(getattr(asim.AStitchOptions(), n), bool)]
-#: how a reduction task's threads combine (every strategy; astitch_sim/reduce_scheme.py): the default first
+#: how a reduction task's threads combine (every strategy; astitch_sim/plan/reduce_scheme.py): the default first
 REDUCE_SCHEMES = ("shuffle", "tree")
 #: what-if options every strategy takes (the others are astitch's own)
 EVERY_STRATEGY = ("reduce_scheme",)

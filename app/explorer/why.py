@@ -1,9 +1,9 @@
 """What the explorer says about a kernel's boundaries and barriers, read from the plan and the cost model.
 
 The explorer decides nothing: why a kernel ends is what the strategy recorded in the plan
-(``Kernel.ends``, ``astitch_sim/kernel_end.py``); how many block barriers a kernel has is the
+(``Kernel.ends``, ``astitch_sim/plan/kernel_end.py``); how many block barriers a kernel has is the
 count the SIMT model counts and the cost model charges, worked out from the plan alone
-(``simt.cost.block_barriers_per_block``: instant at any size; ``tests/test_cost.py`` checks it
+(``simt.cost.block_barriers_per_block``: instant at any size; ``tests/simt/test_cost.py`` checks it
 against simulated counters).  Stage boundaries are only part of it: a reduction tree synchronises
 once per fold, a shuffle reduction once when its tasks span warps.
 """

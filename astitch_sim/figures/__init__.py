@@ -1,13 +1,16 @@
 """Pictures of plans, thread mappings, timelines, traces and counters (matplotlib).
 
 Every function draws from the same objects the rest of the package uses -- a
-:class:`~astitch_sim.plan.Plan`, a :class:`~astitch_sim.mapping.ThreadMapping`,
+:class:`~astitch_sim.plan.plan.Plan`, a :class:`~astitch_sim.plan.mapping.ThreadMapping`,
 a :class:`~astitch_sim.simt.executor.SimResult` -- and returns a matplotlib
 ``Figure`` (shown inline in Jupyter; ``fig.savefig("x.png")`` to keep it).
 matplotlib is imported only when a picture is drawn (``pip install
 'astitch-sim[tutorials]'``); nothing here needs the graphviz ``dot`` program,
 so the pictures work on a laptop, in CI and in Colab alike (``plan.to_dot()``
 gives the Graphviz version where ``dot`` is installed).
+
+May import (of astitch_sim/): ``plan/``, ``ir/``, ``hardware/``, ``simt/`` and ``errors.py`` (it draws what
+a plan and a simulation say; it plans nothing).
 
 =====================  =====================================================
 ``draw_plan``          the graph in kernel lanes: nodes coloured by stitch

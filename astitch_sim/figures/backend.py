@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import AStitchError
 
 #: one colour per stitch scheme, the same as ``plan.to_dot()`` uses
-from ..plan_print import SCHEME_COLOURS  # noqa: F401  (re-exported for the figure modules)
+from ..plan.plan_print import SCHEME_COLOURS  # noqa: F401  (re-exported for the figure modules)
 
 SCHEME_EDGE = {"independent": "#555555", "local": "#2e7d32", "regional": "#1f5fbf", "global": "#c62828"}
 BARRIER_STYLE = {"block": dict(color="#1f5fbf", linestyle="--", linewidth=1.2),

@@ -1,7 +1,7 @@
 """A thread mapping as a picture: the tensor, each element coloured by who computes it.
 
 The question a thread mapping answers is "which block, which thread, which loop
-trip computes element (r, c)?" (:meth:`~astitch_sim.mapping.ThreadMapping.locate`).
+trip computes element (r, c)?" (:meth:`~astitch_sim.plan.mapping.ThreadMapping.locate`).
 Drawn over the tensor -- as triton-viz draws a Triton program's loads -- the
 paper's schedules become visible at a glance:
 
@@ -21,7 +21,7 @@ from math import ceil, prod
 import numpy as np
 
 from ..errors import AStitchError
-from ..flatindex import ravel, unravel
+from ..ir.flatindex import ravel, unravel
 from .backend import block_colours, figure_and_axes
 
 COLOR_BY = ("block", "thread", "iteration")

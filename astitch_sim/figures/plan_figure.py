@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ops import OPS
+from ..ir.ops import OPS
 from .backend import BARRIER_STYLE, SCHEME_COLOURS, SCHEME_EDGE, figure_and_axes
-from ..vocabulary import Barrier
+from ..plan.vocabulary import Barrier
 
 
 @dataclass

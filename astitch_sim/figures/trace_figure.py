@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..errors import AStitchError
 from .backend import figure_and_axes
-from ..vocabulary import Space
+from ..plan.vocabulary import Space
 
 KIND_COLOURS = {"read": "#1f5fbf", "write": "#e07b00", "atomic": "#c62828"}
 PHASE_NAMES = ("elements", "combine", "epilogue")

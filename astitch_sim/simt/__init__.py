@@ -5,6 +5,9 @@ pieces: ``geometry`` (where elements run), ``evaluate`` (index propagation),
 ``reduce`` (per thread, tree, split combine), ``memory`` (the counters and
 their definitions), ``trace`` (per-thread traces, races, divergent barriers),
 ``stats`` (the counters' containers).
+
+A reader of the Plan: it follows the plan and decides nothing.  May import (of astitch_sim/): ``plan/``,
+``ir/``, ``hardware/`` and ``errors.py`` -- never ``planning/``.
 """
 from .executor import SimResult, simulate
 from .stats import KernelStats, SimStats, StageStats

@@ -14,7 +14,7 @@ A kernel costs::
     predicted = launch + memset + waves * t_block + grid_barriers * t_grid_barrier
 
 ``waves = ceil(grid / blocks_per_wave)`` (residency from threads, registers and
-shared memory: :meth:`astitch_sim.hardware.GPU.occupancy`).  Every block of a
+shared memory: :meth:`astitch_sim.hardware.gpus.GPU.occupancy`).  Every block of a
 kernel does about the same work, so one per-block time ``t_block`` (the sum of
 its stages' times) is used for all of them, and a wave lasts ``t_block``: a
 kernel of 1.1 waves pays 2 full waves (the *tail effect*: the nearly empty last
@@ -99,7 +99,7 @@ recomputed flops (TVM) -- counted in the total, not hidden from it.
 The constants
 -------------
 Hardware numbers (SMs, bandwidth, launch, barrier costs, clock, FLOP/s) come
-from the GPU preset (:mod:`astitch_sim.hardware`); the model's own constants
+from the GPU preset (:mod:`astitch_sim.hardware.gpus`); the model's own constants
 live in :data:`COST_CONSTANTS`, one entry per GPU name.  An entry may also
 *override* any preset field the model reads (``kernel_launch_us``,
 ``measured_bandwidth_gbs``, ...): a calibration script writes measured values
@@ -110,8 +110,8 @@ from __future__ import annotations
 from math import ceil
 
 from ..errors import AStitchError
-from ..hardware import GPU
-from .schedule import check_grid_barrier
+from ..hardware.gpus import GPU
+from .grid_barrier import check_grid_barrier
 
 #: GPU preset fields the model reads; an entry of COST_CONSTANTS may override each.
 PRESET_FIELDS = ("sms", "measured_bandwidth_gbs", "kernel_launch_us", "grid_barrier_us", "block_barrier_ns",
@@ -184,9 +184,9 @@ def block_barriers_per_block(kernel) -> int:
     SIMT model counts (``stage_block_barriers`` summed over stages, divided by the grid) and
     ``block_barrier_us`` charges.  Per stage: one for a block ``barrier_after``; per task trip, a
     shared-memory tree's ``tree_barriers(lanes)`` for each reduce, or one for a shuffle reduction whose
-    tasks span warps (``astitch_sim/reduce_scheme.py``).  The explorer shows this count."""
-    from ..reduce_scheme import lanes_of, tree_barriers, warps_across
-    from ..vocabulary import Barrier, ReduceScheme
+    tasks span warps (``astitch_sim/plan/reduce_scheme.py``).  The explorer shows this count."""
+    from ..plan.reduce_scheme import lanes_of, tree_barriers, warps_across
+    from ..plan.vocabulary import Barrier, ReduceScheme
     total = 0
     for s in kernel.stages:
         m = s.mapping

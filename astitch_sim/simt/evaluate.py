@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import cast
+from ..ir.dtypes import cast
 from ..errors import AStitchError
-from ..indexing import operand_index, runtime_operand_index
+from ..ir.indexing import operand_index, runtime_operand_index
 
 
 class Evaluator:

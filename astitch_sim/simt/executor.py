@@ -60,20 +60,20 @@ from typing import Optional
 
 import numpy as np
 
-from ..boundary import traffic
-from ..dtypes import cast, itemsize, numpy_dtype
+from ..plan.boundary import traffic
+from ..ir.dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
-from ..machine import resident_resources
-from ..plan import Plan
-from ..reference import bind_inputs
+from ..plan.machine import resident_resources
+from ..plan.plan import Plan
+from ..ir.reference import bind_inputs
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator
 from .reduce import run_reduce
 from .stats import KernelStats, SimStats, StageStats
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
-from ..reduce_scheme import WARP, warps_across
-from ..vocabulary import Barrier, Combine, ReduceScheme, Space
+from ..plan.reduce_scheme import WARP, warps_across
+from ..plan.vocabulary import Barrier, Combine, ReduceScheme, Space
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Where each element of a stage runs: ``(block, thread, iteration)`` as numpy arrays.
 
 The SIMT model never decides where an element goes: it asks the stage's
-:class:`~astitch_sim.mapping.ThreadMapping` (``locate``), exactly like the
+:class:`~astitch_sim.plan.mapping.ThreadMapping` (``locate``), exactly like the
 compiler's block-locality check and the code generator do.  What this module
 adds is a cheap *representation* of the answer, so that a BERT-size stage
 (12.5M elements) can be simulated in a fraction of a second:
@@ -42,7 +42,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
-from ..flatindex import unravel
+from ..ir.flatindex import unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it

@@ -54,9 +54,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..flatindex import distinct, unravel
+from ..ir.flatindex import distinct, unravel
 from .geometry import support
-from ..vocabulary import Space
+from ..plan.vocabulary import Space
 
 SECTOR = 32
 BANKS = 32
@@ -406,7 +406,7 @@ def lane_class(F: np.ndarray, V: int, base_elems: int = 0) -> str:
     index at each domain element is ``F`` (domain order): ``contiguous`` (each vector reads ``V``
     consecutive, aligned elements: one vector load), ``uniform`` (one element per vector: one scalar
     load), else ``scattered`` (one load per element).  The code generator reaches the same answer
-    from the graph's views (``astitch_sim.vector_width``); here it is read off the addresses."""
+    from the graph's views (``astitch_sim.plan.vector_width``); here it is read off the addresses."""
     if V <= 1 or F.size % V:
         return "scattered"
     G = F.reshape(-1, V)

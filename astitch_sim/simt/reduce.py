@@ -6,7 +6,7 @@ from numpy's pairwise sum exactly as a GPU's would:
 1. **per thread**: every thread starts from the reducer's identity and folds in
    its elements in loop-iteration order (``inner`` trips of its task);
 2. **per task, across threads**, as the stage's ``reduce_scheme`` says
-   (``astitch_sim/reduce_scheme.py``): ``tree`` -- the task's ``lanes`` partials go
+   (``astitch_sim/plan/reduce_scheme.py``): ``tree`` -- the task's ``lanes`` partials go
    through a shared-memory tree, lane ``j`` combines lane ``j + h`` while ``h`` halves
    (``for (s = n/2; s > 0; s >>= 1) if (tid < s) buf[tid] += buf[tid + s]``);
    ``shuffle`` -- an xor butterfly inside each warp (for a power-of-two lane count
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import cast, numpy_dtype
-from ..reduce_scheme import WARP
-from ..reducers import reducer
-from ..vocabulary import ReduceScheme
+from ..ir.dtypes import cast, numpy_dtype
+from ..plan.reduce_scheme import WARP
+from ..ir.reducers import reducer
+from ..plan.vocabulary import ReduceScheme
 
 
 def identity(node) -> tuple:

@@ -3,7 +3,7 @@
 How a GPU runs a grid
 ---------------------
 An SM keeps a few blocks *resident* at once -- as many as its threads,
-registers and shared memory allow (:meth:`astitch_sim.hardware.GPU.occupancy`)
+registers and shared memory allow (:meth:`astitch_sim.hardware.gpus.GPU.occupancy`)
 -- and the block scheduler hands it a new block whenever a resident one exits.
 So a grid bigger than ``blocks_per_wave = blocks_per_sm * SMs`` runs in
 *waves*, and a grid of 161 blocks of 1024 threads on a V100 (160 per wave) needs
@@ -46,7 +46,8 @@ from typing import Optional
 import numpy as np
 
 from ..errors import AStitchError
-from ..vocabulary import Barrier
+from . import cost
+from .grid_barrier import barrier_counts, check_grid_barrier
 
 #: stage index of a grid-barrier wait in ``BlockEntry.stages``
 BARRIER = -1
@@ -142,39 +143,6 @@ class Timeline:
 
 
 # ---------------------------------------------------------------------------
-# the rule a grid barrier must keep
-# ---------------------------------------------------------------------------
-
-def barrier_counts(kernel, ks) -> list:
-    """Grid barriers after each stage: the executor's counters, else the plan's structure."""
-    counted = [s.grid_barriers for s in ks.stages]
-    if sum(counted) or kernel is None or kernel.kind == "library":
-        return counted
-    planned = [int(s.barrier_after == Barrier.GRID) + s.grid_syncs for s in kernel.stages]
-    return planned if len(planned) == len(counted) or not counted else counted
-
-
-def check_grid_barrier(gpu, kernel, ks) -> None:
-    """Raise AStitchError if a kernel with a grid barrier launches more blocks than can be resident."""
-    barriers = max(sum(barrier_counts(kernel, ks)), kernel.global_barriers if kernel is not None else 0)
-    if not barriers:
-        return
-    occ = gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread)
-    per_wave = occ.blocks_per_wave
-    if ks.grid <= per_wave:
-        return
-    raise AStitchError(
-        f"kernel {ks.name!r} would deadlock on {gpu.name}: it has {barriers} grid barrier(s) but launches "
-        f"{ks.grid} blocks, and only {per_wave} can be resident at once ({occ.blocks_per_sm} per SM x "
-        f"{gpu.sms} SMs for {ks.block} threads, {ks.shared_bytes} B shared, {ks.registers_per_thread} "
-        f"registers/thread; limited by {occ.limiting_factor}). The resident blocks would wait at the barrier "
-        f"for blocks that can only start when a resident block exits, which none ever does. Rule broken: a "
-        f"grid-wide barrier needs every block of the grid resident (grid <= blocks per wave; a cooperative "
-        f"launch refuses more). Fix: vertical packing -- launch at most {per_wave} blocks and let each loop "
-        f"over {ceil(ks.grid / per_wave)} blocks' worth of tasks -- or end the kernel at the barrier.")
-
-
-# ---------------------------------------------------------------------------
 # dispatching blocks to SM slots
 # ---------------------------------------------------------------------------
 
@@ -263,7 +231,6 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
     experiment: what if some blocks are slower?); blocks then go through the
     event queue, and a barrier kernel's stages are stretched in proportion.
     """
-    from . import cost
     gpu, c = plan.gpu, cost.constants(plan.gpu)
     if len(kernel_stats) != len(plan.kernels):
         raise AStitchError(f"{len(kernel_stats)} kernel stats for a plan of {len(plan.kernels)} kernels: "

@@ -37,8 +37,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..flatindex import unravel
-from ..vocabulary import Space
+from ..ir.flatindex import unravel
+from ..plan.vocabulary import Space
 
 SPACES = ("global", "shared", "register")
 KINDS = ("read", "write", "atomic")

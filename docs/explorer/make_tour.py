@@ -1,5 +1,5 @@
 """Re-make the README's tour screenshots: ``python docs/explorer/make_tour.py`` (needs playwright and
-Debian's chromium, like tests/test_explorer_browser.py).  Starts ``streamlit run`` on a free port,
+Debian's chromium, like tests/app/test_explorer_browser.py).  Starts ``streamlit run`` on a free port,
 opens each view by its link (the query parameters) and saves ``docs/explorer/N-view.png``."""
 import socket
 import subprocess

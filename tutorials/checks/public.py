@@ -51,7 +51,7 @@ def plan(value, what: str):
         raise Wrong(f"{what} should be a Plan (what asim.compile returns), got {type(value).__name__}")
     return value
 
-#: question -> {answer variable: its form}; every question of every notebook (tests/test_tutorials.py
+#: question -> {answer variable: its form}; every question of every notebook (tests/tutorials/test_tutorials.py
 #: checks the table against the notebooks)
 FORMS = {
     "q1_ridge": {"ridge": number}, "q2_intensity": {"intensity": number}, "q3_launch_us": {"launch_us": number},

@@ -91,7 +91,7 @@ grader = otter.Notebook("02_where_xla_stops.ipynb") if Path("tests").is_dir() el
 #    the kernel instead. Which ops are expensive depends on the XLA version: on the GPU, f32 `divide` and
 #    `rsqrt` have long been called cheap (single instructions), `exp` since 2021 and `sqrt` since 2022, so
 #    today's XLA recomputes those per element. The `xla` strategy follows today's rules; the paper's era
-#    is one option away (`fusion_rules="tf-2.6"`, `astitch_sim/strategies/xla_rules.py`).
+#    is one option away (`fusion_rules="tf-2.6"`, `astitch_sim/planning/strategies/xla_rules.py`).
 #
 # Pattern 1 with the builder API: divide each row by its sum.
 

@@ -112,7 +112,7 @@ import shutil
 from IPython.display import SVG
 
 dot = plan.to_dot()
-SVG(asim.viz.render_dot(dot)) if shutil.which("dot") else print(dot[:500] + "\n...")
+SVG(asim.ir.viz.render_dot(dot)) if shutil.which("dot") else print(dot[:500] + "\n...")
 
 # %% [markdown]
 # Three stages, one per op group (a dominant -- here each reduce, then the output -- and the ops joined to

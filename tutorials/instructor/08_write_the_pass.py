@@ -91,9 +91,9 @@ grader = otter.Notebook("08_write_the_pass.ipynb") if Path("tests").is_dir() els
 # A `Graph` holds `Node`s in topological order (iterate over it; `graph["name"]` finds one). A node has an
 # `op` ("reduce", "exponential", "broadcast", ...), a `shape`, `operands` (nodes) and `users` (nodes), and a
 # `kind` ("elementwise", "reduce", "broadcast", ...). A reduce's `attrs["dimensions"]` are the dims it folds.
-# Two questions about an op come from `asim.analysis`, the module the planners share:
-# `asim.analysis.is_expensive(node)` (XLA's list: exp, log, rsqrt, divide...) and
-# `asim.analysis.broadcast_users(node)` (the broadcasts that reuse its result, through free views).
+# Two questions about an op come from `asim.passes.analysis`, the module the planners share:
+# `asim.passes.analysis.is_expensive(node)` (XLA's list: exp, log, rsqrt, divide...) and
+# `asim.passes.analysis.broadcast_users(node)` (the broadcasts that reuse its result, through free views).
 #
 # Our running example is a layernorm:
 
@@ -105,7 +105,7 @@ for n in ln:
 # %% [markdown]
 # ## Where your functions sit in the pass
 #
-# `astitch_sim/strategies/astitch.py` plans in eight steps (its docstring lists them). Per **stitch scope**
+# `astitch_sim/planning/strategies/astitch.py` plans in eight steps (its docstring lists them). Per **stitch scope**
 # (the memory-intensive ops between matrix products, one kernel when nothing forbids it):
 #
 # 1. *dominant identification* -- **you write it** (exercise 1);
@@ -195,8 +195,8 @@ def find_dominants(graph, scope, outputs):
     for n in graph:
         if n.name not in scope:
             continue
-        fans_out = bool(asim.analysis.broadcast_users(n)) and any(u.name in scope for u in n.users)
-        if n.op == "reduce" or n.name in outputs or (asim.analysis.is_expensive(n) and fans_out):
+        fans_out = bool(asim.passes.analysis.broadcast_users(n)) and any(u.name in scope for u in n.users)
+        if n.op == "reduce" or n.name in outputs or (asim.passes.analysis.is_expensive(n) and fans_out):
             out.append(n.name)
     return out
     # END SOLUTION
@@ -513,7 +513,7 @@ test_q3_packing(packed_owner)
 # half the warp's lanes down to 1, leaves **every** lane with the warp's total -- no shared memory, no barrier
 # (an *xor butterfly*). A row of `W` warps then passes its `W` warp totals through shared memory (one block
 # barrier): every warp reads them into its lanes `0..W-1` (zero in the others) and runs a second butterfly
-# over `P` lanes (`W` rounded up to a power of two). `astitch_sim/reduce_scheme.py` records this choice per
+# over `P` lanes (`W` rounded up to a power of two). `astitch_sim/plan/reduce_scheme.py` records this choice per
 # stage, and the SIMT model (`astitch_sim/simt/reduce.py`) adds the float32 values in exactly this order.
 #
 # In numpy a warp is an array whose last axis holds its lanes; this `shfl_xor` is the exchange:

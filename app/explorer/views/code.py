@@ -48,11 +48,11 @@ def kernel_source(src: str, plan, index: int) -> tuple:
 def node_pattern(node: str | None):
     """What marks a source line as ``node``'s: its name (in comments and the plan), or the generated code's
     identifiers for it -- the value (``power_1``), its arrays (``g_``, ``s_``, ``r_``: global, shared,
-    register), its accumulator (``acc_``) and reloads (``power_1_v2``), as ``gpu_backend.source.ident``
+    register), its accumulator (``acc_``) and reloads (``power_1_v2``), as ``gpu_backend.codegen.source.ident``
     spells them.  The name alone missed the stores (``s_power_1[row] = power_1``)."""
     if not node:
         return None
-    from gpu_backend.source import ident
+    from gpu_backend.codegen.source import ident
     return re.compile(rf"(?<![\w.]){re.escape(node)}(?![\w.])|\b(?:[gsr]_|acc_)?{re.escape(ident(node))}(?:_v\d+)?\b")
 
 

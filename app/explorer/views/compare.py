@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from astitch_sim.search_record import format_search
+from astitch_sim.plan.search_record import format_search
 
 from .. import charts
 from ..style import byte_unit, nbytes, strategy_colours

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import astitch_sim as asim
-from astitch_sim.strategies.xla_rules import DEFAULT_RULES, RULES
+from astitch_sim.planning.strategies.xla_rules import DEFAULT_RULES, RULES
 
 from checks.core import Derived, Wrong, answered, close, direction, exercise, integer, names, number
 

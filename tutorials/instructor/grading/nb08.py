@@ -17,9 +17,9 @@ from functools import lru_cache
 import numpy as np
 
 import astitch_sim as asim
-from astitch_sim.kernel_builder import is_block_local as project_block_local
-from astitch_sim.reduce_scheme import butterfly
-from astitch_sim.strategies.astitch import dominant_candidates
+from astitch_sim.planning.kernel_builder import is_block_local as project_block_local
+from astitch_sim.plan.reduce_scheme import butterfly
+from astitch_sim.planning.strategies.astitch import dominant_candidates
 
 from checks.core import Wrong, answered, exercise
 
@@ -211,9 +211,9 @@ def _find(graph, scope, outputs, *, leaving=True, broadcast=True, expensive_only
     for n in graph:
         if n.name not in scope:
             continue
-        fans_out = bool(asim.analysis.broadcast_users(n)) and any(u.name in scope for u in n.users)
+        fans_out = bool(asim.passes.analysis.broadcast_users(n)) and any(u.name in scope for u in n.users)
         if n.op == "reduce" or (leaving and n.name in outputs) or (
-                broadcast and asim.analysis.is_expensive(n) and (fans_out or not expensive_only)):
+                broadcast and asim.passes.analysis.is_expensive(n) and (fans_out or not expensive_only)):
             out.append(n.name)
     return out
 

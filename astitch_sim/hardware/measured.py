@@ -1,0 +1,122 @@
+"""GPU measurements committed under ``benchmarks/results/``, read back for comparison with the model.
+
+``python -m benchmarks.gpu_bench`` writes a ``results.json`` per run (format
+``astitch-sim gpu_bench 1``): provenance (device, driver, versions, commit,
+date, command), and per case the workload, its shape and one run per strategy
+with its measured ``gpu_us``.  A run in Numba's CUDA simulator writes the same
+file with ``mode: "simulator"`` and a device of ``"none (...)"``: its times are
+a CPU's wall clock and say nothing about a GPU, so they are never returned as
+measurements.
+
+    >>> found = gpu_measurements("benchmarks/results")
+    >>> found.rows          # [] until a GPU run is committed
+    >>> print(found)        # says where it looked and what it skipped, and why
+
+The tutorials (notebook 6) and anyone comparing predicted with measured time
+use this instead of globbing JSON by hand.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from ..errors import AStitchError
+
+FORMAT = "astitch-sim gpu_bench 1"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One plan timed on a real GPU."""
+    workload: str
+    shape: dict
+    strategy: str
+    gpu_us: float
+    device: str
+    preset: str
+    date: str
+    commit: str
+    source: str                 # the results.json it came from
+
+
+@dataclass
+class Measurements:
+    root: str
+    rows: list = field(default_factory=list)          # Measurement
+    files: list = field(default_factory=list)         # results files that held GPU measurements
+    skipped: list = field(default_factory=list)       # (path, why)
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def __str__(self) -> str:
+        if self.rows:
+            devices = sorted({r.device for r in self.rows})
+            head = (f"{len(self.rows)} GPU measurement(s) from {len(self.files)} file(s) under {self.root} "
+                    f"(devices: {', '.join(devices)})")
+        else:
+            head = (f"no GPU measurements under {self.root}: no results.json there comes from a GPU run "
+                    "(python -m benchmarks.gpu_bench on a machine with a CUDA GPU writes one)")
+        lines = [head] + [f"  skipped {p}: {why}" for p, why in self.skipped]
+        return "\n".join(lines)
+
+
+def _is_gpu_run(results: dict) -> tuple[bool, str]:
+    if results.get("format") != FORMAT:
+        return False, f"format {results.get('format')!r} is not {FORMAT!r}"
+    if results.get("mode") == "simulator":
+        return False, "made in Numba's CUDA simulator (CPU wall clock, not GPU time)"
+    device = str((results.get("provenance") or {}).get("device") or "")
+    if not device or device.lower().startswith("none"):
+        return False, f"provenance names no GPU device ({device!r})"
+    return True, device
+
+
+def gpu_measurements(root: str = "benchmarks/results") -> Measurements:
+    """Every GPU-measured plan time in the ``results.json`` files under ``root`` (recursively).
+
+    Files from the CUDA simulator, files of another format and runs that failed
+    validation are skipped and listed in ``.skipped`` with the reason.  A missing
+    ``root`` is an AStitchError (a wrong path should not read as "no measurements").
+    """
+    if not os.path.isdir(root):
+        raise AStitchError(f"{root!r} is not a directory: pass the benchmarks/results folder of a checkout "
+                           "(e.g. '../benchmarks/results' from tutorials/)")
+    out = Measurements(root=root)
+    for dirpath, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name != "results.json":
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                with open(path) as f:
+                    results = json.load(f)
+            except (OSError, json.JSONDecodeError) as e:
+                out.skipped.append((path, f"unreadable ({type(e).__name__}: {e})"))
+                continue
+            ok, why = _is_gpu_run(results) if isinstance(results, dict) else (False, "not a JSON object")
+            if not ok:
+                out.skipped.append((path, why))
+                continue
+            prov = results["provenance"]
+            before = len(out.rows)
+            for case in results.get("cases", []):
+                for run in case.get("runs", []):
+                    us = run.get("gpu_us")
+                    if run.get("kind") != "plan" or not us:
+                        continue
+                    if not (run.get("validation") or {}).get("ok", False):
+                        out.skipped.append((path, f"{case.get('key')} {run.get('strategy')}: output did not "
+                                                  "validate against the reference"))
+                        continue
+                    out.rows.append(Measurement(
+                        workload=case.get("workload", ""), shape=dict(case.get("shape") or {}),
+                        strategy=run.get("strategy", run.get("name", "")), gpu_us=float(us),
+                        device=why, preset=results.get("gpu_preset", ""), date=str(prov.get("date", "")),
+                        commit=str(prov.get("git_commit", "")), source=path))
+            if len(out.rows) > before:
+                out.files.append(path)
+            else:
+                out.skipped.append((path, "a GPU run, but no validated plan timing in it"))
+    return out

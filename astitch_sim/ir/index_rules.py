@@ -1,0 +1,143 @@
+"""The index rules the op table names: which operand element an output element reads.
+
+Every fusible row of the op table (``ops.py``) names its rule in the ``index`` column;
+``indexing.operand_index`` looks it up.  A rule is ``rule(node, i, idx) -> (index, mask)``:
+``idx`` is a tuple of integer arrays (one per output dim, a whole stage at once), ``index``
+the tuple that operand ``i`` is read at, and ``mask`` (or None: everywhere) says which
+elements really read that operand (concatenate and pad read one of several).  Operands of
+rank 0 never reach a rule: a scalar is read at ``()``.
+
+Indexed ops also name a ``runtime_index`` rule, ``rule(node, i, idx, fetch)``, for the
+SIMT model, which has the index values: ``fetch(j, index)`` is operand ``j`` at ``index``.
+It answers None for an operand whose reading does not depend on values (then the
+static rule's answer holds).  Indices read from values are clamped into the operand,
+as XLA does, and a masked-out element still gets a legal index.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import indexed
+from ..errors import AStitchError
+from .flatindex import ravel, unravel
+
+
+def same_index(node, i, idx):
+    """Elementwise (one-to-one): every operand is read at the output's own index."""
+    return idx, None
+
+
+def reduce_input(node, i, idx):
+    """A reduce is evaluated per *input* element while it accumulates: ``idx`` indexes its inputs.
+
+    Its init values are scalars; a non-scalar one has no element-level reading."""
+    if i < len(node.operands) // 2:
+        return idx, None
+    return cannot_propagate(node, i, idx)
+
+
+def at_runtime(node, i, idx):
+    """An indexed op reads where its index *values* say: unknown before run time (``None``:
+    anywhere); ``indexing.runtime_operand_index`` computes it from the values."""
+    return None, None
+
+
+def update_or_runtime(node, i, idx):
+    """dynamic-update-slice: the operand is read at the output's index (a superset: every
+    element, also where the update lands); the update and starts at run time."""
+    if i == 0:
+        return idx, None
+    return at_runtime(node, i, idx)
+
+
+def broadcast(node, i, idx):
+    """One-to-many: the operand has only the output dims listed in ``dimensions``."""
+    return tuple(idx[d] for d in node.attrs["dimensions"]), None
+
+
+def same_flat_position(node, i, idx):
+    """reshape and bitcast: the element at the same row-major position of the operand."""
+    flat = ravel(idx, node.shape) if node.rank else np.zeros_like(idx[0] if idx else 0)
+    return tuple(unravel(flat, node.operands[i].shape)), None
+
+
+def transpose(node, i, idx):
+    """Output dim j is operand dim ``permutation[j]``: the index is permuted back."""
+    perm = node.attrs["permutation"]
+    out = [None] * len(perm)
+    for j, p in enumerate(perm):
+        out[p] = idx[j]
+    return tuple(out), None
+
+
+def reverse(node, i, idx):
+    """The flipped dims count from the other end."""
+    dims, shape = set(node.attrs["dimensions"]), node.operands[i].shape
+    return tuple(shape[d] - 1 - x if d in dims else x for d, x in enumerate(idx)), None
+
+
+def slice_(node, i, idx):
+    """Output element x of a dim reads ``start + x * stride``."""
+    return tuple(s + x * st for x, s, st in zip(idx, node.attrs["starts"], node.attrs["strides"])), None
+
+
+def concatenate(node, i, idx):
+    """Operand i covers its own range of ``dimension``; elsewhere it is masked out (index clipped)."""
+    operand, dim = node.operands[i], node.attrs["dimension"]
+    start = sum(o.shape[dim] for o in node.operands[:i])
+    pos = idx[dim] - start
+    mask = (pos >= 0) & (pos < operand.shape[dim])
+    return tuple(np.clip(pos, 0, operand.shape[dim] - 1) if d == dim else x for d, x in enumerate(idx)), mask
+
+
+def pad(node, i, idx):
+    """The operand is read ``low`` elements in, masked out in the padding; the pad value at ``()``."""
+    if i == 1:
+        return (), None
+    operand = node.operands[i]
+    pos = tuple(x - lo for x, lo in zip(idx, node.attrs["low"]))
+    mask = np.ones(np.broadcast_shapes(*(np.shape(x) for x in idx)), dtype=bool)
+    for p, n in zip(pos, operand.shape):
+        mask &= (p >= 0) & (p < n)
+    return tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, operand.shape)), mask
+
+
+def cannot_propagate(node, i, idx):
+    """Library ops (and anything else with no rule) are not fusible: no element-level reading."""
+    raise AStitchError(f"{node.name}: cannot propagate an index through {node.op} (it is not fusible)")
+
+
+# -- the indexed ops at run time ----------------------------------------------
+
+
+def clamp_index(v, lo, hi):
+    """An index value as int64, clamped into ``[lo, hi]``."""
+    return np.clip(np.asarray(v).astype(np.int64), lo, hi)
+
+
+def gather_at_runtime(node, i, idx, fetch):
+    """gather reads its operand (0) where the start indices (operand 1) say."""
+    if i != 0:
+        return None
+    return indexed.gather_index(node, idx, lambda w: fetch(1, w), np.add, clamp_index), None
+
+
+def dynamic_slice_at_runtime(node, i, idx, fetch):
+    """dynamic-slice reads its operand (0) offset by the scalar starts (operands 1...)."""
+    if i != 0:
+        return None
+    return indexed.dynamic_slice_index(node, idx, lambda j: fetch(j, ()), np.add, clamp_index), None
+
+
+def update_at_runtime(node, i, idx, fetch):
+    """dynamic-update-slice: the update (1) is read inside the window the starts (2...) place,
+    the operand (0) outside it (the mask says which)."""
+    upd = node.operands[1]
+    starts = indexed.dynamic_starts(node, upd.shape, lambda j: fetch(j, ()), clamp_index)
+    pos = [np.asarray(x) - s for x, s in zip(idx, starts)]
+    inside = np.ones(np.broadcast_shapes(*(np.shape(p) for p in pos)), dtype=bool)
+    for p, n in zip(pos, upd.shape):
+        inside = inside & (p >= 0) & (p < n)
+    if i == 0:
+        return idx, ~inside
+    return tuple(np.clip(p, 0, max(n - 1, 0)) for p, n in zip(pos, upd.shape)), inside

@@ -1,0 +1,284 @@
+"""Thread mappings: which block and thread compute which element, in which loop iteration.
+
+A stage of a kernel iterates over a *domain* (a shape: the dominant op's output,
+or its input for a reduce).  The mapping groups the domain's dimensions and
+lays the groups out on blocks and threads; three kinds cover XLA's and AStitch's
+schedules (the paper's "adaptive thread mapping"):
+
+``flat``      the domain flattened and cut into *vectors* of ``vector`` consecutive
+              elements; vector ``c = e // vector`` goes to global thread
+              ``c % (grid*block)``, each thread takes ``per_thread // vector``
+              vectors per loop round (issued together: loads in flight before use),
+              and rounds repeat while elements remain (a grid-stride loop: vertical
+              packing).  ``vector = per_thread = 1`` is XLA's one element per thread.
+``rows``      the domain viewed as ``[rows, cols]`` (``groups = (row_dims, col_dims)``);
+              ``threads_per_row`` threads share one row, so a block holds
+              ``block // threads_per_row`` rows (horizontal packing); a row may be
+              split over ``splits`` blocks (task splitting); blocks loop over rows
+              when there are more rows than row slots (vertical packing).
+``columns``   the domain viewed as ``[outer, reduced, cols]`` for a column
+              reduction (``groups = (outer_dims, reduced_dims, col_dims)``); a block
+              is ``block // col_threads`` row lanes x ``col_threads`` column lanes,
+              each column tile may be split over ``splits`` blocks along the reduced
+              dimension; blocks loop over column tiles when there are more tiles
+              than fit.
+
+:meth:`ThreadMapping.locate` answers the question vectorised over many
+elements -- the simulator, the code generator and the compiler's
+block-locality check all use it, so they cannot disagree.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from math import ceil, prod
+
+import numpy as np
+
+from ..errors import AStitchError
+from ..ir.flatindex import ravel, unravel
+from .sealed import Sealable
+from .vocabulary import Combine
+
+KINDS = ("flat", "rows", "columns")
+#: elements one vector access may cover (64/128-bit loads are 2-16 elements of 1-8 bytes)
+VECTORS = (1, 2, 4, 8, 16)
+
+
+@dataclass
+class ThreadMapping(Sealable):
+    WORDS = {"combine": Combine}
+
+    kind: str
+    domain: tuple                       # shape of the iteration space
+    groups: tuple                       # dims of the domain in each view axis (see module doc)
+    block: int                          # threads per block
+    grid: int                           # blocks launched
+    threads_per_row: int = 0            # rows: threads per row; columns: column lanes per block
+    splits: int = 1                     # rows: blocks per row; columns: blocks along the reduced dim
+    combine: Combine = Combine.NONE     # how split partial reductions meet: none | atomic | grid_barrier
+    per_thread: int = 1                 # flat: elements per thread per loop round (a multiple of vector)
+    vector: int = 1                     # flat: consecutive elements per vector load/store (1: scalar)
+    vector_why: str = ""                # why the vector width is what it is (fallbacks say why)
+
+    def __post_init__(self):
+        self.domain = tuple(int(d) for d in self.domain)
+        self.groups = tuple(tuple(int(d) for d in g) for g in self.groups)
+        if self.kind not in KINDS:
+            raise AStitchError(f"unknown mapping kind {self.kind!r}: use one of {KINDS}")
+        flat = sorted(d for g in self.groups for d in g)
+        if flat != list(range(len(self.domain))):
+            raise AStitchError(f"mapping groups {self.groups} must partition the dims of domain {self.domain}")
+        want = {"flat": 1, "rows": 2, "columns": 3}[self.kind]
+        if len(self.groups) != want:
+            raise AStitchError(f"a {self.kind} mapping needs {want} dim group(s), got {self.groups}")
+
+    # -- the view -------------------------------------------------------------
+    def extent(self, i: int) -> int:
+        return int(prod(self.domain[d] for d in self.groups[i]))
+
+    @property
+    def size(self) -> int:
+        return int(prod(self.domain))
+
+    @property
+    def rows(self) -> int:
+        """rows mapping: independent rows; columns mapping: independent columns (outer x cols)."""
+        if self.kind == "rows":
+            return self.extent(0)
+        if self.kind == "columns":
+            return self.extent(0) * self.extent(2)
+        return 1
+
+    @property
+    def cols(self) -> int:
+        """rows mapping: row length; columns mapping: the reduced length; flat: all elements."""
+        if self.kind == "rows":
+            return self.extent(1)
+        if self.kind == "columns":
+            return self.extent(1)
+        return self.size
+
+    @property
+    def rows_per_block(self) -> int:
+        """rows: rows that share a block (horizontal packing); columns: row lanes per block."""
+        if self.kind == "flat":
+            return 1
+        return max(1, self.block // max(1, self.threads_per_row))
+
+    @property
+    def slots(self) -> int:
+        """Tasks handled at once by the whole grid (rows, or column tiles)."""
+        if self.kind == "rows":
+            return max(1, self.grid // self.splits) * self.rows_per_block
+        if self.kind == "columns":
+            return max(1, self.grid // self.splits)
+        return self.grid * self.block
+
+    @property
+    def chunk(self) -> int:
+        """Elements of one task each split covers (row columns, or reduced rows)."""
+        return ceil(self.cols / self.splits) if self.kind != "flat" else self.size
+
+    @property
+    def tiles(self) -> int:
+        """columns mapping: column tiles of ``threads_per_row`` columns."""
+        return ceil(self.rows / self.threads_per_row) if self.kind == "columns" else 0
+
+    @property
+    def task_iterations(self) -> int:
+        """Outer loop trips per block: vertical packing (1 means no packing)."""
+        if self.kind == "rows":
+            return ceil(self.rows / self.slots)
+        if self.kind == "columns":
+            return ceil(self.tiles / self.slots)
+        return ceil(self.size / (self.grid * self.block * self.per_thread))
+
+    @property
+    def inner_iterations(self) -> int:
+        """Inner loop trips per thread within one task (columns of a row, rows of a column chunk)."""
+        if self.kind == "rows":
+            return ceil(self.chunk / self.threads_per_row)
+        if self.kind == "columns":
+            return ceil(self.chunk / self.rows_per_block)
+        return self.per_thread
+
+    @property
+    def unroll(self) -> int:
+        """flat: vectors per thread per round (their loads are issued before any is used)."""
+        return max(1, self.per_thread // max(1, self.vector))
+
+    @property
+    def elements_per_thread(self) -> int:
+        return self.task_iterations * self.inner_iterations
+
+    # -- where does an element go? -------------------------------------------------
+    def view_index(self, flat_index: np.ndarray) -> tuple:
+        """Flat domain index (row-major) -> the view coordinates (rows/cols, or outer/reduced/cols)."""
+        multi = unravel(np.asarray(flat_index, dtype=np.int64), self.domain)
+        coords = []
+        for g in self.groups:
+            c = np.zeros_like(np.asarray(flat_index, dtype=np.int64))
+            for d in g:
+                c = c * self.domain[d] + multi[d]
+            coords.append(c)
+        return tuple(coords)
+
+    def locate(self, flat_index) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(block, thread, iteration)`` that computes each flat domain index.
+
+        ``iteration`` counts every loop trip of that thread, outer (vertical
+        packing) times inner (elements within a task): ``outer*inner_iterations+inner``.
+        """
+        flat_index = np.asarray(flat_index, dtype=np.int64)
+        if self.kind == "flat":
+            total, V = self.grid * self.block, self.vector
+            c, v = flat_index // V, flat_index % V          # vector c, lane v within it
+            g = c % total                                   # the global thread of vector c
+            k, rnd = (c // total) % self.unroll, c // (total * self.unroll)
+            return g // self.block, g % self.block, rnd * self.per_thread + k * V + v
+        if self.kind == "rows":
+            r, c = self.view_index(flat_index)
+            outer, slot = r // self.slots, r % self.slots
+            part, within = c // self.chunk, c % self.chunk
+            block = (slot // self.rows_per_block) * self.splits + part
+            thread = (slot % self.rows_per_block) * self.threads_per_row + within % self.threads_per_row
+            inner = within // self.threads_per_row
+            return block, thread, outer * self.inner_iterations + inner
+        o, red, c = self.view_index(flat_index)
+        col = o * self.extent(2) + c
+        tile, lane_c = col // self.threads_per_row, col % self.threads_per_row
+        outer, tslot = tile // self.slots, tile % self.slots
+        part, within = red // self.chunk, red % self.chunk
+        block = tslot * self.splits + part
+        thread = (within % self.rows_per_block) * self.threads_per_row + lane_c
+        inner = within // self.rows_per_block
+        return block, thread, outer * self.inner_iterations + inner
+
+    def task_of(self, flat_index) -> np.ndarray:
+        """The reduction task (row, or column) an element belongs to -- the reduce output index."""
+        if self.kind == "rows":
+            return self.view_index(flat_index)[0]
+        if self.kind == "columns":
+            o, _, c = self.view_index(flat_index)
+            return o * self.extent(2) + c
+        return np.asarray(flat_index)
+
+    def first_element_of_task(self, tasks) -> np.ndarray:
+        """Flat domain index of the first element of each reduction task (the inverse of :meth:`task_of`
+        at view coordinate 0 of the reduced group)."""
+        tasks = np.asarray(tasks, dtype=np.int64)
+        if self.kind == "rows":
+            view = (tasks, np.zeros_like(tasks))
+        else:
+            inner = max(self.extent(2), 1)
+            view = (tasks // inner, np.zeros_like(tasks), tasks % inner)
+        multi = [None] * len(self.domain)          # view coordinates -> domain multi-index
+        for g, coord in zip(self.groups, view):
+            sizes = [self.domain[d] for d in g]
+            parts = unravel(coord, sizes) if sizes else ()
+            for d, p in zip(g, parts):
+                multi[d] = p
+        return ravel(tuple(multi), self.domain) if self.domain else np.zeros_like(tasks)
+
+    def check(self, gpu=None) -> None:
+        """Raise AStitchError if the mapping cannot cover its domain with its launch shape."""
+        if self.block < 1 or self.grid < 1:
+            raise AStitchError(f"mapping launches {self.grid} blocks of {self.block} threads: both must be >= 1")
+        if gpu is not None and self.block > gpu.max_threads_per_block:
+            raise AStitchError(f"mapping uses {self.block} threads per block; {gpu.name} allows "
+                               f"{gpu.max_threads_per_block}: pack fewer rows per block")
+        if self.vector not in VECTORS or self.per_thread < 1 or self.per_thread % self.vector:
+            raise AStitchError(f"mapping has per_thread={self.per_thread}, vector={self.vector}: vector must be one "
+                               f"of {VECTORS} and per_thread a positive multiple of it")
+        if self.per_thread > 1 and self.kind != "flat":
+            raise AStitchError(f"a {self.kind} mapping has per_thread={self.per_thread}, vector={self.vector}: "
+                               "only flat mappings take several elements per thread in vectors (so far)")
+        if self.vector > 1 and self.domain and self.domain[-1] % self.vector:
+            raise AStitchError(f"flat mapping: vector={self.vector} does not divide the innermost extent "
+                               f"{self.domain[-1]} of {self.domain}: a vector would straddle two rows; use a "
+                               "vector width that divides it, or 1")
+        if self.kind in ("rows", "columns"):
+            if self.threads_per_row < 1 or self.block % self.threads_per_row:
+                raise AStitchError(f"{self.kind} mapping: threads_per_row={self.threads_per_row} must divide "
+                                   f"the block of {self.block} threads")
+            if self.splits < 1 or self.grid % self.splits:
+                raise AStitchError(f"{self.kind} mapping: the grid of {self.grid} blocks must be a multiple of "
+                                   f"splits={self.splits}")
+            if self.splits > 1 and self.combine is Combine.NONE:
+                raise AStitchError(f"{self.kind} mapping splits each task over {self.splits} blocks but says "
+                                   "nothing about combining the parts: set combine to atomic or grid_barrier")
+
+    def describe(self) -> str:
+        """One line, as the paper would say it."""
+        if self.kind == "flat":
+            pack = f", {self.task_iterations} rounds (vertical packing)" if self.task_iterations > 1 else ""
+            per = ""
+            if self.per_thread > 1:
+                per = f", {self.per_thread} per thread per round ({self.unroll} x {self.vector}-element vectors)"
+            why = f" [{self.vector_why}]" if self.vector_why else ""
+            return f"flat {self.size} elems over {self.grid}x{self.block} threads{per}{pack}{why}"
+        if self.kind == "rows":
+            words = [f"rows <{self.rows},{self.cols}>: {self.threads_per_row} threads/row"]
+            if self.rows_per_block > 1:
+                words.append(f"{self.rows_per_block} rows/block (horizontal packing)")
+            if self.splits > 1:
+                words.append(f"each row split over {self.splits} blocks ({self.combine}) (task splitting)")
+            if self.task_iterations > 1:
+                words.append(f"{self.task_iterations} rows per slot (vertical packing)")
+            return ", ".join(words) + f"; grid {self.grid} x block {self.block}"
+        words = [f"columns <{self.cols} reduced, {self.rows} cols>: {self.threads_per_row} col lanes x "
+                 f"{self.rows_per_block} row lanes"]
+        if self.splits > 1:
+            words.append(f"reduced dim split over {self.splits} blocks ({self.combine})")
+        if self.task_iterations > 1:
+            words.append(f"{self.task_iterations} tiles per block (vertical packing)")
+        return ", ".join(words) + f"; grid {self.grid} x block {self.block}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["domain"], d["groups"] = list(self.domain), [list(g) for g in self.groups]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ThreadMapping":
+        return cls(**{**d, "domain": tuple(d["domain"]), "groups": tuple(tuple(g) for g in d["groups"])})

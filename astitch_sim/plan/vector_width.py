@@ -1,0 +1,183 @@
+"""Vector width and elements per thread of a flat (elementwise) kernel: a planning decision.
+
+A memory-bound elementwise kernel reaches copy bandwidth only if each thread keeps
+several wide loads in flight: one 32-bit load per thread per element leaves HBM idle
+and spends the issue slots on address arithmetic (``benchmarks.sass_budget``).  So a
+flat mapping cuts its domain into *vectors* of ``vector`` consecutive elements (one
+64/128-bit ``ld.global.v2/v4`` per tensor that is read contiguously) and gives each
+thread ``per_thread`` elements per round -- ``per_thread // vector`` vectors whose
+loads are all issued before the first is used.  Blocks are full (at least
+:data:`MIN_BLOCK` threads), not one warp: a million 32-thread blocks cannot fill an SM.
+
+The decision is made here, once, for every strategy's kernels
+(``kernel_builder.assemble_kernel`` calls :func:`vectorize`), and recorded on the
+:class:`~astitch_sim.plan.mapping.ThreadMapping` with the reason (``vector_why``) so that
+``print(plan)`` says it.  The readers follow it: the code generator emits the vector
+accesses, the SIMT model counts a warp's vector access as one request.
+
+Which reads are vectors follows from how the element's index reaches the tensor
+(:func:`lane_reads`): through elementwise ops unchanged; a broadcast that drops the
+innermost dim makes the read *uniform* (one scalar load serves the vector's
+elements); a broadcast, transpose or reshape that keeps the innermost dim innermost
+(and its extent a multiple of the width) keeps it *contiguous*; anything else
+(a transpose that moves it, a reverse, a slice whose start is not a multiple of the
+width, concatenate, pad, gather) is *scattered*: one scalar load per element, said
+in ``vector_why``.  The width divides the innermost extent (a vector never straddles
+two rows, so a thread decomposes its index once per vector, not per element);
+where it cannot, a narrower one, or scalar, and the plan says why.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from math import ceil
+
+from ..ir.dtypes import itemsize
+
+#: widest vector access, bytes (ld.global.v4.b32 / v2.b64)
+VECTOR_BYTES = 16
+#: most elements per vector
+MAX_VECTOR = 8
+#: a flat kernel's block is at least this many threads (XLA: 128-1024)
+MIN_BLOCK = 256
+#: most vectors per thread per round (loads in flight before use)
+MAX_UNROLL = 4
+#: dtypes never loaded as vectors (stored one byte per bool: not worth a case)
+SCALAR_DTYPES = ("pred",)
+
+#: why a flat stage of a stitched kernel stays scalar
+STITCHED = "scalar: the stages of a stitched kernel share one launch shape (vectors are planned for one-stage kernels)"
+
+CONTIG, UNIFORM, SCATTER = "contiguous", "uniform", "scattered"
+
+
+def through(node, state, width: int):
+    """The lane state of ``node``'s operand when ``node`` (a view) is read in ``state``.
+
+    ``state`` is ``(CONTIG, pos)`` (the vector runs along dim ``pos`` of the index),
+    :data:`UNIFORM` or :data:`SCATTER`; returns the state at the operand's index and, for a
+    scattered result, why."""
+    if state == UNIFORM or state == SCATTER:
+        return state, ""
+    pos = state[1]
+    operand = node.operands[0]
+    op = node.op
+    if operand.rank == 0:
+        return UNIFORM, ""
+    last = operand.rank - 1
+    if op == "broadcast":
+        dims = list(node.attrs["dimensions"])
+        if pos not in dims:
+            return UNIFORM, ""
+        k = dims.index(pos)
+        return ((CONTIG, k), "") if k == last else (SCATTER, f"{operand.name} is read strided (broadcast)")
+    if op == "transpose":
+        k = node.attrs["permutation"][pos]
+        return ((CONTIG, k), "") if k == last else (SCATTER, f"{operand.name} is read transposed")
+    if op in ("reshape", "bitcast"):
+        if pos == node.rank - 1 and operand.shape[-1] % width == 0:
+            return (CONTIG, last), ""
+        return SCATTER, f"{operand.name}'s innermost extent {operand.shape[-1]} breaks the vectors (reshape)"
+    if op == "slice":
+        strides = node.attrs.get("strides") or (1,) * node.rank
+        start = node.attrs["starts"][pos]
+        if strides[pos] != 1:
+            return SCATTER, f"{operand.name} is sliced with stride {strides[pos]}"
+        if start % width:
+            return SCATTER, f"{operand.name} is sliced from offset {start}, not a multiple of {width}"
+        return (CONTIG, pos), ""
+    if op == "reverse":
+        if pos in node.attrs["dimensions"]:
+            return SCATTER, f"{operand.name} is read reversed"
+        return (CONTIG, pos), ""
+    return SCATTER, f"{operand.name} is read through {op}"
+
+
+def lane_reads(graph, ops, domain, width: int) -> list:
+    """``(tensor, state, why)`` for every read of a tensor not computed by ``ops`` when the stage's
+    domain elements are taken ``width`` at a time along the innermost dim."""
+    ops = set(ops)
+    rank = len(domain)
+    start = (CONTIG, rank - 1) if rank and width > 1 else UNIFORM if not rank else SCATTER
+    seen, out, todo = set(), [], []
+    for n in ops:
+        node = graph[n]
+        if tuple(node.shape) == tuple(domain):
+            todo.append((n, start, ""))
+    while todo:
+        n, st, why = todo.pop()
+        if (n, st) in seen:
+            continue
+        seen.add((n, st))
+        node = graph[n]
+        if n not in ops:
+            if node.op == "constant" and node.rank == 0:
+                continue
+            out.append((n, st, why))
+            continue
+        if node.opdef.is_view:
+            nst, nwhy = through(node, st, width)
+            todo.append((node.operands[0].name, nst, nwhy or why))
+        elif node.op in ("copy", "convert") or node.kind == "elementwise":
+            for o in node.operands:
+                todo.append((o.name, UNIFORM if o.rank == 0 else st, why))
+        elif node.op == "iota":
+            continue
+        else:
+            for o in node.operands:
+                todo.append((o.name, SCATTER, f"{o.name} is read through {node.op}"))
+    return sorted(out, key=lambda r: (r[0], str(r[1])))
+
+
+def choose_width(graph, ops, domain, stored) -> tuple:
+    """``(vector, why)``: the widest vector (at most :data:`VECTOR_BYTES` for every tensor it covers)
+    that divides the innermost extent; ``stored`` are the tensors the stage writes."""
+    if not domain:
+        return 1, "a scalar domain"
+    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2) if st not in (UNIFORM, SCATTER)]
+    dtypes = {graph[n].dtype for n in names}
+    if not dtypes:
+        return 1, "nothing read or written contiguously"
+    if dtypes & set(SCALAR_DTYPES):
+        return 1, "pred tensors are accessed one element at a time"
+    width = min(MAX_VECTOR, VECTOR_BYTES // max(itemsize(d) for d in dtypes))
+    inner = domain[-1]
+    while width > 1 and inner % width:
+        width //= 2
+    if width == 1:
+        return 1, f"innermost extent {inner} is odd: scalar accesses"
+    whys = [w for _, st, w in lane_reads(graph, ops, domain, width) if st == SCATTER and w]
+    want = min(MAX_VECTOR, VECTOR_BYTES // max(itemsize(d) for d in dtypes))
+    words = [f"{width}-element vectors: innermost extent {inner} is not a multiple of {want}"] if width < want else []
+    if whys:
+        words.append("scalar loads where " + "; ".join(sorted(set(whys))))
+    return width, "; ".join(words)
+
+
+def vectorize(graph, stages, gpu, stored) -> None:
+    """Give a single-stage flat kernel its vector width, elements per thread and a full block (in place).
+
+    Several stages share one launch shape (and register arrays indexed by iteration): they
+    keep one element per thread, and the mapping says so."""
+    flat = [s for s in stages if s.mapping.kind == "flat"]
+    if not flat:
+        return
+    if len(stages) > 1:
+        made = {}
+        for s in flat:
+            if id(s.mapping) not in made:
+                made[id(s.mapping)] = replace(s.mapping, vector_why=STITCHED)
+            s.mapping = made[id(s.mapping)]
+        return
+    st = stages[0]
+    m = st.mapping
+    size = m.size
+    width, why = choose_width(graph, st.ops, m.domain, [n for n in stored if n in st.ops])
+    block = min(max(m.block, MIN_BLOCK) if size > m.block else m.block, gpu.max_threads_per_block)
+    wave = gpu.blocks_per_wave(block, 0, 32)
+    unroll = 1
+    while unroll < MAX_UNROLL and ceil(size / (block * width * unroll * 2)) >= wave:
+        unroll *= 2
+    per_thread = width * unroll
+    need = max(1, ceil(size / (block * per_thread)))
+    cap = max(1, (m.grid * m.block) // block) if m.task_iterations > 1 else need   # a capped grid stays capped
+    st.mapping = replace(m, block=block, grid=min(need, cap), per_thread=per_thread, vector=width, vector_why=why)

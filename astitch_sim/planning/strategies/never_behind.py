@@ -1,0 +1,278 @@
+"""Never behind XLA: keep XLA's kernel boundaries wherever stitching would not pay.
+
+AStitch's search space contains XLA's fusion -- a kernel boundary is always
+allowed -- so an AStitch plan should never move more global memory, or take
+longer, than the XLA plan of the same graph.  The stitching rules of
+:mod:`.astitch` are heuristics, and on some graphs they lose: a stitched kernel
+that re-reads a big input in each of its stages, or stores a value to global
+memory for a grid barrier, can cost more than XLA's kernels over the same ops.
+This step, run after the stitch plan is built, puts XLA's kernels back there.
+
+1. **Parts.**  Each stitch scope of the AStitch plan (the memory-intensive ops
+   between library ops) is a part.  XLA's plan is made for the same graph and
+   each of its generated kernels is assigned to the scopes of the ops it
+   computes; an XLA kernel that computes ops of two scopes (it recomputes a
+   residual ``x`` after a matrix product, say) ties them into one part.  Library
+   kernels (matrix products, sorts...) are the same in both plans.
+2. **Price.**  Each part is priced both ways -- global bytes, predicted time,
+   launches -- with the SIMT model's own formula
+   (:func:`astitch_sim.simt.cost.predict_kernel`).  For a graph of at most
+   :data:`MEASURE_UP_TO` elements (all its values together) both plans are
+   *run* on the SIMT model with seeded inputs and the exact counters of each
+   kernel are used: a few milliseconds to a few tenths of a second, and exact
+   in the terms the invariant below is stated in.  A bigger graph would take
+   seconds to minutes to run, so its counters come from the static estimate of
+   :mod:`.fs_cost` (the one FusionStitching's search uses; microseconds).  The
+   estimate follows the SIMT model's time closely but can be off by 10-20% in
+   bytes on a near tie, so at big sizes the choice is as good as the estimate
+   (``tests/planning/test_never_behind.py`` checks the catalog at paper sizes and the
+   real-size model fixtures against the SIMT model).
+3. **Choose.**  Time is what the user pays.  A part keeps its stitched kernels
+   only if they are predicted no slower and launch no more kernels than XLA's
+   kernels for the same ops, and move no more global bytes than XLA's plus
+   :data:`COMBINE_TOLERANCE` (0.1%: what a split row's memset and atomics
+   cost, so task splitting is not refused for a few hundred bytes); on a tie
+   in time, bytes decide.  Otherwise XLA's kernels replace them, and the
+   plan's notes (``print(plan)``, ``plan.notes``, the JSON) say why, with the
+   numbers.  Plan totals are sums over kernels, so choosing per part makes the
+   whole plan never behind: time(astitch) <= time(xla), launches(astitch) <=
+   launches(xla), bytes(astitch) <= bytes(xla) x (1 + COMBINE_TOLERANCE).
+4. **Order.**  The chosen kernels are put in dependency order (a kernel runs
+   after every kernel whose results it reads).  If a replaced part would read a
+   value the kept parts never write to memory, the parts are not separable and
+   the whole plan is decided as one part (the coarse fallback: all stitched, or
+   XLA's plan).
+
+``asim.compile(g, "astitch", gpu, never_behind=False)`` switches the step off:
+the raw stitch plan, as the rules of :mod:`.astitch` make it.  The step runs only
+with the paper's decisions: when another what-if switch is changed (say
+``global_stitching=False``) the plan shows what that switch does to the stitch
+plan itself, not XLA's kernels in its place (a plan note says so).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from ...plan import notes
+from ...errors import AStitchError
+from ...plan.plan import Plan
+from ...simt.cost import predict_kernel
+from .astitch_ends import never_behind_end
+from .common import dependency_order
+from .fs_cost import kernel_counters
+
+#: graphs with at most this many elements in all their values are decided on the SIMT model's exact counters
+MEASURE_UP_TO = 1 << 21
+#: how many more global bytes (a fraction of XLA's) a stitched part predicted *faster* may move.  Time is what
+#: the user pays; bytes break ties.  The tolerance admits what a split row's combine costs: a memset of the
+#: partial results and one atomic per block and row (a row sum over <64,30000> split over 4 blocks on H100:
+#: about 1 KiB of 7.7 MB, 0.01%), never a stitched kernel that re-reads a tensor (a whole pass is 100%).
+COMBINE_TOLERANCE = 1e-3
+#: the prefix of the plan notes this step writes (print(plan) shows them)
+NOTE_PREFIX = notes.NEVER_BEHIND
+
+
+@dataclass
+class Cost:
+    """What a set of kernels costs: global bytes, predicted time (us), kernel launches."""
+    bytes: float = 0.0
+    us: float = 0.0
+    launches: int = 0
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(self.bytes + other.bytes, self.us + other.us, self.launches + other.launches)
+
+    def no_worse_than(self, other: "Cost") -> bool:
+        """Time first: no slower, no more launches, and bytes within :data:`COMBINE_TOLERANCE` of ``other``'s
+        (on a tie in time, no more bytes at all)."""
+        if self.launches > other.launches or self.us > other.us:
+            return False
+        if self.us == other.us:
+            return self.bytes <= other.bytes
+        return self.bytes <= other.bytes * (1.0 + COMBINE_TOLERANCE)
+
+    def describe(self) -> str:
+        return f"{self.launches} kernel(s), {_mib(self.bytes)}, {self.us:.1f} us"
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.2f} MiB" if nbytes >= 2**16 else f"{nbytes / 1024:.1f} KiB"
+
+
+@dataclass
+class Part:
+    """Stitch scopes decided together, and the kernels of each plan that compute their ops."""
+    scopes: set
+    stitched: list          # indices into the AStitch plan's kernels
+    xla: list               # indices into the XLA plan's kernels
+
+
+def _estimated(plan: Plan) -> list:
+    """Per-kernel cost from the static estimate (library kernels: identical in both plans, priced 0)."""
+    out = []
+    for k in plan.kernels:
+        if k.kind == "library":
+            out.append(Cost(0.0, 0.0, 1))
+            continue
+        ks = kernel_counters(plan.graph, k)
+        predict_kernel(SimpleNamespace(gpu=plan.gpu), k, ks)
+        out.append(Cost(float(ks.global_bytes), ks.predicted_us, 1))
+    return out
+
+
+def _measured(plan: Plan, inputs) -> list:
+    """Per-kernel cost from running ``plan`` on the SIMT model (exact counters for these inputs)."""
+    from ...simt.executor import simulate
+    res = simulate(plan, inputs)
+    return [Cost(float(ks.global_bytes), ks.predicted_us, 1) for ks in res.stats.kernels]
+
+
+def _parts(stitch: Plan, scope_index: list, scopes: list, xla: Plan):
+    """The parts (see the module docstring), or None when some XLA kernel computes no op of any scope."""
+    scope_of = {n: i for i, s in enumerate(scopes) for n in s}
+    parent = list(range(len(scopes)))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    assigned = []
+    for j, k in enumerate(xla.kernels):
+        if k.kind == "library":
+            continue
+        mine = {scope_of[n] for n in k.computed if n in scope_of}
+        if not mine:
+            return None
+        first = min(mine)
+        for s in mine:
+            parent[find(s)] = find(first)
+        assigned.append((j, first))
+    parts: dict = {}
+    for s in range(len(scopes)):
+        parts.setdefault(find(s), Part(set(), [], [])).scopes.add(s)
+    for i, s in enumerate(scope_index):
+        if s is not None:
+            parts[find(s)].stitched.append(i)
+    for j, s in assigned:
+        parts[find(s)].xla.append(j)
+    return [p for p in parts.values() if p.stitched or p.xla]
+
+
+def _ordered(graph, kernels: list):
+    """``kernels`` (each with a provisional position) in dependency order, or None if some kernel reads a
+    value no kernel writes (the parts were not separable)."""
+    available = {p.name for p in graph.inputs} | {n.name for n in graph if n.op == "constant"}
+    writers: dict = {}
+    for i, (_, k) in enumerate(kernels):
+        for o in k.outputs:
+            writers.setdefault(o, i)
+    needs = []
+    for _, k in kernels:
+        deps = set()
+        for n in k.inputs:
+            if n in available:
+                continue
+            if n not in writers:
+                return None
+            deps.add(writers[n])
+        needs.append(deps)
+    order = dependency_order(needs, first=lambda i: kernels[i][0])
+    return None if order is None else [kernels[i][1] for i in order]
+
+
+def _decide(parts, stitched_cost, xla_cost):
+    """Which parts XLA's kernels replace, with both prices: ``[(part, stitched, xla, replaced)]``."""
+    out = []
+    for p in parts:
+        a = sum((stitched_cost[i] for i in p.stitched), Cost())
+        x = sum((xla_cost[j] for j in p.xla), Cost())
+        out.append((p, a, x, not a.no_worse_than(x)))
+    return out
+
+
+def _graph_elements(graph) -> int:
+    return sum(n.size for n in graph)
+
+
+def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs=None) -> Plan:
+    """``stitch`` with XLA's kernels wherever they cost less than the stitched ones (module docstring).
+
+    ``scope_index[i]``: the stitch scope kernel ``i`` was built for (None for a library kernel);
+    ``scopes``: the scopes' op names.  ``inputs`` (parameter order): what the SIMT model runs
+    on when counters must be exact (default: seeded inputs from :func:`~astitch_sim.frontends.workloads.workload_inputs`).
+    """
+    from .fusion import partition_plan
+    from .register_only import XLA
+    graph, gpu = stitch.graph, stitch.gpu
+    xla = partition_plan(graph, gpu, XLA)
+    parts = _parts(stitch, scope_index, scopes, xla)
+    if parts is None or not stitch.kernels:
+        parts = [Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
+                      [j for j, k in enumerate(xla.kernels) if k.kind != "library"])]
+    decisions, how = None, "estimated by the static cost model"
+    if _graph_elements(graph) <= MEASURE_UP_TO:
+        try:
+            if inputs is None:
+                from ...frontends.workloads import workload_inputs
+                inputs = workload_inputs(graph, 0)
+            decisions = _decide(parts, _measured(stitch, inputs), _measured(xla, inputs))
+            how = "simulated on the SIMT model"
+        except AStitchError:      # a plan the SIMT model cannot run on seeded inputs: use the estimate
+            decisions = None
+    if decisions is None:
+        decisions = _decide(parts, _estimated(stitch), _estimated(xla))
+    replaced = [d for d in decisions if d[3]]
+    if not replaced:
+        total_a = sum((a for _, a, _, _ in decisions), Cost())
+        total_x = sum((x for _, _, x, _ in decisions), Cost())
+        stitch.notes.append(f"{NOTE_PREFIX}: kept every stitched kernel ({how}: {total_a.describe()} where XLA's "
+                            f"kernels for the same ops need {total_x.describe()})")
+        return stitch
+    chosen = _mixed(stitch, xla, decisions)
+    if chosen is None:                # parts not separable: decide the whole plan at once
+        whole = [Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
+                      [j for j, k in enumerate(xla.kernels) if k.kind != "library"])]
+        a = sum((d[1] for d in decisions), Cost())
+        x = sum((d[2] for d in decisions), Cost())
+        decisions = [(whole[0], a, x, True)]
+        chosen = _mixed(stitch, xla, decisions)
+        if chosen is None:            # pragma: no cover - XLA's own plan is always in dependency order
+            raise AssertionError("never behind: XLA's plan is not in dependency order")
+    notes = list(stitch.notes)
+    for p, a, x, rep in decisions:
+        names = ", ".join(xla.kernels[j].name for j in p.xla)
+        if rep:
+            for j in p.xla:
+                xla.kernels[j].notes.insert(0, f"{NOTE_PREFIX}: XLA's kernel, kept because stitching these ops "
+                                               f"would cost more (stitched {a.describe()}; XLA {x.describe()})")
+            stitched = ", ".join(stitch.kernels[i].name for i in p.stitched) or "no kernel"
+            worse = [w for w, bad in (("more global bytes", a.bytes > x.bytes), ("more time", a.us > x.us),
+                                      ("more launches", a.launches > x.launches)) if bad]
+            for j in p.xla:              # why each kernel ends: this step's reason, then XLA's (kernel_end.py)
+                xla.kernels[j].ends.insert(0, never_behind_end(xla.kernels[j], stitched, " and ".join(worse)))
+            notes.append(f"{NOTE_PREFIX}: XLA's boundaries kept for {names}: stitching them ({stitched}) would "
+                         f"cost {' and '.join(worse)} ({how}: stitched {a.describe()}; XLA {x.describe()})")
+        elif p.stitched:
+            stitched = ", ".join(stitch.kernels[i].name for i in p.stitched)
+            notes.append(f"{NOTE_PREFIX}: {stitched} kept ({how}: {a.describe()}; XLA's {names or 'no kernels'}: "
+                         f"{x.describe()})")
+    return Plan(graph, stitch.strategy, gpu, chosen, notes, options=dict(stitch.options), search=stitch.search)
+
+
+def _mixed(stitch: Plan, xla: Plan, decisions) -> list | None:
+    """The kernels of the mixed plan in dependency order (None: a replaced part reads what no kernel writes)."""
+    drop = {i for p, _, _, rep in decisions if rep for i in p.stitched}
+    placed = []
+    for i, k in enumerate(stitch.kernels):
+        if i not in drop:
+            placed.append((float(i), k))
+    for p, a, x, rep in decisions:
+        if not rep:
+            continue
+        at = min(p.stitched) if p.stitched else 0
+        for n, j in enumerate(p.xla):
+            placed.append((at - 0.5 + n / (2 * len(p.xla) + 1), xla.kernels[j]))
+    return _ordered(stitch.graph, placed)

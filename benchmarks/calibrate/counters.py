@@ -1,0 +1,126 @@
+"""Counters for a results file: simulate the plans (scaled to at most max_elements, then extrapolated)."""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from math import prod
+
+import astitch_sim as asim
+from astitch_sim.plan.machine import resident_resources
+
+from .common import log
+from .model import Sample
+
+
+#: stage counters that grow with the stage's domain, and those that grow with the grid
+_SCALE_WITH_DOMAIN = ("elements", "global_bytes_read", "global_bytes_written", "global_sectors_read",
+                      "global_sectors_written", "global_requests", "shared_bytes_read", "shared_bytes_written",
+                      "shared_bank_conflicts", "register_reuse", "flops", "expensive_flops", "recomputed_flops")
+_SCALE_WITH_GRID = ("block_barriers", "atomics")
+
+
+def _structure(plan) -> list:
+    return [(k.kind, len(k.stages), tuple((s.mapping.kind, s.barrier_after, s.sync_after_combine,
+                                           s.mapping.splits > 1, s.mapping.combine, len(s.ops), len(s.epilogue))
+                                          for s in k.stages))
+            for k in plan.kernels]
+
+
+def _node_bytes(graph, names) -> int:
+    from astitch_sim.ir.dtypes import numpy_dtype
+    total = 0
+    for n in names:
+        node = graph[n]
+        total += int(prod(node.shape)) * numpy_dtype(node.dtype).itemsize
+    return total
+
+
+def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
+    """KernelStats for ``full_plan`` from the counters of ``scaled_plan`` (same structure; see module doc)."""
+    out = []
+    for kf, ksc, st in zip(full_plan.kernels, scaled_plan.kernels, scaled_stats):
+        ks = copy.deepcopy(st)
+        ks.grid, ks.block = kf.grid, kf.block
+        ks.shared_bytes, ks.registers_per_thread = resident_resources(kf)
+        r_grid = kf.grid / max(1, ksc.grid)
+        for sf, ssc, stage in zip(kf.stages, ksc.stages, ks.stages):
+            r = sf.mapping.size / max(1, ssc.mapping.size)
+            for name in _SCALE_WITH_DOMAIN:
+                setattr(stage, name, int(round(getattr(stage, name) * r)))
+            for name in _SCALE_WITH_GRID:
+                setattr(stage, name, int(round(getattr(stage, name) * r_grid)))
+        if ks.memset_bytes:
+            full_out = _node_bytes(full_plan.graph, kf.outputs)
+            small_out = _node_bytes(scaled_plan.graph, ksc.outputs)
+            ks.memset_bytes = int(round(ks.memset_bytes * full_out / max(1, small_out)))
+        if ks.kind == "library":
+            r = (_node_bytes(full_plan.graph, kf.inputs + kf.outputs)
+                 / max(1, _node_bytes(scaled_plan.graph, ksc.inputs + ksc.outputs)))
+            ks.library_bytes = int(round(ks.library_bytes * r))
+            ks.library_flops = int(round(ks.library_flops * r))
+        out.append(ks)
+    return out
+
+
+def simulate_stats(plan, seed: int = 0) -> list:
+    """KernelStats of ``plan`` from the SIMT model (values are computed too: the model has no counters-only mode
+    we rely on)."""
+    from astitch_sim.frontends.workloads import workload_inputs
+    simulate = getattr(asim, "simulate", None)
+    if simulate is None:
+        from astitch_sim.simt import simulate
+    res = simulate(plan, workload_inputs(plan.graph, seed))
+    return list(res.stats.kernels)
+
+
+def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int):
+    """(plan at ``shape``, KernelStats for it, note): simulated at ``shape`` or scaled + extrapolated."""
+    from benchmarks.suite import graph_elements
+    g = asim.workload(workload, **shape)
+    plan = asim.compile(g, strategy=strategy, gpu=gpu)
+    elements = graph_elements(g)
+    if not max_elements or elements <= max_elements:
+        return plan, simulate_stats(plan), ""
+    key = next(iter(shape))
+    factor = math.ceil(elements / max_elements)
+    while factor > 1:
+        small = dict(shape)
+        small[key] = max(1, shape[key] // factor)
+        try:
+            sp = asim.compile(asim.workload(workload, **small), strategy=strategy, gpu=gpu)
+        except asim.AStitchError:
+            sp = None
+        if sp is not None and _structure(sp) == _structure(plan):
+            stats = extrapolate_stats(plan, sp, simulate_stats(sp))
+            return plan, stats, f"simulated at {key}={small[key]} (1/{factor}), counters scaled"
+        factor //= 2
+    return plan, simulate_stats(plan), ""
+
+
+def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=None) -> list:
+    """One :class:`Sample` per plan run in ``results`` that validated and was timed."""
+    gpu = asim.gpu(results["gpu_preset"])
+    samples = []
+    for case in results["cases"]:
+        for run in case["runs"]:
+            if run.get("kind") != "plan" or run.get("gpu_us") is None:
+                continue
+            if not (run.get("validation") or {}).get("ok", False):
+                log(f"  skip {case['key']} {run['name']}: did not validate")
+                continue
+            if strategies and run["strategy"] not in strategies:
+                continue
+            t0 = time.time()
+            plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements)
+            if len(plan.kernels) != len(run.get("kernels", [])):
+                log(f"  warning {case['key']} {run['name']}: the plan now has {len(plan.kernels)} kernels, the "
+                    f"measured one had {len(run.get('kernels', []))}: the compiler changed since the run; "
+                    "fitting on the plan total only")
+                per_kernel = []
+            else:
+                per_kernel = [k.get("gpu_us") for k in run["kernels"]]
+            samples.append(Sample(case["key"], case["workload"], dict(case["shape"]), run["strategy"], gpu,
+                                  list(plan.kernels), stats, per_kernel, float(run["gpu_us"]), note))
+            log(f"  counters {case['key']:<32} {run['strategy']:<8} {time.time() - t0:6.1f}s {note}")
+    return samples

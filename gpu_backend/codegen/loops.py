@@ -1,0 +1,136 @@
+"""Loops = the mapping: a ``flat`` stage's grid-stride loop, and the domain index variables every loop opens.
+
+Each mapping kind gives every domain element exactly the (block, thread,
+iteration) that :meth:`ThreadMapping.locate` gives it (a test checks this):
+
+* ``flat``: a grid-stride loop over the domain (here); with ``per_thread > 1`` each
+  round gives a thread ``unroll`` vectors of ``vector`` consecutive elements, whose
+  index is decomposed once per vector and whose loads all come before any use.
+* ``rows``: the thread's *slot* of rows (vertical packing: ``task_iterations``
+  rows per slot), and inside each row its columns in steps of
+  ``threads_per_row`` (several rows share a block: horizontal packing; a row
+  split over ``splits`` blocks: task splitting).
+* ``columns``: the same with column tiles and row lanes.
+
+``rows`` and ``columns`` stages are written by
+:class:`~gpu_backend.codegen.task_loops.TaskLoopEmitter`.  Every loop turns a flat
+coordinate into one index variable per domain dim (``d0 = ...``) with
+:meth:`LoopEmitter.domain_vars`; the body at each element is
+:mod:`~gpu_backend.codegen.elements`.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import exprs as E
+from .source import Lines
+from .values import LaneIdx, Scope
+
+if TYPE_CHECKING:
+    from .elements import ElementEmitter
+    from .stage_context import StageContext
+
+
+class LoopEmitter:
+    """The grid-stride loop of a ``flat`` stage, and the domain index variables of every loop.
+
+    Built with the stage context (it sets the iteration ``it`` and the domain variables
+    ``dvars`` there) and the :class:`~gpu_backend.codegen.elements.ElementEmitter` that writes the
+    body at each element.
+    """
+
+    def __init__(self, ctx: StageContext, elements: ElementEmitter):
+        self.ctx, self.elements = ctx, elements
+
+    def write_flat(self):
+        """``for it in range(T): e = it * threads + bid * block + tid``, guarded where the last
+        round runs past the domain; the body runs at the element ``e`` unravels to."""
+        ctx = self.ctx
+        m, out = ctx.m, ctx.out
+        if m.per_thread > 1:
+            return self.write_vectors()
+        total = m.grid * m.block
+        T = m.task_iterations
+        out(f"# grid-stride loop: {m.size} elements over {m.grid} x {m.block} threads, {T} per thread")
+        with out.block(f"for it in range({T}):" if T > 1 else None):
+            ctx.it = "it" if T > 1 else 0
+            e = E.add(E.mul(ctx.it, total), E.add(E.mul("bid", m.block), "tid"))
+            cond = E.lt("e", m.size) if T * total > m.size else True
+            out(f"e = {ctx.kw.ix(e)}")
+            with out.block(f"if {cond}:" if cond is not True else None):
+                idx = self.domain_vars(list(range(len(m.domain))), "e", m.domain)
+                ctx.acc_var = {}
+                self.elements.element_body(idx)
+
+    def domain_vars(self, dims, coord, sizes_of_domain, bounded=True) -> tuple:
+        """Emit ``dK = ...`` for the given domain dims from a view coordinate; returns the full index map.
+
+        The coordinate ``coord`` ravels ``dims`` (in that order) of a domain of shape
+        ``sizes_of_domain``; a dim whose index is a constant gets no variable.  The context's
+        ``dvars`` remembers every dim opened so far, so the returned index also holds the dims
+        an enclosing loop opened (None for a dim no loop has opened).
+        """
+        ctx = self.ctx
+        shape = [sizes_of_domain[d] for d in dims]
+        parts = E.unravel(coord, shape, bounded)
+        for d, p in zip(dims, parts):
+            if isinstance(p, int):
+                ctx.dvars[d] = p
+            else:
+                ctx.out(f"d{d} = {ctx.kw.ix(p)}")
+                ctx.dvars[d] = f"d{d}"
+        return tuple(ctx.dvars.get(d, None) for d in range(len(sizes_of_domain)))
+
+    def write_vectors(self):
+        """A flat stage with several elements per thread: per round, ``unroll`` vectors of ``vector``
+        consecutive elements per thread (vector ``c`` at global thread ``c % threads``, as
+        :meth:`ThreadMapping.locate` says).  Each vector's first element is decomposed into domain
+        index variables once (the vector never straddles the innermost dim: the planner chose a width
+        that divides it, so the other elements are ``+1, +2, ...`` along it); then every vector's loads
+        (``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly), then
+        every vector's computation and stores: ``unroll x`` loads in flight per thread."""
+        ctx = self.ctx
+        m, out, kw = ctx.m, ctx.out, ctx.kw
+        V, U, T, P = m.vector, m.unroll, m.task_iterations, m.per_thread
+        total, dom = m.grid * m.block, m.domain
+        last = len(dom) - 1
+        out(f"# {m.size} elements over {m.grid} x {m.block} threads: each round, {U} vector(s) of {V} consecutive "
+            f"element(s) per thread, loads before use" + (f", {T} rounds" if T > 1 else ""))
+        with out.block(f"for rnd in range({T}):" if T > 1 else None):
+            rnd = "rnd" if T > 1 else 0
+            guarded = T * total * P > m.size
+            heads = []
+            for k in range(U):
+                e = kw.names.fresh(f"e{k}")
+                c = E.add(E.mul(rnd, total * U), E.add(k * total, E.add(E.mul("bid", m.block), "tid")))
+                out(f"{e} = {kw.ix(E.mul(c, V))}  # first element of vector {k}")
+                heads.append(e)
+            bodies = []
+            for k, e in enumerate(heads):
+                parts = E.unravel(e, list(dom), True)
+                base = []
+                for d, p in enumerate(parts):
+                    if isinstance(p, int):
+                        base.append(p)
+                        continue
+                    var = kw.names.fresh(f"d{d}_{k}")
+                    out(f"{var} = {kw.ix(p)}")
+                    base.append(var)
+                loads, body = Lines(), Lines()
+                ctx.prefetch, ctx.out = loads, body
+                scope = Scope()
+                ctx.acc_var = {}
+                for j in range(V):
+                    ctx.it = E.add(E.mul(rnd, P), k * V + j)
+                    items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
+                    self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
+                ctx.prefetch, ctx.out = None, out
+                bodies.append((e, loads, body))
+            for section in (1, 2):
+                for e, loads, body in bodies:
+                    lines = (loads if section == 1 else body).lines
+                    if not lines:
+                        continue
+                    with out.block(f"if {E.lt(e, m.size)}:" if guarded else None):
+                        for line in lines:
+                            out(line)

@@ -1,0 +1,266 @@
+"""The loops of a ``rows`` or ``columns`` stage: tasks, the elements of each task, and what follows a task.
+
+A *task* is one row (``rows``), or one column of a column reduction
+(``columns``).  The code a thread runs has the same shape for both kinds:
+
+1. **Lanes.**  The thread's place in its block: which task slot of the block
+   (``row_in_block`` / ``lane_c``) and which lane along the task
+   (``lane`` / ``row_lane``); with task splitting, which ``part`` of the task
+   this block holds.  The kinds differ only here and in step 2's coordinate,
+   so each kind is one entry of a table (:class:`TaskLanes`).
+2. **Tasks.**  A loop over the thread's tasks (vertical packing: ``outer``),
+   computing the task coordinate and the kept dims' index variables.
+3. **Elements.**  Inside a task, a loop over the thread's elements
+   (``inner``, in steps of the lane count), each guarded where the last round
+   runs past the task, running the per-element body.
+4. **After the task.**  The reduction tree, then the task's first thread
+   completes the reduces and runs the epilogue -- or, for a task split over
+   blocks, hands its partial to the split combine, and the combine (a second
+   task loop after a grid barrier) and the epilogue (a third one) follow.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator, Union
+
+from astitch_sim.ir.reducers import reduce_inputs
+from astitch_sim.plan.vocabulary import ReduceScheme
+
+from . import exprs as E
+
+if TYPE_CHECKING:
+    from .elements import ElementEmitter
+    from .loops import LoopEmitter
+    from .reductions import ReductionEmitter
+    from .slots import SlotEmitter
+    from .stage_context import Expr, StageContext
+
+
+@dataclass(frozen=True)
+class TaskLanes:
+    """How one mapping kind names its threads: the variables and steps the task loops use."""
+    #: True for ``rows`` (a task is a row), False for ``columns`` (a task is a column)
+    rows_kind: bool
+    #: the variable with the thread's lane along its task ("lane" or "row_lane")
+    lane: str
+    #: threads per task in a block: the step between a thread's elements, and the width of the tree
+    step: int
+    #: the condition that holds for the task's first thread in the block (True: every thread is first)
+    first: Union[str, bool]
+    #: the variable the per-element guard "task exists" is kept in ("row_ok" or "col_ok")
+    ok_var: str
+    #: the variable the coordinate along the reduced dims is kept in ("col" or "red")
+    red_var: str
+    #: opens one task: writes the task coordinate and the kept dims' variables, returns (coordinate, guard)
+    open_task: Callable[[Expr], tuple]
+
+
+class TaskLoopEmitter:
+    """Writes a ``rows`` or ``columns`` stage: its lanes, task loops, element loops and what follows a task.
+
+    Built with the stage context (the mapping, the reduces; it sets the iteration ``it``,
+    the domain variables and the reduces' accumulators there), the
+    :class:`~gpu_backend.codegen.loops.LoopEmitter` (domain index variables), the
+    :class:`~gpu_backend.codegen.elements.ElementEmitter` (the body at an element), the
+    :class:`~gpu_backend.codegen.reductions.ReductionEmitter` (tree, split combine, completion) and
+    the :class:`~gpu_backend.codegen.slots.SlotEmitter` (which dims index a task).
+    """
+
+    def __init__(self, ctx: StageContext, loops: LoopEmitter, elements: ElementEmitter,
+                 reductions: ReductionEmitter, slots: SlotEmitter):
+        self.ctx, self.loops, self.elements, self.reductions, self.slots = ctx, loops, elements, reductions, slots
+
+    def write(self):
+        """The stage: lanes, then the element pass, then (a split task) the combine and epilogue passes."""
+        ctx = self.ctx
+        ctx.dvars = {}
+        lanes = {"rows": self.row_lanes, "columns": self.column_lanes}[ctx.m.kind]()
+        part = self.block_part()
+        split = ctx.m.splits > 1 and bool(ctx.reduces)
+        if split and ctx.m.combine not in ("atomic", "grid_barrier"):
+            ctx.fail(f"a task split over {ctx.m.splits} blocks needs combine atomic or grid_barrier, "
+                     f"not {ctx.m.combine!r}")
+        red_scratch = self.prepare_reductions(split)
+        self.write_element_pass(lanes, part, red_scratch, split)
+        if split:
+            self.write_split_passes(lanes, part)
+
+    # -- 1. lanes: the only place the two kinds differ (besides a task's coordinate) -----------------
+    def row_lanes(self) -> TaskLanes:
+        """``rows``: ``rows_per_block`` rows side by side (horizontal packing), ``threads_per_row`` lanes each."""
+        m, out = self.ctx.m, self.ctx.out
+        tpr, rpb = m.threads_per_row, m.rows_per_block
+        out(f"# {rpb} row(s) per block, {tpr} thread(s) per row" + (f", each row split over {m.splits} blocks"
+                                                                    if m.splits > 1 else ""))
+        ix = self.ctx.kw.ix
+        out(f"row_in_block = {ix(E.floordiv('tid', tpr))}" if rpb > 1 else "row_in_block = 0")
+        out(f"lane = {ix(E.mod('tid', tpr))}" if rpb > 1 else "lane = tid")
+        return TaskLanes(rows_kind=True, lane="lane", step=tpr, first="lane == 0" if tpr > 1 else True,
+                         ok_var="row_ok", red_var="col", open_task=self.open_row)
+
+    def column_lanes(self) -> TaskLanes:
+        """``columns``: ``threads_per_row`` adjacent columns (coalesced), ``rows_per_block`` row lanes each."""
+        m, out = self.ctx.m, self.ctx.out
+        tpr, rpb = m.threads_per_row, m.rows_per_block
+        out(f"# {tpr} column lane(s) x {rpb} row lane(s) per block" +
+            (f", the reduced dim split over {m.splits} blocks" if m.splits > 1 else ""))
+        ix = self.ctx.kw.ix
+        out(f"lane_c = {ix(E.mod('tid', tpr))}" if rpb > 1 else "lane_c = tid")
+        out(f"row_lane = {ix(E.floordiv('tid', tpr))}" if rpb > 1 else "row_lane = 0")
+        return TaskLanes(rows_kind=False, lane="row_lane", step=rpb, first="row_lane == 0" if rpb > 1 else True,
+                         ok_var="col_ok", red_var="red", open_task=self.open_column)
+
+    def block_part(self) -> Expr:
+        """The block's task slot and, with task splitting, which part of its tasks it holds."""
+        m, out = self.ctx.m, self.ctx.out
+        ix = self.ctx.kw.ix
+        out(f"block_slot = {ix(E.floordiv('bid', m.splits))}" if m.splits > 1 else "block_slot = bid")
+        if m.splits > 1:
+            out(f"part = {ix(E.mod('bid', m.splits))}")
+        return "part" if m.splits > 1 else 0
+
+    def prepare_reductions(self, split: bool) -> dict:
+        """Name each reduce's accumulators, give it its reduction scratch slot(s), and (split over
+        blocks) add its result buffers; returns reduce -> its scratch views."""
+        ctx = self.ctx
+        g = ctx.g
+        ctx.acc_var = {r: tuple(ctx.kw.names.fresh(("acc_" if k == 0 else "acci_") + r)
+                                for k in range(len(reduce_inputs(g[r])))) for r in ctx.reduces}
+        red_scratch, slot = {}, 0
+        for r in (ctx.reduces if ctx.stage.reduce_scheme is ReduceScheme.TREE else ()):
+            red_scratch[r] = tuple(ctx.kw.scratch(slot + k, x.dtype) for k, x in enumerate(reduce_inputs(g[r])))
+            slot += len(red_scratch[r])
+        if split:
+            for r in ctx.reduces:
+                if len(reduce_inputs(g[r])) > 1:
+                    ctx.fail(f"{r} ({g[r].attrs['reducer']}) is split over blocks; a pair reduce must not be")
+                self.reductions.split_buffers(r)
+        return red_scratch
+
+    # -- 2. tasks ------------------------------------------------------------------------------------
+    @contextmanager
+    def each_task(self, lanes: TaskLanes) -> Iterator[tuple]:
+        """Loop over the thread's tasks (vertical packing) and open each one: yields
+        ``(outer, task coordinate, guard)``, the guard True where every task the loop visits exists."""
+        ctx = self.ctx
+        T = ctx.m.task_iterations
+        with ctx.out.block(f"for outer in range({T}):  # vertical packing: {T} task(s) per slot" if T > 1 else None):
+            outer = "outer" if T > 1 else 0
+            ctx.dvars = {}
+            tc, ok = lanes.open_task(outer)
+            yield outer, tc, ok
+
+    def open_row(self, outer: Expr) -> tuple:
+        """``row`` from the block's slot, the row in the block and the vertical round; its kept dims."""
+        m, out = self.ctx.m, self.ctx.out
+        row = E.add(E.mul(outer, m.slots), E.add(E.mul('block_slot', m.rows_per_block), 'row_in_block'))
+        out(f"row = {self.ctx.kw.ix(row)}")
+        ok = E.lt("row", m.rows) if m.task_iterations * m.slots > m.rows else True
+        self.loops.domain_vars(list(m.groups[0]), "row", m.domain)
+        return "row", ok
+
+    def open_column(self, outer: Expr) -> tuple:
+        """``col`` from the block's column tile and the thread's column lane; its kept dims (outer, inner)."""
+        m, out = self.ctx.m, self.ctx.out
+        tpr = m.threads_per_row
+        ix = self.ctx.kw.ix
+        out(f"tile = {ix(E.add(E.mul(outer, m.slots), 'block_slot'))}")
+        out(f"col = {ix(E.add(E.mul('tile', tpr), 'lane_c'))}")
+        ok = E.lt("col", m.rows) if m.task_iterations * m.slots * tpr > m.rows else True
+        ext2 = m.extent(2)
+        o = E.floordiv("col", ext2) if ext2 > 1 else "col"
+        c = E.mod("col", ext2)
+        if m.groups[0]:
+            self.loops.domain_vars(list(m.groups[0]), o, m.domain, bounded=ok is True)
+        if m.groups[2]:
+            self.loops.domain_vars(list(m.groups[2]), c, m.domain)
+        return "col", ok
+
+    def task_index(self) -> tuple:
+        """The current task's index: the variables of the kept (non-reduced) dims."""
+        return tuple(self.ctx.dvars[d] for d in self.slots.kept_dims(self.ctx.stage))
+
+    @contextmanager
+    def first_thread(self, lanes: TaskLanes, ok, why: str = ""):
+        """What only the task's first thread in the block runs (and only for a task that exists)."""
+        first = E.all_of([lanes.first, ok])
+        with self.ctx.out.block(f"if {first}:{why}" if first is not True else None):
+            yield
+
+    # -- 3. elements ---------------------------------------------------------------------------------
+    def write_element_loop(self, lanes: TaskLanes, outer: Expr, ok, part: Expr):
+        """The thread's elements of one task: ``inner`` rounds of ``lanes.step`` along the reduced dims,
+        each guarded where it may run past the task (or past the domain, a split task's last part)."""
+        ctx = self.ctx
+        m, out = ctx.m, ctx.out
+        I = m.inner_iterations
+        with out.block(f"for inner in range({I}):  # {I} element(s) of the task per thread" if I > 1 else None):
+            inner = "inner" if I > 1 else 0
+            out(f"within = {ctx.kw.ix(E.add(E.mul(inner, lanes.step), lanes.lane))}")
+            red_coord = E.add(E.mul(part, m.chunk), "within")
+            cond = E.all_of([ok, E.lt("within", m.chunk) if I * lanes.step > m.chunk else True,
+                             (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
+            with out.block(f"if {cond}:" if cond is not True else None):
+                self.name_iteration(outer, inner)
+                if not isinstance(red_coord, int) and red_coord != "within":
+                    out(f"{lanes.red_var} = {ctx.kw.ix(red_coord)}")
+                    red_coord = lanes.red_var
+                idx = self.loops.domain_vars(list(m.groups[1]), red_coord, m.domain)
+                self.elements.element_body(idx)
+
+    def name_iteration(self, outer: Expr, inner: Expr):
+        """The thread's iteration ``outer * inner_iterations + inner``: in a variable ``it`` when the body
+        indexes a register array with it, else only in the context (nothing reads it)."""
+        ctx = self.ctx
+        it = E.add(E.mul(outer, ctx.m.inner_iterations), inner)
+        if self.elements.uses_registers() and not isinstance(it, int):
+            ctx.out(f"it = {it}")
+            it = "it"
+        ctx.it = it
+
+    # -- 4. after the task ---------------------------------------------------------------------------
+    def write_element_pass(self, lanes: TaskLanes, part: Expr, red_scratch: dict, split: bool):
+        """Every task of the thread: its elements, then the tree and the first thread's completion
+        (unsplit) or partial (split over blocks)."""
+        ctx = self.ctx
+        with self.each_task(lanes) as (outer, tc, ok):
+            if ok is not True:
+                ctx.out(f"{lanes.ok_var} = {ok}")
+                ok = lanes.ok_var
+            for r in ctx.reduces:
+                for acc, ident in zip(ctx.acc_var[r], self.reductions.identity(ctx.g[r])):
+                    ctx.out(f"{acc} = {ident}")
+            self.write_element_loop(lanes, outer, ok, part)
+            task_idx = self.task_index()
+            if ctx.reduces:
+                totals = self.reductions.combine_lanes(red_scratch, lanes.step, lanes.rows_kind, outer)
+                with self.first_thread(lanes, ok, "  # the task's first thread in this block"):
+                    if not split:
+                        self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0)
+                    else:
+                        self.reductions.split_partial(totals, task_idx, part)
+
+    def write_split_passes(self, lanes: TaskLanes, part: Expr):
+        """A task split over blocks: sum the partials after a grid barrier (grid_barrier combine), then,
+        if the kernel reads the result, a grid barrier and a pass that completes each task."""
+        ctx = self.ctx
+        s, out = ctx.stage, ctx.out
+        if ctx.m.combine == "grid_barrier":
+            out("grid.sync()  # split reduction: every block's partials are in global memory")
+            ctx.kw.cooperative_used = True
+            with self.each_task(lanes) as (outer, tc, ok):
+                task_idx = self.task_index()
+                with self.first_thread(lanes, ok):
+                    self.reductions.sum_partials(task_idx, part)
+        if s.sync_after_combine:
+            out("grid.sync()  # the split reduction is complete in global memory; this kernel reads it")
+            ctx.kw.cooperative_used = True
+        if s.epilogue or any(ctx.kw.values[r].space == "shared" for r in ctx.reduces):
+            if not s.sync_after_combine:
+                ctx.fail("the epilogue of a split reduction needs sync_after_combine")
+            out("# every block that holds part of a task reads the complete result and runs the epilogue")
+            with self.each_task(lanes) as (outer, tc, ok):
+                task_idx = self.task_index()
+                with self.first_thread(lanes, ok):
+                    self.reductions.finish_tasks(None, ctx.m, tc, task_idx, part=part)

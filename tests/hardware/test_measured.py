@@ -1,0 +1,71 @@
+"""asim.gpu_measurements: GPU timings from benchmarks/results, never simulator wall clock."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import astitch_sim as asim
+from anchor import TESTS_FILE
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(TESTS_FILE)))
+
+
+def results_file(path, mode="gpu", device="NVIDIA H100 80GB HBM3", runs=None, fmt="astitch-sim gpu_bench 1"):
+    os.makedirs(path, exist_ok=True)
+    runs = runs if runs is not None else [
+        {"kind": "plan", "name": "xla", "strategy": "xla", "gpu_us": 40.0, "validation": {"ok": True}},
+        {"kind": "plan", "name": "astitch", "strategy": "astitch", "gpu_us": 20.0, "validation": {"ok": True}},
+        {"kind": "plan", "name": "tvm", "strategy": "tvm", "gpu_us": 30.0, "validation": {"ok": False}},
+        {"kind": "baseline", "name": "jax.jit", "gpu_us": 25.0, "validation": {"ok": True}},
+    ]
+    doc = {"format": fmt, "mode": mode, "gpu_preset": "H100",
+           "provenance": {"device": device, "date": "2026-11-30T00:00:00+00:00", "git_commit": "abc123"},
+           "cases": [{"key": "softmax-64x30000", "workload": "softmax", "shape": {"rows": 64, "cols": 30000},
+                      "runs": runs}]}
+    with open(os.path.join(path, "results.json"), "w") as f:
+        json.dump(doc, f)
+
+
+def test_every_gpu_measurement_in_the_repository_has_its_provenance():
+    """Whatever benchmarks/results holds (none yet, or a GPU run committed later) is read without error,
+    and every row it yields names a real device, a preset, a commit and a positive time."""
+    found = asim.gpu_measurements(os.path.join(REPO, "benchmarks", "results"))
+    assert bool(found) == bool(found.rows)
+    for m in found.rows:
+        assert m.gpu_us > 0 and m.device and "simulator" not in m.device.lower(), m
+        assert m.preset in asim.GPUS and m.commit and m.workload and m.strategy in asim.STRATEGIES, m
+        assert m.source in found.files
+    if found.rows:
+        assert f"{len(found.rows)} GPU measurement(s)" in str(found)
+    else:
+        assert "no GPU measurements" in str(found)
+
+
+def test_gpu_runs_are_read_and_everything_else_is_skipped_with_a_reason(tmp_path):
+    results_file(tmp_path / "2026-11-30-h100")
+    results_file(tmp_path / "sim", mode="simulator", device="none (Numba's CUDA simulator)")
+    results_file(tmp_path / "odd", fmt="something else")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "results.json").write_text("{not json")
+    found = asim.gpu_measurements(str(tmp_path))
+    assert [(m.strategy, m.gpu_us) for m in found.rows] == [("xla", 40.0), ("astitch", 20.0)]
+    m = found.rows[0]
+    assert (m.workload, m.shape, m.device, m.preset, m.commit) == \
+        ("softmax", {"rows": 64, "cols": 30000}, "NVIDIA H100 80GB HBM3", "H100", "abc123")
+    reasons = "\n".join(f"{p}: {why}" for p, why in found.skipped)
+    assert "simulator" in reasons and "format" in reasons and "unreadable" in reasons
+    assert "did not validate" in reasons                        # the tvm run failed validation
+    assert "2 GPU measurement(s)" in str(found) and "H100" in str(found)
+
+
+def test_a_gpu_file_without_valid_plan_timings_is_not_a_measurement(tmp_path):
+    results_file(tmp_path / "empty", runs=[{"kind": "plan", "strategy": "xla", "gpu_us": None}])
+    found = asim.gpu_measurements(str(tmp_path))
+    assert not found.rows and "no validated plan timing" in str(found)
+
+
+def test_a_wrong_path_is_an_error_not_an_empty_answer(tmp_path):
+    with pytest.raises(asim.AStitchError, match="not a directory"):
+        asim.gpu_measurements(str(tmp_path / "nope"))

@@ -1,0 +1,81 @@
+"""Flat <-> multi-index arithmetic, independent of numpy's unravel_index (broken in numpy 2.3/2.4).
+
+``np.unravel_index`` on an index array shaped (N, 1) with N > 8192 returned 8192
+for every element past 8192, so every strategy gave silently wrong values for a
+reshape (and so a norm or softmax) over more than 8192 rows.
+"""
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import astitch_sim as asim
+from astitch_sim.ir.flatindex import distinct, ravel, unravel
+from anchor import TESTS_FILE
+
+ROOT = pathlib.Path(TESTS_FILE).resolve().parents[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(shape=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+       layout=st.sampled_from(["flat", "column", "row", "grid"]), seed=st.integers(0, 2 ** 16))
+def test_unravel_then_ravel_is_identity_and_matches_python(shape, layout, seed):
+    size = int(np.prod(shape))
+    rng = np.random.default_rng(seed)
+    flat = rng.integers(0, size, 64)
+    flat = {"flat": flat, "column": flat.reshape(-1, 1), "row": flat.reshape(1, -1),
+            "grid": flat.reshape(8, 8)}[layout]
+    multi = unravel(flat, shape)
+    assert all(m.shape == flat.shape for m in multi)
+    assert np.array_equal(ravel(multi, shape), flat)
+    for f, *idx in zip(flat.ravel(), *(m.ravel() for m in multi), strict=True):
+        expect, rest = [], int(f)
+        for extent in reversed(shape):
+            rest, r = divmod(rest, extent)
+            expect.append(r)
+        assert list(idx) == expect[::-1]
+
+
+def test_unravel_past_numpy_iterator_buffer():
+    """The exact shape that broke numpy 2.4: a (N, 1) column of indices, N > 8192."""
+    n = 20000
+    col = np.arange(n).reshape(-1, 1)
+    (rows, zeros) = unravel(col, (n, 1))
+    assert np.array_equal(rows.ravel(), np.arange(n))
+    assert not zeros.any()
+
+
+def test_scalar_and_empty_shapes():
+    assert unravel(np.arange(3), ()) == ()
+    assert int(ravel((), ())) == 0
+    assert [a.tolist() for a in unravel(np.array([0]), (0, 4))] == [[0], [0]]
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+def test_reshape_past_8192_rows_gives_right_values(strategy):
+    """The issue's minimal repro: reshape f32[N] -> f32[N,1] with N > 8192, every strategy."""
+    n = 20000
+    g = asim.Graph("reshape_repro")
+    x = g.parameter("x", (n,), "f32")
+    g.set_outputs(g.negate(g.reshape(x, (n, 1))))
+    inputs = [np.arange(n, dtype=np.float32)]
+    out = asim.simulate(asim.compile(g, strategy, "H100"), inputs).outputs[0]
+    assert np.array_equal(out, asim.reference(g, inputs)[0])
+
+
+def test_no_module_uses_numpys_unravel_index():
+    """Keep every index computation on flatindex: a reintroduced np.unravel_index would be silently wrong."""
+    offenders = [str(p.relative_to(ROOT)) for pkg in ("astitch_sim", "gpu_backend", "app", "benchmarks")
+                 for p in (ROOT / pkg).rglob("*.py") if "np.unravel_index(" in p.read_text()
+                 or "np.ravel_multi_index(" in p.read_text()]
+    assert not offenders, f"use astitch_sim.ir.flatindex instead of numpy's index helpers in {offenders}"
+
+
+def test_distinct_is_np_unique_by_sorting():
+    rng = np.random.default_rng(0)
+    for a in (np.array([], np.int64), np.array([5]), rng.integers(-50, 50, 1000), rng.integers(0, 1 << 40, 50000),
+              np.arange(10)[::-1].copy(), np.zeros((3, 4), np.int32)):
+        got = distinct(a)
+        np.testing.assert_array_equal(got, np.unique(a))
+        assert got.dtype == np.asarray(a).dtype

@@ -1,0 +1,171 @@
+"""Vector width and elements per thread: planned once for every strategy, recorded, followed by the readers."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import astitch_sim as asim
+from astitch_sim.plan.mapping import ThreadMapping
+from astitch_sim.frontends.workloads import workload_inputs
+from anchor import TESTS_FILE
+
+
+def _flat(plan):
+    return [st.mapping for k in plan.kernels if k.kind == "generated" for st in k.stages if st.mapping.kind == "flat"]
+
+
+def _graph(shape, dtype="f32", sliced=None):
+    g = asim.Graph("v")
+    x = g.parameter("x", shape if sliced is None else sliced[0], dtype)
+    if sliced is not None:
+        x = g.slice(x, sliced[1], [s + n for s, n in zip(sliced[1], shape, strict=True)], name="xs")
+    y = g.parameter("y", shape, dtype)
+    g.set_outputs(g.add(x, y, name="z"))
+    return g
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+def test_every_strategy_gets_the_same_vectors(strategy):
+    g = asim.workload("bias_gelu", rows=64, cols=256)
+    ms = _flat(asim.compile(g, strategy, "H100"))
+    assert ms and all((m.vector, m.block) == (4, 256) and m.per_thread % 4 == 0 for m in ms)
+
+
+def test_focal_loss_sized_elementwise_work_gets_full_blocks():
+    """f32[256,12500]: full blocks with several elements per thread, not millions of one-warp blocks."""
+    g = _graph((256, 12500))
+    for strategy in asim.STRATEGIES:
+        (m,) = _flat(asim.compile(g, strategy, "H100"))
+        assert m.block >= 128 and m.vector == 4 and m.grid * m.block * m.per_thread >= m.size
+        assert m.grid < 256 * 12500 // 32 // 4
+
+
+@pytest.mark.parametrize("shape,want,why", [((6, 10), 2, "not a multiple of 4"), ((3, 7), 1, "is odd")])
+def test_an_extent_the_vector_does_not_divide_narrows_it_and_says_why(shape, want, why):
+    (m,) = _flat(asim.compile(_graph(shape), "xla", "H100"))
+    assert m.vector == want and why in m.vector_why
+    assert why in m.describe()
+
+
+def test_a_slice_from_an_odd_offset_is_read_one_element_at_a_time():
+    g = _graph((4, 16), sliced=((4, 20), (0, 3)))
+    (m,) = _flat(asim.compile(g, "xla", "H100"))
+    assert m.vector == 4 and "x is sliced from offset 3, not a multiple of 4" in m.vector_why
+
+
+def test_dtype_sets_the_width():
+    """16 bytes per vector: f16 8 elements, int8 8 (the widest planned), f64 2; pred stays scalar."""
+    for dtype, want in (("f16", 8), ("bf16", 8), ("s8", 8), ("f64", 2), ("s32", 4)):
+        (m,) = _flat(asim.compile(_graph((4, 64), dtype), "xla", "H100"))
+        assert m.vector == want, dtype
+    g = asim.Graph("p")
+    a, b = g.parameter("a", (4, 64), "pred"), g.parameter("b", (4, 64), "pred")
+    g.set_outputs(g.add_node("and", (a, b), name="c"))
+    (m,) = _flat(asim.compile(g, "xla", "H100"))
+    assert m.vector == 1 and "pred" in m.vector_why
+
+
+def test_locate_puts_a_vector_on_one_thread_and_warps_side_by_side():
+    m = ThreadMapping("flat", (8, 64), ((0, 1),), block=64, grid=1, per_thread=8, vector=4)
+    b, t, it = m.locate(np.arange(512))
+    assert (t[:4] == 0).all() and list(it[:4]) == [0, 1, 2, 3] and t[4] == 1
+    assert t[256] == 0 and it[256] == 4                    # the thread's second vector: one block-width on
+    assert m.elements_per_thread == 8 and m.task_iterations == 1
+    pairs = set(zip(b.tolist(), t.tolist(), it.tolist(), strict=True))
+    assert len(pairs) == 512                               # every element once
+
+
+def test_bad_vectors_are_refused():
+    with pytest.raises(asim.AStitchError, match="per_thread a positive multiple"):
+        ThreadMapping("flat", (8, 64), ((0, 1),), block=64, grid=1, per_thread=6, vector=4).check()
+    with pytest.raises(asim.AStitchError, match="straddle two rows"):
+        ThreadMapping("flat", (8, 6), ((0, 1),), block=64, grid=1, per_thread=4, vector=4).check()
+    with pytest.raises(asim.AStitchError, match="only flat mappings"):
+        ThreadMapping("rows", (8, 64), ((0,), (1,)), block=64, grid=8, threads_per_row=64, per_thread=4,
+                      vector=4).check()
+
+
+def test_the_plan_prints_serializes_and_loads_old_json():
+    g = asim.workload("layernorm", rows=64, cols=768)
+    plan = asim.compile(g, "xla", "H100")
+    text = str(plan)
+    assert "4 per thread per round (1 x 4-element vectors)" in text or "x 4-element vectors" in text
+    s = plan.to_json()
+    back = asim.Plan.from_json(s)
+    assert [st.mapping for k in back.kernels for st in k.stages] == [st.mapping for k in plan.kernels for st in k.stages]
+    d = json.loads(s)                                     # a plan written before the fields existed
+    for k in d["kernels"]:
+        for st in k.get("stages", []):
+            for f in ("per_thread", "vector", "vector_why"):
+                st["mapping"].pop(f, None)
+    old = asim.Plan.from_json(json.dumps(d))
+    assert all(st.mapping.per_thread == 1 and st.mapping.vector == 1 for k in old.kernels for st in k.stages)
+    x = workload_inputs(g, 0)
+    for got, want in zip(asim.simulate(old, x).outputs, asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_simt_counts_a_vector_access_as_one_request_per_warp():
+    """f32[4,256] + f32[4,256]: 1024 elements, 4-element vectors: 8 warp instructions per access
+    (32 threads x 4 elements each), 128 sectors per access as with scalar accesses."""
+    g = _graph((4, 256))
+    res = asim.simulate(asim.compile(g, "xla", "H100"), workload_inputs(g, 0))
+    st = res.stats.kernels[0].stages[0]
+    assert (st.global_sectors_read, st.global_sectors_written, st.global_requests) == (256, 128, 3 * 8)
+
+
+# -- the code generator follows the plan (CUDA simulator) ---------------------------------------------
+
+@pytest.mark.parametrize("shape,dtype,sliced", [
+    ((6, 10), "f32", None),                 # 2-element vectors: 10 is not a multiple of 4
+    ((3, 7), "f32", None),                  # scalar: 7 is odd
+    ((4, 16), "f32", ((4, 20), (0, 3))),    # a slice from offset 3: scalar loads of x, vector loads of y
+    ((5, 64), "f16", None), ((5, 64), "bf16", None), ((5, 64), "s8", None), ((3, 8), "f64", None),
+    ((1000, 12), "f32", None),              # several vectors per thread, a guarded last round
+])
+def test_generated_vectors_match_the_reference(shape, dtype, sliced):
+    pytest.importorskip("numba")
+    import gpu_backend
+    g = _graph(shape, dtype, sliced)
+    x = workload_inputs(g, 0)
+    want = asim.reference(g, x)
+    for strategy in ("xla", "astitch"):
+        plan = asim.compile(g, strategy, "H100")
+        src = gpu_backend.generate_source(plan)
+        (m,) = _flat(plan)
+        if m.vector > 1:
+            assert f"stg{m.vector}(g_z" in src and ("ldg(g_x" in src) == (sliced is not None)
+        else:
+            assert "stg(g_z" in src
+        for got, ref in zip(gpu_backend.run(plan, x), want, strict=True):
+            np.testing.assert_array_equal(got, ref)
+
+
+def test_vector_kernels_type_check_with_the_real_compiler(tmp_path):
+    """Every dtype's vector intrinsics (and a 64-bit index kernel's) pass Numba's real type inference and
+    lowering (no GPU: ``gpu_backend.machine.typecheck`` in a subprocess without the simulator)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    pytest.importorskip("numba")
+    args = []
+    cases = [((5, 64), d, None) for d in ("f32", "f16", "bf16", "s8", "f64")] + [((4, 16), "f32", ((4, 20), (0, 3)))]
+    for i, (shape, dtype, sliced) in enumerate(cases):
+        plan = asim.compile(_graph(shape, dtype, sliced), "xla", "H100")
+        text = plan.to_json()
+        if i == 0:                                         # the 64-bit index path, same vectors
+            assert '"index_bits": 32' in text
+            text = text.replace('"index_bits": 32', '"index_bits": 64')
+        path = tmp_path / f"p{i}.json"
+        path.write_text(text)
+        args.append(str(path))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
+    root = Path(TESTS_FILE).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", *args], capture_output=True, text=True,
+                       env=env, cwd=root, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.stdout.count("ok ") == len(args)

@@ -1,0 +1,266 @@
+"""The SIMT model's fast counting paths give exactly the plain counts (issue 14's speed work).
+
+Each fast path is checked against the definition it shortcuts, on geometries built to
+reach its corners: grid-stride loops with several trips, rows shorter than a warp, rows
+that are not a multiple of 32, rows longer than a whole trip of the grid, unaligned bases.
+"""
+import numpy as np
+import pytest
+
+from astitch_sim.plan.mapping import ThreadMapping
+from astitch_sim.simt import geometry, memory, reduce
+from astitch_sim.simt.memory import Access
+
+FLAT_CASES = [  # rows, cols, block, grid
+    (64, 30000, 1024, 1875),      # the paper's <64,30000>, one trip
+    (64, 30000, 256, 40),         # many trips; a row spans several blocks and trips
+    (3000, 20, 128, 7),           # rows shorter than a warp
+    (517, 33, 64, 5),             # odd everything
+    (8, 100000, 512, 3),          # a row longer than a trip of the whole grid
+]
+
+
+def _flat_geometry(monkeypatch, rows, cols, block, grid):
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    m = ThreadMapping("flat", (rows, cols), ((0, 1),), block=block, grid=grid)
+    g = geometry.Geometry(m)
+    assert g.flat
+    return g
+
+
+def _plain(monkeypatch, geom, acc):
+    monkeypatch.setattr(memory, "FLAT_STRUCTURED", False)
+    try:
+        return memory.count_flat(geom, acc)
+    finally:
+        monkeypatch.setattr(memory, "FLAT_STRUCTURED", True)
+
+
+@pytest.mark.parametrize("rows,cols,block,grid", FLAT_CASES)
+@pytest.mark.parametrize("itemsize,base,stride", [(4, 0, 1), (4, 256 + 12, 1), (8, 512, 3), (2, 0, 16)])
+@pytest.mark.parametrize("dedup", [True, False])
+def test_row_broadcast_flat_count_is_exact(monkeypatch, rows, cols, block, grid, itemsize, base, stride, dedup):
+    """A row statistic read at every element of a grid-stride loop: the O(warps) count equals the plain one."""
+    geom = _flat_geometry(monkeypatch, rows, cols, block, grid)
+    acc = Access("global", "read", "stat", itemsize, base, [geom.idx[0] * stride], dedup=dedup)
+    fast = memory.count_flat_outer(geom, acc)
+    assert fast is not None
+    assert fast == _plain(monkeypatch, geom, acc)
+
+
+@pytest.mark.parametrize("rows,cols,block,grid", [(64, 4096, 256, 40), (8, 100000, 512, 3), (30, 64, 32, 7),
+                                                 (16, 1024, 256, 64)])
+@pytest.mark.parametrize("mask", [False, True])
+def test_column_broadcast_flat_count_is_exact(monkeypatch, rows, cols, block, grid, mask):
+    """A per-column vector (a bias) read at every element of a grid-stride loop over several trips: the
+    blocks' covered columns, merged interval by interval, give the plain count's distinct elements."""
+    geom = _flat_geometry(monkeypatch, rows, cols, block, grid)
+    j = geom.idx[1]
+    acc = Access("global", "read", "bias", 4, 256, [j], mask=(j % 3 > 0) if mask else None, dedup=True)
+    monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
+    fast = memory.count_flat(geom, acc)
+    assert memory.PATHS.get("flat_structured", 0) == 1
+    assert fast == _plain(monkeypatch, geom, acc)
+
+
+def test_row_broadcast_flat_count_declines_what_it_cannot_shortcut(monkeypatch):
+    geom = _flat_geometry(monkeypatch, 64, 3000, 256, 40)
+    backwards = Access("global", "read", "stat", 4, 0, [(63 - geom.idx[0]) * 1], dedup=True)
+    masked = Access("global", "read", "stat", 4, 0, [geom.idx[0]], mask=geom.idx[1] < 7, dedup=True)
+    per_element = Access("global", "read", "x", 4, 0, [geom.idx[0] * 3000, geom.idx[1]], dedup=True)
+    for acc in (backwards, masked, per_element):
+        assert memory.count_flat_outer(geom, acc) is None
+    # the general path still counts them (the one count() takes)
+    assert memory.count(geom, backwards) == _plain(monkeypatch, geom, backwards)
+
+
+def _bank_conflicts_by_sort(W, A, itemsize):
+    """The definition, warp by warp: for each bank the distinct words a warp touches; max - 1 extra."""
+    total = 0
+    for w in np.unique(W):
+        words = set()
+        for a in A[W == w]:
+            for k in range(max(1, itemsize // 4)):
+                words.add(a // 4 + k)
+        banks = {}
+        for word in words:
+            banks.setdefault(word % 32, set()).add(word)
+        total += max(len(v) for v in banks.values()) - 1
+    return total
+
+
+@pytest.mark.parametrize("itemsize", [2, 4, 8])
+def test_bank_conflicts_one_access_per_warp(itemsize):
+    rng = np.random.default_rng(3)
+    W = rng.permutation(500)                         # every warp instruction has one lane
+    A = rng.integers(0, 1 << 14, 500) * itemsize
+    assert memory.bank_conflicts(W, A, itemsize) == _bank_conflicts_by_sort(W, A, itemsize) == 0
+    W2 = np.repeat(np.arange(250), 2)                # two lanes per warp: the sorting path
+    assert memory.bank_conflicts(W2, A, itemsize) == _bank_conflicts_by_sort(W2, A, itemsize)
+
+
+@pytest.mark.parametrize("tasks,lanes", [(1, 1), (5, 1), (7, 32), (3000, 32), (100, 7), (40, 1024), (0, 16)])
+def test_blocked_tree_combines_the_gpu_pairs(monkeypatch, tasks, lanes):
+    """The blocked lanes-first tree folds exactly the pairs of ``buf[j] += buf[j + h]``, bit for bit."""
+    monkeypatch.setattr(reduce, "TREE_BLOCK", 256)   # many blocks, a partial last one
+    rng = np.random.default_rng(lanes)
+    a = (rng.standard_normal((tasks, 2, lanes)) * 10.0 ** rng.integers(-6, 6, (tasks, 2, lanes))).astype(np.float32)
+    want = a.copy()
+    n, steps = lanes, 0
+    while n > 1:                                     # the GPU's loop, lane by lane
+        h = (n + 1) // 2
+        for j in range(n - h):
+            want[..., j] = want[..., j] + want[..., j + h]
+        n, steps = h, steps + 1
+    (got,), got_steps = reduce.tree((a,), lambda x, y: (np.add(x[0], y[0]),))
+    assert got_steps == steps and got.shape == (tasks, 2) and got.dtype == np.float32
+    assert got.tobytes() == want[..., 0].tobytes()
+
+
+def _plain_pairs(W, S):
+    """The definition: distinct (W, S) pairs and distinct W, by numpy's unique."""
+    pairs = np.unique(np.stack([W, S]), axis=1).shape[1] if W.size else 0
+    return pairs, np.unique(W).size
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("shape", [(20000, 300, 50), (5000, 40, 100000), (9000, 2, 3)])
+def test_distinctpairs_by_table_and_by_sort_agree_with_the_definition(monkeypatch, seed, shape):
+    """The presence table (small pair ranges) and the sort (large ones) both count exactly; warps
+    recur run after run as in a columns stage, so the linear-time shortcut does not apply."""
+    n, wspan, sspan = shape
+    rng = np.random.default_rng(seed)
+    W = np.repeat(rng.integers(0, wspan, n // 4), 4)
+    S = rng.integers(-sspan, sspan, W.size)
+    want = _plain_pairs(W, S)
+    assert memory.distinct_pairs(W, S) == want
+    monkeypatch.setattr(memory, "TABLE_MIN_ACCESSES", 0)
+    assert memory.pairs_by_table(W, S) is not None or wspan * 2 * sspan > memory.TABLE_PER_ACCESS * W.size
+    assert memory.distinct_pairs(W, S) == want            # the table wherever the range allows
+    monkeypatch.setattr(memory, "TABLE_PER_ACCESS", 0)
+    assert memory.pairs_by_table(W, S) is None           # the sort path, forced
+    assert memory.distinct_pairs(W, S) == want
+
+
+@pytest.mark.parametrize("W", [np.array([], np.int64), np.array([3, 3, 1, 1, 3, 2, 2]), np.arange(10) // 3,
+                               np.tile(np.arange(5), 100)])
+def test_distinct_count_is_the_number_of_distinct_values(W):
+    assert memory.distinct_count(W) == np.unique(W).size
+
+
+def _vectors_by_definition(geom, acc):
+    """Issue 27's vector count as first written: every address of the domain at once (full-size
+    arrays).  The shortcuts in ``memory.count_flat_vectors`` must give exactly these counters."""
+    m = geom.mapping
+    s, n_all, V = acc.itemsize, geom.size, m.vector
+    span = 32 * V
+    rows = -(-n_all // span)
+    F = acc.flat(geom)
+    sel = geom.full(acc.mask) if acc.mask is not None else None
+    n = int(sel.sum()) if sel is not None else n_all
+    out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    if n == 0:
+        return out
+    S = np.full(rows * span, memory.BIG, dtype=np.int64)
+    S[:n_all] = (acc.base + s * F) // memory.SECTOR
+    if sel is not None:
+        S[:n_all][~sel] = memory.BIG
+    if memory.lane_class(F, V, acc.base // s if acc.base % s == 0 else 1) == "scattered":
+        S = S.reshape(rows, 32, V).transpose(0, 2, 1).reshape(-1, 32)
+    else:
+        S = S.reshape(rows, span)
+    out["sectors"], out["requests"] = memory.rows_distinct(S)
+    if acc.dedup and not acc.identity:
+        B = ((np.arange(n_all, dtype=np.int64) // V) % (m.grid * m.block)) // m.block
+        keys = set(zip((B if sel is None else B[sel]).tolist(), (F if sel is None else F[sel]).tolist(), strict=True))
+        out["bytes"] = s * len(keys)
+    else:
+        out["bytes"] = s * n
+    return out
+
+
+VECTOR_CASES = [  # rows, cols, block, grid, vector, unroll
+    (64, 3000, 256, 40, 4, 1),      # many trips, a row spans several blocks
+    (64, 3000, 128, 7, 4, 2),       # unrolled: two vectors per thread per round
+    (300, 20, 64, 5, 4, 1),         # rows shorter than a warp's span
+    (37, 66, 64, 3, 2, 1),          # odd rows, 2-wide
+    (8, 1000, 32, 9, 4, 1),         # rows not a multiple of the warp span
+    (5, 30, 32, 2, 4, 1),           # 150 elements: not a multiple of the vector (scattered everywhere)
+    (16, 256, 32, 4, 4, 1),         # rows a multiple of the warp span: the outer x inner shortcut
+    (24, 128, 64, 600, 4, 1),       # ... in one trip of the grid
+]
+
+
+def _vector_accesses(geom):
+    i, j = geom.idx
+    rows, cols = geom.shape
+    yield Access("global", "read", "x", 4, 0, [i * cols, j], dedup=True, identity=True)
+    yield Access("global", "read", "x", 4, 256, [i * cols, j], dedup=True, identity=True)
+    yield Access("global", "write", "y", 2, 512, [i * cols, j], identity=True)
+    yield Access("global", "read", "stat", 4, 768, [i], dedup=True)                 # row statistic
+    yield Access("global", "read", "stat", 8, 1024, [i * 3], dedup=False)
+    yield Access("global", "read", "gamma", 4, 256, [j], dedup=True)                # column broadcast
+    yield Access("global", "read", "gamma", 4, 256, [j], mask=j % 5 > 0, dedup=True)
+    yield Access("global", "read", "gamma2", 4, 0, [j // 2], dedup=True)            # not one element per lane
+    yield Access("global", "read", "xt", 4, 0, [j * rows, i], dedup=True)           # transposed
+    yield Access("global", "read", "x", 4, 0, [i * cols, j], mask=j < 7, dedup=True)
+    yield Access("global", "read", "x", 4, 4, [i * cols, j], dedup=True)            # unaligned vectors
+    yield Access("global", "read", "back", 4, 0, [(rows - 1 - i)], dedup=True)      # rows backwards
+    yield Access("global", "read", "pad", 4, 0, [i * (cols + 1), j], dedup=True)    # rows of a padded tensor
+    yield Access("global", "read", "pad", 4, 0, [i * (cols + 2), j], mask=i % 3 > 0, dedup=True)
+
+
+@pytest.mark.parametrize("rows,cols,block,grid,vector,unroll", VECTOR_CASES)
+@pytest.mark.parametrize("chunk", [1 << 21, 4096])
+def test_vector_counts_equal_the_full_size_definition(monkeypatch, rows, cols, block, grid, vector, unroll, chunk):
+    """Every way ``count_flat_vectors`` counts (the identity formula, the row-statistic shortcut, the
+    chunked addresses: one chunk and many) gives the counters of the full-size definition."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    monkeypatch.setattr(memory, "VECTOR_CHUNK", chunk)
+    m = ThreadMapping("flat", (rows, cols), ((0, 1),), block=block, grid=grid,
+                      per_thread=vector * unroll, vector=vector)
+    geom = geometry.Geometry(m)
+    assert geom.flat
+    for acc in _vector_accesses(geom):
+        assert memory.count_flat_vectors(geom, acc) == _vectors_by_definition(geom, acc), acc.node
+
+
+def test_vector_counts_never_build_a_domain_sized_array(monkeypatch):
+    """log_softmax at 8192x32000 read through 4-wide vectors held 14 GB before the count was chunked:
+    here a domain of 16 chunks is counted with no array of more than a chunk's elements."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    monkeypatch.setattr(memory, "VECTOR_CHUNK", 1 << 18)
+    rows, cols = 128, 32768
+    m = ThreadMapping("flat", (rows, cols), ((0, 1),), block=256, grid=528, per_thread=4, vector=4)
+    geom = geometry.Geometry(m)
+    largest = []
+    real_full = np.full
+
+    def watched_full(shape, *a, **k):
+        arr = real_full(shape, *a, **k)
+        largest.append(arr.size)
+        return arr
+    monkeypatch.setattr(memory.np, "full", watched_full)
+    monkeypatch.setattr(geom, "full", lambda a: pytest.fail("a domain-sized broadcast"), raising=False)
+    i, j = geom.idx
+    for acc in (Access("global", "read", "x", 4, 0, [i * cols, j], dedup=True, identity=True),
+                Access("global", "read", "stat", 4, 0, [i], dedup=True),
+                Access("global", "read", "gamma", 4, 0, [j], dedup=True),
+                Access("global", "read", "x", 4, 0, [i * cols, j], mask=j < 7, dedup=True)):
+        out = memory.count_flat_vectors(geom, acc)
+        assert out["n"] > 0
+    assert max(largest, default=0) <= memory.VECTOR_CHUNK
+
+
+def test_vector_counts_combine_the_chunks_lane_classes(monkeypatch):
+    """One chunk uniform (a row statistic), the next contiguous (the rows themselves): over the whole
+    domain the vectors are neither, so every vector slot is its own instruction, as in the definition."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    monkeypatch.setattr(memory, "VECTOR_CHUNK", 4096)
+    m = ThreadMapping("flat", (32, 256), ((0, 1),), block=32, grid=8, per_thread=4, vector=4)
+    geom = geometry.Geometry(m)
+    i, j = geom.idx
+    mixed = Access("global", "read", "mixed", 4, 0, [np.where(i < 16, i + 0 * j, i * 256 + j)], dedup=True)
+    want = _vectors_by_definition(geom, mixed)
+    assert memory.count_flat_vectors(geom, mixed) == want
+    assert want["requests"] == 8192 // 32       # one scalar instruction per warp and vector slot
