@@ -31,16 +31,6 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-# The test modules live in one folder per area (tests/ir/, tests/planning/, ...) and some import another by its
-# name (``from test_hlo import _tolerance``, ``from test_never_behind import ...``), as when they all lived in
-# tests/: every area's folder is on sys.path, whichever files a run selects.  (pytest's default import mode
-# already requires test file names to be unique across folders.)
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-for _area in sorted(os.listdir(_TESTS)):
-    _path = os.path.join(_TESTS, _area)
-    if os.path.isdir(_path) and _area not in ("fixtures", "__pycache__") and _path not in sys.path:
-        sys.path.append(_path)
-
 # Hypothesis profiles.  ``ci`` (the default) keeps the property suite (tests/test_random_graphs.py) at 100
 # examples per test, a few hundred in all; ``thorough`` runs 2000 per test (thousands in all, about an hour):
 #     HYPOTHESIS_PROFILE=thorough python -m pytest tests/test_random_graphs.py

@@ -282,3 +282,14 @@ def test_every_import_of_ours_names_a_module_that_exists():
             if module.split(".")[0] in PACKAGES and module not in modules:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}, which is not a module of the tree")
     assert not bad, "\n".join(bad)
+
+
+def test_every_test_folder_is_on_pytests_path():
+    """Test modules import each other by name across the area folders (``from test_hlo import ...``): pytest's
+    ``pythonpath`` (pyproject.toml) lists tests/ and every area folder, so a new folder cannot be forgotten."""
+    import re
+    block = re.search(r"^pythonpath = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M)
+    listed = set(re.findall(r'"([^"]+)"', block.group(1)))
+    areas = {f"tests/{p.name}" for p in (ROOT / "tests").iterdir()
+             if p.is_dir() and p.name not in ("fixtures", "__pycache__") and any(p.glob("test_*.py"))}
+    assert areas | {".", "tests"} <= listed, sorted(areas - listed)
