@@ -224,12 +224,16 @@ def test_dien_softmax_tall_and_thin_astitch_beats_xla():
 
 @pytest.mark.parametrize("reduce_scheme", ["shuffle", "tree"])
 @pytest.mark.parametrize("strategy", ["xla", "fusionstitching", "inductor", "astitch"])
-@pytest.mark.parametrize("name", ["paper_fig7", "layernorm", "softmax", "column_reduce"])
-def test_block_barriers_from_the_plan_are_what_the_simt_model_counts(name, strategy, reduce_scheme):
+@pytest.mark.parametrize("name, shape", [("paper_fig7", dict(n=32, c=64)), ("layernorm", dict(rows=512, cols=768)),
+                                         ("softmax", dict(rows=64, cols=30000)),
+                                         ("column_reduce", dict(rows=4096, cols=512))])
+def test_block_barriers_from_the_plan_are_what_the_simt_model_counts(name, shape, strategy, reduce_scheme):
     """``cost.block_barriers_per_block`` (what the explorer shows) equals the SIMT model's count per block, the
-    one ``block_barrier_us`` charges: stage boundaries plus reduction trees and shuffle steps across warps."""
+    one ``block_barrier_us`` charges: stage boundaries plus reduction trees and shuffle steps across warps.
+    Shapes that keep each plan's structure (Figure 7 with Global stitching, the paper's <64,30000> split over
+    blocks, a column reduction split over blocks) at a fraction of the paper sizes' simulation time."""
     from astitch_sim.simt.cost import block_barriers_per_block, stage_block_barriers
-    g = asim.workload(name)
+    g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, "V100", reduce_scheme=reduce_scheme)
     stats = asim.simulate(plan, asim.random_inputs(g)).stats
     got = [block_barriers_per_block(k) for k in plan.generated]
