@@ -404,6 +404,8 @@ def test_library_kernel_for_dot():
 
 # -- the real Numba compiler, without a GPU ----------------------------------------------------------
 
+@pytest.mark.slow          # every tiny workload and 8 fixtures x 6 strategies through Numba (~70 s); the fast tier
+#                            type-checks library kernels and shuffles (test_indexed_and_library_ops, test_reduce_scheme)
 def test_kernels_compile_with_numba_cuda_for_a_real_gpu(tmp_path):
     """Type inference + lowering to NVVM IR (cc 9.0) of every kernel: what the simulator cannot check.
 
