@@ -44,8 +44,8 @@ or fusionstitching's kernels back there.
    and nothing else (a stitched kernel that re-reads a tensor is refused
    however fast).  On a tie in time, bytes decide with no allowance.
    fusionstitching's kernels for the part are a candidate where they beat
-   XLA's by the same rule; the stitched kernels must also be no worse than
-   that candidate (:func:`choose`).  Otherwise the candidate's kernels, or
+   XLA's by the same rule, and replace stitched kernels that pass XLA's floor
+   only where predicted faster (:func:`choose`).  Otherwise the candidate's kernels, or
    XLA's, replace them, and the plan's notes (``print(plan)``, ``plan.notes``,
    the JSON) say why, with the numbers; a kept part's note says how many
    bytes the allowance admitted.  Plan
@@ -83,6 +83,9 @@ from .fs_cost import kernel_counters
 
 #: graphs with at most this many elements in all their values are decided on the SIMT model's exact counters
 MEASURE_UP_TO = 1 << 21
+#: relative differences in predicted time this small are float rounding (the same kernel priced as a sum of terms
+#: in another order), not a prediction: fusionstitching's kernels do not replace stitched ones for them
+ROUNDING = 1e-9
 #: the prefix of the plan notes this step writes (print(plan) shows them)
 NOTE_PREFIX = "never behind XLA"
 
@@ -268,15 +271,20 @@ def _ordered(graph, kernels: list):
 
 def choose(cost: dict) -> str:
     """What a part keeps, from its prices (``{"stitched": Cost, "XLA": Cost, "fusionstitching": Cost}``, the
-    last optional).  XLA's kernels are the floor.  fusionstitching's partial merges are a candidate only where
-    they beat XLA's kernels (no worse, and XLA's not as good); the stitched kernels are kept when they are no
-    worse than XLA's and than that candidate -- AStitch's search space holds both (a kernel boundary is always
-    allowed, and shared-memory stitching is its Regional scheme)."""
+    last optional).  XLA's kernels are the floor: the stitched kernels must be no worse than them (time first,
+    bytes within the combine allowance).  fusionstitching's partial merges are a candidate only where they beat
+    XLA's kernels by the same rule (no worse, and XLA's not as good); they replace stitched kernels that pass the
+    floor only when predicted faster (on a tie in time, when they move fewer bytes) -- AStitch's search space
+    holds both (a kernel boundary is always allowed, and shared-memory stitching is its Regional scheme)."""
     a, x, f = cost["stitched"], cost["XLA"], cost.get("fusionstitching")
     fs_better = f is not None and f.no_worse_than(x) and not x.no_worse_than(f)
-    if a.no_worse_than(x) and (not fs_better or a.no_worse_than(f)):
-        return "stitched"
-    return "fusionstitching" if fs_better else "XLA"
+    if not a.no_worse_than(x):
+        return "fusionstitching" if fs_better else "XLA"
+    if fs_better:
+        tie = abs(f.us - a.us) <= ROUNDING * a.us
+        if (f.us < a.us and not tie) or (tie and f.bytes < a.bytes):
+            return "fusionstitching"
+    return "stitched"
 
 
 def _decide(parts, stitched_cost, alt_cost: dict) -> list:
