@@ -348,3 +348,22 @@ def test_fusionstitching_replaces_stitched_kernels_only_where_faster():
     assert choose({"stitched": Cost(995.0, 7.0, 1), "XLA": x, "fusionstitching": Cost(1100.0, 6.0, 1)}) == "stitched"
     assert choose({"stitched": Cost(1001.0, 7.0, 1), "XLA": x, "fusionstitching": Cost(1100.0, 6.0, 1)}) == "XLA"
     assert choose({"stitched": Cost(995.0, 7.0, 1), "XLA": x}) == "stitched"
+
+
+@pytest.mark.parametrize("gpu", ["V100", "H100"])
+def test_a_grid_barrier_combine_is_allowed_exactly_its_partials(gpu):
+    """A row product has no atomic: its split rows meet through partials in global memory and a grid barrier.
+    The allowance is those partials, written once and read back by every split block of the row -- exactly what
+    the SIMT model counts beyond XLA's bytes here (3.3% of them: a flat 0.1% refused the split, 1.2-1.8x faster)."""
+    g = Graph("row_max_and_product")
+    x = g.parameter("x", (8, 16384))
+    g.set_outputs(g.reduce(g.multiply(x, x, name="sq"), (1,), "max", name="r"), g.reduce(x, (1,), "prod", name="p"))
+    inputs = workload_inputs(g, 0)
+    plan = asim.compile(g, "astitch", gpu)
+    m = plan.kernels[0].stages[0].mapping
+    assert plan.kernels[0].name.startswith("stitch.") and m.splits == 16 and m.combine == "grid_barrier", str(plan)
+    a = asim.simulate(plan, inputs).stats
+    x = asim.simulate(asim.compile(g, "xla", gpu), inputs).stats
+    partials = 2 * 8 * 16 * 4                       # two reduces, 8 rows, 16 partials each, f32
+    assert plan_combine_bytes(plan) == partials + partials * 16 == a.global_bytes - x.global_bytes
+    assert a.global_bytes - x.global_bytes > 1e-3 * x.global_bytes and a.predicted_us < x.predicted_us
