@@ -45,7 +45,8 @@ or fusionstitching's kernels back there.
    however fast).  On a tie in time, bytes decide with no allowance.
    fusionstitching's kernels for the part are a candidate where they beat
    XLA's by the same rule, and replace stitched kernels that pass XLA's floor
-   only where predicted faster (:func:`choose`).  Otherwise the candidate's kernels, or
+   only where those are more than :data:`FS_MIN_GAIN` slower (1%:
+   :func:`choose`).  Otherwise the candidate's kernels, or
    XLA's, replace them, and the plan's notes (``print(plan)``, ``plan.notes``,
    the JSON) say why, with the numbers; a kept part's note says how many
    bytes the allowance admitted.  Plan
@@ -83,9 +84,10 @@ from .fs_cost import kernel_counters
 
 #: graphs with at most this many elements in all their values are decided on the SIMT model's exact counters
 MEASURE_UP_TO = 1 << 21
-#: relative differences in predicted time this small are float rounding (the same kernel priced as a sum of terms
-#: in another order), not a prediction: fusionstitching's kernels do not replace stitched ones for them
-ROUNDING = 1e-9
+#: how much slower (a fraction of fusionstitching's predicted time) stitched kernels that pass XLA's floor must be for
+#: fusionstitching's kernels to replace them: below it the difference is the cost model's rounding (a block size, a
+#: launch-dominated tiny graph), not a reason to give up AStitch's plan; the invariant tests allow the same 1%
+FS_MIN_GAIN = 0.01
 #: the prefix of the plan notes this step writes (print(plan) shows them)
 NOTE_PREFIX = "never behind XLA"
 
@@ -274,16 +276,14 @@ def choose(cost: dict) -> str:
     last optional).  XLA's kernels are the floor: the stitched kernels must be no worse than them (time first,
     bytes within the combine allowance).  fusionstitching's partial merges are a candidate only where they beat
     XLA's kernels by the same rule (no worse, and XLA's not as good); they replace stitched kernels that pass the
-    floor only when predicted faster (on a tie in time, when they move fewer bytes) -- AStitch's search space
+    floor only when those are more than :data:`FS_MIN_GAIN` slower -- AStitch's search space
     holds both (a kernel boundary is always allowed, and shared-memory stitching is its Regional scheme)."""
     a, x, f = cost["stitched"], cost["XLA"], cost.get("fusionstitching")
     fs_better = f is not None and f.no_worse_than(x) and not x.no_worse_than(f)
     if not a.no_worse_than(x):
         return "fusionstitching" if fs_better else "XLA"
-    if fs_better:
-        tie = abs(f.us - a.us) <= ROUNDING * a.us
-        if (f.us < a.us and not tie) or (tie and f.bytes < a.bytes):
-            return "fusionstitching"
+    if fs_better and a.us > f.us * (1.0 + FS_MIN_GAIN):
+        return "fusionstitching"
     return "stitched"
 
 
