@@ -210,9 +210,7 @@ def test_numba_backend_runs_sibling_stages_and_kept_inputs(cudasim, graph):
         g = asim.from_hlo(open(os.path.join(HERE, "fixtures", "hlo", "groupnorm.hlo")).read())
     else:
         g = asim.workload(graph, rows=5, cols=40)
-    # the raw stitch plan: at these tiny shapes never-behind takes fusionstitching's kernel for layernorm and
-    # softmax (a block size that suits 200 elements); this test is about the backend running the stitch plan's features
-    plan = asim.compile(g, "astitch", "V100", never_behind=False)
+    plan = asim.compile(g, "astitch", "V100")
     src = cudasim.generate_source(plan)
     if graph in ("layernorm", "softmax"):
         assert "keep input x in registers for a later stage" in src and "= (r_x[it] - " in src

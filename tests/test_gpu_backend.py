@@ -377,9 +377,7 @@ def test_source_is_valid_python_for_every_workload_and_strategy():
 
 
 def test_source_follows_the_plan_spaces():
-    # the raw stitch plan (values in shared memory and in registers across stages): at this tiny shape never-behind
-    # takes fusionstitching's one kernel, whose block size suits 128 elements better
-    plan = asim.compile(asim.workload("layernorm", **TINY["layernorm"]), "astitch", "H100", never_behind=False)
+    plan = asim.compile(asim.workload("layernorm", **TINY["layernorm"]), "astitch", "H100")
     src = gpu_backend.generate_source(plan)
     k = plan.kernels[0]
     for n, v in k.values.items():

@@ -31,7 +31,7 @@ TIME_SLACK = 1.01
 def stats_of(g, inputs, gpu="H100", **astitch_options):
     """The SIMT model's stats of the unfused, xla and astitch plans, and the astitch plan's combine allowance."""
     out = {}
-    for s in ("unfused", "xla", "fusionstitching", "astitch"):
+    for s in ("unfused", "xla", "astitch"):
         plan = asim.compile(g, s, gpu, **(astitch_options if s == "astitch" else {}))
         out[s] = asim.simulate(plan, inputs).stats
         if s == "astitch":
@@ -46,32 +46,10 @@ def stats_of(g, inputs, gpu="H100", **astitch_options):
 ESTIMATE_GAP = {"models/embedding_and_grad": 1024}
 
 
-#: where astitch is predicted slower than fusionstitching (beyond TIME_SLACK), and why: in each, fusionstitching's
-#: plan moves more global bytes than XLA's (it re-reads the rows in each of its stages), so never-behind may not
-#: take it (bytes beyond XLA's are the invariant); astitch reads x once.  The test checks the reason still holds.
-ASTITCH_BEHIND_FUSIONSTITCHING = {
-    "hlo/layernorm": "fs 4.08 us / 160 KiB, astitch 4.16 us / 72 KiB, xla 9.48 us / 105 KiB",
-    "hlo/convert_bf16_layernorm": "fs 3.64 us / 4.0 KiB, astitch 3.69 us / 2.3 KiB, xla 6.92 us / 3.4 KiB",
-}
-
-
-def assert_never_behind(stats: dict, where: str, fs_more_bytes_excused: bool = False) -> None:
+def assert_never_behind(stats: dict, where: str) -> None:
     """The invariant, on the SIMT model's stats of the unfused, xla and astitch plans of one graph;
     ``stats["combine_bytes"]``: what the astitch plan's split combines move (the only extra bytes allowed,
-    besides an :data:`ESTIMATE_GAP`).  With ``stats["fusionstitching"]``: astitch no slower than fusionstitching
-    either, but for :data:`ASTITCH_BEHIND_FUSIONSTITCHING` (or, with ``fs_more_bytes_excused``, any graph where
-    fusionstitching moves more bytes than xla: the same reason, for random graphs)."""
-    f = stats.get("fusionstitching")
-    if f is not None:
-        x = stats["xla"]
-        if where in ASTITCH_BEHIND_FUSIONSTITCHING:
-            assert f.global_bytes > x.global_bytes, \
-                f"{where}: listed in ASTITCH_BEHIND_FUSIONSTITCHING, but fusionstitching no longer moves more bytes " \
-                f"than xla ({f.global_bytes} <= {x.global_bytes}): remove it from the list"
-        elif not (fs_more_bytes_excused and f.global_bytes > x.global_bytes):
-            a = stats["astitch"]
-            assert a.predicted_us <= f.predicted_us * TIME_SLACK, \
-                f"{where}: astitch predicted {a.predicted_us:.2f} us, fusionstitching {f.predicted_us:.2f} us"
+    besides an :data:`ESTIMATE_GAP`)."""
     u, x, a = stats["unfused"], stats["xla"], stats["astitch"]
     allowed = stats["combine_bytes"] + ESTIMATE_GAP.get(where, 0)
     assert a.global_bytes <= x.global_bytes + allowed, \
@@ -259,98 +237,6 @@ def test_bytes_beyond_the_combine_are_refused_however_fast():
     assert not Cost(x.global_bytes + 1, a.predicted_us, 1, 0).no_worse_than(xla)       # no split: no allowance
     assert Cost(1000.0, 2.0, 1).no_worse_than(Cost(1000.0, 2.0, 1))
     assert not Cost(1000.5, 2.0, 1, 64).no_worse_than(Cost(1000.0, 2.0, 1))   # a tie in time: bytes decide
-
-
-#: the README's StableHLO example at its real size: ``jax.jit(llama_glue).lower(h, w, gate, up).as_text()`` (JAX
-#: 0.10.2 on CPU) for h f32[256,1024], w f32[1024], gate = up f32[256,2816] -- a LLaMA layer's RMSNorm and SwiGLU
-LLAMA_GLUE_MLIR = """\
-module @jit_llama_glue attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%arg0: tensor<256x1024xf32>, %arg1: tensor<1024xf32>, %arg2: tensor<256x2816xf32>, %arg3: tensor<256x2816xf32>) -> (tensor<256x1024xf32> {jax.result_info = "result[0]"}, tensor<256x2816xf32> {jax.result_info = "result[1]"}) {
-    %0 = stablehlo.multiply %arg0, %arg0 : tensor<256x1024xf32>
-    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
-    %1 = stablehlo.reduce(%0 init: %cst) applies stablehlo.add across dimensions = [1] : (tensor<256x1024xf32>, tensor<f32>) -> tensor<256xf32>
-    %2 = stablehlo.broadcast_in_dim %1, dims = [0] : (tensor<256xf32>) -> tensor<256x1xf32>
-    %cst_0 = stablehlo.constant dense<1.024000e+03> : tensor<f32>
-    %3 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<256x1xf32>
-    %4 = stablehlo.divide %2, %3 : tensor<256x1xf32>
-    %cst_1 = stablehlo.constant dense<9.99999997E-7> : tensor<f32>
-    %5 = stablehlo.broadcast_in_dim %cst_1, dims = [] : (tensor<f32>) -> tensor<256x1xf32>
-    %6 = stablehlo.add %4, %5 : tensor<256x1xf32>
-    %7 = stablehlo.rsqrt %6 : tensor<256x1xf32>
-    %8 = stablehlo.broadcast_in_dim %7, dims = [0, 1] : (tensor<256x1xf32>) -> tensor<256x1024xf32>
-    %9 = stablehlo.multiply %arg0, %8 : tensor<256x1024xf32>
-    %10 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<1024xf32>) -> tensor<1x1024xf32>
-    %11 = stablehlo.broadcast_in_dim %10, dims = [0, 1] : (tensor<1x1024xf32>) -> tensor<256x1024xf32>
-    %12 = stablehlo.multiply %9, %11 : tensor<256x1024xf32>
-    %13 = call @silu(%arg2) : (tensor<256x2816xf32>) -> tensor<256x2816xf32>
-    %14 = stablehlo.multiply %13, %arg3 : tensor<256x2816xf32>
-    return %12, %14 : tensor<256x1024xf32>, tensor<256x2816xf32>
-  }
-  func.func private @silu(%arg0: tensor<256x2816xf32>) -> tensor<256x2816xf32> {
-    %0 = stablehlo.negate %arg0 : tensor<256x2816xf32>
-    %1 = stablehlo.exponential %0 : tensor<256x2816xf32>
-    %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
-    %2 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<256x2816xf32>
-    %3 = stablehlo.add %2, %1 : tensor<256x2816xf32>
-    %cst_0 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
-    %4 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<256x2816xf32>
-    %5 = stablehlo.divide %4, %3 : tensor<256x2816xf32>
-    %6 = stablehlo.multiply %arg0, %5 : tensor<256x2816xf32>
-    return %6 : tensor<256x2816xf32>
-  }
-}
-"""
-
-
-@pytest.mark.parametrize("case", ["llama_glue", "cumsum_positions"])
-def test_astitch_takes_fusionstitchings_merge_where_it_is_faster(case):
-    """Issue 28: fusionstitching's partial merges were predicted faster than astitch's stitched kernels on two
-    idioms (README: llama_glue 9.0 against 11.4 us, cumsum_positions 15.0 against 19.6): one 1024-thread launch
-    shape with grid barriers (a split 16-row softmax, a RMSNorm whose per-row statistic goes through global
-    memory) against small blocks and block barriers.  AStitch's space holds fusionstitching's merges, so
-    never-behind weighs them too: astitch takes them and says so, and is no slower."""
-    if case == "llama_glue":
-        g = asim.from_stablehlo(LLAMA_GLUE_MLIR)
-        inputs = workload_inputs(g, 0)
-    else:
-        g, inputs = load_fixture("models", case)
-    raw = asim.simulate(asim.compile(g, "astitch", "H100", never_behind=False), inputs).stats
-    fs = asim.simulate(asim.compile(g, "fusionstitching", "H100"), inputs).stats
-    assert raw.predicted_us > fs.predicted_us * 1.2, (raw.predicted_us, fs.predicted_us)    # the raw plan loses
-    plan = asim.compile(g, "astitch", "H100")
-    assert any(k.name.startswith("fstitch.") for k in plan.kernels), str(plan)
-    assert "never behind XLA and fusionstitching: fusionstitching's partial merge" in str(plan)
-    mine = asim.simulate(plan, inputs).stats
-    assert mine.predicted_us <= fs.predicted_us * TIME_SLACK
-    for got, want in zip(asim.simulate(plan, inputs).outputs, asim.reference(g, inputs), strict=True):
-        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=2e-5, atol=2e-5)
-    back = asim.Plan.from_json(plan.to_json())
-    assert back.to_json() == plan.to_json()
-
-
-def test_fusionstitching_replaces_stitched_kernels_only_where_faster():
-    """Against fusionstitching time decides (bytes only against XLA's floor), and only beyond FS_MIN_GAIN (1%, the
-    cost model's rounding): paper_fig7 at <128,256> keeps its one stitched kernel (9.8 us) though
-    fusionstitching's two kernels (12.7 us) move 2.5 KiB fewer bytes."""
-    from astitch_sim.strategies.never_behind import choose
-    g = asim.workload("paper_fig7", n=128, c=256)
-    inputs = workload_inputs(g, 0)
-    plan = asim.compile(g, "astitch", "H100")
-    assert [k.name[:7] for k in plan.kernels] == ["stitch."], str(plan)
-    mine = asim.simulate(plan, inputs).stats
-    fs = asim.simulate(asim.compile(g, "fusionstitching", "H100"), inputs).stats
-    assert mine.predicted_us < fs.predicted_us and mine.global_bytes > fs.global_bytes
-    x, f = Cost(1000.0, 10.0, 3), Cost(990.0, 6.0, 2)
-    assert choose({"stitched": Cost(995.0, 5.0, 1), "XLA": x, "fusionstitching": f}) == "stitched"
-    assert choose({"stitched": Cost(995.0, 7.0, 1), "XLA": x, "fusionstitching": f}) == "fusionstitching"
-    assert choose({"stitched": Cost(995.0, 6.0, 1), "XLA": x, "fusionstitching": f}) == "stitched"    # a tie
-    assert choose({"stitched": Cost(995.0, 6.06, 1), "XLA": x, "fusionstitching": f}) == "stitched"   # within 1%
-    assert choose({"stitched": Cost(995.0, 6.07, 1), "XLA": x, "fusionstitching": f}) == "fusionstitching"
-    assert choose({"stitched": Cost(1001.0, 5.0, 1), "XLA": x, "fusionstitching": f}) == "fusionstitching"
-    # a fusionstitching plan moving more bytes than XLA's is no candidate: the stitched kernels, else XLA's
-    assert choose({"stitched": Cost(995.0, 7.0, 1), "XLA": x, "fusionstitching": Cost(1100.0, 6.0, 1)}) == "stitched"
-    assert choose({"stitched": Cost(1001.0, 7.0, 1), "XLA": x, "fusionstitching": Cost(1100.0, 6.0, 1)}) == "XLA"
-    assert choose({"stitched": Cost(995.0, 7.0, 1), "XLA": x}) == "stitched"
 
 
 @pytest.mark.parametrize("gpu", ["V100", "H100"])
