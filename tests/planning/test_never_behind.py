@@ -1,6 +1,6 @@
 """Never behind XLA (issue 13, item 5; time first since issue 28): the astitch plan is predicted no slower (within
-1%), launches no more kernels and moves no more global bytes (within COMBINE_TOLERANCE, 0.1%: a split row's
-combine) than the xla plan, and xla launches no more than unfused -- over the
+1%), launches no more kernels and moves no more global bytes than the xla plan, plus the bytes its split
+combines move (``plan_combine_bytes``: the memset and atomics, or the partials, and nothing else), and xla launches no more than unfused -- over the
 catalog (test sizes, and paper sizes where cheap), every HLO fixture (tests/fixtures/**) and, through
 ``test_random_graphs.run_case``, every random graph of the property suite.
 
@@ -17,7 +17,8 @@ import pytest
 
 import astitch_sim as asim
 from astitch_sim.frontends import seeded
-from astitch_sim.planning.strategies.never_behind import COMBINE_TOLERANCE
+from astitch_sim.ir.graph import Graph
+from astitch_sim.planning.strategies.never_behind import Cost, plan_combine_bytes
 from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
 from test_workloads import SMALL
 from anchor import TESTS_FILE
@@ -29,18 +30,31 @@ TIME_SLACK = 1.01
 
 
 def stats_of(g, inputs, gpu="H100", **astitch_options):
+    """The SIMT model's stats of the unfused, xla and astitch plans, and the astitch plan's combine allowance."""
     out = {}
     for s in ("unfused", "xla", "astitch"):
         plan = asim.compile(g, s, gpu, **(astitch_options if s == "astitch" else {}))
         out[s] = asim.simulate(plan, inputs).stats
+        if s == "astitch":
+            out["combine_bytes"] = plan_combine_bytes(plan)
     return out
 
 
+#: measured bytes beyond the combine allowance, where never-behind decided on the static estimate (graphs over
+#: MEASURE_UP_TO elements): the estimate counts a broadcast read the same in both plans, the SIMT model counts
+#: the vector loads of XLA's flat kernels as fewer sectors.  embedding_and_grad (30M elements): 1 KiB of 114 MiB,
+#: and its stitched kernel is predicted 15% faster.  A growing gap fails.
+ESTIMATE_GAP = {"models/embedding_and_grad": 1024}
+
+
 def assert_never_behind(stats: dict, where: str) -> None:
-    """The invariant, on the SIMT model's stats of the unfused, xla and astitch plans of one graph."""
+    """The invariant, on the SIMT model's stats of the unfused, xla and astitch plans of one graph;
+    ``stats["combine_bytes"]``: what the astitch plan's split combines move (the only extra bytes allowed,
+    besides an :data:`ESTIMATE_GAP`)."""
     u, x, a = stats["unfused"], stats["xla"], stats["astitch"]
-    assert a.global_bytes <= x.global_bytes * (1 + COMBINE_TOLERANCE), \
-        f"{where}: astitch moves {a.global_bytes} global bytes, xla {x.global_bytes} ({a.global_bytes / x.global_bytes:.4f}x)"
+    allowed = stats["combine_bytes"] + ESTIMATE_GAP.get(where, 0)
+    assert a.global_bytes <= x.global_bytes + allowed, \
+        f"{where}: astitch moves {a.global_bytes} global bytes, xla {x.global_bytes} (+{allowed} its split combines move)"
     assert a.predicted_us <= x.predicted_us * TIME_SLACK, \
         f"{where}: astitch predicted {a.predicted_us:.2f} us, xla {x.predicted_us:.2f} us"
     assert a.kernel_launches <= x.kernel_launches <= u.kernel_launches, \
@@ -134,9 +148,9 @@ def test_an_embedding_gradient_stitches_its_gathers_into_one_stage():
     assert not any("XLA's boundaries kept" in n for n in plan.notes), plan.notes
     stats = {s: asim.simulate(asim.compile(g, s, "H100"), inputs).stats for s in ("xla", "fusionstitching")}
     mine = asim.simulate(plan, inputs).stats
-    # no more bytes than XLA's, up to COMBINE_TOLERANCE: XLA's flat kernels read broadcasts in vectors (1 KiB
-    # fewer sectors counted of 114 MiB)
-    assert mine.global_bytes <= stats["xla"].global_bytes * (1 + COMBINE_TOLERANCE)
+    # no more bytes than XLA's plus what its split combines move (none) and the estimate's recorded gap
+    gap = ESTIMATE_GAP["models/embedding_and_grad"]
+    assert mine.global_bytes <= stats["xla"].global_bytes + plan_combine_bytes(plan) + gap
     assert mine.predicted_us < stats["fusionstitching"].predicted_us < stats["xla"].predicted_us
 
 
@@ -181,9 +195,65 @@ def test_task_splitting_is_kept_where_it_is_faster(gpu, blocks_per_row):
     a = asim.simulate(plan, inputs).stats
     x = asim.simulate(asim.compile(g, "xla", gpu), inputs).stats
     assert a.predicted_us < x.predicted_us / 1.05, (a.predicted_us, x.predicted_us)
-    assert x.global_bytes < a.global_bytes <= x.global_bytes * (1 + COMBINE_TOLERANCE)
-    # and a stitched part that is faster but moves clearly more bytes is still refused
-    from astitch_sim.planning.strategies.never_behind import Cost
-    assert Cost(1000.0 * (1 + 10 * COMBINE_TOLERANCE), 1.0, 1).no_worse_than(Cost(1000.0, 2.0, 1)) is False
+    allowed = plan_combine_bytes(plan)
+    assert 0 < allowed < 2 * 64 * blocks_per_row * 4
+    assert x.global_bytes < a.global_bytes <= x.global_bytes + allowed
+    assert any("allowed:" in n and "its split combines move" in n for n in plan.notes), plan.notes
+
+
+def bf16_row_sum(rows=8, cols=16384):
+    """A row sum of squares read in bf16: the split's combine (f32 memset and atomics) is 0.2% of the bytes."""
+    g = Graph("bf16_row_sum")
+    xf = g.convert(g.parameter("x", (rows, cols), "bf16"), "f32", name="xf")
+    g.set_outputs(g.reduce(g.multiply(xf, xf, name="sq"), (1,), name="row_sum"))
+    return g
+
+
+def test_a_split_whose_only_extra_bytes_are_its_combine_is_kept():
+    """Before issue 28's allowance a flat 0.1% of XLA's bytes was tolerated: this split moves 0.2% more (its
+    f32 memset and atomics against a bf16 input) and is predicted 1.36x faster, and was refused."""
+    g = bf16_row_sum()
+    inputs = workload_inputs(g, 0)
+    plan = asim.compile(g, "astitch", "V100")
+    assert plan.kernels[0].name.startswith("stitch.") and plan.kernels[0].stages[0].mapping.splits == 16, str(plan)
+    a = asim.simulate(plan, inputs).stats
+    x = asim.simulate(asim.compile(g, "xla", "V100"), inputs).stats
+    assert a.global_bytes - x.global_bytes > 1e-3 * x.global_bytes          # more than the old flat tolerance
+    assert a.global_bytes - x.global_bytes <= plan_combine_bytes(plan)
+    assert a.predicted_us < x.predicted_us
+    assert "allowed:" in str(plan)
+
+
+def test_bytes_beyond_the_combine_are_refused_however_fast():
+    """The allowance is the combine's bytes and nothing else: one byte more is refused, on a measured part."""
+    g = bf16_row_sum()
+    inputs = workload_inputs(g, 0)
+    raw = asim.compile(g, "astitch", "V100", never_behind=False)
+    a = asim.simulate(raw, inputs).stats
+    x = asim.simulate(asim.compile(g, "xla", "V100"), inputs).stats
+    allowed = plan_combine_bytes(raw)
+    xla = Cost(x.global_bytes, x.predicted_us, 1)
+    assert Cost(a.global_bytes, a.predicted_us, 1, allowed).no_worse_than(xla)
+    assert not Cost(x.global_bytes + allowed + 1, a.predicted_us, 1, allowed).no_worse_than(xla)
+    assert not Cost(x.global_bytes + 1, a.predicted_us, 1, 0).no_worse_than(xla)       # no split: no allowance
     assert Cost(1000.0, 2.0, 1).no_worse_than(Cost(1000.0, 2.0, 1))
-    assert not Cost(1000.5, 2.0, 1).no_worse_than(Cost(1000.0, 2.0, 1))        # a tie in time: bytes decide
+    assert not Cost(1000.5, 2.0, 1, 64).no_worse_than(Cost(1000.0, 2.0, 1))   # a tie in time: bytes decide
+
+
+@pytest.mark.parametrize("gpu", ["V100", "H100"])
+def test_a_grid_barrier_combine_is_allowed_exactly_its_partials(gpu):
+    """A row product has no atomic: its split rows meet through partials in global memory and a grid barrier.
+    The allowance is those partials, written once and read back by every split block of the row -- exactly what
+    the SIMT model counts beyond XLA's bytes here (3.3% of them: a flat 0.1% refused the split, 1.2-1.8x faster)."""
+    g = Graph("row_max_and_product")
+    x = g.parameter("x", (8, 16384))
+    g.set_outputs(g.reduce(g.multiply(x, x, name="sq"), (1,), "max", name="r"), g.reduce(x, (1,), "prod", name="p"))
+    inputs = workload_inputs(g, 0)
+    plan = asim.compile(g, "astitch", gpu)
+    m = plan.kernels[0].stages[0].mapping
+    assert plan.kernels[0].name.startswith("stitch.") and m.splits == 16 and m.combine == "grid_barrier", str(plan)
+    a = asim.simulate(plan, inputs).stats
+    x = asim.simulate(asim.compile(g, "xla", gpu), inputs).stats
+    partials = 2 * 8 * 16 * 4                       # two reduces, 8 rows, 16 partials each, f32
+    assert plan_combine_bytes(plan) == partials + partials * 16 == a.global_bytes - x.global_bytes
+    assert a.global_bytes - x.global_bytes > 1e-3 * x.global_bytes and a.predicted_us < x.predicted_us

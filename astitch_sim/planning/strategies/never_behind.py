@@ -30,13 +30,19 @@ This step, run after the stitch plan is built, puts XLA's kernels back there.
 3. **Choose.**  Time is what the user pays.  A part keeps its stitched kernels
    only if they are predicted no slower and launch no more kernels than XLA's
    kernels for the same ops, and move no more global bytes than XLA's plus
-   :data:`COMBINE_TOLERANCE` (0.1%: what a split row's memset and atomics
-   cost, so task splitting is not refused for a few hundred bytes); on a tie
-   in time, bytes decide.  Otherwise XLA's kernels replace them, and the
-   plan's notes (``print(plan)``, ``plan.notes``, the JSON) say why, with the
-   numbers.  Plan totals are sums over kernels, so choosing per part makes the
-   whole plan never behind: time(astitch) <= time(xla), launches(astitch) <=
-   launches(xla), bytes(astitch) <= bytes(xla) x (1 + COMBINE_TOLERANCE).
+   their *combine allowance*: the bytes their split reductions' combines move
+   (:func:`combine_bytes`: the memset of an atomic result and its atomics, or
+   the partials a grid-barrier combine writes and re-reads), so task
+   splitting is not refused for the few hundred bytes that make it possible,
+   and nothing else (a stitched kernel that re-reads a tensor is refused
+   however fast).  On a tie in time, bytes decide with no allowance.
+   Otherwise XLA's kernels replace them, and the plan's notes
+   (``print(plan)``, ``plan.notes``, the JSON) say why, with the numbers;
+   a kept part's note says how many bytes the allowance admitted.  Plan
+   totals are sums over kernels, so choosing per part makes the whole plan
+   never behind: time(astitch) <= time(xla), launches(astitch) <=
+   launches(xla), bytes(astitch) <= bytes(xla) + the combine bytes of the
+   plan's kept kernels (:func:`plan_combine_bytes`).
 4. **Order.**  The chosen kernels are put in dependency order (a kernel runs
    after every kernel whose results it reads).  If a replaced part would read a
    value the kept parts never write to memory, the parts are not separable and
@@ -55,45 +61,87 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from ...plan import notes
+from ...ir.dtypes import itemsize
 from ...errors import AStitchError
 from ...plan.plan import Plan
 from ...simt.cost import predict_kernel
+from ...plan.vocabulary import Combine
 from .astitch_ends import never_behind_end
 from .common import dependency_order
 from .fs_cost import kernel_counters
 
 #: graphs with at most this many elements in all their values are decided on the SIMT model's exact counters
 MEASURE_UP_TO = 1 << 21
-#: how many more global bytes (a fraction of XLA's) a stitched part predicted *faster* may move.  Time is what
-#: the user pays; bytes break ties.  The tolerance admits what a split row's combine costs: a memset of the
-#: partial results and one atomic per block and row (a row sum over <64,30000> split over 4 blocks on H100:
-#: about 1 KiB of 7.7 MB, 0.01%), never a stitched kernel that re-reads a tensor (a whole pass is 100%).
-COMBINE_TOLERANCE = 1e-3
 #: the prefix of the plan notes this step writes (print(plan) shows them)
 NOTE_PREFIX = notes.NEVER_BEHIND
 
 
 @dataclass
 class Cost:
-    """What a set of kernels costs: global bytes, predicted time (us), kernel launches."""
+    """What a set of kernels costs: global bytes, predicted time (us), kernel launches, and the bytes of those
+    that their split combines move (:func:`combine_bytes`: the allowance)."""
     bytes: float = 0.0
     us: float = 0.0
     launches: int = 0
+    allowance: float = 0.0
 
     def __add__(self, other: "Cost") -> "Cost":
-        return Cost(self.bytes + other.bytes, self.us + other.us, self.launches + other.launches)
+        return Cost(self.bytes + other.bytes, self.us + other.us, self.launches + other.launches,
+                    self.allowance + other.allowance)
+
+    def more_bytes_than(self, other: "Cost") -> bool:
+        """More global bytes than ``other``'s plus this side's combine allowance (and nothing else)."""
+        return self.bytes > other.bytes + self.allowance
 
     def no_worse_than(self, other: "Cost") -> bool:
-        """Time first: no slower, no more launches, and bytes within :data:`COMBINE_TOLERANCE` of ``other``'s
-        (on a tie in time, no more bytes at all)."""
+        """Time first: no slower, no more launches, and no more bytes than ``other``'s plus the bytes this side's
+        split combines move (on a tie in time, no more bytes at all: the allowance buys time, not a tie)."""
         if self.launches > other.launches or self.us > other.us:
             return False
         if self.us == other.us:
             return self.bytes <= other.bytes
-        return self.bytes <= other.bytes * (1.0 + COMBINE_TOLERANCE)
+        return not self.more_bytes_than(other)
 
     def describe(self) -> str:
         return f"{self.launches} kernel(s), {_mib(self.bytes)}, {self.us:.1f} us"
+
+
+def combine_bytes(graph, kernel) -> int:
+    """Global bytes the split combines of ``kernel`` move, read from its plan: for each reduce of a stage whose
+    rows are split over ``S`` blocks, ``combine=atomic``: the memset of the result buffer and one atomic per
+    block and row; ``combine=grid_barrier``: the partials each block writes and every split block of the row
+    reads back after the barrier.  The SIMT model counts exactly these (``simt/executor.py``); an unsplit
+    kernel (and a library kernel) has none."""
+    if kernel.kind == "library":
+        return 0
+    total = 0
+    for s in kernel.stages:
+        m = s.mapping
+        if m.splits <= 1:
+            continue
+        for n in s.ops:
+            node = graph[n]
+            if node.op != "reduce":
+                continue
+            partials = node.size * m.splits * itemsize(node.dtype)
+            if m.combine == Combine.ATOMIC:
+                total += node.nbytes + partials
+            else:
+                total += partials + partials * m.splits
+    return total
+
+
+def plan_combine_bytes(plan: Plan) -> int:
+    """The combine allowance of a whole plan: :func:`combine_bytes` summed over its kernels."""
+    return sum(combine_bytes(plan.graph, k) for k in plan.kernels)
+
+
+def _allowed(a: Cost, x: Cost) -> str:
+    """What the combine allowance admitted, for a kept part's note ('' when it admitted nothing)."""
+    if a.bytes <= x.bytes:
+        return ""
+    return (f"; allowed: {_mib(a.bytes - x.bytes)} more than XLA's, within the {_mib(a.allowance)} its split "
+            f"combines move")
 
 
 def _mib(nbytes: float) -> str:
@@ -117,7 +165,7 @@ def _estimated(plan: Plan) -> list:
             continue
         ks = kernel_counters(plan.graph, k)
         predict_kernel(SimpleNamespace(gpu=plan.gpu), k, ks)
-        out.append(Cost(float(ks.global_bytes), ks.predicted_us, 1))
+        out.append(Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(plan.graph, k)))
     return out
 
 
@@ -125,7 +173,8 @@ def _measured(plan: Plan, inputs) -> list:
     """Per-kernel cost from running ``plan`` on the SIMT model (exact counters for these inputs)."""
     from ...simt.executor import simulate
     res = simulate(plan, inputs)
-    return [Cost(float(ks.global_bytes), ks.predicted_us, 1) for ks in res.stats.kernels]
+    return [Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(plan.graph, k))
+            for ks, k in zip(res.stats.kernels, plan.kernels, strict=True)]
 
 
 def _parts(stitch: Plan, scope_index: list, scopes: list, xla: Plan):
@@ -229,7 +278,7 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
         total_a = sum((a for _, a, _, _ in decisions), Cost())
         total_x = sum((x for _, _, x, _ in decisions), Cost())
         stitch.notes.append(f"{NOTE_PREFIX}: kept every stitched kernel ({how}: {total_a.describe()} where XLA's "
-                            f"kernels for the same ops need {total_x.describe()})")
+                            f"kernels for the same ops need {total_x.describe()}){_allowed(total_a, total_x)}")
         return stitch
     chosen = _mixed(stitch, xla, decisions)
     if chosen is None:                # parts not separable: decide the whole plan at once
@@ -249,7 +298,8 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
                 xla.kernels[j].notes.insert(0, f"{NOTE_PREFIX}: XLA's kernel, kept because stitching these ops "
                                                f"would cost more (stitched {a.describe()}; XLA {x.describe()})")
             stitched = ", ".join(stitch.kernels[i].name for i in p.stitched) or "no kernel"
-            worse = [w for w, bad in (("more global bytes", a.bytes > x.bytes), ("more time", a.us > x.us),
+            more_bytes = a.bytes > x.bytes if a.us == x.us else a.more_bytes_than(x)
+            worse = [w for w, bad in (("more global bytes", more_bytes), ("more time", a.us > x.us),
                                       ("more launches", a.launches > x.launches)) if bad]
             for j in p.xla:              # why each kernel ends: this step's reason, then XLA's (kernel_end.py)
                 xla.kernels[j].ends.insert(0, never_behind_end(xla.kernels[j], stitched, " and ".join(worse)))
@@ -258,7 +308,7 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
         elif p.stitched:
             stitched = ", ".join(stitch.kernels[i].name for i in p.stitched)
             notes.append(f"{NOTE_PREFIX}: {stitched} kept ({how}: {a.describe()}; XLA's {names or 'no kernels'}: "
-                         f"{x.describe()})")
+                         f"{x.describe()}){_allowed(a, x)}")
     return Plan(graph, stitch.strategy, gpu, chosen, notes, options=dict(stitch.options), search=stitch.search)
 
 
