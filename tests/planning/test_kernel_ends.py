@@ -19,6 +19,7 @@ from astitch_sim.planning.strategies.fusion import partition_plan
 from astitch_sim.planning.strategies.registry import REGISTRY
 from astitch_sim.frontends.workloads import WORKLOADS
 from astitch_sim.planning.strategies.register_only import TVM, UNFUSED
+from test_fusion_rules import reduce_then_broadcast     # the graph the fusion-rule tests build
 
 
 def ends(plan, rule=None) -> list:
@@ -28,16 +29,6 @@ def ends(plan, rule=None) -> list:
 
 def ends_at(plan, node, rule=None) -> list:
     return [e for _, e in ends(plan, rule) if e.node == node]
-
-
-def reduce_then_broadcast(producer, name="g"):
-    """``y = x * broadcast(producer(rowsum(x)))``: ``producer`` sits between a reduce and a broadcast."""
-    g = asim.Graph(name)
-    x = g.parameter("x", (8, 16))
-    s = g.reduce(x, (1,), "sum", name="s")
-    e = producer(g, s)
-    g.set_outputs(g.multiply(x, g.broadcast(e, (8, 16), (0,), name="b"), name="y"))
-    return g
 
 
 def compiled(g, strategy, **options):
