@@ -19,20 +19,12 @@ from astitch_sim.planning.strategies import inductor_rules as rules
 from astitch_sim.planning.strategies.inductor import INDUCTOR
 from astitch_sim.frontends.workloads import workload_inputs
 from anchor import TESTS_FILE
+from test_fusionstitching import SMALL     # catalog shapes that simulate in well under a second
 
 HERE = os.path.dirname(os.path.abspath(TESTS_FILE))
 IND = "inductor"
 
-#: catalog shapes that simulate in well under a second: short rows (persistent) ...
-SMALL = {
-    "layernorm": dict(rows=64, cols=96), "rmsnorm": dict(rows=64, cols=96), "batchnorm_train": dict(rows=96, cols=12),
-    "layernorm_backward": dict(rows=40, cols=48), "global_norm": dict(rows=30, cols=17),
-    "softmax": dict(rows=16, cols=300), "attention_softmax": dict(batch=2, heads=3, seq=17),
-    "log_softmax": dict(rows=16, cols=300), "cross_entropy": dict(rows=12, cols=100),
-    "bias_gelu": dict(rows=8, cols=90), "swiglu": dict(rows=8, cols=90), "adam_step": dict(size=5000),
-    "paper_fig7": dict(n=32, c=48), "row_reduce": dict(rows=300, cols=32), "column_reduce": dict(rows=300, cols=7),
-}
-#: ... and shapes with long rows or few outputs: looped and split reductions
+#: SMALL (fusionstitching's tests' catalog shapes, short rows: persistent reductions), and shapes with long rows or few outputs: looped and split reductions
 LONG = {
     "softmax": dict(rows=4, cols=9000), "row_reduce": dict(rows=2, cols=20000), "column_reduce": dict(rows=20000, cols=3),
     "global_norm": dict(rows=100, cols=200), "layernorm": dict(rows=4, cols=2000), "cross_entropy": dict(rows=3, cols=9000),
