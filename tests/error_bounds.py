@@ -67,6 +67,7 @@ are kept as float32 intervals rounded outward (:class:`Expected`).
 """
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from functools import reduce
 from math import ceil, log2, prod
@@ -706,6 +707,7 @@ class Expected:
     (None if no element is order-sensitive): the interval
     ``[X - B, X + B]`` rounded *outward* to float32 (a float32 result inside the real interval is inside the
     rounded one, and the rounded one is at most one float32 step wider), NaN where there is no claim.
+    Past :data:`SPILL` elements ``order``, ``lo`` and ``hi`` are :class:`OnDisk` arrays.
     """
     name: str
     shape: tuple
@@ -713,6 +715,56 @@ class Expected:
     ref: object
     lo: np.ndarray
     hi: np.ndarray
+
+
+#: outputs with more elements than this keep their expected intervals in a temporary file, not in memory: a
+#: 262-million-element log-softmax would otherwise hold 2 GB of intervals beside the plan being simulated
+SPILL = 1 << 25
+
+
+class OnDisk:
+    """A flat array in a temporary file, written and read a slice at a time (the page cache, not the process,
+    holds it).  Supports what :func:`check` needs: ``a[i:j]``, ``a[i]``, ``len``; ``np.asarray(a)`` reads
+    it all (the oracle check, small outputs only)."""
+
+    def __init__(self, n: int, dtype):
+        self.n, self.dtype = n, np.dtype(dtype)
+        self.file = tempfile.TemporaryFile()
+        self.file.truncate(n * self.dtype.itemsize)
+
+    def write(self, start: int, values) -> None:
+        self.file.seek(start * self.dtype.itemsize)
+        self.file.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            a, b, step = key.indices(self.n)
+            assert step == 1, "OnDisk reads contiguous slices"
+            self.file.seek(a * self.dtype.itemsize)
+            return np.frombuffer(self.file.read(max(b - a, 0) * self.dtype.itemsize), dtype=self.dtype).copy()
+        i = int(key) + (self.n if int(key) < 0 else 0)
+        return self[i:i + 1][0]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[0:self.n]
+        return out if dtype is None else out.astype(dtype)
+
+
+def _store(n: int, dtype):
+    """Where an :class:`Expected` array lives: memory, or a temporary file past :data:`SPILL` elements."""
+    if n > SPILL:
+        return OnDisk(n, dtype)
+    return np.empty(n, dtype)
+
+
+def _put(arr, start, stop, full, values) -> None:
+    if isinstance(arr, OnDisk):
+        arr.write(start, np.broadcast_to(values, full))
+    else:
+        arr[start:stop].reshape(full)[...] = values
 
 
 def _outward(x64, direction):
@@ -731,20 +783,19 @@ def expect(ev: ExactEvaluation, node, ref, everywhere: bool = False) -> Expected
     n = node.size
     if not everywhere and not order_sensitive(node):   # nothing to bound: every element must equal the reference
         return Expected(node.name, tuple(node.shape), False, np.asarray(ref).reshape(-1), None, None)
-    order = np.empty(n, bool)
-    lo = np.empty(n, np.float32)
-    hi = np.empty(n, np.float32)
+    order, lo, hi = _store(n, bool), _store(n, np.float32), _store(n, np.float32)
+    every = True
     with np.errstate(all="ignore"):
         for start, stop, full, v in ev.chunks(node):
             X, B = np.broadcast_to(v.X, full).astype(np.float64), np.asarray(v.B, np.float64)
-            order[start:stop].reshape(full)[...] = v.O
+            _put(order, start, stop, full, v.O)
+            every = every and bool(np.all(v.O))
             low, high = _outward(X - B, -np.inf), _outward(X + B, np.inf)
             if not np.all(np.isfinite(B)):          # B inf or NaN: no claim
                 none = np.broadcast_to(~np.isfinite(B), full)
                 low, high = np.where(none, np.nan, low), np.where(none, np.nan, high)
-            lo[start:stop].reshape(full)[...] = low
-            hi[start:stop].reshape(full)[...] = high
-    every = bool(order.all())
+            _put(lo, start, stop, full, low)
+            _put(hi, start, stop, full, high)
     return Expected(node.name, tuple(node.shape), None if every else order,
                     None if every else np.asarray(ref).reshape(-1), lo, hi)
 
@@ -756,16 +807,17 @@ def check_oracle(exp: Expected, ref, name=None) -> Report:
     rep = Report(name or f"reference/{exp.name}")
     r = np.asarray(ref).reshape(-1)
     O = np.ones(r.size, bool) if exp.order is None else (np.zeros(r.size, bool) if exp.order is False
-                                                         else exp.order)
-    claim = ~O & ~np.isnan(exp.lo)
+                                                         else np.asarray(exp.order))
+    lo, hi = np.asarray(exp.lo), np.asarray(exp.hi)
+    claim = ~O & ~np.isnan(lo)
     with np.errstate(invalid="ignore"):
         g = r.astype(np.float32) if r.dtype.kind == "f" else r
-        bad = claim & ~((exp.lo <= g) & (g <= exp.hi)) if r.dtype.kind == "f" else np.zeros(r.size, bool)
+        bad = claim & ~((lo <= g) & (g <= hi)) if r.dtype.kind == "f" else np.zeros(r.size, bool)
     rep.bound_checked = int(np.count_nonzero(claim))
     rep.wrong = int(np.count_nonzero(bad))
     for i in np.flatnonzero(bad)[:5]:
         rep.failures.append(f"element {tuple(int(x) for x in unravel(i, exp.shape))}: reference {r[i]!r} "
-                            f"outside [{exp.lo[i]!r}, {exp.hi[i]!r}]")
+                            f"outside [{lo[i]!r}, {hi[i]!r}]")
     return rep
 
 

@@ -393,8 +393,11 @@ def _one_hot_labels(d: dict) -> dict:
     """Turn the random ``onehot`` into real one-hot rows (a label per row derived from its random values)."""
     onehot = d["onehot"]
     rows, cols = onehot.shape
-    labels = np.abs((onehot * 1000).astype(np.int64).sum(axis=1)) % cols
-    fixed = np.zeros_like(onehot)
+    step = max(1, (1 << 22) // max(cols, 1))          # a few MB of int64 at a time, not 2 GB at 8192x32000
+    labels = np.concatenate([np.abs((onehot[a:a + step] * 1000).astype(np.int64).sum(axis=1)) % cols
+                             for a in range(0, rows, step)]) if rows else np.zeros(0, np.int64)
+    fixed = np.array(onehot, copy=True) if not onehot.flags.writeable else onehot   # freshly drawn: reuse it
+    fixed[...] = 0
     fixed[np.arange(rows), labels] = 1.0
     d["onehot"] = fixed
     return d

@@ -125,7 +125,24 @@ def reference(graph: Graph, inputs: Inputs) -> list[np.ndarray]:
     except MemoryError:
         raise AStitchError(f"graph {graph.name!r} is too big for this machine's memory to run with numpy: "
                            "use a smaller shape") from None
-    return [np.array(env[o.name], copy=True) for o in graph.outputs]
+    return _hand_over(graph, env)
+
+
+def _hand_over(graph: Graph, env: dict) -> list[np.ndarray]:
+    """The outputs, each an array of its own: a value computed here is handed over as is (nothing else holds
+    it: a real-size output is not copied); an input returned unchanged, a constant, or an output listed twice
+    is copied, so the caller's arrays are never the result's."""
+    theirs = {id(env[p.name]) for p in graph.inputs if p.name in env}
+    outs, taken = [], set()
+    for o in graph.outputs:
+        v = env[o.name]
+        if (not isinstance(v, np.ndarray) or v.base is not None or id(v) in theirs or id(v) in taken
+                or o.op == "constant"):
+            outs.append(np.array(v, copy=True))
+        else:
+            outs.append(v)
+            taken.add(id(v))
+    return outs
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:

@@ -141,7 +141,7 @@ def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
         if not trace:
             for name in [n for n, last in last_read.items() if last == ki]:
                 mem.release(name)
-    outputs = [_output(graph, o, mem) for o in graph.outputs]
+    outputs = _outputs(graph, mem)
     stats = SimStats(kstats)
     timeline = _schedule(plan, kstats)
     tr = recorder.finish() if recorder else None
@@ -164,10 +164,23 @@ def _last_reader(plan) -> dict:
     return {n: max(last.get(n, w), w) for n, w in written.items() if n not in outputs}
 
 
-def _output(graph, node, mem) -> np.ndarray:
-    if node.name in mem:
-        return np.array(mem[node.name], copy=True)
-    return np.array(cast(np.asarray(node.attrs["value"]), node.dtype).reshape(node.shape), copy=True)
+def _outputs(graph, mem) -> list:
+    """The graph's outputs, in order, each an array of its own: a buffer a kernel wrote is handed over
+    (no copy: the run is over); an input or a constant returned as is, an array that is also an input's,
+    or an output listed twice is copied (the caller's arrays are never shared with the result)."""
+    theirs = {id(mem[p.name]) for p in graph.inputs if p.name in mem}
+    outs, taken = [], set()
+    for node in graph.outputs:
+        if node.name not in mem:
+            outs.append(np.array(cast(np.asarray(node.attrs["value"]), node.dtype).reshape(node.shape), copy=True))
+            continue
+        v = mem[node.name]
+        if node.op in ("parameter", "constant") or v.base is not None or id(v) in theirs or id(v) in taken:
+            outs.append(np.array(v, copy=True))
+        else:
+            outs.append(v)
+            taken.add(id(v))
+    return outs
 
 
 def _schedule(plan, kstats):
@@ -254,7 +267,7 @@ class KernelRun:
         for n, v in kernel.values.items():
             if v.stage >= 0 and (n in kernel.outputs or v.space == Space.GLOBAL):
                 node = self.graph[n]
-                mem.place(n, uninitialised(node.shape, numpy_dtype(node.dtype)), node.nbytes)
+                mem.reserve(n, node.shape, numpy_dtype(node.dtype), node.nbytes)
 
     # -- geometry ---------------------------------------------------------------------
     def geometry(self, mapping) -> Geometry:
@@ -328,8 +341,7 @@ class KernelRun:
                     raise AStitchError(f"kernel {k.name} stage {i}: {r} ({node.shape}) must be stored, but the stage "
                                        f"evaluates elements of {geom.shape}; it has no element of its own to store")
                 continue
-            val = ev.value(r, geom.idx)
-            self.store_elements(ev, r, val)
+            self.store_elements(ev, r, ev.value(r, geom.idx))
         for n in self.kept_inputs.get(i, ()):
             self.keep_loaded_input(ev, n)
         reduces = s.reduces
@@ -338,7 +350,7 @@ class KernelRun:
             if s.reduce_scheme is ReduceScheme.TREE or warps_across(s):
                 self.epochs[0] += 1               # the reduction's block barriers
             for r in reduces:
-                results[r] = self.run_reduce(i, s, st, geom, g[r], reduce_inputs[r])
+                results[r] = self.run_reduce(i, s, st, geom, g[r], reduce_inputs.pop(r))
             if warps_across(s):                   # one barrier for all the stage's reduces
                 st.shuffle_barriers += s.mapping.grid * s.mapping.task_iterations
         sync = bool(s.grid_syncs)
@@ -529,8 +541,9 @@ class KernelRun:
             return
         geom = ev.geom
         if name in k.outputs or v.space == Space.GLOBAL:
-            arr = self.mem[name]
-            arr[...] = np.broadcast_to(val, arr.shape)
+            if not self.mem.adopt(name, val):
+                arr = self.mem[name]
+                arr[...] = np.broadcast_to(val, arr.shape)
             self.account(ev, geom, self._global_access("write", name, geom.idx, identity=True))
         if v.space == Space.SHARED:
             raise AStitchError(f"kernel {k.name}: {name} is Regional but is computed per element, not per "

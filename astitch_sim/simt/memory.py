@@ -846,26 +846,60 @@ def uninitialised(shape, dtype) -> np.ndarray:
 
 
 class GlobalMemory:
-    """Global buffers by node name, each at a 256-byte aligned base address."""
+    """Global buffers by node name, each at a 256-byte aligned base address.
+
+    A kernel's result buffer is *reserved* (:meth:`reserve`: its address taken, no host memory yet) and
+    filled with 0xFF bytes (:func:`uninitialised`) the first time anything reads or writes part of it.  A
+    stage that writes every element at once hands its freshly computed array over (:meth:`adopt`) instead of
+    copying it into a poisoned buffer: at 8192x32000 that is a gigabyte not allocated and not copied per
+    kernel, and a read before the write still shows poison (the buffer materialises poisoned first)."""
 
     def __init__(self):
         self.arrays: dict = {}
         self.base: dict = {}
+        self.pending: dict = {}          # reserved, not yet touched: name -> (shape, numpy dtype)
         self.top = 0
 
     def place(self, name: str, array: np.ndarray, nbytes: int) -> np.ndarray:
+        self._address(name, nbytes)
+        self.pending.pop(name, None)
+        self.arrays[name] = array
+        return array
+
+    def reserve(self, name: str, shape, dtype, nbytes: int) -> None:
+        """A result buffer: an address now, poisoned host memory only when first touched."""
+        self._address(name, nbytes)
+        self.arrays.pop(name, None)
+        self.pending[name] = (tuple(shape), np.dtype(dtype))
+
+    def adopt(self, name: str, value) -> bool:
+        """Make ``value`` the whole of reserved buffer ``name`` without a copy, if it can be: the buffer is
+        still untouched, ``value`` has its shape and dtype, owns its C-contiguous data and is no other
+        buffer's array (an input handed through unchanged stays the input's).  False: copy it instead."""
+        spec = self.pending.get(name)
+        if (spec is None or not isinstance(value, np.ndarray) or (value.shape, value.dtype) != spec
+                or value.base is not None or not value.flags.c_contiguous or not value.flags.writeable
+                or any(value is a for a in self.arrays.values())):
+            return False
+        del self.pending[name]
+        self.arrays[name] = value
+        return True
+
+    def _address(self, name, nbytes) -> None:
         if name not in self.base:
             self.base[name] = self.top
             self.top += -(-max(nbytes, 1) // ALIGN) * ALIGN
-        self.arrays[name] = array
-        return array
 
     def release(self, name: str) -> None:
         """Drop a dead buffer's values; its address range stays allocated (bases never move)."""
         self.arrays.pop(name, None)
+        self.pending.pop(name, None)
 
     def __contains__(self, name) -> bool:
-        return name in self.arrays
+        return name in self.arrays or name in self.pending
 
     def __getitem__(self, name) -> np.ndarray:
+        if name in self.pending:
+            shape, dtype = self.pending.pop(name)
+            self.arrays[name] = uninitialised(shape, dtype)
         return self.arrays[name]
