@@ -623,8 +623,9 @@ def _without_whys(plan) -> dict:
 
 def test_the_labs_wrong_passes_lose_because_their_plans_lose():
     """A wrong pass fails because the plan its decisions make is refused, computes a wrong value, or is
-    predicted slower than the planner's -- not only because a field differs -- for every rule but the two
-    the instructor's guide names (their plans are as fast on the SIMT model: decisions catch them)."""
+    predicted slower than the planner's -- not only because a field differs -- for every rule but those
+    the instructor's guide names (their plans are as fast on the SIMT model: decisions catch them); a
+    packing with fewer threads per row than the planner's is priced too, a wider one is as fast."""
     Wrong, nb08 = lab_grading()
     plan_level = "the plan your decisions make (is refused|computes output .* wrong|is predicted .* slower)"
     for flag in ("leaving", "broadcast", "expensive_only"):
@@ -647,6 +648,10 @@ def test_the_labs_wrong_passes_lose_because_their_plans_lose():
     with pytest.raises(Wrong, match="^choose_scheme"):          # the builder combines a split in global memory
         nb08.q2_schemes(nb08._ref_block_local, nb08._scheme_variant("w", split_global=False))
     nb08.q2_schemes(nb08._ref_block_local, reference)
+    with pytest.raises(Wrong, match="packed_owner.*is predicted .* slower"):      # fewer threads per row
+        nb08.q3_packing(lambda rows, cols, block=1024: nb08._packed(rows, cols, block, narrow=True))
+    with pytest.raises(Wrong, match=r"^packed_owner\([^:]*\): some elements are in the wrong block"):
+        nb08.q3_packing(lambda rows, cols, block=1024: nb08._packed(rows, cols, block, round_up=True))
 
 
 def test_the_labs_checks_reject_a_pass_missing_any_one_rule():

@@ -462,7 +462,9 @@ fig
 # **Exercise 3.** Write `packed_owner(rows, cols, block=1024)`, returning two integer arrays of shape
 # `(rows, cols)`: the block and the thread (within its block) that compute each element under horizontal
 # packing. The autograder compares them with the SIMT model's mapping (`ThreadMapping.locate`) of the
-# astitch plan of `row_reduce` on shapes you have not seen (none split over blocks).
+# astitch plan of `row_reduce` on shapes you have not seen (none split over blocks); where your placement is
+# a row mapping with another number of threads per row, it also runs that kernel on the SIMT model and
+# tells you what it costs.
 
 # %% [raw]
 # # BEGIN SOLUTION

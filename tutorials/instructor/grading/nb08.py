@@ -12,6 +12,7 @@ student's pass went wrong (which graph, which node, which rule), never the code 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -741,7 +742,8 @@ def _row_reduce(rows: int, cols: int):
                  lambda rows, cols, block=1024: (np.broadcast_to(np.arange(rows)[:, None], (rows, cols)),
                                                   np.broadcast_to(np.arange(cols)[None, :], (rows, cols))),
                  lambda rows, cols, block=1024: _packed(rows, cols, block, round_up=True),
-                 lambda rows, cols, block=1024: _packed(rows, cols, block, contiguous=True)])
+                 lambda rows, cols, block=1024: _packed(rows, cols, block, contiguous=True),
+                 lambda rows, cols, block=1024: _packed(rows, cols, block, narrow=True)])
 def q3_packing(packed_owner):
     _callable(packed_owner, "packed_owner")
     for rows, cols in PUZZLE_SHAPES:
@@ -757,19 +759,42 @@ def q3_packing(packed_owner):
             raise Wrong(f"packed_owner({rows}, {cols}, {k.block}): each array should have shape ({rows}, {cols}), "
                         f"got {b.shape} and {t.shape}")
         case = f"packed_owner({rows}, {cols}, block={k.block})"
+        wrong = None
         if not np.array_equal(b.reshape(-1), blocks):
-            raise Wrong(f"{case}: some elements are in the wrong block: how many rows share a block when each "
-                        "row gets a power of two of threads?")
-        if not np.array_equal(t.reshape(-1), threads):
+            wrong = ("some elements are in the wrong block: how many rows share a block when each row gets a "
+                     "power of two of threads?")
+        elif not np.array_equal(t.reshape(-1), threads):
             bad = np.flatnonzero(t.reshape(-1) != threads)[0]
             r, c = divmod(int(bad), cols)
-            raise Wrong(f"{case}: element ({r}, {c}) is in its block but on the wrong thread: a row's threads "
-                        "take its columns in turn (a strided loop), and rows sit side by side in the block")
+            wrong = (f"element ({r}, {c}) is in its block but on the wrong thread: a row's threads take its "
+                     "columns in turn (a strided loop), and rows sit side by side in the block")
+        if wrong is None:
+            continue
+        yours = _rows_mapping_like(plan, b.reshape(-1), t.reshape(-1))
+        why = judge_plan(plan, rebuilt(plan, 0, [replace(k.stages[0], mapping=yours)])) if yours else ""
+        raise Wrong(f"{case}: {why + ': ' if why else ''}{wrong}")
 
 
-def _packed(rows, cols, block, round_up=False, contiguous=False):
+def _rows_mapping_like(plan, blocks, threads):
+    """The row mapping (a power of two of threads per row, rows packed side by side, a strided loop) that
+    places every element on the student's block and thread, or None if none does: the plan the student's
+    packing makes, for the SIMT model to price (fewer threads per row than the planner's: more loop trips)."""
+    k = plan.kernels[0]
+    m0 = k.stages[0].mapping
+    for tpr in (1 << i for i in range(k.block.bit_length())):
+        m = asim.ThreadMapping("rows", m0.domain, m0.groups, block=k.block, grid=-(-m0.rows // (k.block // tpr)),
+                               threads_per_row=tpr)
+        b, t, _ = m.locate(np.arange(m.size))
+        if np.array_equal(b, blocks) and np.array_equal(t, threads):
+            return m
+    return None
+
+
+def _packed(rows, cols, block, round_up=False, contiguous=False, narrow=False):
     tpr = 1 << ((cols - 1).bit_length() if (round_up or cols < 32) else cols.bit_length() - 1)
     tpr = min(block, tpr)
+    if narrow:                      # half the threads a row gets: twice the loop trips
+        tpr = max(1, tpr // 2)
     rpb = block // tpr
     r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
     lane = (c * tpr) // cols if contiguous else c % tpr
