@@ -176,8 +176,10 @@ def grouped_stages(plan, k, leaders: dict) -> list:
     """The stages of stitch kernel ``k`` regrouped as ``leaders`` ({candidate: its group's dominant}) says.
 
     Each candidate brings the ops the planner computes with it: itself and the non-candidate ops of its
-    planner stage that it reads through other non-candidates (its Local ops; one a candidate of no stage
-    reads goes with the stage's first candidate).  A group becomes one stage, in the order of its
+    planner stage that it reads through other non-candidates (its Local ops; one no candidate of its stage
+    reads goes with the stage's first candidate; the ops of a stage left without any candidate -- a
+    candidate the student missed -- become Local ops of the candidates that read them, recomputed there,
+    as the pass would fuse a non-candidate).  A group becomes one stage, in the order of its
     dominant's planner stage, with that stage's thread mapping -- or, when everything it computes has one
     other shape (a per-row value in a group of its own), a flat mapping over that shape on the kernel's
     launch.  An epilogue part (per task) stays an epilogue in a group with a reduce and becomes ordinary
