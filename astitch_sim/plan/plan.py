@@ -244,8 +244,10 @@ class Plan(Sealable):
         the kernel keeps the producer's value (``register``, ``shared``, ``global``);
         ``global`` for a kernel input (a parameter, an array constant, another kernel's
         result).  A Regional reduce read by its stage's epilogue reached it through
-        ``shared`` memory: its task's threads combined their partials there first.  Scalar
-        constants, folded into the code, have no edge.
+        ``shared`` memory: its task's threads combined their partials there first; a reduce split over
+        blocks (task splitting) reached it through ``global`` memory, where its partials meet (atomics
+        or a grid barrier), as the SIMT model charges it.  Scalar constants, folded into the code, have
+        no edge.
         """
         out = []
         for ki, k in enumerate(self.kernels):
@@ -261,9 +263,11 @@ class Plan(Sealable):
                             continue
                         v = k.values.get(o.name)
                         space = "register" if o.name in own else (v.space if v is not None else "global")
-                        if (o.name in s.ops and c in s.epilogue and v is not None and v.scheme is Scheme.REGIONAL
-                                and o.op == "reduce"):
-                            space = "shared"    # combined across the task's threads in shared memory first
+                        if o.name in s.ops and c in s.epilogue and v is not None and o.op == "reduce":
+                            if v.scheme is Scheme.REGIONAL:
+                                space = "shared"    # combined across the task's threads in shared memory first
+                            elif s.mapping.splits > 1:
+                                space = "global"    # a split task's partials meet in global memory first
                         if v is not None and v.stage < 0 and si <= v.loaded_in:
                             space = "global"        # a kept input: its loading stage reads global memory
                         out.append((o.name, c, ki, space))

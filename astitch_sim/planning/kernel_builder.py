@@ -38,6 +38,8 @@ from ..plan.vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
 #: the 32 registers per thread assume-relax-apply starts from, half may carry values across stages, the rest
 #: hold addresses, loop counters and each element's temporaries
 REGISTER_VALUES_CAP = 16
+#: where a value lives under each scheme it may be given (``assemble_kernel(schemes=...)``)
+IMPOSED_SPACE = {Scheme.LOCAL: Space.REGISTER, Scheme.REGIONAL: Space.SHARED, Scheme.GLOBAL: Space.GLOBAL}
 #: elements sampled per stage for the block-locality check on big domains (exact below this)
 LOCALITY_SAMPLE = 1 << 15
 
@@ -251,8 +253,11 @@ def stage_membership(graph, stages, name: str = "kernel") -> Membership:
     return Membership(stage_of, part_of, copies, consumers, needed_later)
 
 
-def _place_values(graph, name, stages, escapes, stitch, force_global, register_cap=REGISTER_VALUES_CAP) -> Placement:
-    """Where every value of the kernel lives (register, shared, global) and which stages read it."""
+def _place_values(graph, name, stages, escapes, stitch, force_global, register_cap=REGISTER_VALUES_CAP,
+                  schemes=None) -> Placement:
+    """Where every value of the kernel lives (register, shared, global) and which stages read it.
+
+    ``schemes`` (:func:`assemble_kernel`): values whose scheme across stages is given, not checked."""
     member = stage_membership(graph, stages, name)
     stage_of, part_of, consumers, needed_later = member.stage_of, member.part_of, member.consumers, member.needed_later
     values: dict[str, Value] = {}
@@ -273,7 +278,14 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
             readers = (f"stage {later[0]} reads" if len(later) == 1 else
                        f"stages {', '.join(map(str, later))} read")
             per_task = part_of[n] == "epilogue" or (graph[n].op == "reduce" and stages[i].mapping.splits == 1)
-            if all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later) for j in later) \
+            if schemes and n in schemes:
+                v.scheme = Scheme.parse(schemes[n], "schemes")
+                if v.scheme not in IMPOSED_SPACE:
+                    raise AStitchError(f"{name}: {n} is read by a later stage, so its scheme must be one of "
+                                       f"{', '.join(s.value for s in IMPOSED_SPACE)}, not {v.scheme.value!r}")
+                v.space, placed = IMPOSED_SPACE[v.scheme], True
+                v.why = f"{readers} it; its scheme was given, not checked (a hand-made or graded plan)"
+            elif all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later) for j in later) \
                     and stages[i].mapping.elements_per_thread <= register_cap:
                 v.space, v.scheme, placed = Space.REGISTER, Scheme.LOCAL, True
                 v.why = f"{readers} it at the element the same thread computed: kept in registers"
@@ -409,7 +421,7 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
 
 def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
                     force_global=None, notes=None, register_values_cap=None, keep_inputs=False,
-                    plan_vectors=True) -> Kernel:
+                    plan_vectors=True, schemes=None) -> Kernel:
     """Finish a kernel from its stages; see the module docstring.
 
     ``escapes``: nodes computed here that must be written to global memory
@@ -423,6 +435,11 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     block (:func:`~astitch_sim.plan.vector_width.vectorize`, every strategy); False keeps the given mappings
     exactly (a hand-made plan).  ``keep_inputs``: kernel inputs that later stages read at the elements
     an earlier stage loaded stay in registers, within the same register cap (:func:`_keep_loaded_inputs`).
+    ``schemes``: ``{value: "local" | "regional" | "global"}`` for values a later stage reads, placed as given
+    (registers, shared, global memory) instead of by the checks above -- the seam through which tutorial 8's
+    autograder turns a student's scheme choices into a kernel, so that a wrong choice shows as a plan
+    the validator refuses, wrong outputs in the SIMT model, or a slower prediction.  The barriers,
+    shared-memory layout and registers then follow the given places as they follow the checked ones.
     """
     notes = list(notes or [])
     force_global = set(force_global or ())
@@ -433,7 +450,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     if plan_vectors:
         vectorize(graph, stages, gpu, escapes)
     while True:
-        placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap)
+        placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap, schemes)
         again = _recompute_instead_of_storing(graph, stages, placed.values, placed.consumers, placed.part_of,
                                               escapes, position) if stitch else []
         if not again:

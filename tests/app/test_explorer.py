@@ -653,6 +653,23 @@ def test_graph_view_draws_a_regional_reduce_edge_through_shared_memory():
     assert 'label=" smem"' in edge and " reg" not in edge, edge
 
 
+def test_graph_view_draws_a_split_reduces_epilogue_edge_through_global_memory():
+    """Layernorm's 8 rows of 20000: task splitting spreads each row over 16 blocks, so mean_sum's partials
+    meet in global memory (atomics, a memset, a grid barrier after the combine: what the cost model charges)
+    before its epilogue computes mean. The edge mean_sum -> mean is global memory, not registers."""
+    shape = "rows:8,cols:20000"
+    plan = asim.compile(asim.workload("layernorm", rows=8, cols=20000), "astitch", "V100")
+    stage = plan.kernels[0].stages[0]
+    assert stage.mapping.splits > 1 and "mean" in stage.epilogue and stage.sync_after_combine
+    assert plan.kernels[0].values["mean_sum"].space == "global"
+    stats = asim.simulate(plan, asim.random_inputs(plan.graph)).stats.kernels[0]
+    assert stats.memset_bytes > 0 and stats.breakdown["memset_us"] > 0     # what the split's combine costs
+    at = app(view="Graph", strategy="astitch", workload="layernorm", shape=shape)
+    assert_clean(at)
+    (edge,) = [line for line in graph_dot(at).splitlines() if '"mean_sum" -> "mean"' in line]
+    assert 'label=" global"' in edge and " reg" not in edge, edge
+
+
 def charged_block_barriers(plan, index) -> float:
     """Block barriers per block the cost model charges, from the SIMT model's own counters of a run."""
     g = plan.graph

@@ -5,7 +5,7 @@ chart drawn, finds no exception text, and saves a screenshot.
 Needs ``playwright`` (the test extra) and Debian's ``chromium`` (``apt-get install -y chromium``;
 Playwright's own browser download is not used).  Skipped, saying why, where either is missing;
 ``.ci/run`` installs chromium so CI always runs it.  ``ASTITCH_SCREENSHOTS=DIR`` keeps the
-screenshots (the README's tour is made that way).
+screenshots.  The README's tour is made by ``docs/explorer/make_tour.py``, which the last test here runs.
 """
 import os
 import shutil
@@ -242,3 +242,24 @@ def test_astitch_explore_stops_its_server_when_it_is_stopped(signame):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_readme_tour_is_made_by_its_script(server, page, tmp_path):
+    """``docs/explorer/make_tour.py`` makes every picture the README's tour shows (and only those), from
+    pages without an exception, each a small palette PNG -- and the committed pictures are its output's
+    kind (palette PNGs of the same size), so they were made by it, not by hand."""
+    import importlib.util
+    import re
+
+    from PIL import Image
+    spec = importlib.util.spec_from_file_location("make_tour", ROOT / "docs" / "explorer" / "make_tour.py")
+    tour = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tour)
+    shown = re.findall(r"\(docs/explorer/([\w-]+)\.png\)", (ROOT / "README.md").read_text())
+    assert shown == [name for name, *_ in tour.TOUR]
+    made = tour.shoot(page, server, tmp_path)
+    assert [p.stem for p in made] == shown
+    for path in made + [ROOT / "docs" / "explorer" / f"{name}.png" for name in shown]:
+        with Image.open(path) as im:
+            assert im.mode == "P" and im.size == tuple(tour.VIEWPORT.values()), (path, im.mode, im.size)
+        assert 10_000 < path.stat().st_size < 150_000, path

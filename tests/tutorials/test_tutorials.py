@@ -573,11 +573,85 @@ def test_the_labs_hidden_graphs_exercise_every_rule():
                 seen.add(f"{v.scheme.value} {'per row' if per_task else 'per element'}")
                 if g[name].op == "reduce" and k.stages[v.stage].mapping.splits > 1:
                     seen.add("split")
+        reduces = {tuple(g[n].attrs["dimensions"]) for s in k.stages for n in s.ops if g[n].op == "reduce"}
+        ranks = {g[n].operands[0].rank for s in k.stages for n in s.ops if g[n].op == "reduce"}
+        if ranks == {2} and {(0,), (1,)} <= reduces:
+            seen.add("row and column reduces joined")
+        seen |= {"column reduce"} if (0,) in reduces and ranks == {2} else set()
+        seen |= {"elementwise only"} if not reduces else set()
+        if any(g[n].op == "broadcast" and g[n].rank == 2 and tuple(g[n].attrs.get("dimensions", ())) == (1,)
+               for n in scope):
+            seen.add("a vector broadcast along the rows")
     assert seen >= {"reduce", "leaves", "one-to-many", "sibling", "sub-dominant", "elementwise join",
-                    "local per element", "global per element", "regional per row", "global per row", "split"}, seen
+                    "local per element", "global per element", "regional per row", "global per row", "split",
+                    "column reduce", "row and column reduces joined", "elementwise only",
+                    "a vector broadcast along the rows"}, seen
+    families = {p.graph.name.rstrip("0123456789") for p in nb08.hidden_plans()}
+    assert set(nb08.MIXED) <= families, families
     pairs = nb08.mapping_pairs()
     kinds = {(truth, prod.splits > 1, prod == cons) for prod, cons, _, truth in pairs}
     assert {(True, False, False), (True, True, False), (False, False, False), (False, True, False)} <= kinds, kinds
+
+
+def test_the_labs_plan_assembly_gives_the_planners_plan_for_the_planners_decisions():
+    """The seam the lab grades plans through: the planner's stages, assembled again with the planner's own
+    schemes imposed, are the planner's kernel (JSON for JSON, but for the values' reasons in words) -- so a plan that differs, differs because
+    a student's decision does; and a scheme outside the vocabulary of a value crossing stages is refused."""
+    import astitch_sim as asim
+    _, nb08 = lab_grading()
+    for plan in nb08.hidden_plans():
+        again = plan
+        for i, k in enumerate(plan.kernels):
+            if k.name.startswith("stitch."):
+                schemes = {n: v.scheme.value for n, v in k.values.items() if v.stage >= 0 and v.read_later}
+                again = nb08.rebuilt(again, i, k.stages, schemes)
+        assert _without_whys(again) == _without_whys(plan), plan.graph.name
+    plan = next(p for p in nb08.hidden_plans() if any(v.read_later for v in p.kernels[0].values.values()))
+    name = next(n for n, v in plan.kernels[0].values.items() if v.stage >= 0 and v.read_later)
+    with pytest.raises(asim.AStitchError, match="its scheme must be one of local, regional, global"):
+        nb08.rebuilt(plan, 0, plan.kernels[0].stages, {name: "independent"})
+
+
+def _without_whys(plan) -> dict:
+    """A plan's JSON with each value's reason in words left out (an imposed scheme says it was given)."""
+    d = plan.to_dict()
+    for k in d["kernels"]:
+        for v in k.get("values", {}).values():
+            v.pop("why", None)
+    return d
+
+
+def test_the_labs_wrong_passes_lose_because_their_plans_lose():
+    """A wrong pass fails because the plan its decisions make is refused, computes a wrong value, or is
+    predicted slower than the planner's -- not only because a field differs -- for every rule but those
+    the instructor's guide names (their plans are as fast on the SIMT model: decisions catch them); a
+    packing with fewer threads per row than the planner's is priced too, a wider one is as fast."""
+    Wrong, nb08 = lab_grading()
+    plan_level = "the plan your decisions make (is refused|computes output .* wrong|is predicted .* slower)"
+    for flag in ("leaving", "broadcast", "expensive_only"):
+        with pytest.raises(Wrong, match=plan_level):
+            nb08.q1_dominants(nb08._variant(nb08._find, flag, **{flag: False}), nb08._merge)
+    for flag in ("siblings", "independent", "epilogue"):
+        with pytest.raises(Wrong, match=plan_level):
+            nb08.q1_dominants(nb08._find, nb08._variant(nb08._merge, flag, **{flag: False}))
+    with pytest.raises(Wrong, match="is predicted .* slower"):
+        nb08.q1_dominants(nb08._find, lambda graph, dominants: {d: d for d in dominants})
+    with pytest.raises(Wrong, match="^merge_dominants"):        # decisions only: its plan is as fast
+        nb08.q1_dominants(nb08._find, nb08._variant(nb08._merge, "elementwise", elementwise=False))
+    reference = nb08._scheme_variant("reference")
+    for wrong, match in ((nb08._scheme_variant("w", shared_for_elements=True), "is refused"),
+                         (lambda graph, name, producer, readers: "regional", "is refused"),
+                         (lambda graph, name, producer, readers: "local", "computes output .* wrong"),
+                         (lambda graph, name, producer, readers: "global", "is predicted .* slower")):
+        with pytest.raises(Wrong, match=match):
+            nb08.q2_schemes(nb08._ref_block_local, wrong)
+    with pytest.raises(Wrong, match="^choose_scheme"):          # the builder combines a split in global memory
+        nb08.q2_schemes(nb08._ref_block_local, nb08._scheme_variant("w", split_global=False))
+    nb08.q2_schemes(nb08._ref_block_local, reference)
+    with pytest.raises(Wrong, match="packed_owner.*is predicted .* slower"):      # fewer threads per row
+        nb08.q3_packing(lambda rows, cols, block=1024: nb08._packed(rows, cols, block, narrow=True))
+    with pytest.raises(Wrong, match=r"^packed_owner\([^:]*\): some elements are in the wrong block"):
+        nb08.q3_packing(lambda rows, cols, block=1024: nb08._packed(rows, cols, block, round_up=True))
 
 
 def test_the_labs_checks_reject_a_pass_missing_any_one_rule():

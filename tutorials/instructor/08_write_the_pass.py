@@ -183,7 +183,10 @@ for k, scope, outputs in stitch_kernels(ln_plan):
 #    after a barrier).
 #
 # `depends_on` above answers "depends". The layernorm plan printed above is one check you can run yourself;
-# the autograder runs yours on about forty graphs you have not seen.
+# the autograder runs yours on about sixty graphs you have not seen (row and column reductions, both joined,
+# broadcasts, elementwise-only graphs), builds the kernels your groups make, and runs them on the SIMT model:
+# a plan the validator refuses, one that computes a wrong value, or one predicted slower than the planner's
+# loses the points, and its hint names the first decision of yours that differs from the planner's.
 
 # %% [raw]
 # # BEGIN SOLUTION
@@ -344,7 +347,10 @@ fig
 #
 # The autograder compares (a) with the kernel builder's check on sixty random pairs of mappings (packed,
 # split, capped at a wave, flat), and (b) with the scheme the planner recorded for every value that crosses
-# a stage boundary in the kernels of exercise 1's hidden graphs.
+# a stage boundary in the kernels of exercise 1's hidden graphs; it also has the kernel builder place every
+# value where your schemes say and runs the result on the SIMT model: a value in shared memory that a block
+# needs from another block, or in registers another thread filled, computes wrong values; one sent through
+# global memory that a block barrier would have served costs a grid barrier and is predicted slower.
 
 # %% [raw]
 # # BEGIN SOLUTION
@@ -456,7 +462,9 @@ fig
 # **Exercise 3.** Write `packed_owner(rows, cols, block=1024)`, returning two integer arrays of shape
 # `(rows, cols)`: the block and the thread (within its block) that compute each element under horizontal
 # packing. The autograder compares them with the SIMT model's mapping (`ThreadMapping.locate`) of the
-# astitch plan of `row_reduce` on shapes you have not seen (none split over blocks).
+# astitch plan of `row_reduce` on shapes you have not seen (none split over blocks); where your placement is
+# a row mapping with another number of threads per row, it also runs that kernel on the SIMT model and
+# tells you what it costs.
 
 # %% [raw]
 # # BEGIN SOLUTION

@@ -12,12 +12,13 @@ student's pass went wrong (which graph, which node, which rule), never the code 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
 import astitch_sim as asim
-from astitch_sim.planning.kernel_builder import is_block_local as project_block_local
+from astitch_sim.planning.kernel_builder import assemble_kernel, is_block_local as project_block_local
 from astitch_sim.plan.reduce_scheme import butterfly
 from astitch_sim.planning.strategies.astitch import dominant_candidates
 
@@ -31,7 +32,9 @@ ZOO = [("layernorm", {"rows": 96, "cols": 384}), ("softmax", {"rows": 48, "cols"
        ("cross_entropy", {"rows": 40, "cols": 500}), ("attention_softmax", {"batch": 2, "heads": 3, "seq": 48}),
        ("global_norm", {"rows": 48, "cols": 96}), ("paper_fig7", {"n": 24, "c": 40}),
        ("layernorm_backward", {"rows": 48, "cols": 160}), ("bias_gelu", {"rows": 24, "cols": 200}),
-       ("adam_step", {"size": 3000}), ("softmax", {"rows": 8, "cols": 20000})]
+       ("adam_step", {"size": 3000}), ("softmax", {"rows": 8, "cols": 20000}),
+       ("column_reduce", {"rows": 500, "cols": 96}), ("batchnorm_train", {"rows": 640, "cols": 24}),
+       ("swiglu", {"rows": 40, "cols": 300})]
 
 
 def chain(seed: int) -> asim.Graph:
@@ -74,21 +77,220 @@ def row_then_column(rows: int, cols: int) -> asim.Graph:
     return g
 
 
+#: the families of :func:`mixed`, one per seed in turn
+MIXED = ("column", "row_and_column", "elementwise", "broadcast")
+#: seeds of :func:`mixed` (each family four times)
+MIXED_SEEDS = range(200, 216)
+
+
+def mixed(seed: int) -> asim.Graph:
+    """A random graph of another family than :func:`chain`'s row reductions (``MIXED[seed % 4]``):
+
+    * ``column``: a column reduction (over dim 0) of ``x`` or of an elementwise function of it, maybe scaled
+      and broadcast back along the columns (a bias gradient, batch norm's mean);
+    * ``row_and_column``: the paper's Figure 7 pattern -- a row reduction broadcast back, then a column
+      reduction of what it produced (reductions over different dims joined in one scope);
+    * ``elementwise``: two to five elementwise ops over two inputs, some intermediate results also outputs;
+    * ``broadcast``: a ``[cols]`` bias and a ``[rows]`` scale broadcast over ``[rows, cols]``, maybe an
+      expensive op of the scale broadcast to every element, maybe a row reduction at the end."""
+    rng = random.Random(seed)
+    family = MIXED[seed % len(MIXED)]
+    rows, cols = rng.choice([16, 48, 96, 300]), rng.choice([24, 64, 200, 700])
+    g = asim.Graph(f"{family}{seed}")
+    x = g.parameter("x", (rows, cols))
+    outs = []
+
+    def unary(t, name):
+        op = rng.choice(["exp", "tanh", "square", "none"])
+        if op == "square":
+            return g.multiply(t, t, name=name)
+        return t if op == "none" else getattr(g, op)(t, name=name)
+
+    if family == "column":
+        t = unary(x, "t")
+        c = g.reduce(t, dims=(0,), reducer=rng.choice(["sum", "max"]), name="c")
+        if rng.random() < 0.6:
+            c = g.multiply(c, g.broadcast(g.constant(1.0 / rows), (cols,)), name="m")
+        outs.append(c)
+        if rng.random() < 0.6:
+            outs.append(g.subtract(x, g.broadcast(c, (rows, cols), dimensions=(1,), name="cb"), name="y"))
+    elif family == "row_and_column":
+        r = g.reduce(x, dims=(1,), reducer=rng.choice(["sum", "max"]), name="r")
+        if rng.random() < 0.5:
+            r = g.exp(g.multiply(r, g.broadcast(g.constant(-1.0 / cols), (rows,))), name="p")
+        y = getattr(g, rng.choice(["subtract", "multiply"]))(x, g.broadcast(r, (rows, cols), dimensions=(0,),
+                                                                                name="rb"), name="y")
+        y = unary(y, "u")
+        outs.append(g.reduce(y, dims=(0,), name="c"))
+        if rng.random() < 0.5:
+            outs.append(y)
+    elif family == "elementwise":
+        w = g.parameter("w", (rows, cols))
+        t = x
+        for i in range(rng.randint(2, 5)):
+            op = rng.choice(["add", "multiply", "subtract", "exp", "tanh"])
+            t = getattr(g, op)(t, w, name=f"e{i}") if op in ("add", "multiply", "subtract") else \
+                getattr(g, op)(t, name=f"e{i}")
+            if rng.random() < 0.3:
+                outs.append(t)
+        outs.append(t)
+    else:
+        bias, scale = g.parameter("bias", (cols,)), g.parameter("scale", (rows,))
+        s = g.tanh(scale, name="ts") if rng.random() < 0.5 else scale
+        t = g.add(x, g.broadcast(bias, (rows, cols), dimensions=(1,), name="bb"), name="h")
+        t = g.multiply(t, g.broadcast(s, (rows, cols), dimensions=(0,), name="sb"), name="y")
+        if rng.random() < 0.5:
+            outs.append(g.reduce(t, dims=(1,), name="r"))
+            if rng.random() < 0.5:
+                outs.append(t)
+        else:
+            outs.append(t)
+    g.set_outputs(*dict.fromkeys(outs))
+    return g
+
+
+def hidden_graphs() -> list:
+    """Every hidden graph: the row chains, the other families, the zoo at unseen shapes, row-then-column."""
+    return [chain(s) for s in SEEDS] + [mixed(s) for s in MIXED_SEEDS] + \
+        [asim.workload(w, **shape) for w, shape in ZOO] + [row_then_column(r, c) for r, c in ((64, 128), (40, 1000))]
+
+
 @lru_cache(maxsize=None)
 def hidden_plans() -> tuple:
     """The astitch plans (the raw stitch plans: ``never_behind=False``) of every hidden graph."""
-    graphs = [chain(s) for s in SEEDS] + [asim.workload(w, **shape) for w, shape in ZOO] + \
-        [row_then_column(r, c) for r, c in ((64, 128), (40, 1000))]
-    return tuple(asim.compile(g, "astitch", GPU, never_behind=False) for g in graphs)
+    return tuple(asim.compile(g, "astitch", GPU, never_behind=False) for g in hidden_graphs())
 
 
-def stitch_kernels():
-    """``(plan, kernel, scope, outputs)`` for every stitch kernel of the hidden plans."""
-    for plan in hidden_plans():
+def stitch_kernels(plans=None):
+    """``(plan, kernel, scope, outputs)`` for every stitch kernel of ``plans`` (default: the hidden plans)."""
+    for plan in hidden_plans() if plans is None else plans:
         for k in plan.kernels:
             if k.name.startswith("stitch."):
                 scope = {n for s in k.stages for n in list(s.ops) + list(s.epilogue)}
                 yield plan, k, scope, set(k.outputs)
+
+
+# -- the student's decisions assembled into a plan, priced by the SIMT model ------------------------------------
+
+def grouped_stages(plan, k, leaders: dict) -> list:
+    """The stages of stitch kernel ``k`` regrouped as ``leaders`` ({candidate: its group's dominant}) says.
+
+    Each candidate brings the ops the planner computes with it: itself and the non-candidate ops of its
+    planner stage that it reads through other non-candidates (its Local ops; one no candidate of its stage
+    reads goes with the stage's first candidate; the ops of a stage left without any candidate -- a
+    candidate the student missed -- become Local ops of the candidates that read them, recomputed there,
+    as the pass would fuse a non-candidate).  A group becomes one stage, in the order of its
+    dominant's planner stage, with that stage's thread mapping -- or, when everything it computes has one
+    other shape (a per-row value in a group of its own), a flat mapping over that shape on the kernel's
+    launch.  An epilogue part (per task) stays an epilogue in a group with a reduce and becomes ordinary
+    ops in one without.  A cheap Local op two groups read is computed by each (as the planner recomputes
+    it); an epilogue op only by the first group that reads it (the later one reads its value)."""
+    g = plan.graph
+    pos = {n.name: i for i, n in enumerate(g)}
+    cands, where, bundles, orphans = set(leaders), {}, {}, {}
+    for i, s in enumerate(k.stages):
+        part = {n: ("ops" if n in s.ops else "epilogue") for n in list(s.ops) + list(s.epilogue)}
+        local = [c for c in part if c in cands and c not in where]
+        owners: dict = {}
+
+        def visit(n, c):
+            for o in g[n].operands:
+                if o.name in part and o.name not in cands and c not in owners.setdefault(o.name, set()):
+                    owners[o.name].add(c)
+                    visit(o.name, c)
+        for c in local:
+            where[c] = i
+            bundles[c] = {"ops": set(), "epilogue": set()}
+            bundles[c][part[c]].add(c)
+            visit(c, c)
+        fallback = {s.dominant} if s.dominant in local else set(local[:1])
+        for n, side in part.items():
+            if n in cands:
+                continue
+            got = owners.get(n) or fallback
+            if not got:
+                orphans.setdefault(n, side)
+            for c in ({min(got, key=pos.get)} if side == "epilogue" and got else got):
+                bundles[c][side].add(n)
+    for c, bundle in bundles.items():          # a stage left without candidates: its ops become Local ops
+        side = "ops" if c in bundle["ops"] else "epilogue"     # of the candidates that read them (recomputed)
+        work = list(bundle["ops"] | bundle["epilogue"])
+        while work:
+            for o in g[work.pop()].operands:
+                if o.name in orphans and o.name not in bundle[side]:
+                    bundle[side].add(o.name)
+                    work.append(o.name)
+    missing = sorted(set(leaders.values()) - set(where), key=lambda n: pos.get(n, -1))
+    if missing:
+        raise asim.AStitchError(f"{missing[0]} leads a group but is none of the candidates")
+    stages = []
+    for lead in sorted(set(leaders.values()), key=lambda n: (where[n], pos[n])):
+        ops, epi = set(), set()
+        for c, own in leaders.items():
+            if own == lead:
+                ops |= bundles[c]["ops"]
+                epi |= bundles[c]["epilogue"]
+        m = k.stages[where[lead]].mapping
+        if epi and not any(g[n].op == "reduce" for n in ops):
+            ops, epi = ops | epi, set()
+        shapes = {tuple(g[n].operands[0].shape if g[n].op == "reduce" else g[n].shape) for n in ops}
+        if len(shapes) == 1 and tuple(m.domain) not in shapes:
+            (shape,) = shapes
+            m = asim.ThreadMapping("flat", shape, (tuple(range(len(shape))),), block=m.block, grid=m.grid)
+        stages.append(asim.Stage(lead, sorted(ops, key=pos.get), m, sorted(epi, key=pos.get)))
+    if not stages:
+        raise asim.AStitchError("no candidate, so no stage: the kernel computes nothing")
+    return stages
+
+
+def rebuilt(plan, index: int, stages: list, schemes=None):
+    """``plan`` with kernel ``index`` assembled again by the kernel builder from ``stages`` (stripped of
+    everything the builder decides), the schemes in ``schemes`` imposed (``assemble_kernel(schemes=...)``).
+    The launch (grid, block, registers) is the planner's: the student decides no launch here."""
+    from dataclasses import fields
+    k = plan.kernels[index]
+    new = assemble_kernel(plan.graph, k.name, [_stripped(s) for s in stages], plan.gpu, set(k.outputs),
+                          stitch=True, keep_inputs=True, schemes=schemes)
+    changes = {f.name: getattr(new, f.name) for f in fields(new)}
+    computed = {n for st in new.stages for n in list(st.ops) + list(st.epilogue)}
+    changes.update(registers_per_thread=k.registers_per_thread, notes=list(k.notes),
+                   ends=[e for e in k.ends if e.node in computed])     # why it ends, where it still computes that op
+    return plan.with_kernel(index, **changes)
+
+
+_PLANNER_RUNS: dict = {}
+
+
+def _run(plan, cache: bool = False):
+    """The SIMT model's run of ``plan`` on fixed random inputs: (outputs, predicted us); ``cache``: keep it
+    (a hidden plan, run once however many passes are graded)."""
+    if id(plan) in _PLANNER_RUNS:
+        return _PLANNER_RUNS[id(plan)][1]
+    res = asim.simulate(plan, asim.random_inputs(plan.graph, seed=0))
+    out = [np.asarray(o) for o in res.outputs], res.stats.predicted_us
+    if cache:
+        _PLANNER_RUNS[id(plan)] = (plan, out)
+    return out
+
+
+def judge_plan(planner, yours) -> str:
+    """Why the plan ``yours`` (a student's decisions assembled) loses against the planner's, or "" if it
+    does not: the validator or the SIMT model refuses it, it computes other values, or the SIMT model
+    predicts it slower."""
+    try:
+        yours.validate()
+        got, t_yours = _run(yours)
+    except asim.AStitchError as e:
+        return f"the plan your decisions make is refused: {e}"
+    want, t_planner = _run(planner, cache=True)
+    for name, a, b in zip([o.name for o in planner.graph.outputs], got, want, strict=True):
+        if a.shape != b.shape or not np.allclose(a.astype(float), b.astype(float), rtol=1e-5, atol=1e-6,
+                                                 equal_nan=True):
+            return f"the plan your decisions make computes output {name} wrong (the SIMT model ran it)"
+    if t_yours > t_planner * (1 + 1e-9):
+        return (f"the plan your decisions make is predicted {t_yours:.3f} us on {GPU} (SIMT model), the planner's "
+                f"{t_planner:.3f} us: {t_yours / t_planner - 1:.2%} slower")
+    return ""
 
 
 def _where(plan, k) -> str:
@@ -129,8 +331,8 @@ def _why_candidate(g, name: str, outputs: set) -> str:
 
 # -- question 1: dominant identification and merging ----------------------------------------------------------
 
-def _check_find(find_dominants) -> None:
-    for plan, k, scope, outputs in stitch_kernels():
+def _check_find(find_dominants, plans=None) -> None:
+    for plan, k, scope, outputs in stitch_kernels(plans):
         g = plan.graph
         truth = dominant_candidates(g, scope, outputs)
         got = _names(_call(find_dominants, "find_dominants", g, set(scope), set(outputs)), "find_dominants")
@@ -160,8 +362,8 @@ def _leaders(k) -> dict:
     return first
 
 
-def _check_merge(merge_dominants) -> None:
-    for plan, k, scope, outputs in stitch_kernels():
+def _check_merge(merge_dominants, plans=None) -> None:
+    for plan, k, scope, outputs in stitch_kernels(plans):
         g = plan.graph
         cands = dominant_candidates(g, scope, outputs)
         first = _leaders(k)
@@ -264,8 +466,54 @@ def _variant(fn, label: str, **flags):
 def q1_dominants(find_dominants, merge_dominants):
     _callable(find_dominants, "find_dominants")
     _callable(merge_dominants, "merge_dominants")
+    _check_plans(_plans_of_pass(find_dominants, merge_dominants),
+                 lambda plan: (_check_find(find_dominants, [plan]), _check_merge(merge_dominants, [plan])))
     _check_find(find_dominants)
     _check_merge(merge_dominants)
+
+
+def _plans_of_pass(find_dominants, merge_dominants):
+    """``(planner's plan, the plan of the student's grouping)`` for every hidden graph where the student's
+    candidates and groups differ from the planner's (their own candidates, merged by their own merge)."""
+    for plan in hidden_plans():
+        yours = plan
+        for i, k in enumerate(plan.kernels):
+            if not k.name.startswith("stitch."):
+                continue
+            g, scope, outputs = plan.graph, {n for s in k.stages for n in list(s.ops) + list(s.epilogue)}, \
+                set(k.outputs)
+            cands = _call(find_dominants, "find_dominants", g, set(scope), set(outputs))
+            if cands is None or isinstance(cands, str) or not all(isinstance(c, str) and c in scope for c in cands):
+                return                   # not a list of the scope's names: the decision checks say so
+            leaders = _call(merge_dominants, "merge_dominants", g, list(cands))
+            if not isinstance(leaders, dict) or set(leaders) != set(cands) or not set(leaders.values()) <= set(cands):
+                return                   # not a grouping of the candidates: the decision checks say so
+            first = _leaders(k)
+            if leaders == {c: first[c] for c in dominant_candidates(g, scope, outputs)}:
+                continue                 # the planner's groups: the planner's kernel
+            try:
+                yours = rebuilt(yours, i, grouped_stages(plan, k, leaders))
+            except asim.AStitchError as e:
+                yield plan, e
+                break
+        else:
+            if yours is not plan:
+                yield plan, yours
+
+
+def _check_plans(pairs, decisions) -> None:
+    """The first hidden graph whose student plan loses (refused, wrong values or slower) fails the
+    question; the hint adds the first decision there that differs from the planner's (``decisions(plan)``)."""
+    for plan, yours in pairs:
+        why = f"the plan your decisions make is refused: {yours}" if isinstance(yours, Exception) else \
+            judge_plan(plan, yours)
+        if not why:
+            continue
+        try:
+            decisions(plan)
+        except Wrong as w:
+            raise Wrong(f"graph {plan.graph.name!r}: {why}. The first decision that differs: {w}") from None
+        raise Wrong(f"graph {plan.graph.name!r}: {why}")
 
 
 # -- question 2: the block-locality check and the stitch scheme of every edge ------------------------------------
@@ -356,9 +604,9 @@ def _stripped(stage):
 SCHEMES = ("local", "regional", "global")
 
 
-def _check_schemes(choose_scheme) -> None:
+def _check_schemes(choose_scheme, plans=None) -> None:
     seen = set()
-    for plan, k, _, _ in stitch_kernels():
+    for plan, k, _, _ in stitch_kernels(plans):
         g = plan.graph
         for name, v in k.values.items():
             later = [j for j in v.read_by if j > v.stage]
@@ -383,7 +631,7 @@ def _check_schemes(choose_scheme) -> None:
                             "meet in global memory")
             raise Wrong(f"choose_scheme on {where}: {name} is one value per row; does every reader block read "
                         "only rows it reduced itself? (your is_block_local, per reader)")
-    assert seen == set(SCHEMES), seen       # the hidden plans exercise every scheme
+    assert plans is not None or seen == set(SCHEMES), seen       # the hidden plans exercise every scheme
 
 
 def _wrong_local_always(producer, consumer, rows):
@@ -439,7 +687,38 @@ def q2_schemes(is_block_local, choose_scheme):
     _callable(is_block_local, "is_block_local")
     _callable(choose_scheme, "choose_scheme")
     _check_block_local(is_block_local)
+    _check_plans(_plans_of_schemes(choose_scheme), lambda plan: _check_schemes(choose_scheme, [plan]))
     _check_schemes(choose_scheme)
+
+
+def _plans_of_schemes(choose_scheme):
+    """``(planner's plan, the plan with the student's schemes)`` for every hidden graph where a value that
+    crosses stages gets another scheme from ``choose_scheme`` than from the planner."""
+    for plan in hidden_plans():
+        yours = plan
+        for i, k in enumerate(plan.kernels):
+            if not k.name.startswith("stitch."):
+                continue
+            schemes = {}
+            for name, v in k.values.items():
+                later = [j for j in v.read_by if j > v.stage]
+                if v.stage < 0 or not later:
+                    continue
+                got = _call(choose_scheme, "choose_scheme", plan.graph, name, _stripped(k.stages[v.stage]),
+                            [_stripped(k.stages[j]) for j in later])
+                if not isinstance(got, str) or got.strip().lower() not in SCHEMES:
+                    return               # not a scheme: the decision checks say so
+                schemes[name] = got.strip().lower()
+            if all(k.values[n].scheme.value == sc for n, sc in schemes.items()):
+                continue
+            try:
+                yours = rebuilt(yours, i, k.stages, schemes)
+            except asim.AStitchError as e:
+                yield plan, e
+                break
+        else:
+            if yours is not plan:
+                yield plan, yours
 
 
 # -- questions 3 and 4: kernel puzzles on the SIMT model -------------------------------------------------------
@@ -465,7 +744,8 @@ def _row_reduce(rows: int, cols: int):
                  lambda rows, cols, block=1024: (np.broadcast_to(np.arange(rows)[:, None], (rows, cols)),
                                                   np.broadcast_to(np.arange(cols)[None, :], (rows, cols))),
                  lambda rows, cols, block=1024: _packed(rows, cols, block, round_up=True),
-                 lambda rows, cols, block=1024: _packed(rows, cols, block, contiguous=True)])
+                 lambda rows, cols, block=1024: _packed(rows, cols, block, contiguous=True),
+                 lambda rows, cols, block=1024: _packed(rows, cols, block, narrow=True)])
 def q3_packing(packed_owner):
     _callable(packed_owner, "packed_owner")
     for rows, cols in PUZZLE_SHAPES:
@@ -481,19 +761,42 @@ def q3_packing(packed_owner):
             raise Wrong(f"packed_owner({rows}, {cols}, {k.block}): each array should have shape ({rows}, {cols}), "
                         f"got {b.shape} and {t.shape}")
         case = f"packed_owner({rows}, {cols}, block={k.block})"
+        wrong = None
         if not np.array_equal(b.reshape(-1), blocks):
-            raise Wrong(f"{case}: some elements are in the wrong block: how many rows share a block when each "
-                        "row gets a power of two of threads?")
-        if not np.array_equal(t.reshape(-1), threads):
+            wrong = ("some elements are in the wrong block: how many rows share a block when each row gets a "
+                     "power of two of threads?")
+        elif not np.array_equal(t.reshape(-1), threads):
             bad = np.flatnonzero(t.reshape(-1) != threads)[0]
             r, c = divmod(int(bad), cols)
-            raise Wrong(f"{case}: element ({r}, {c}) is in its block but on the wrong thread: a row's threads "
-                        "take its columns in turn (a strided loop), and rows sit side by side in the block")
+            wrong = (f"element ({r}, {c}) is in its block but on the wrong thread: a row's threads take its "
+                     "columns in turn (a strided loop), and rows sit side by side in the block")
+        if wrong is None:
+            continue
+        yours = _rows_mapping_like(plan, b.reshape(-1), t.reshape(-1))
+        why = judge_plan(plan, rebuilt(plan, 0, [replace(k.stages[0], mapping=yours)])) if yours else ""
+        raise Wrong(f"{case}: {why + ': ' if why else ''}{wrong}")
 
 
-def _packed(rows, cols, block, round_up=False, contiguous=False):
+def _rows_mapping_like(plan, blocks, threads):
+    """The row mapping (a power of two of threads per row, rows packed side by side, a strided loop) that
+    places every element on the student's block and thread, or None if none does: the plan the student's
+    packing makes, for the SIMT model to price (fewer threads per row than the planner's: more loop trips)."""
+    k = plan.kernels[0]
+    m0 = k.stages[0].mapping
+    for tpr in (1 << i for i in range(k.block.bit_length())):
+        m = asim.ThreadMapping("rows", m0.domain, m0.groups, block=k.block, grid=-(-m0.rows // (k.block // tpr)),
+                               threads_per_row=tpr)
+        b, t, _ = m.locate(np.arange(m.size))
+        if np.array_equal(b, blocks) and np.array_equal(t, threads):
+            return m
+    return None
+
+
+def _packed(rows, cols, block, round_up=False, contiguous=False, narrow=False):
     tpr = 1 << ((cols - 1).bit_length() if (round_up or cols < 32) else cols.bit_length() - 1)
     tpr = min(block, tpr)
+    if narrow:                      # half the threads a row gets: twice the loop trips
+        tpr = max(1, tpr // 2)
     rpb = block // tpr
     r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
     lane = (c * tpr) // cols if contiguous else c % tpr
