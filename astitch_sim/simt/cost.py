@@ -37,7 +37,11 @@ saturate DRAM; ``c`` = blocks sharing one SM)::
 requests are in flight: ``bytes_in_flight = BW * latency``.  A warp keeps ``B``
 bytes outstanding, so saturating needs ``S = BW * latency / B`` warps on the GPU.
 With fewer, each warp gets ``BW / S`` and the GPU reaches only ``BW * R / S``;
-with more, the warps share ``BW``.  Hence ``memory`` above.
+with more, the warps share ``BW``.  Hence ``memory`` above.  This is the
+paper's DIEN point: XLA's 750000 blocks of 32 threads are capped at 32 blocks per SM = 32 warps, below
+``S`` on a V100, so the reduction runs at about two thirds of the bandwidth;
+AStitch packs 32 rows into 1024-thread blocks and saturates it.  A grid of 32
+blocks (Figure 7) leaves most SMs empty and gets a fraction of the bandwidth.
 
 *Bytes in flight follow the code* (:func:`warp_bytes_in_flight`, per stage)::
 
@@ -56,14 +60,10 @@ saturates DRAM with ``S`` = 810 GB/s x 600 ns / 2048 = 237 warps instead of
 ``bytes_in_flight_per_warp`` is the floor: what the model assumed for every
 kernel before the code generator had vectors (V100: one coalesced 4-byte load
 per warp, 128 B; A100 256 B, H100/H200 512 B: uncalibrated estimates like
-every constant below); a stage's own ``B``
-replaces it only where the mapping says more.  Stores are not counted (they
-retire without waiting for DRAM).  Not modelled: the per-SM limit on
-outstanding requests (the model lets one warp hold all its loads).  This is the paper's DIEN point: XLA's
-750000 blocks of 32 threads are capped at 32 blocks per SM = 32 warps, below
-``S`` on a V100, so the reduction runs at about two thirds of the bandwidth;
-AStitch packs 32 rows into 1024-thread blocks and saturates it.  A grid of 32
-blocks (Figure 7) leaves most SMs empty and gets a fraction of the bandwidth.
+every constant below); a stage's own ``B`` replaces it only where the mapping
+says more.  Stores are not counted (they retire without waiting for DRAM).
+Not modelled: the per-SM limit on outstanding requests (the model lets one
+warp hold all its loads).
 
 *Bytes -- sectors.*  ``block_bytes`` is ``32 * sectors`` (read + written) when
 the executor counted sectors: DRAM and L2 move whole 32-byte sectors, so a
