@@ -24,7 +24,11 @@ The fields are ``ptxas -v``'s words:
   (Hopper's grid-sync runtime reserves some); occupancy counts both;
 * ``max_registers``: the cap it was compiled with (``-maxrregcount``, Numba's
   ``max_registers``);
-* ``arch``, ``tool``: the target (``sm_90``) and the compiler's version.
+* ``arch``, ``tool``: the target (``sm_90``) and the compiler's version;
+* ``sass_instructions`` / ``sass_loop_instructions``: SASS instructions of the kernel's main body and,
+  of those, the ones inside loops the compiler kept (``gpu_backend.machine.sass_profile``: nvdisasm's
+  listing of the code at the applied cap; ``None`` where no disassembler reads the target).  The cost
+  model's instruction-issue term reads them through :func:`thread_instructions`.
 """
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ class MachineResources:
     shared_static: int
     shared_runtime: int
     max_registers: int
+    sass_instructions: int | None = None
+    sass_loop_instructions: int = 0
 
     @property
     def spills(self) -> int:
@@ -62,6 +68,9 @@ class MachineResources:
             words.append(f"{self.stack} B stack")
         words.append(f"{self.shared_static} B shared" +
                      (f" (+{self.shared_runtime} B device runtime)" if self.shared_runtime else ""))
+        if self.sass_instructions is not None:
+            words.append(f"{self.sass_instructions} SASS instructions" +
+                         (f" ({self.sass_loop_instructions} in loops)" if self.sass_loop_instructions else ""))
         return f"ptxas {self.arch}: " + ", ".join(words) + f"  (cap {self.max_registers}; {self.tool})"
 
     def to_dict(self) -> dict:
@@ -97,3 +106,24 @@ def blocks_per_wave(gpu, kernel) -> int:
     linked device runtime adds) decide occupancy; without them, the plan's estimate.
     """
     return gpu.blocks_per_wave(kernel.block, *resident_resources(kernel))
+
+
+def loop_trips(mapping) -> int:
+    """Trips of a stage's kept loop each thread makes: its elements per thread over the elements one trip
+    handles (``vector x unroll`` of a flat mapping, loads issued together; one element otherwise)."""
+    per_trip = max(1, mapping.vector) * mapping.unroll if mapping.kind == "flat" else max(1, mapping.vector)
+    return max(1, -(-mapping.elements_per_thread // per_trip))
+
+
+def thread_instructions(kernel) -> float | None:
+    """SASS instructions one thread of ``kernel`` issues, from the counts ptxas's code gave
+    (``kernel.machine``); ``None`` when the plan has no count (no ``apply_compiler``, or no disassembler).
+
+    Straight-line code runs once per thread (an upper bound: predicated-off and skipped epilogue
+    instructions are counted); a loop the compiler kept runs once per trip, and the trips are the most
+    any stage of the kernel makes (:func:`loop_trips`): an estimate, as ``benchmarks.sass_budget`` says."""
+    m = kernel.machine if kernel is not None else None
+    if m is None or m.sass_instructions is None:
+        return None
+    trips = max((loop_trips(s.mapping) for s in kernel.stages), default=1)
+    return float(m.sass_instructions - m.sass_loop_instructions + m.sass_loop_instructions * trips)

@@ -31,18 +31,39 @@ saturate DRAM; ``c`` = blocks sharing one SM)::
     t_stage  = memory + on_chip - min(1, R/S) * min(memory, on_chip)
              + (block_barriers + tree_barriers + shuffle_barriers) * t_bar
              + atomics * min(grid, per_wave) / ATOMIC_RATE
-    t_block  = block_start + sum(t_stage)
+    t_block  = max(block_start + sum(t_stage) + spill, issue)
 
 *Memory -- Little's law.*  DRAM delivers its bandwidth ``BW`` only when enough
-requests are in flight: ``bytes_in_flight = BW * latency``.  A warp keeps about
-``bytes_in_flight_per_warp`` bytes outstanding, so saturating needs ``S = BW *
-latency / bytes_in_flight_per_warp`` warps on the GPU.  With fewer, each warp
-gets ``BW / S`` and the GPU reaches only ``BW * R / S``; with more, the warps
-share ``BW``.  Hence ``memory`` above.  This is the paper's DIEN point: XLA's
-750000 blocks of 32 threads are capped at 32 blocks per SM = 32 warps, below
+requests are in flight: ``bytes_in_flight = BW * latency``.  A warp keeps ``B``
+bytes outstanding, so saturating needs ``S = BW * latency / B`` warps on the GPU.
+With fewer, each warp gets ``BW / S`` and the GPU reaches only ``BW * R / S``;
+with more, the warps share ``BW``.  Hence ``memory`` above.  This is the
+paper's DIEN point: XLA's 750000 blocks of 32 threads are capped at 32 blocks per SM = 32 warps, below
 ``S`` on a V100, so the reduction runs at about two thirds of the bandwidth;
 AStitch packs 32 rows into 1024-thread blocks and saturates it.  A grid of 32
 blocks (Figure 7) leaves most SMs empty and gets a fraction of the bandwidth.
+
+*Bytes in flight follow the code* (:func:`warp_bytes_in_flight`, per stage)::
+
+    B = max(bytes_in_flight_per_warp,  32 * vector * unroll * read_bytes / elements)
+
+A thread of a flat stage issues the loads of all its ``unroll`` vectors of
+``vector`` elements (``ThreadMapping.per_thread`` elements) before it uses the
+first (``gpu_backend/codegen/loops.py``), and each element brings the stage's
+global reads per domain element (``global_bytes_read / elements``: the bytes
+the executor counted for every tensor the stage reads, over its elements).  So
+an f32 copy with 4-wide vectors and 4 vectors per thread keeps 32 x 16 x 4 =
+2048 bytes per warp in flight, 16 times a scalar load's 128; on a V100 it
+saturates DRAM with ``S`` = 810 GB/s x 600 ns / 2048 = 237 warps instead of
+3797.  Other mappings (rows, columns) issue one element's loads at a time
+(``vector`` elements where the mapping has vectors).  The preset's
+``bytes_in_flight_per_warp`` is the floor: what the model assumed for every
+kernel before the code generator had vectors (V100: one coalesced 4-byte load
+per warp, 128 B; A100 256 B, H100/H200 512 B: uncalibrated estimates like
+every constant below); a stage's own ``B`` replaces it only where the mapping
+says more.  Stores are not counted (they retire without waiting for DRAM).
+Not modelled: the per-SM limit on outstanding requests (the model lets one
+warp hold all its loads).
 
 *Bytes -- sectors.*  ``block_bytes`` is ``32 * sectors`` (read + written) when
 the executor counted sectors: DRAM and L2 move whole 32-byte sectors, so a
@@ -84,6 +105,48 @@ index arithmetic, the final store): what makes 750000 tiny blocks expensive
 beyond their bandwidth.  Atomics share the L2's atomic throughput among the
 blocks of a wave.
 
+*Spills* (:func:`spill_block_us`).  Once ``gpu_backend.apply_compiler`` has run,
+each kernel carries ptxas's numbers (``Kernel.machine``); a kernel whose code
+did not fit its register cap moves ``spill_stores + spill_loads`` bytes per
+thread (``ptxas -v``) to and from local memory::
+
+    spill = (spill_stores + spill_loads) * block * c / (shared_bytes_per_clock * clock)
+
+Assumption, stated: the spilled words stay in the SM's L1 (a resident thread's
+local words are few: at most its 24 B stack frame x 2048 resident threads =
+48 KiB per SM for astitch's softmax <64,30000> on H100, whose code spills 24 B
+per thread, within the L1 left beside its 1.5 KiB of shared memory), and
+L1 moves them at the shared-memory rate: L1 and shared memory are one SRAM
+behind one 128-byte-per-clock data path, Volta to Hopper.  Local memory is
+interleaved per thread, so a warp's spill of one word is one 128-byte line.
+The bytes are ptxas's *static* count, charged once per thread: a spill inside a
+loop runs per trip (an under-charge), and spills large enough to overflow L1 to
+L2 or DRAM are charged at L1's rate (another).  The term is additive, not
+hidden behind memory: a reload sits on the thread's dependence chain.  Plans
+without ptxas's numbers (the strategies' estimates) have no spill term.
+
+*Instruction issue* (:func:`issue_block_us`).  ``apply_compiler`` also records
+the SASS instruction count of each kernel's main body and of the loops ptxas
+kept (``gpu_backend/machine/sass_profile.py``, nvdisasm on the code at the
+applied cap).  A thread issues ``n = straight + loop * trips`` instructions
+(:func:`astitch_sim.plan.machine.thread_instructions`: straight-line code once,
+an upper bound; a kept loop once per trip, an estimate), and an SM's
+``sm_partitions`` schedulers (4, Volta to Hopper) each issue at most one warp
+instruction per clock::
+
+    issue = n * block / 32 * c / (sm_partitions * clock)
+
+so a kernel of many waves takes at least ``n * threads / 32 / (SMs *
+sm_partitions * clock)``, the bound ``benchmarks.sass_budget`` reports (its
+``issue_us``).  The block's time is at least ``issue``; the excess over the
+other terms is the breakdown's ``issue_us``.  Where no count exists (plans
+before ``apply_compiler``; sm_70, which CUDA 13's nvdisasm does not read) the
+model assumes the code issues fast enough: the on-chip terms above (flops on
+the FP32 pipes, shared memory, shuffles) are all it charges for instructions.
+Every strategy's plan gets these terms from the same counts, so a comparison of
+applied plans is fair; a comparison of an applied plan with an unapplied one is
+not (apply every plan, as ``benchmarks/applied_plans.py`` does).
+
 *Library kernels* (matrix products): ``max(flops / (fp32 * efficiency),
 bytes / BW)``, a roofline; the plan treats them as black boxes.
 
@@ -94,7 +157,8 @@ The breakdown
 count ``grid / min(grid, blocks_per_wave)``; the whole-wave rounding is its own
 term, ``tail_us``.  ``overlap_us`` is negative (time hidden by overlapping
 memory and compute); ``recompute_us`` is the share of the on-chip time spent on
-recomputed flops (TVM) -- counted in the total, not hidden from it.
+recomputed flops (TVM) -- counted in the total, not hidden from it.  ``spill_us``
+and ``issue_us`` appear only for kernels with ptxas's numbers.
 
 The constants
 -------------
@@ -162,10 +226,38 @@ def residency(gpu: GPU, ks):
     return gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread)
 
 
-def saturating_warps(c: dict) -> float:
-    """Little's law: warps on the whole GPU needed to keep DRAM busy."""
+def saturating_warps(c: dict, bytes_per_warp: float | None = None) -> float:
+    """Little's law: warps on the whole GPU needed to keep DRAM busy, each keeping ``bytes_per_warp``
+    outstanding (default: the preset's ``bytes_in_flight_per_warp``; a stage's own: :func:`warp_bytes_in_flight`)."""
     bytes_in_flight = c["measured_bandwidth_gbs"] * c["dram_latency_ns"]      # GB/s * ns = bytes
-    return bytes_in_flight / c["bytes_in_flight_per_warp"]
+    return bytes_in_flight / (bytes_per_warp or c["bytes_in_flight_per_warp"])
+
+
+# -- memory-level parallelism: the bytes a warp keeps in flight follow the code ------------------------------
+
+def elements_in_flight(mapping) -> int:
+    """Elements whose loads one thread issues before it uses the first: ``vector x unroll`` (a flat
+    mapping's ``per_thread``: every vector of a round is loaded before any is computed,
+    ``gpu_backend/codegen/loops.py``), one vector otherwise."""
+    if mapping is None:
+        return 1
+    return max(1, mapping.vector) * (mapping.unroll if mapping.kind == "flat" else 1)
+
+
+def warp_bytes_in_flight(c: dict, mapping, s) -> float:
+    """Bytes one warp of a stage keeps outstanding: ``32 x elements_in_flight x read bytes per element``
+    (the stage's global reads over its domain elements, as counted), where that is more than the
+    preset's ``bytes_in_flight_per_warp`` (what code with one load per element keeps: the floor)."""
+    floor = c["bytes_in_flight_per_warp"]
+    if mapping is None or not s.elements or not s.global_bytes_read:
+        return floor
+    return max(floor, 32 * elements_in_flight(mapping) * s.global_bytes_read / s.elements)
+
+
+def _stage_mapping(kernel, s):
+    """The plan's mapping of stage ``s`` (``None``: no plan kernel, hand-made counters)."""
+    stages = getattr(kernel, "stages", None) or ()
+    return stages[s.stage].mapping if 0 <= s.stage < len(stages) else None
 
 
 def _stage_bytes(s) -> int:
@@ -198,22 +290,23 @@ def block_barriers_per_block(kernel) -> int:
     return total
 
 
-def stage_terms(gpu: GPU, ks) -> list:
-    """Per-block cost terms (us) of each stage of a generated kernel: a list of dicts."""
+def stage_terms(gpu: GPU, ks, kernel=None) -> list:
+    """Per-block cost terms (us) of each stage of a generated kernel: a list of dicts.  ``kernel`` (the
+    plan's) gives each stage's mapping, hence the bytes its warps keep in flight (:func:`warp_bytes_in_flight`)."""
     c = constants(gpu)
     occ = residency(gpu, ks)
     grid, wpb = max(1, ks.grid), occ.warps_per_block
     concurrent = min(grid, occ.blocks_per_wave)
     resident_warps = concurrent * wpb
-    sat = saturating_warps(c)
     bw = c["measured_bandwidth_gbs"] * 1e3                      # bytes per us
     per_sm = min(occ.blocks_per_sm, ceil(concurrent / c["sms"]))  # blocks sharing one SM
     alu_sm = c["fp32_gflops"] * 1e3 / c["sms"]                 # flops per us per SM
     sfu_sm = alu_sm * c["expensive_rate"]
     clock = c["clock_ghz"] * 1e3                                # cycles per us
-    overlap = min(1.0, resident_warps / sat)
     out = []
     for i, s in enumerate(ks.stages):
+        sat = saturating_warps(c, warp_bytes_in_flight(c, _stage_mapping(kernel, s), s))
+        overlap = min(1.0, resident_warps / sat)
         memory = _stage_bytes(s) / grid * max(resident_warps, sat) / (wpb * bw)
         expensive = s.expensive_flops / grid * per_sm / sfu_sm
         alu = (s.flops - s.expensive_flops) / grid * per_sm / alu_sm
@@ -236,11 +329,62 @@ def stage_terms(gpu: GPU, ks) -> list:
     return out
 
 
+def _sharing_sm(c: dict, occ, ks) -> int:
+    """Blocks of the kernel sharing one SM while its first wave runs (``c`` in the formula)."""
+    return min(occ.blocks_per_sm, ceil(min(max(1, ks.grid), occ.blocks_per_wave) / c["sms"]))
+
+
+# -- spills: local-memory traffic ptxas added (``kernel.machine``, after gpu_backend.apply_compiler) ------------
+
+def spill_block_us(gpu: GPU, kernel, ks) -> float:
+    """Per-block time of the kernel's spills: ``(spill stores + loads) bytes per thread x block threads``
+    through the SM's L1 at ``shared_bytes_per_clock`` (L1 and shared memory are one SRAM behind one data
+    path, Volta to Hopper), ``c`` blocks sharing the SM; 0 without ptxas's numbers.  Local memory is
+    interleaved per thread, so a warp's 4-byte spill is one 128-byte line: no coalescing loss."""
+    m = getattr(kernel, "machine", None)
+    if m is None or not m.spills:
+        return 0.0
+    c = constants(gpu)
+    per_sm = _sharing_sm(c, residency(gpu, ks), ks)
+    return m.spills * ks.block * per_sm / (c["shared_bytes_per_clock"] * c["clock_ghz"] * 1e3)
+
+
+# -- instruction issue: the time the SM's schedulers need for the counted SASS -------------------------------
+
+def issue_block_us(gpu: GPU, kernel, ks) -> float:
+    """Per-block issue time: ``thread instructions x block threads / 32`` warp-instructions, issued by the
+    SM's ``sm_partitions`` schedulers at one per clock, ``c`` blocks sharing the SM; 0 where the plan
+    has no counted instructions (:func:`astitch_sim.plan.machine.thread_instructions`)."""
+    from ..plan.machine import thread_instructions
+    n = thread_instructions(kernel)
+    if not n:
+        return 0.0
+    c = constants(gpu)
+    per_sm = _sharing_sm(c, residency(gpu, ks), ks)
+    return n * ks.block / 32 * per_sm / (gpu.sm_partitions * c["clock_ghz"] * 1e3)
+
+
+def block_terms(gpu: GPU, kernel, ks) -> list:
+    """:func:`stage_terms` plus the kernel-wide per-block terms, which appear only when the plan has ptxas's
+    numbers: ``spill_us`` (added to the first stage) and ``issue_us``, the time by which the issue floor
+    exceeds the block's other terms (added to the last stage: the block lasts at least its issue time)."""
+    terms = stage_terms(gpu, ks, kernel)
+    if not terms:
+        return terms
+    spill = spill_block_us(gpu, kernel, ks)
+    if spill:
+        terms[0]["spill_us"] = spill
+    issue = issue_block_us(gpu, kernel, ks)
+    if issue:
+        terms[-1]["issue_us"] = max(0.0, issue - sum(sum(t.values()) for t in terms))
+    return terms
+
+
 def stage_block_us(plan, kernel, ks) -> list:
     """Per-block time (us) of each stage, in order; library kernels have one pseudo-stage."""
     if ks.kind == "library":
         return [library_us(plan.gpu, ks) / max(1, _waves(plan.gpu, ks))]
-    terms = stage_terms(plan.gpu, ks)
+    terms = block_terms(plan.gpu, kernel, ks)
     if not terms:   # a generated kernel with no stages does nothing but start its blocks
         return [constants(plan.gpu)["block_start_ns"] / 1e3]
     return [sum(t.values()) for t in terms]
@@ -289,7 +433,7 @@ def predict_kernel(plan, kernel, ks) -> None:
     else:
         grid = max(1, ks.grid)
         frac = grid / min(grid, occ.blocks_per_wave)         # fractional waves
-        per_stage = stage_terms(gpu, ks)
+        per_stage = block_terms(gpu, kernel, ks)
         block = constants(gpu)["block_start_ns"] / 1e3 if not per_stage else 0.0
         for st in per_stage:
             for name, us in st.items():

@@ -18,8 +18,10 @@ does the rest with NVIDIA's ``ptxas``:
    device runtime adds).
 
 The returned plan is a new (sealed) plan with ``Kernel.machine`` set (``print(plan)`` shows
-"ptxas sm_90: 40 registers, 0 spills ...") and each relaxation written in the
-kernel's notes; it validates like any plan, and ``gpu_backend.run`` launches it
+"ptxas sm_90: 40 registers, 0 spills, ..., 212 SASS instructions") and each relaxation written in the
+kernel's notes; the SASS counts (:mod:`gpu_backend.machine.sass_profile`, nvdisasm on the code at the
+applied cap; left out where no nvdisasm reads the target, as CUDA 13's does not read sm_70) feed the
+cost model's instruction-issue term, its spills the spill term (``astitch_sim/simt/cost.py``); it validates like any plan, and ``gpu_backend.run`` launches it
 with the relaxed caps.  Without the toolchain it raises
 :class:`~gpu_backend.machine.toolchain.ToolchainMissing` (an AStitchError) saying how to
 install it; the plan's registers then stay the strategy's estimate (``regs=32
@@ -60,8 +62,20 @@ def _fits(gpu, k, res: MachineResources) -> tuple:
     return (not k.cooperative or k.grid <= wave), wave
 
 
+def _with_sass_counts(res: MachineResources, ptx: str, arch: str, cooperative: bool) -> MachineResources:
+    """``res`` with the SASS instruction counts of the code at its cap (main body, and inside kept loops);
+    ``res`` unchanged where no installed nvdisasm reads ``arch``."""
+    from .machine_code import _cc, entry_name, sass_listing
+    from .sass_profile import profile
+    from .toolchain import find
+    if not find().nvdisasm or _cc(arch) < (7, 5):
+        return res
+    p = profile(sass_listing(ptx, arch, res.max_registers, cooperative), entry_name(ptx))
+    return replace(res, sass_instructions=p.total, sass_loop_instructions=p.loop_body)
+
+
 def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassemble: bool = False,
-                   replan: bool = True) -> Plan:
+                   replan: bool = True, count_instructions: bool = True) -> Plan:
     """A copy of ``plan`` whose register caps ptxas has checked (and relaxed where the code spilled).
 
     ``arch`` (``"sm_90"``) defaults to the plan's GPU preset; ``progress=True``
@@ -72,6 +86,8 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
     relax, an astitch plan is re-planned assuming the registers ptxas needs (smaller
     grids, more tasks per block) and checked again; the re-plan is kept if it spills
     less (``replan=False``: keep the plan's grids and the spills).
+    ``count_instructions`` records each kernel's SASS counts (one more ptxas and nvdisasm run per
+    kernel, cached on disk); a check of resources alone (``resource_check``) passes False.
     Raises AStitchError if a cooperative kernel's grid cannot stay in one wave with
     the real numbers even at the plan's own cap (re-plan with a smaller block).
     """
@@ -106,17 +122,20 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
                 f"{wave} blocks of {k.block} threads stay resident, but the cooperative grid has {k.grid} (its grid "
                 f"barriers would deadlock). Re-plan with smaller blocks (asim.compile(..., max_block_threads=...)) "
                 f"or without grid barriers (global_stitching=False)")
+        if count_instructions:
+            res = _with_sass_counts(res, ptx, arch, spec.cooperative)
         # the cap applied is Numba's max_registers
         kernels[spec.index] = replace(k, machine=res, registers_per_thread=res.max_registers,
                                       notes=[*k.notes, *notes])
     out = replace(plan, kernels=kernels).with_notes(
         f"machine code: every kernel compiled with ptxas for {arch} (gpu_backend.apply_compiler)").validate()
     if stuck and replan and plan.strategy == "astitch":
-        return _replan(plan, out, stuck, arch, show, disassemble)
+        return _replan(plan, out, stuck, arch, show, disassemble, count_instructions)
     return out
 
 
-def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble: bool) -> Plan:
+def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble: bool,
+            count_instructions: bool = True) -> Plan:
     """The paper's fallback when relaxing is not enough: plan again assuming the registers the code needs.
 
     A cooperative kernel whose one-wave grid already fills the GPU at the assumed registers cannot take
@@ -139,7 +158,7 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
     kept = None
     for regs in tries:
         again = apply_compiler(compile_plan(plan.graph, "astitch", gpu, **{**plan.options, "assumed_registers": regs}),
-                               arch, show, disassemble, replan=False)
+                               arch, show, disassemble, replan=False, count_instructions=count_instructions)
         after = sum(k.machine.spills for k in again.kernels if k.machine is not None and k.cooperative)
         if after < best:
             best, kept = after, (regs, again)

@@ -63,7 +63,7 @@ def run_case(c: dict) -> dict:
                 plan = asim.Plan.from_json(f.read())
         else:
             plan = asim.compile(load_graph(c["graph"]), c["strategy"], c["gpu"])
-        after = apply_compiler(plan)
+        after = apply_compiler(plan, count_instructions=False)   # resources only: no nvdisasm
         replanned = after.options != plan.options           # apply_compiler re-planned with more assumed registers
         if replanned:       # ptxas checked that plan: hold it to that plan's own claims
             plan = asim.compile(plan.graph, plan.strategy, plan.gpu, **after.options)

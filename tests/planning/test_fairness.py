@@ -32,6 +32,13 @@ def _launch(k):
         [(s.mapping.kind, s.mapping.per_thread, s.mapping.vector, s.mapping.elements_per_thread) for s in k.stages]
 
 
+def _code(k):
+    """What the code generator makes of a kernel, whatever its launch shape: registers, shared memory,
+    and per stage the mapping kind, vector width and elements per thread per round."""
+    return [(k.registers_per_thread, k.shared_bytes, k.cooperative)] + \
+        [(s.mapping.kind, s.mapping.per_thread, s.mapping.vector) for s in k.stages]
+
+
 @pytest.mark.parametrize("gpu", sorted(GPUS))
 @pytest.mark.parametrize("name,shape,strategies", FLAT, ids=[w for w, _, _ in FLAT])
 def test_a_flat_graph_is_the_same_kernel_under_every_loop_strategy(name, shape, strategies, gpu):
@@ -44,6 +51,13 @@ def test_a_flat_graph_is_the_same_kernel_under_every_loop_strategy(name, shape, 
     want = asim.simulate(ref, inputs).stats
     for s, plan in plans.items():
         (k,) = plan.generated
+        if s == "fusionstitching" and _launch(k) != _launch(kx):
+            # FusionStitching's own launch search (its design, README): the same code, another grid and block,
+            # kept only because the cost model prices it faster by min_gain -- say so and check it
+            assert _code(k) == _code(kx)
+            assert any("fastest of" in n and "legal schedules" in n for n in k.notes), k.notes
+            assert asim.simulate(plan, inputs).stats.predicted_us < want.predicted_us
+            continue
         assert _launch(k) == _launch(kx), s
         assert blocks_per_wave(plan.gpu, k) == blocks_per_wave(ref.gpu, kx), s
         got = asim.simulate(plan, inputs).stats
