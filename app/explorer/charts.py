@@ -65,11 +65,12 @@ def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None, unit: str = 
 
 
 #: the cost model's terms (``KernelStats.breakdown``, astitch_sim/simt/cost.py) as the chart names them, in order
-TERMS = {"launch_us": "launch", "memset_us": "memset", "memory_us": "DRAM traffic", "compute_us": "compute",
+TERMS = {"launch_us": "launch", "memset_us": "memset", "memory_us": "DRAM traffic", "l2_us": "L2 hits",
+         "compute_us": "compute",
          "recompute_us": "recompute", "shared_us": "shared memory", "block_barrier_us": "block barriers",
          "atomic_us": "atomics", "block_start_us": "block start", "tail_us": "wave tail",
          "grid_barrier_us": "grid barriers", "library_us": "library (matmul)", "overlap_us": "overlap (hidden)"}
-TERM_COLOURS = ["#bdbdbd", "#8d6e63", SPACE_COLOUR["global"], "#ffb74d", "#ce93d8", SPACE_COLOUR["shared"],
+TERM_COLOURS = ["#bdbdbd", "#8d6e63", SPACE_COLOUR["global"], "#81c784", "#ffb74d", "#ce93d8", SPACE_COLOUR["shared"],
                 "#64b5f6", "#6d4c41", "#a1887f", "#e0e0e0", "#880e4f", "#4db6ac", "#212121"]
 
 

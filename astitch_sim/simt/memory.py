@@ -851,11 +851,15 @@ class GlobalMemory:
     def __init__(self):
         self.arrays: dict = {}
         self.base: dict = {}
+        self.name_at: dict = {}      # base address -> buffer name (which tensor an access touches)
+        self.nbytes: dict = {}       # buffer name -> its size in bytes
         self.top = 0
 
     def place(self, name: str, array: np.ndarray, nbytes: int) -> np.ndarray:
         if name not in self.base:
             self.base[name] = self.top
+            self.name_at[self.top] = name
+            self.nbytes[name] = nbytes
             self.top += -(-max(nbytes, 1) // ALIGN) * ALIGN
         self.arrays[name] = array
         return array
