@@ -52,8 +52,11 @@ def strategy_bars(df: pd.DataFrame, value: str, title: str, colours: dict, fmt: 
 def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None, unit: str = "MiB") -> alt.Chart:
     """Bytes per (row, memory traffic kind), stacked; columns: ``y``, ``traffic``, ``unit`` (the amount in that
     unit, see :func:`style.byte_unit`), ``order``."""
-    kinds = ["global read", "global write", "shared read", "shared write"]
-    colours = [SPACE_COLOUR["global"], "#ef9a9a", SPACE_COLOUR["shared"], "#90caf9"]
+    every = {"global read": SPACE_COLOUR["global"], "L2 hit read": "#81c784", "global write": "#ef9a9a",
+             "shared read": SPACE_COLOUR["shared"], "shared write": "#90caf9"}
+    present = set(df["traffic"]) if len(df) else set()
+    kinds = [k for k in every if k in present or k != "L2 hit read"]
+    colours = [every[k] for k in kinds]
     chart = alt.Chart(df).mark_bar().encode(
         y=alt.Y(f"{y}:N", sort=order or list(dict.fromkeys(df[y])), title=None,
                 axis=alt.Axis(labelOverlap=False, labelLimit=320)),
