@@ -111,7 +111,7 @@ def render_l2(ctx, stats):
                "from the L2: tensors an earlier kernel (or stage) wrote or read and that no more than the L2's "
                "capacity of other traffic pushed out since. Graph inputs start in DRAM. Writes still go to DRAM "
                "(write-back). The cost model charges L2 hits at the L2's bandwidth (the 'L2 hits' term of the "
-               "Timeline's breakdown)." if total else "no global reads")
+               "Compare view's time breakdown)." if total else "no global reads")
     if len(hits):
         st.dataframe(hits, hide_index=True, width="stretch")
 
