@@ -444,18 +444,20 @@ def add_simulate_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--sms", type=_count(1), default=16, metavar="K", help="SMs shown by --timeline (default 16)")
     p.add_argument("--inputs", metavar="FILE.npz", help="input arrays (by parameter name, or in0, in1, ...)")
     p.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--no-l2", action="store_true",
+                   help="price every sector at DRAM bandwidth, as if the GPU had no L2 cache (compare)")
     p.set_defaults(func=cmd_simulate)
     return p
 
 
-def _simulate(graph, strategy, gpu_name, inputs, trace=False, options=None):
+def _simulate(graph, strategy, gpu_name, inputs, trace=False, options=None, l2=True):
     from .compiler import compile as compile_graph
     try:
         from .simt import simulate
     except ImportError as e:
         raise AStitchError(f"the SIMT simulator is not available ({e})") from None
     plan = compile_graph(graph, strategy, gpu_name, **(options or {}))
-    return plan, simulate(plan, inputs, trace=trace)
+    return plan, simulate(plan, inputs, trace=trace, l2=l2)
 
 
 def _max_error(graph, outs, ref) -> float:
@@ -532,12 +534,12 @@ def cmd_simulate(args) -> int:
     inputs = graph_inputs(g, args)
     wanted = list(STRATEGIES) if args.compare else list(dict.fromkeys([args.strategy, "xla"]))
     runs = {s: _simulate(g, s, args.gpu, inputs, trace=args.trace and (args.compare or s == args.strategy),
-                         options=strategy_options(args, s))
+                         options=strategy_options(args, s), l2=not args.no_l2)
             for s in wanted}
     ref = reference(g, inputs)
     source = f"inputs from {args.inputs}" if args.inputs else f"random inputs, seed {args.seed}"
     print(g.signature())
-    print(f"# simulated on {args.gpu}, {source}")
+    print(f"# simulated on {args.gpu}, {source}" + (", L2 off (--no-l2)" if args.no_l2 else ""))
     xla_us = runs["xla"][1].stats.predicted_us
     shown = list(STRATEGIES) if args.compare else [args.strategy]
     if args.compare:
@@ -557,7 +559,8 @@ def cmd_simulate(args) -> int:
         st = res.stats
         print(f"\n== {s}: {st.kernel_launches} kernel(s), global {_nbytes(st.global_bytes)} "
               f"(read {_nbytes(st.global_bytes_read)}, written {_nbytes(st.global_bytes_written)}), "
-              f"shared {_nbytes(st.shared_bytes)}, {st.flops:,} flops")
+              f"shared {_nbytes(st.shared_bytes)}, {st.flops:,} flops; of the sectors' bytes "
+              f"{_nbytes(st.dram_bytes)} DRAM, {_nbytes(st.l2_read_bytes)} L2 hits")
         print(f"   predicted {st.predicted_us:.2f} us, {xla_us / st.predicted_us:.2f}x over xla "
               f"({xla_us:.2f} us); max error vs reference {_max_error(g, res.outputs, ref):.1e}")
         print("\n".join(_kernel_table(st)))

@@ -52,8 +52,11 @@ def strategy_bars(df: pd.DataFrame, value: str, title: str, colours: dict, fmt: 
 def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None, unit: str = "MiB") -> alt.Chart:
     """Bytes per (row, memory traffic kind), stacked; columns: ``y``, ``traffic``, ``unit`` (the amount in that
     unit, see :func:`style.byte_unit`), ``order``."""
-    kinds = ["global read", "global write", "shared read", "shared write"]
-    colours = [SPACE_COLOUR["global"], "#ef9a9a", SPACE_COLOUR["shared"], "#90caf9"]
+    every = {"global read": SPACE_COLOUR["global"], "L2 hit read": "#81c784", "global write": "#ef9a9a",
+             "shared read": SPACE_COLOUR["shared"], "shared write": "#90caf9"}
+    present = set(df["traffic"]) if len(df) else set()
+    kinds = [k for k in every if k in present or k != "L2 hit read"]
+    colours = [every[k] for k in kinds]
     chart = alt.Chart(df).mark_bar().encode(
         y=alt.Y(f"{y}:N", sort=order or list(dict.fromkeys(df[y])), title=None,
                 axis=alt.Axis(labelOverlap=False, labelLimit=320)),
@@ -65,12 +68,13 @@ def stacked_bytes(df: pd.DataFrame, y: str, title: str, order=None, unit: str = 
 
 
 #: the cost model's terms (``KernelStats.breakdown``, astitch_sim/simt/cost.py) as the chart names them, in order
-TERMS = {"launch_us": "launch", "memset_us": "memset", "memory_us": "DRAM traffic", "compute_us": "compute",
+TERMS = {"launch_us": "launch", "memset_us": "memset", "memory_us": "DRAM traffic", "l2_us": "L2 hits",
+         "compute_us": "compute",
          "recompute_us": "recompute", "shared_us": "shared memory", "block_barrier_us": "block barriers",
          "atomic_us": "atomics", "block_start_us": "block start", "tail_us": "wave tail",
          "grid_barrier_us": "grid barriers", "library_us": "library (matmul)",
          "spill_us": "spills (local memory)", "issue_us": "instruction issue", "overlap_us": "overlap (hidden)"}
-TERM_COLOURS = ["#bdbdbd", "#8d6e63", SPACE_COLOUR["global"], "#ffb74d", "#ce93d8", SPACE_COLOUR["shared"],
+TERM_COLOURS = ["#bdbdbd", "#8d6e63", SPACE_COLOUR["global"], "#81c784", "#ffb74d", "#ce93d8", SPACE_COLOUR["shared"],
                 "#64b5f6", "#6d4c41", "#a1887f", "#e0e0e0", "#880e4f", "#4db6ac", "#e57373", "#9575cd", "#212121"]
 
 

@@ -139,6 +139,10 @@ class GPU:
     dram_bandwidth_gbs: float
     measured_bandwidth_gbs: float
     l2_bytes: int
+    #: bandwidth of L2 *hits* (reads served by the L2 without DRAM), GB/s: the
+    #: cost model charges a tensor re-read while it is L2-resident at this rate
+    #: (:mod:`astitch_sim.simt.l2`).  Sources per preset below.
+    l2_bandwidth_gbs: float
     kernel_launch_us: float
     grid_barrier_us: float
     block_barrier_ns: float
@@ -344,7 +348,7 @@ class GPU:
             f"{self.shared_reserved_per_block} B reserved)",
             f"  memory: {self.dram_bandwidth_gbs:g} GB/s datasheet, "
             f"{self.measured_bandwidth_gbs:g} GB/s effective, "
-            f"{self.l2_bytes / MIB:g} MiB L2",
+            f"{self.l2_bytes / MIB:g} MiB L2 ({self.l2_bandwidth_gbs:g} GB/s on hits)",
             f"  overheads: kernel launch {self.kernel_launch_us:g} us, grid "
             f"barrier {self.grid_barrier_us:g} us, __syncthreads "
             f"{self.block_barrier_ns:g} ns",
@@ -385,6 +389,9 @@ GPUS: dict[str, GPU] = {
         dram_bandwidth_gbs=900.0,        # V100 SXM2 datasheet, HBM2
         measured_bandwidth_gbs=810.0,    # ESTIMATE: ~90% of datasheet, not measured here
         l2_bytes=6 * MIB,                # Volta whitepaper
+        l2_bandwidth_gbs=2155.0,         # measured L2 load throughput, Jia et al., "Dissecting the NVIDIA
+                                         # Volta GPU Architecture via Microbenchmarking" (arXiv:1804.06826,
+                                         # 2018); 69% of the 2048 B/clk x 1.53 GHz = 3133 GB/s peak
         kernel_launch_us=5.0,            # raw CUDA launch ~5 us; the paper's ~10 us per
                                          # kernel in TensorFlow includes framework overhead
         grid_barrier_us=2.6,             # paper measured 2.5-2.7 us on V100
@@ -404,6 +411,9 @@ GPUS: dict[str, GPU] = {
         dram_bandwidth_gbs=2039.0,       # A100 80GB SXM4 datasheet, HBM2e
         measured_bandwidth_gbs=1835.0,   # ESTIMATE: ~90% of datasheet, not measured here
         l2_bytes=40 * MIB,               # Ampere whitepaper
+        l2_bandwidth_gbs=4967.0,         # ESTIMATE: the A100 whitepaper's L2 read bandwidth, 5120 B/clk
+                                         # (2.3x V100's 2048 B/clk x clock), x 1.41 GHz = 7219 GB/s peak,
+                                         # x V100's measured/peak ratio 2155/3133 (Jia et al.); not measured
         kernel_launch_us=3.0,            # ESTIMATE, to be calibrated
         grid_barrier_us=2.0,             # ESTIMATE, to be calibrated
         block_barrier_ns=28.0,           # ESTIMATE: ~40 cycles at 1.41 GHz
@@ -422,6 +432,9 @@ GPUS: dict[str, GPU] = {
         dram_bandwidth_gbs=3350.0,       # H100 SXM5 datasheet, HBM3
         measured_bandwidth_gbs=3000.0,   # measured device-to-device copy (~3.0 TB/s)
         l2_bytes=50 * MIB,               # Hopper whitepaper
+        l2_bandwidth_gbs=6975.0,         # ESTIMATE: NVIDIA gives no L2 bytes/clk for Hopper; assumed A100's
+                                         # 5120 B/clk x 1.98 GHz = 10138 GB/s peak, x V100's measured/peak
+                                         # ratio 2155/3133 (Jia et al.); not measured
         kernel_launch_us=3.0,            # ESTIMATE, to be calibrated
         grid_barrier_us=2.0,             # ESTIMATE, to be calibrated
         block_barrier_ns=20.0,           # ESTIMATE: ~40 cycles at 1.98 GHz
@@ -440,6 +453,7 @@ GPUS: dict[str, GPU] = {
         dram_bandwidth_gbs=4800.0,       # H200 datasheet, HBM3e
         measured_bandwidth_gbs=4300.0,   # measured device-to-device copy (~4.3 TB/s)
         l2_bytes=50 * MIB,               # as H100
+        l2_bandwidth_gbs=6975.0,         # ESTIMATE: as H100 (same GH100 die and L2)
         kernel_launch_us=3.0,            # ESTIMATE, to be calibrated
         grid_barrier_us=2.0,             # ESTIMATE, to be calibrated
         block_barrier_ns=20.0,           # ESTIMATE: ~40 cycles at 1.98 GHz

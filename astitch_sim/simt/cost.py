@@ -71,13 +71,15 @@ warp that touches 4 bytes in each of 32 sectors costs 1024 bytes, not 128.
 This charges uncoalesced access (a column read, a transposed write) honestly.
 It also charges a sector per warp instruction for a broadcast read (a row's
 mean read by every warp), which L1 would mostly catch: a few percent on
-normalisations, the same for every strategy.  The other simplification: every
-sector goes to DRAM -- the L2 cache, which would
-serve a small tensor read again by the next kernel, is not modelled.  That
-over-charges the reloads of many-kernel plans on tensors that fit in L2 (Figure
-7's 128 KiB inputs; not the paper's tens-of-MB DIEN and Transformer tensors),
-where launches dominate anyway.  Counters without sectors (hand-made stats) fall
-back to bytes.
+normalisations, the same for every strategy.  Counters without sectors
+(hand-made stats) fall back to bytes.
+
+*L2 hits.*  A tensor re-read while it is still in the L2 (written or read by an
+earlier kernel, or an earlier stage, and not evicted since) is served at
+``l2_bandwidth_gbs``, not DRAM's: :mod:`astitch_sim.simt.l2` decides which read
+bytes hit (capacity per preset, LRU, write-back), and this model charges them
+``l2_us = l2_bytes * max(R, S) / (warps_per_block * BW_L2)`` beside ``memory``
+(DRAM bytes only); the overlap term hides ``min(memory + l2, on_chip)``.
 
 *On-chip work* -- light flops on the FP32 pipes (``fp32_gflops``), expensive
 flops (exp, power, divide..., already weighted by the op table) at
@@ -175,11 +177,12 @@ from math import ceil
 
 from ..errors import AStitchError
 from ..hardware.gpus import GPU
+from . import l2
 from .grid_barrier import check_grid_barrier
 
 #: GPU preset fields the model reads; an entry of COST_CONSTANTS may override each.
 PRESET_FIELDS = ("sms", "measured_bandwidth_gbs", "kernel_launch_us", "grid_barrier_us", "block_barrier_ns",
-                 "clock_ghz", "fp32_gflops")
+                 "clock_ghz", "fp32_gflops", "l2_bandwidth_gbs")
 
 #: The cost model's own constants, per GPU.  Every value is an ESTIMATE until
 #: calibrated from GPU runs (benchmarks/): put measured values here.
@@ -260,11 +263,6 @@ def _stage_mapping(kernel, s):
     return stages[s.stage].mapping if 0 <= s.stage < len(stages) else None
 
 
-def _stage_bytes(s) -> int:
-    sectors = s.global_sectors_read + s.global_sectors_written
-    return 32 * sectors if sectors else s.global_bytes_read + s.global_bytes_written
-
-
 def stage_block_barriers(s) -> int:
     """Block barriers (``__syncthreads``) a stage's blocks execute in all, as the cost model charges them: the
     stage boundary's, the reduction trees' folds and the cross-warp step of shuffle reductions."""
@@ -304,10 +302,13 @@ def stage_terms(gpu: GPU, ks, kernel=None) -> list:
     sfu_sm = alu_sm * c["expensive_rate"]
     clock = c["clock_ghz"] * 1e3                                # cycles per us
     out = []
+    l2_bw = c["l2_bandwidth_gbs"] * 1e3                        # bytes per us, for L2 hits (simt/l2.py)
     for i, s in enumerate(ks.stages):
         sat = saturating_warps(c, warp_bytes_in_flight(c, _stage_mapping(kernel, s), s))
         overlap = min(1.0, resident_warps / sat)
-        memory = _stage_bytes(s) / grid * max(resident_warps, sat) / (wpb * bw)
+        dram_bytes, l2_bytes = l2.split_bytes(s)
+        memory = dram_bytes / grid * max(resident_warps, sat) / (wpb * bw)
+        l2_hits = l2_bytes / grid * max(resident_warps, sat) / (wpb * l2_bw)
         expensive = s.expensive_flops / grid * per_sm / sfu_sm
         alu = (s.flops - s.expensive_flops) / grid * per_sm / alu_sm
         shared = ((s.shared_bytes_read + s.shared_bytes_written) / c["shared_bytes_per_clock"]
@@ -318,10 +319,11 @@ def stage_terms(gpu: GPU, ks, kernel=None) -> list:
             recompute = (alu + expensive) * min(1.0, s.recomputed_flops / s.flops)
         out.append(dict(
             memory_us=memory,
+            l2_us=l2_hits,
             compute_us=alu + expensive - recompute,
             recompute_us=recompute,
             shared_us=shared,
-            overlap_us=-overlap * min(memory, on_chip),
+            overlap_us=-overlap * min(memory + l2_hits, on_chip),
             block_barrier_us=stage_block_barriers(s) / grid * c["block_barrier_ns"] / 1e3,
             atomic_us=s.atomics / grid * concurrent / (c["atomic_per_clock"] * clock),
             block_start_us=c["block_start_ns"] / 1e3 if i == 0 else 0.0,

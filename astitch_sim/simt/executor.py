@@ -70,7 +70,8 @@ from .geometry import EpilogueGeometry, Geometry, row_major_strides
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator
 from .reduce import run_reduce
-from .stats import KernelStats, SimStats, StageStats
+from . import l2 as l2_model
+from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
 from ..plan.reduce_scheme import WARP, warps_across
 from ..plan.vocabulary import Barrier, Combine, ReduceScheme, Space
@@ -99,13 +100,19 @@ class SimResult:
                 f"{s.global_bytes} global bytes, {s.flops} flops{extra}>")
 
 
-def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
+def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimResult:
     """Run ``plan`` on ``inputs`` (sequence in parameter order, or ``{name: array}``).
 
     ``trace=True`` records every thread's memory accesses (small shapes only:
     at most ``TRACE_LIMIT`` domain elements per kernel) and reports races and
     divergent barriers instead of refusing a plan with a missing block barrier.
+    ``l2=False`` prices the run as if the GPU had no L2 cache: every sector at DRAM
+    bandwidth (compare the two to see what L2 residency between kernels is worth;
+    :mod:`astitch_sim.simt.l2`).
     """
+    if not isinstance(l2, bool):
+        raise AStitchError(f"simulate's l2 must be True or False, got {l2!r}: l2=False prices every sector at "
+                           "DRAM bandwidth, as if the GPU had no L2 cache")
     if not isinstance(plan, Plan):
         raise AStitchError(f"simulate needs a Plan (from asim.compile), got {type(plan).__name__}")
     plan.validate(barriers=not trace)
@@ -143,6 +150,7 @@ def simulate(plan: Plan, inputs, trace: bool = False) -> SimResult:
                 mem.release(name)
     outputs = _outputs(graph, mem)
     stats = SimStats(kstats)
+    l2_model.annotate(plan, kstats, enabled=l2)
     timeline = _schedule(plan, kstats)
     tr = recorder.finish() if recorder else None
     races = find_races(tr) if tr is not None else []
@@ -223,6 +231,14 @@ def _run_library(graph, k, mem, ks) -> None:
         mem.place(node.name, np.ascontiguousarray(out), node.nbytes)
     read, written, flops = traffic(nodes)
     ks.library_flops = flops
+    for o in nodes[0].operands:                   # what the L2 model sees of a library kernel (l2.py)
+        src = k.views.get(o.name, o.name)
+        if src in mem.nbytes:
+            tt = ks.library_tensors.setdefault(src, TensorTraffic(mem.nbytes[src]))
+            tt.read_sectors += -(-o.nbytes // SECTOR)
+    for node in nodes:
+        tt = ks.library_tensors.setdefault(node.name, TensorTraffic(mem.nbytes[node.name]))
+        tt.written_sectors += -(-node.nbytes // SECTOR)
     ks.library_bytes_written = written
     ks.library_bytes = read + written
 
@@ -380,14 +396,20 @@ class KernelRun:
         c = count(geom, acc)
         st = ev.stats
         if acc.space == Space.GLOBAL:
+            buf = self.mem.name_at[acc.base]
+            tt = st.tensors.get(buf)
+            if tt is None:
+                tt = st.tensors[buf] = TensorTraffic(self.mem.nbytes[buf])
             if acc.kind == "read":
                 st.global_bytes_read += c["bytes"]
                 if acc.dedup:
                     self.stage_reads.setdefault(acc.base, []).append((geom, acc, c["bytes"]))
                 st.global_sectors_read += c["sectors"]
+                tt.read_sectors += c["sectors"]
             else:
                 st.global_bytes_written += c["bytes"]
                 st.global_sectors_written += c["sectors"]
+                tt.written_sectors += c["sectors"]
                 if acc.kind == "atomic":
                     st.atomics += c["n"]
             st.global_requests += c["requests"]

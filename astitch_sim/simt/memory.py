@@ -858,6 +858,8 @@ class GlobalMemory:
         self.arrays: dict = {}
         self.base: dict = {}
         self.pending: dict = {}          # reserved, not yet touched: name -> (shape, numpy dtype)
+        self.name_at: dict = {}          # base address -> buffer name (which tensor an access touches)
+        self.nbytes: dict = {}           # buffer name -> its size in bytes
         self.top = 0
 
     def place(self, name: str, array: np.ndarray, nbytes: int) -> np.ndarray:
@@ -888,6 +890,8 @@ class GlobalMemory:
     def _address(self, name, nbytes) -> None:
         if name not in self.base:
             self.base[name] = self.top
+            self.name_at[self.top] = name
+            self.nbytes[name] = nbytes
             self.top += -(-max(nbytes, 1) // ALIGN) * ALIGN
 
     def release(self, name: str) -> None:

@@ -9,6 +9,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+SECTOR = 32
+
+
+@dataclass
+class TensorTraffic:
+    """One global buffer's traffic in one stage (or one library kernel): what the L2 model
+    (:mod:`astitch_sim.simt.l2`) reads, and what it decided.
+
+    ``nbytes`` is the buffer's size; ``l2_read_bytes`` the part of the read sectors' bytes served
+    by the L2 (the rest came from DRAM); ``resident_since`` says which earlier touch left the
+    tensor in the L2 (``"k3"``: kernel 3; ``"s0"``: stage 0 of this kernel; ``""``: none)."""
+    nbytes: int
+    read_sectors: int = 0
+    written_sectors: int = 0
+    l2_read_bytes: float = 0.0
+    resident_since: str = ""
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes the read sectors move (32 per sector)."""
+        return SECTOR * self.read_sectors
+
 
 @dataclass
 class StageStats:
@@ -35,6 +57,8 @@ class StageStats:
     shared_requests: int = 0             # warp-level load/store instructions to shared memory (regional values)
     shuffles: int = 0                    # warp shuffle instructions (shfl_xor) of reduce_scheme="shuffle" (per warp)
     shuffle_barriers: int = 0            # block barriers of shuffle reductions whose tasks span warps (per block, per trip)
+    tensors: dict = field(default_factory=dict)   # global buffer name -> TensorTraffic (for the L2 model)
+    l2_read_bytes: float = 0.0           # read-sector bytes served by the L2, not DRAM (filled by simt/l2.py)
 
 
 @dataclass
@@ -52,6 +76,7 @@ class KernelStats:
     library_bytes: int = 0               # library kernels: operand and result bytes
     library_bytes_written: int = 0       # library kernels: the result's bytes (part of library_bytes)
     memset_bytes: int = 0                # result buffers filled with a reduce's init value before atomics
+    library_tensors: dict = field(default_factory=dict)   # library kernels: buffer name -> TensorTraffic
     predicted_us: float = 0.0            # filled by the cost model
     breakdown: dict = field(default_factory=dict)    # cost-model terms in microseconds
 
@@ -72,6 +97,20 @@ class KernelStats:
     @property
     def global_bytes(self) -> int:
         return self.global_bytes_read + self.global_bytes_written
+
+    @property
+    def l2_read_bytes(self) -> float:
+        """Bytes of global reads the L2 served (resident tensors re-read); DRAM moved the rest."""
+        return sum(s.l2_read_bytes for s in self.stages)
+
+    @property
+    def dram_bytes(self) -> float:
+        """Bytes the cost model charges at DRAM bandwidth: the sectors' bytes (or, for counters without
+        sectors, the bytes) read and written, the library's traffic and the memset, less the L2 hits."""
+        sectors = self.total("global_sectors_read") + self.total("global_sectors_written")
+        body = SECTOR * sectors if sectors else self.total("global_bytes_read") + self.total("global_bytes_written")
+        lib = self.library_bytes if self.kind == "library" else 0
+        return body + lib + self.memset_bytes - self.l2_read_bytes
 
     @property
     def shared_bytes_moved(self) -> int:
@@ -112,6 +151,14 @@ class SimStats:
         return sum(k.shared_bytes_moved for k in self.kernels)
 
     @property
+    def dram_bytes(self) -> float:
+        return sum(k.dram_bytes for k in self.kernels)
+
+    @property
+    def l2_read_bytes(self) -> float:
+        return sum(k.l2_read_bytes for k in self.kernels)
+
+    @property
     def flops(self) -> int:
         return sum(k.flops for k in self.kernels)
 
@@ -142,9 +189,9 @@ class SimStats:
 
     def as_dict(self) -> dict:
         keys = ["kernel_launches", "global_bytes", "global_bytes_read", "global_bytes_written", "global_sectors",
-                "shared_bytes", "flops", "predicted_us", "waves", "grid_barriers", "block_barriers",
+                "dram_bytes", "l2_read_bytes", "shared_bytes", "flops", "predicted_us", "waves", "grid_barriers", "block_barriers",
                 "reduction_barriers", "shuffles"]
         return {k: getattr(self, k) for k in keys}
 
 
-STAGE_COUNTERS = [f.name for f in fields(StageStats) if f.name not in ("stage", "dominant")]
+STAGE_COUNTERS = [f.name for f in fields(StageStats) if f.name not in ("stage", "dominant", "tensors")]

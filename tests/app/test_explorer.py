@@ -702,3 +702,27 @@ def test_graph_view_says_why_each_kernel_ends_from_the_plan():
             assert e.why in text, (k.name, e.why)
     dot = graph_dot(at)
     assert "ends at power.1 (expensive_reused)" in dot          # next to its kernel, in the picture
+
+
+def test_data_movement_lists_which_reads_the_l2_served():
+    """Issue 28: the cost model serves a tensor re-read while it is in the L2 at the L2's bandwidth; the Data
+    movement view lists every global read with the bytes the L2 served and the kernel that left the tensor
+    there -- what ``simulate`` recorded, not a decision of its own."""
+    from astitch_sim.frontends.workloads import workload_inputs
+    at = app(view="Data movement", workload="layernorm", shape="rows:64,cols:128", strategy="unfused", gpu="H100")
+    assert_clean(at)
+    table = next(d.value for d in at.dataframe if "resident since" in d.value.columns)
+    g = asim.workload("layernorm", rows=64, cols=128)
+    res = asim.simulate(asim.compile(g, strategy="unfused", gpu="H100"), workload_inputs(g))
+    want = [(n, t.read_bytes, round(t.l2_read_bytes)) for ks in res.stats.kernels for s in ks.stages
+            for n, t in s.tensors.items() if t.read_sectors]
+    got = list(zip(table["tensor"], table["read bytes"], table["from L2"], strict=True))
+    assert got == want
+    assert table["from L2"].sum() == round(res.stats.l2_read_bytes) > 0
+    xc = table[table["tensor"] == "xc"]                 # written by op.2, re-read from the L2 by op.3 and op.8
+    assert (xc["L2 %"] == 100).all() and set(xc["resident since"]) == {"k2 op.2:xc", "k3 op.3:xc_sq"}
+    assert table[table["tensor"] == "x"]["resident since"].iloc[0] == "-"    # the input's first read: DRAM
+    assert "came from the L2" in page_text(at)
+    bars = next(chart_frames(ch)[0] for ch in at.get("vega_lite_chart")
+                if "traffic" in chart_frames(ch)[0].columns and "L2 hit read" in set(chart_frames(ch)[0]["traffic"]))
+    assert bars[bars["traffic"] == "L2 hit read"]["bytes"].sum() > 0

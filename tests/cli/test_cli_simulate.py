@@ -118,3 +118,20 @@ def test_simulate_timeline_and_trace(capsys):
     assert "SM0 " in out and "utilisation" in out
     errs = max_errors(out)
     assert len(errs) == 1 and errs[0] < 1e-5, errs
+
+
+def test_simulate_no_l2_prices_every_sector_at_dram(capsys):
+    """Issue 28: ``--no-l2`` is ``simulate(..., l2=False)``: the unfused layernorm's reloads of the intermediates
+    earlier kernels wrote are L2 hits by default and DRAM traffic with the flag, and the predictions are the API's."""
+    from astitch_sim.frontends.workloads import workload_inputs
+    argv = ["simulate", "-w", "layernorm", "--shape", "rows=64", "cols=128", "--strategy", "unfused", "--gpu", "H100"]
+    g = asim.workload("layernorm", rows=64, cols=128)
+    plan = asim.compile(g, "unfused", "H100")
+    for flags, l2 in (((), True), (("--no-l2",), False)):
+        code, out, err = run(capsys, *argv, *flags)
+        assert code == 0 and err == ""
+        st = asim.simulate(plan, workload_inputs(g, 0), l2=l2).stats
+        assert f"predicted {st.predicted_us:.2f} us" in out
+        hits = re.search(r"DRAM, (\S+ \S+) L2 hits", out).group(1)
+        assert (hits == "0 B") is (not l2)
+        assert ("L2 off (--no-l2)" in out) is (not l2)

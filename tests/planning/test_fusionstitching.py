@@ -103,15 +103,23 @@ def test_catalog_simulates_to_the_reference_and_is_never_worse_than_xla(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [w.name for w in asim.list_workloads()])
 def test_catalog_at_paper_sizes_never_worse_than_xla_and_the_estimate_holds(name):
-    """At the catalog's default shapes: the invariant, and the search's estimate vs the SIMT model (20%)."""
+    """At the catalog's default shapes: the invariant, and the search's estimate vs the SIMT model (20%).
+
+    The search prices each candidate kernel alone, with no L2 (it does not know which kernels ran before it:
+    issue 28 left the estimate L2-less), so its estimate is held to the SIMT model's time without the L2
+    (``simulate(..., l2=False)``); with the L2 the chosen plan can only get cheaper (hits cost less than DRAM),
+    and the invariant against xla is checked with the L2 on."""
     g = asim.workload(name)
     inputs = workload_inputs(g)
     plan, xla, fs = _compare(g, inputs)
     _check_stitching_only(plan)
     assert fs.stats.predicted_us <= xla.stats.predicted_us * SLACK
     assert fs.stats.kernel_launches <= xla.stats.kernel_launches
-    gen = sum(ks.predicted_us for ks in fs.stats.kernels if ks.kind == "generated")
+    cold = asim.simulate(plan, inputs, l2=False)
+    gen = sum(ks.predicted_us for ks in cold.stats.kernels if ks.kind == "generated")
     assert abs(plan.search["chosen_us"] - gen) <= 0.2 * gen, (plan.search["chosen_us"], gen)
+    warm = sum(ks.predicted_us for ks in fs.stats.kernels if ks.kind == "generated")
+    assert warm <= gen * (1 + 1e-9), (warm, gen)
 
 
 def test_every_fixture_plans_stitching_only_and_never_worse_than_xla():

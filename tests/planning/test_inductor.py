@@ -317,6 +317,10 @@ ASTITCH_BEHIND_INDUCTOR = {
     ("SMALL", "rmsnorm"): "the same shape and reason as layernorm (4.1 against 4.2 us)",
     ("SMALL", "attention_softmax"): "17-element rows: 51 programs of 64 threads against 4 blocks of 1024 (3.8 against "
                                     "4.0 us)",
+    ("LONG", "rmsnorm"): "8 rows of 1500 (issue 28's L2 model): inductor's looped reduction reads each row twice, "
+                         "the second time from the L2 (7.16 us; 7.81 without the L2), where AStitch splits each "
+                         "row over 2 blocks and pays a memset and a grid barrier (7.29 us, the same with or "
+                         "without the L2)",
     ("DEFAULT", "layernorm"): "one 256-thread program per row is predicted faster than AStitch's packed 1024-thread "
                               "blocks, though it moves 33% more bytes (gamma and beta read again by every program)",
     ("DEFAULT", "attention_softmax"): "128-element rows: autotuning keeps 64-thread programs, one row each, predicted "

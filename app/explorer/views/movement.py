@@ -6,17 +6,29 @@ import pandas as pd
 import streamlit as st
 
 from .. import charts, compute, pictures, state
-from ..style import SPACE_WORD, byte_unit, esc
+import astitch_sim as asim
+
+from ..style import SPACE_WORD, byte_unit, esc, nbytes as byte_text
 from . import plan_choice
 
 
+def l2_share(s) -> float:
+    """The part of a stage's global reads the L2 served, as the cost model recorded it (``simt/l2.py``):
+    its L2-hit bytes over its read sectors' bytes."""
+    sector_bytes = 32 * s.global_sectors_read
+    return min(1.0, s.l2_read_bytes / sector_bytes) if sector_bytes else 0.0
+
+
 def per_stage(stats) -> pd.DataFrame:
-    """Bytes per stage and traffic kind, in the unit that suits the largest (``df.attrs["unit"]``)."""
+    """Bytes per stage and traffic kind, in the unit that suits the largest (``df.attrs["unit"]``).  Global
+    reads are split into those DRAM served (``global read``) and those the L2 served (``L2 hit read``)."""
     rows = []
     for i, k in enumerate(stats.kernels):
         for s in k.stages:
             label = f"k{i} s{s.stage} {s.dominant}"
-            for order, (kind, v) in enumerate((("global read", s.global_bytes_read),
+            hit = l2_share(s) * s.global_bytes_read
+            for order, (kind, v) in enumerate((("global read", s.global_bytes_read - hit),
+                                               ("L2 hit read", hit),
                                                ("global write", s.global_bytes_written),
                                                ("shared read", s.shared_bytes_read),
                                                ("shared write", s.shared_bytes_written))):
@@ -25,13 +37,39 @@ def per_stage(stats) -> pd.DataFrame:
             rows.append({"stage": f"k{i} {k.name}", "traffic": "global read", "bytes": k.global_bytes_read,
                          "order": 0})
             rows.append({"stage": f"k{i} {k.name}", "traffic": "global write", "bytes": k.global_bytes_written,
-                         "order": 1})
+                         "order": 2})
     df = pd.DataFrame(rows)
     unit, size = byte_unit(*df["bytes"]) if len(df) else ("B", 1)
     if len(df):
         df[unit] = df["bytes"] / size
     df.attrs["unit"] = unit
     return df
+
+
+def _since(stats, since: str) -> str:
+    """``TensorTraffic.resident_since`` in words: ``k3`` -> the kernel, ``s0`` -> a stage of the same kernel."""
+    if since.startswith("k"):
+        i = int(since[1:])
+        return f"k{i} {stats.kernels[i].name}"
+    return f"stage {since[1:]} of this kernel" if since.startswith("s") else "-"
+
+
+def l2_hits(stats) -> pd.DataFrame:
+    """Every global read of every stage and where the cost model says its bytes came from: read sectors' bytes,
+    the part the L2 served, and the earlier touch that left the tensor there (``simt/l2.py`` decided; this
+    only lists it).  Sorted as the plan runs."""
+    rows = []
+    for i, k in enumerate(stats.kernels):
+        for s in k.stages:
+            for name, t in s.tensors.items():
+                if not t.read_sectors:
+                    continue
+                rows.append({"stage": f"k{i} s{s.stage} {s.dominant}", "tensor": name, "read bytes": t.read_bytes,
+                             "from L2": round(t.l2_read_bytes), "from DRAM": round(t.read_bytes - t.l2_read_bytes),
+                             "L2 %": round(100 * t.l2_read_bytes / t.read_bytes) if t.read_bytes else 0,
+                             "resident since": _since(stats, t.resident_since)})
+    return pd.DataFrame(rows, columns=["stage", "tensor", "read bytes", "from L2", "from DRAM", "L2 %",
+                                       "resident since"])
 
 
 def render(ctx):
@@ -55,8 +93,27 @@ def render(ctx):
     wide = df.pivot_table(index="stage", columns="traffic", values=u, sort=False).reset_index()
     wide.columns = [c if c == "stage" else f"{c} ({u})" for c in wide.columns]
     st.dataframe(wide, hide_index=True, width="stretch")
+    shown_stats = runs[ctx.strategy if ctx.strategy in runs else shown[-1]].stats
+    render_l2(ctx, shown_stats)
     st.divider()
     step_through(ctx)
+
+
+def render_l2(ctx, stats):
+    """Which global reads the L2 served, and since when: what the cost model recorded (``simt/l2.py``)."""
+    gpu = asim.gpu(ctx.gpu)
+    st.markdown(f"**L2 hits, {ctx.label(ctx.strategy)}** on {gpu.name} ({byte_text(gpu.l2_bytes)} of L2, "
+                f"{gpu.l2_bandwidth_gbs:g} GB/s on hits)")
+    hits = l2_hits(stats)
+    total = float(hits["read bytes"].sum()) if len(hits) else 0.0
+    served = float(hits["from L2"].sum()) if len(hits) else 0.0
+    st.caption(f"{byte_text(served)} of {byte_text(total)} read ({served / total:.0%} of the sectors' bytes) came "
+               "from the L2: tensors an earlier kernel (or stage) wrote or read and that no more than the L2's "
+               "capacity of other traffic pushed out since. Graph inputs start in DRAM. Writes still go to DRAM "
+               "(write-back). The cost model charges L2 hits at the L2's bandwidth (the 'L2 hits' term of the "
+               "Compare view's time breakdown)." if total else "no global reads")
+    if len(hits):
+        st.dataframe(hits, hide_index=True, width="stretch")
 
 
 def structure(plan) -> list:

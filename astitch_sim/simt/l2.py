@@ -1,0 +1,178 @@
+"""The L2 cache: which re-read bytes the L2 serves instead of DRAM.
+
+Why it matters here
+-------------------
+A plan of many kernels passes its intermediates through global memory: one
+kernel stores a tensor, the next loads it.  Charged at DRAM bandwidth, a 128 KiB
+intermediate costs as much per byte as a 100 MB one.  On a real GPU the store
+lands in the L2 (6 MiB on V100, 40 MiB on A100, 50 MiB on H100/H200), and the
+next kernel's load finds it there.  So for the small and medium graphs a
+learner starts with (the paper's Figure 7, attention softmax, most model
+fixtures) an L2-less model over-charges exactly the plans with many kernels,
+and over-states what stitching saves.  For the paper's tens-of-MB DIEN and
+Transformer tensors the L2 holds little and nothing changes.
+
+The model (a fluid LRU over the plan's traffic)
+-----------------------------------------------
+*The clock.*  Time is counted in bytes: every touch of a global buffer (a stage
+reading or writing it, a library kernel's operand or result, a memset)
+advances a clock by the bytes it touches -- its sectors' bytes, at most the
+buffer's size (a buffer read again and again by one stage, like a broadcast
+row, occupies the L2 only once).  Kernels run in plan order; a kernel's
+touches are spread uniformly over its span of the clock, and each touch walks
+its tensor in index order.
+
+*The hit rule: LRU stack distance.*  A fully associative LRU cache of ``C``
+bytes serves a re-touched byte iff fewer than ``C`` other bytes were touched
+since its previous touch.  A byte at fraction ``p`` of a tensor was touched at
+``a + p (b - a)`` (the previous touch's span ``[a, b]``) and is touched again at
+``c + p (d - c)``; the distance is linear in ``p``, so the fraction of the
+tensor that hits is a closed form (:func:`hit_fraction`).  Examples: kernel 0
+reads ``x`` and writes ``y`` (``S`` bytes each), kernel 1 reads ``y``: the
+distance is ``2S`` for every byte, so ``y`` hits iff ``2S <= C`` -- ``x``, read
+beside ``y``, competes for the cache.  A tensor bigger than ``C`` streamed
+through never hits (an LRU cache thrashes on a scan).
+
+*Within a kernel.*  A stage that reads a tensor an earlier stage of the same
+kernel touched (a looped reduction reading its row twice, a value stored for a
+grid barrier and read back) re-reads it after only the blocks *resident at
+once* have moved their bytes: every block runs its stages in order.  So within
+a kernel the clock of stages is scaled by ``min(grid, blocks_per_wave) /
+grid``, and a 100 MB row-wise kernel whose blocks re-read their own rows still
+hits, where a second kernel re-reading the same 100 MB would not.
+
+*Cold start.*  Every run starts with an empty L2: graph inputs and constants
+come from DRAM at their first touch -- as the GPU benchmarks measure, which
+flush the L2 between repetitions (``benchmarks/gpu_bench/clock.py``).
+
+*Writes: write-back, charged when they happen.*  A store allocates in the L2
+(the written tensor is resident afterwards, so the next kernel's load hits)
+and the cost model keeps charging the stored sectors at DRAM bandwidth in the
+kernel that stores them: the L2 is write-back, every dirty line reaches DRAM
+eventually (evicted, or written back at the end), and that write-back is
+charged once, at the store, instead of at an eviction time the model does not
+track.  A dead intermediate overwritten before eviction would never be written
+back on a real GPU; the model does not credit that (it errs on the dear side).
+
+*What a hit costs.*  Read sectors the L2 serves are charged at the preset's
+``l2_bandwidth_gbs`` (sources in :mod:`astitch_sim.hardware.gpus`), through the
+same Little's-law occupancy factor as DRAM (:mod:`astitch_sim.simt.cost`): the
+L2's lower latency and higher bandwidth roughly cancel in the warps needed to
+saturate it, so the one factor stands for both.  The cost breakdown shows the
+two as ``memory_us`` (DRAM) and ``l2_us`` (L2 hits); ``ks.dram_bytes`` and
+``ks.l2_read_bytes`` give the bytes, and each stage's ``tensors`` say which
+tensor hit and since which kernel (``TensorTraffic.resident_since``).
+
+*Library kernels* (GEMMs, sorts) touch their operands and results -- they
+advance the clock and leave their result resident for the next kernel -- but
+their own reads are not credited: their roofline stays as it was.
+
+Not modelled: set associativity and conflict misses (the cache here is fully
+associative); the partitioned L2 of A100 and H100 (two halves joined by a
+crossbar: a line homed in the *far* half costs more latency and less
+bandwidth, and lines read by SMs on both sides may be held twice, so the
+effective capacity can be below ``l2_bytes``); L2 data compression;
+NVIDIA's actual replacement policy (undocumented; persisting-access windows);
+L1 hits; reuse *within* one stage (a stage's repeated sectors -- broadcast
+reads, uncoalesced neighbours -- are charged as before, at DRAM bandwidth,
+unless the whole tensor is resident); tensors re-walked in a different order
+(a transposed re-read is treated as the same order).
+
+Switching it off: ``simulate(plan, inputs, l2=False)``, or a GPU with
+``l2_bytes=0`` (``dataclasses.replace(asim.gpu("H100"), l2_bytes=0)``): an L2 of
+no bytes holds nothing, and every sector is charged at DRAM bandwidth, as
+before this model.
+"""
+from __future__ import annotations
+
+from .stats import SECTOR
+
+
+def footprint(tt) -> int:
+    """Bytes one touch (a stage's, or a library kernel's) of a buffer occupies in the L2: its sectors' bytes,
+    at most the buffer (rounded up to whole sectors)."""
+    return min(SECTOR * (tt.read_sectors + tt.written_sectors), -(-tt.nbytes // SECTOR) * SECTOR)
+
+
+def hit_fraction(prev: tuple, now: tuple, capacity: float) -> float:
+    """The fraction of a tensor a touch spread over clock span ``now`` finds in an LRU cache of ``capacity``
+    bytes, when its previous touch was spread over ``prev`` (both in the same element order).
+
+    The byte at fraction ``p`` was touched at ``a + p (b - a)`` and again at ``c + p (d - c)``; it hits iff
+    that distance is at most ``capacity``."""
+    (a, b), (c, d) = prev, now
+    if capacity <= 0:
+        return 0.0
+    start, slope = c - a, (d - c) - (b - a)
+    if slope == 0:
+        return 1.0 if start <= capacity else 0.0
+    p = (capacity - start) / slope           # where the distance crosses the capacity
+    return min(1.0, max(0.0, p if slope > 0 else 1.0 - p))
+
+
+def _groups(ks) -> list:
+    """A kernel's touches in order: one ``{buffer: TensorTraffic}`` per stage, or the library kernel's one."""
+    if ks.kind == "library":
+        return [ks.library_tensors]
+    return [s.tensors for s in ks.stages]
+
+
+def _resident_share(gpu, ks) -> float:
+    """The fraction of a kernel's blocks resident at once: the part of its traffic moved between two stages
+    of one block."""
+    if ks.kind == "library":
+        return 1.0
+    grid = max(1, ks.grid)
+    per_wave = gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread).blocks_per_wave
+    return min(grid, per_wave) / grid
+
+
+def annotate(plan, kernel_stats, enabled: bool = True) -> None:
+    """Decide, for every read of every stage of ``kernel_stats`` (plan order), how many of its bytes the L2
+    serves: fills ``TensorTraffic.l2_read_bytes`` / ``resident_since`` and ``StageStats.l2_read_bytes``,
+    which the cost model (:mod:`astitch_sim.simt.cost`) charges at ``l2_bandwidth_gbs``.  ``enabled=False``
+    (or a GPU with ``l2_bytes=0``): no hits, every sector at DRAM bandwidth."""
+    capacity = plan.gpu.l2_bytes if enabled else 0
+    clock = 0.0
+    last: dict = {}                                  # buffer -> (kernel index, clock span of its last touch)
+    for ki, ks in enumerate(kernel_stats):
+        groups = _groups(ks)
+        sizes = [sum(footprint(tt) for tt in g.values()) for g in groups]
+        span = (clock, clock + sum(sizes) + ks.memset_bytes)
+        share = _resident_share(plan.gpu, ks)
+        seen: dict = {}                              # buffer -> (stage, wave-clock span) within this kernel
+        wave = 0.0
+        for j, (g, size) in enumerate(zip(groups, sizes, strict=True)):
+            here = (wave, wave + share * size)
+            for name, tt in g.items():
+                tt.l2_read_bytes, tt.resident_since = 0.0, ""
+                if not tt.read_sectors or ks.kind == "library":
+                    continue
+                if name in seen:
+                    i, prev = seen[name]
+                    frac, since = hit_fraction(prev, here, capacity), f"s{i}"
+                elif name in last:
+                    k0, prev = last[name]
+                    frac, since = hit_fraction(prev, span, capacity), f"k{k0}"
+                else:
+                    frac, since = 0.0, ""
+                if frac > 0:
+                    tt.l2_read_bytes, tt.resident_since = frac * tt.read_bytes, since
+            for name in g:
+                seen[name] = (j, here)
+            if ks.kind != "library":
+                ks.stages[j].l2_read_bytes = float(sum(tt.l2_read_bytes for tt in g.values()))
+            wave = here[1]
+        for g in groups:
+            for name in g:
+                last[name] = (ki, span)
+        clock = span[1]
+
+
+def split_bytes(s) -> tuple:
+    """A stage's global traffic as the cost model charges it: ``(DRAM bytes, L2-hit bytes)``.  Bytes are the
+    sectors' (32 each, read and written) when the executor counted sectors, else the plain bytes."""
+    sectors = s.global_sectors_read + s.global_sectors_written
+    total = SECTOR * sectors if sectors else s.global_bytes_read + s.global_bytes_written
+    hit = min(float(getattr(s, "l2_read_bytes", 0.0)), float(total))
+    return total - hit, hit

@@ -1,0 +1,162 @@
+"""Tests for astitch_sim.simt.l2: the L2 residency model and how the cost model charges its hits.
+
+A two-kernel chain ``y = exp(x); z = y * y`` planned unfused passes ``y`` through global memory: the
+second kernel reads what the first wrote.  Whether the L2 still holds ``y`` then depends on the bytes
+moved in between (``x`` read beside ``y``'s store: ``2 * |y|``) and on the preset's capacity.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import astitch_sim as asim
+from astitch_sim.frontends.workloads import workload_inputs
+from astitch_sim.hardware.gpus import GPUS
+from astitch_sim.simt import l2
+from astitch_sim.simt.cost import format_breakdown
+from astitch_sim.simt.stats import KernelStats, StageStats, TensorTraffic
+
+MIB = 2**20
+
+
+def chain(n: int) -> asim.Graph:
+    g = asim.Graph("chain")
+    x = g.parameter("x", (n,))
+    y = g.exp(x, name="y")
+    g.set_outputs(g.multiply(y, y, name="z"))
+    return g
+
+
+def run(graph, gpu, strategy="unfused", **kw):
+    plan = asim.compile(graph, strategy=strategy, gpu=gpu)
+    return asim.simulate(plan, workload_inputs(graph, 0), **kw)
+
+
+def reads(res, kernel: int, tensor: str):
+    """The TensorTraffic of ``tensor`` in the stages of kernel ``kernel`` that read it."""
+    out = [s.tensors[tensor] for s in res.stats.kernels[kernel].stages
+           if tensor in s.tensors and s.tensors[tensor].read_sectors]
+    assert out, f"kernel {kernel} does not read {tensor}"
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the hit rule
+# ---------------------------------------------------------------------------
+
+def test_hit_fraction_is_the_lru_stack_distance_rule():
+    # the same span length both times: every byte at distance 100
+    assert l2.hit_fraction((0, 50), (100, 150), 100) == 1.0
+    assert l2.hit_fraction((0, 50), (100, 150), 99) == 0.0
+    # previous touch spread over 100, this one over 50: distance 100 + p * (50 - 100) -> hits where p >= 0.4
+    assert l2.hit_fraction((0, 100), (100, 150), 80) == pytest.approx(0.6)
+    # this touch spread wider: distance 100 + p * 100 -> hits where p <= 0.5
+    assert l2.hit_fraction((0, 50), (100, 250), 150) == pytest.approx(0.5)
+    assert l2.hit_fraction((0, 50), (100, 150), 0) == 0.0           # no L2 at all
+
+
+# ---------------------------------------------------------------------------
+# between kernels
+# ---------------------------------------------------------------------------
+
+def test_an_intermediate_that_fits_in_l2_is_read_from_it_and_costs_less():
+    g = chain(32 * 1024)                               # y: 128 KiB
+    on, off = run(g, "H100"), run(g, "H100", l2=False)
+    np.testing.assert_array_equal(on.outputs[0], off.outputs[0])
+    y = reads(on, 1, "y")
+    assert sum(t.l2_read_bytes for t in y) == sum(t.read_bytes for t in y) > 0
+    assert {t.resident_since for t in y} == {"k0"}
+    assert reads(on, 0, "x")[0].l2_read_bytes == 0       # an input: the L2 starts cold
+    k1_on, k1_off = on.stats.kernels[1], off.stats.kernels[1]
+    assert k1_on.breakdown["l2_us"] > 0 and k1_off.breakdown["l2_us"] == 0
+    assert k1_on.breakdown["memory_us"] < k1_off.breakdown["memory_us"]
+    assert on.stats.predicted_us < off.stats.predicted_us
+    assert on.stats.l2_read_bytes == 128 * 1024 and off.stats.l2_read_bytes == 0
+    # the bytes split, not vanish: DRAM + L2 hits is the same traffic either way
+    assert on.stats.dram_bytes + on.stats.l2_read_bytes == off.stats.dram_bytes
+    assert "l2 " in format_breakdown(k1_on) and "l2 " not in format_breakdown(k1_off)
+
+
+def test_an_intermediate_beyond_capacity_is_read_from_dram():
+    # 1 Mi floats: x (4 MiB) read while y (4 MiB) is stored -> 8 MiB touched before y is read again
+    g = chain(1 << 20)
+    on, off = run(g, "V100"), run(g, "V100", l2=False)        # 6 MiB of L2
+    assert all(t.l2_read_bytes == 0 for t in reads(on, 1, "y"))
+    assert on.stats.predicted_us == pytest.approx(off.stats.predicted_us)
+    assert on.stats.l2_read_bytes == 0
+
+
+def test_the_presets_capacity_decides():
+    # the same 8 MiB between y's store and its load: beyond V100's 6 MiB, within H100's 50 MiB
+    g = chain(1 << 20)
+    assert GPUS["V100"].l2_bytes < 8 * MIB < GPUS["H100"].l2_bytes
+    v100, h100 = run(g, "V100"), run(g, "H100")
+    assert sum(t.l2_read_bytes for t in reads(v100, 1, "y")) == 0
+    assert sum(t.l2_read_bytes for t in reads(h100, 1, "y")) == 4 * MIB
+    # and a V100 with H100's L2 would have kept it: the capacity, not the rest of the preset, decides
+    big = run(g, replace(GPUS["V100"], l2_bytes=GPUS["H100"].l2_bytes))
+    assert sum(t.l2_read_bytes for t in reads(big, 1, "y")) == 4 * MIB
+
+
+def test_l2_off_by_option_or_by_a_gpu_without_l2_prices_every_sector_at_dram():
+    g = asim.workload("layernorm", rows=64, cols=128)
+    on = run(g, "H100")
+    off = run(g, "H100", l2=False)
+    none = run(g, replace(GPUS["H100"], l2_bytes=0))
+    assert on.stats.l2_read_bytes > 0
+    for res in (off, none):
+        assert res.stats.l2_read_bytes == 0
+        assert all(ks.breakdown.get("l2_us", 0) == 0 for ks in res.stats.kernels)
+    assert off.stats.predicted_us == pytest.approx(none.stats.predicted_us)
+    assert on.stats.predicted_us < off.stats.predicted_us
+    with pytest.raises(asim.AStitchError, match="l2=False"):
+        run(g, "H100", l2="no")
+
+
+def test_many_kernel_plans_gain_most():
+    # unfused stores and reloads every intermediate; one stitched kernel has nothing to reload
+    g = asim.workload("layernorm", rows=64, cols=128)
+    gain = {}
+    for strategy in ("unfused", "xla", "astitch"):
+        on, off = run(g, "H100", strategy), run(g, "H100", strategy, l2=False)
+        gain[strategy] = off.stats.predicted_us - on.stats.predicted_us
+    assert gain["unfused"] > gain["xla"] > gain["astitch"] >= 0
+
+
+# ---------------------------------------------------------------------------
+# within a kernel
+# ---------------------------------------------------------------------------
+
+def test_a_value_stitched_through_global_memory_is_re_read_from_l2():
+    # Figure 7: AStitch stores power.1 for a grid barrier and the next stage of the same kernel reads it back
+    g = asim.workload("paper_fig7")
+    res = run(g, "V100", "astitch")
+    hit = [(ki, s.stage, t) for ki, ks in enumerate(res.stats.kernels) for s in ks.stages
+           for n, t in s.tensors.items() if n == "power.1" and t.read_sectors]
+    assert hit and all(t.resident_since.startswith("s") and t.l2_read_bytes == t.read_bytes for _, _, t in hit)
+
+
+def _two_stage_kernel(grid: int, tensor_bytes: int):
+    """Hand-made counters: stage 0 reads T, stage 1 reads T again (a looped reduction reading its row twice)."""
+    ks = KernelStats("k", "generated", grid, 256, 0, 32)
+    sectors = tensor_bytes // 32
+    ks.stages = [StageStats(i, f"d{i}", global_sectors_read=sectors,
+                            tensors={"T": TensorTraffic(tensor_bytes, read_sectors=sectors)}) for i in range(2)]
+    return ks
+
+
+def test_within_a_kernel_only_the_resident_blocks_traffic_counts():
+    # a block re-reads its rows after only the blocks resident with it moved theirs: with ten waves a tenth
+    # of the 10 MiB stage; with one wave all of it (beyond V100's 6 MiB)
+    v100 = GPUS["V100"]
+    per_wave = v100.occupancy(256, 0, 32).blocks_per_wave
+    plan = SimpleNamespace(gpu=v100)
+    one_wave, ten_waves = _two_stage_kernel(per_wave, 10 * MIB), _two_stage_kernel(10 * per_wave, 10 * MIB)
+    l2.annotate(plan, [one_wave])
+    l2.annotate(plan, [ten_waves])
+    assert [s.l2_read_bytes for s in one_wave.stages] == [0, 0]
+    assert [s.l2_read_bytes for s in ten_waves.stages] == [0, 10 * MIB]
+    assert ten_waves.stages[1].tensors["T"].resident_since == "s0"
