@@ -65,10 +65,10 @@ def _fits(gpu, k, res: MachineResources) -> tuple:
 def _with_sass_counts(res: MachineResources, ptx: str, arch: str, cooperative: bool) -> MachineResources:
     """``res`` with the SASS instruction counts of the code at its cap (main body, and inside kept loops);
     ``res`` unchanged where no installed nvdisasm reads ``arch``."""
-    from .machine_code import _cc, entry_name, sass_listing
+    from .machine_code import compute_capability, entry_name, sass_listing
     from .sass_profile import profile
     from .toolchain import find
-    if not find().nvdisasm or _cc(arch) < (7, 5):
+    if not find().nvdisasm or compute_capability(arch) < (7, 5):
         return res
     p = profile(sass_listing(ptx, arch, res.max_registers, cooperative), entry_name(ptx))
     return replace(res, sass_instructions=p.total, sass_loop_instructions=p.loop_body)

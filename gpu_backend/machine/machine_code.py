@@ -65,7 +65,8 @@ def arch_of(gpu) -> str:
     return f"sm_{major}{minor}"
 
 
-def _cc(arch: str) -> tuple:
+def compute_capability(arch: str) -> tuple:
+    """``"sm_90"`` -> ``(9, 0)``: what the tools' version rules compare (nvdisasm reads sm_75 and later)."""
     digits = arch.removeprefix("sm_")
     return int(digits[:-1]), int(digits[-1])
 
@@ -89,7 +90,7 @@ def kernel_ptx(plan, arch: str) -> list:
     from numba.cuda import types
     from numba.np import numpy_support
 
-    cc = _cc(arch)
+    cc = compute_capability(arch)
     compiled = compile_plan(plan)
     out = []
     for spec, fn in zip(compiled.generated.kernels, compiled.functions):
@@ -177,7 +178,7 @@ def assemble(ptx: str, arch: str, max_registers: int, cooperative: bool, disasse
     Returns ``{"resources": MachineResources dict, "mix": dict | None, "mix_missing": str, "log": str}``.
     """
     tc = toolchain.find()
-    dis = bool(disassemble and tc.nvdisasm and _cc(arch) >= (7, 5))
+    dis = bool(disassemble and tc.nvdisasm and compute_capability(arch) >= (7, 5))
     entry = entry_name(ptx)
     # keyed by the PTX with the kernel's (module-hashed) name taken out: the same kernel in two plans --
     # an unfused op kernel that xla and tvm also emit, a fixture compiled by several strategies -- is
