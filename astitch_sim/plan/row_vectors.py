@@ -9,7 +9,11 @@ contiguous, the row's mean uniform).  The width divides the row's innermost exte
 columns), so every row starts aligned: a width that would leave a tail would also leave every other
 row misaligned, and the plan says so and takes a narrower one, or scalar.
 
-With vectors a row needs fewer lanes.  The lanes per row become the smallest power of two that
+With vectors a row needs fewer lanes.  How many rows share a block stays the strategy's decision
+(horizontal packing): a planner that packs rows keeps its block and packs more of them; one that gives
+each row its own block (XLA's rule, or AStitch's what-if without horizontal packing) keeps one row per
+block, its block shrunk to the row's lanes (at least a warp).  The lanes per row become the smallest power
+of two that
 covers the row's vectors in at most :data:`MAX_TRIPS` trips per lane, and at least a warp
 (:func:`lanes_per_row`): a row of at most ``32 x vector`` elements fits in one warp or part of it (a 32-wide
 softmax row is 8 lanes of 4, four rows per warp), a layernorm row of 768 is one warp of 32 lanes x
@@ -49,7 +53,7 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
-def lanes_per_row(vectors: int, block: int, splits: int, old: int) -> int:
+def lanes_per_row(vectors: int, block: int, splits: int, old: int, one_row_per_block: bool = False) -> int:
     """Lanes per row for ``vectors`` vectors: the smallest power of two covering them in :data:`MAX_TRIPS`
     trips but at least a warp (a warp's access then covers whole 128-byte lines of one row), or the row's
     vectors rounded up to a power of two when fewer (a short row: several rows per warp); at most the
@@ -57,6 +61,8 @@ def lanes_per_row(vectors: int, block: int, splits: int, old: int) -> int:
     if splits > 1:
         return old
     tpr = min(max(_pow2_at_least(ceil(vectors / MAX_TRIPS)), WARP), _pow2_at_least(vectors))
+    if one_row_per_block:
+        return min(max(tpr, WARP), old)          # the block is the row's lanes: whole warps
     if tpr > block or block % tpr:
         tpr = block
     return tpr
@@ -98,17 +104,22 @@ def vectorize_rows(graph, stages, gpu, stored) -> None:
     if width == 1:
         return _scalar(stages, "; ".join(dict.fromkeys(whys)) or "no width divides the row")
     vectors = ceil(m.chunk / width)
-    tpr = lanes_per_row(vectors, m.block, m.splits, m.threads_per_row)
-    rpb = m.block // tpr
+    single = m.rows_per_block == 1
+    tpr = lanes_per_row(vectors, m.block, m.splits, m.threads_per_row, single)
+    block = tpr if single else m.block
+    rpb = block // tpr
     need = ceil(m.rows / rpb) * m.splits
     grid = min(need, m.grid)                     # a capped grid (vertical packing) stays capped
     trips = ceil(vectors / tpr)
     shape = ("a warp per row" if tpr == WARP else f"{tpr // WARP} warps per row" if tpr > WARP else
              f"{tpr} lanes per row, {WARP // tpr} rows per warp")
+    if single:
+        shape += " (one row per block, as planned)"
     words = [f"{width * 8 * _bytes(graph, rows, stored)}-bit vectors along the row ({m.chunk} = {vectors} x {width}): "
              f"{shape}, {trips} trip(s) per lane"]
     words += list(dict.fromkeys(whys))
-    new = replace(m, threads_per_row=tpr, grid=grid, per_thread=width, vector=width, vector_why="; ".join(words))
+    new = replace(m, block=block, threads_per_row=tpr, grid=grid, per_thread=width, vector=width,
+                  vector_why="; ".join(words))
     for s in rows:
         s.mapping = new
 

@@ -56,9 +56,22 @@ def test_layernorm_768_is_a_warp_per_row_of_128_bit_vectors_kept_in_registers():
 
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_every_strategy_gets_the_same_row_vectors(strategy):
+    """The same vectors for every strategy; rows per block stay the strategy's: packed rows are 8 lanes x 4
+    elements (4 rows per warp), XLA's one row per block a warp whose lanes 0..7 hold the row."""
     g = asim.workload("softmax", rows=750000, cols=32)
-    ms = {(st.mapping.vector, st.mapping.threads_per_row) for st in _rows(asim.compile(g, strategy, "H100"))}
-    assert ms == {(4, 8)}                      # 8 lanes x 4 elements per row, 4 rows per warp
+    ms = {(st.mapping.vector, st.mapping.threads_per_row, st.mapping.rows_per_block > 1)
+          for st in _rows(asim.compile(g, strategy, "H100"))}
+    assert ms in ({(4, 8, True)}, {(4, 32, False)})
+
+
+def test_one_row_per_block_stays_one_row_per_block():
+    """XLA's rule and AStitch's what-if without horizontal packing: the block shrinks to the row's lanes."""
+    g = asim.workload("layernorm", rows=16384, cols=768)
+    for plan in (asim.compile(g, "xla", "H100"), asim.compile(g, "astitch", "H100", horizontal_packing=False)):
+        for st in _rows(plan):
+            m = st.mapping
+            assert (m.rows_per_block, m.block, m.threads_per_row, m.vector, m.trips) == (1, 32, 32, 4, 6)
+            assert "one row per block, as planned" in m.vector_why
 
 
 @pytest.mark.parametrize("vectors,block,want", [(192, 1024, 32), (8, 1024, 8), (1024, 1024, 128),
@@ -166,9 +179,11 @@ def test_simt_counts_a_scattered_read_one_instruction_per_element():
     for got, want in zip(res.outputs, asim.reference(g, x), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     s = res.stats.kernels[0].stages[0]
-    tpr = st.mapping.threads_per_row
-    stores = 64 // max(1, 32 // tpr)                      # one warp instruction stores its rows' totals
-    assert s.global_requests == 64 * 64 // 32 // 4 + 64 * 64 // 32 + stores
+    m = st.mapping
+    tpr, rows_per_warp = m.threads_per_row, max(1, 32 // m.threads_per_row)
+    stores = 64 // rows_per_warp                          # one warp instruction stores its rows' totals
+    vec = 64 * max(1, tpr // 32) // rows_per_warp * m.trips   # x: one per warp per trip
+    assert s.global_requests == vec + 4 * vec + stores    # y: one per element of each vector
 
 
 # -- the code generator (CUDA simulator) ---------------------------------------------------------------------
@@ -242,3 +257,35 @@ def test_split_rows_read_in_vectors_match_the_reference():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_row_vector_kernels_type_check_with_the_real_compiler(tmp_path):
+    """Row-vector kernels (stitched warp-per-row layernorm, 8-lane DIEN softmax rows, a split row, f16/bf16
+    vectors, scalar loads of an odd slice inside vector rows) pass Numba's real type inference and lowering
+    (no GPU: ``gpu_backend.machine.typecheck`` in a subprocess without the simulator)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from anchor import TESTS_FILE
+    pytest.importorskip("numba")
+    plans = [asim.compile(asim.workload("layernorm", rows=16384, cols=768), "astitch", "H100"),
+             asim.compile(asim.workload("softmax", rows=750000, cols=32), "astitch", "H100"),
+             asim.compile(asim.workload("softmax", rows=64, cols=30000), "astitch", "H100"),
+             asim.compile(_row_sum((5, 64), "f16"), "xla", "H100"),
+             asim.compile(_row_sum((5, 64), "bf16"), "xla", "H100"),
+             asim.compile(_row_sum((4, 36), sliced=((4, 40), (0, 3))), "xla", "H100")]
+    args = []
+    for i, plan in enumerate(plans):
+        assert any(st.mapping.vector > 1 for st in _rows(plan))
+        path = tmp_path / f"p{i}.json"
+        path.write_text(plan.to_json())
+        args.append(str(path))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
+    root = Path(TESTS_FILE).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", *args], capture_output=True, text=True,
+                       env=env, cwd=root, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.stdout.count("ok ") == len(args)

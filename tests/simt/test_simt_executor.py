@@ -197,15 +197,16 @@ def test_unfused_add_of_two_vectors():
 
 
 def test_row_reduce_under_xla():
-    """row_reduce 4x32 (sum of x*x per row) under xla: a row is 8 lanes x one 4-element vector, so the
-    4 rows share one 32-thread block (one warp).
+    """row_reduce 4x32 (sum of x*x per row) under xla: one 32-thread block per row, whose lanes 0..7 read
+    the row in 4-element vectors (lanes 8..31 idle: a row has 8 vectors).
 
-    Reads: 4 rows x 32 floats = 512 bytes = 16 sectors, in one warp instruction (32 lanes x 16 bytes).
-    Writes: one float per row by lanes 0, 8, 16, 24 of the warp: 16 bytes, 1 sector, 1 request.  Flops:
-    x*x 128, the per-thread adds 128, the combine of 8 lanes 7 per row (28), folding in the init 4 -> 288.
-    The row's 8 lanes lie in one warp, so by default (reduce_scheme shuffle) they combine with
-    3 shfl_xor steps per warp and no shared memory, no barrier.  Under the what-if tree:
-    tree scratch per row writes 8 partials + 7 sums, reads 2*7 (floats); 3 tree
+    Reads: 4 rows x 32 floats = 512 bytes; each row is one warp instruction of 128 contiguous
+    bytes = 4 sectors -> 16 sectors, 4 requests.  Writes: one float per row by
+    thread 0 of its block: 16 bytes, 4 sectors, 4 requests.  Flops: x*x 128, the
+    per-thread adds 128, the tree 31 per row (124), folding in the init 4 -> 384.
+    The row's 32 lanes are one warp, so by default (reduce_scheme shuffle) they combine with
+    5 shfl_xor steps per block and no shared memory, no barrier.  Under the what-if tree:
+    tree scratch per row writes 32 partials + 31 sums, reads 2*31 (floats); 5 tree
     steps + 1 barrier per block.
     """
     g = asim.workload("row_reduce", rows=4, cols=32)
@@ -215,16 +216,16 @@ def test_row_reduce_under_xla():
         close(res.outputs[0], asim.reference(g, x)[0])
         (ks,) = res.stats.kernels
         (st,) = ks.stages
-        assert (ks.grid, ks.block) == (1, 32)
+        assert (ks.grid, ks.block) == (4, 32)
         assert (st.global_bytes_read, st.global_sectors_read) == (512, 16)
-        assert (st.global_bytes_written, st.global_sectors_written, st.global_requests) == (16, 1, 2)
-        assert st.flops == 288
+        assert (st.global_bytes_written, st.global_sectors_written, st.global_requests) == (16, 4, 8)
+        assert st.flops == 384
         if scheme == "tree":
-            assert (st.shared_bytes_written, st.shared_bytes_read) == (4 * 4 * 15, 4 * 4 * 14)
-            assert (st.tree_barriers, st.shared_bank_conflicts, st.shuffles) == (4, 0, 0)
+            assert (st.shared_bytes_written, st.shared_bytes_read) == (4 * 4 * 63, 4 * 4 * 62)
+            assert (st.tree_barriers, st.shared_bank_conflicts, st.shuffles) == (4 * 6, 0, 0)
         else:
             assert (st.shared_bytes_written, st.shared_bytes_read) == (0, 0)
-            assert (st.tree_barriers, st.shuffle_barriers, st.shuffles) == (0, 0, 3)
+            assert (st.tree_barriers, st.shuffle_barriers, st.shuffles) == (0, 0, 4 * 5)
 
 
 def test_regional_value_shared_traffic():
