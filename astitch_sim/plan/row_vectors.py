@@ -20,7 +20,8 @@ softmax row is 8 lanes of 4, four rows per warp), a layernorm row of 768 is one 
 6 vectors (**warp per row**: its reduction is a shuffle butterfly with no block barrier), longer rows
 a few warps.  Each lane's row values stay in its registers between a reduction and the stages that
 read them again (a stitched kernel's Local values and kept inputs): the register budget for values
-carried across stages becomes the block's register limit less :data:`REGISTER_HEADROOM`
+carried across stages becomes the block's register limit (at most :data:`ROW_REGISTERS`) less
+:data:`REGISTER_HEADROOM`
 (:func:`carried_register_cap`), and ``print(plan)`` says what each value kept.
 
 The decision is made here, once, for every strategy's kernels (``kernel_builder.assemble_kernel``
@@ -43,6 +44,9 @@ MAX_TRIPS = 8
 #: registers per thread kept for addresses, loop state and temporaries when a vectored row kernel
 #: carries values across stages in registers
 REGISTER_HEADROOM = 16
+#: most registers per thread a vectored row kernel plans for: what a 1024-thread block allows on every
+#: preset (at 64, half an SM's threads stay resident); the issue's hand-written layernorm takes 44
+ROW_REGISTERS = 64
 WARP = 32
 
 
@@ -134,15 +138,16 @@ def _bytes(graph, rows, stored) -> int:
 
 def carried_register_cap(stages, gpu, default: int) -> tuple:
     """``(cap, note)``: registers per thread that may carry values across stages.  A kernel whose row
-    stages read in vectors keeps a lane's share of its rows in registers: the block's register limit
-    less :data:`REGISTER_HEADROOM`, if more than ``default``."""
+    stages read in vectors keeps a lane's share of its rows in registers: the block's register limit (at
+    most :data:`ROW_REGISTERS`) less :data:`REGISTER_HEADROOM`, if more than ``default``."""
     rows = [s for s in stages if s.mapping.kind == "rows" and s.mapping.vector > 1]
     if len(stages) < 2 or not rows:
         return default, ""
     block = rows[0].mapping.block
-    cap = gpu.max_registers_for_block(block) - REGISTER_HEADROOM
+    limit = min(gpu.max_registers_for_block(block), ROW_REGISTERS)
+    cap = limit - REGISTER_HEADROOM
     if cap <= default:
         return default, ""
     return cap, (f"register reuse: the row stages read in vectors and keep each lane's share of a row in registers "
-                 f"across stages: {cap} registers per thread may carry values (a {block}-thread block allows "
-                 f"{cap + REGISTER_HEADROOM}, {REGISTER_HEADROOM} kept for addresses and temporaries)")
+                 f"across stages: {cap} registers per thread may carry values (of the {limit} a row kernel of "
+                 f"{block}-thread blocks plans for, {REGISTER_HEADROOM} kept for addresses and temporaries)")
