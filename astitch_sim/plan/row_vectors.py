@@ -12,7 +12,9 @@ row misaligned, and the plan says so and takes a narrower one, or scalar.
 With vectors a row needs fewer lanes.  How many rows share a block stays the strategy's decision
 (horizontal packing): a planner that packs rows keeps its block and packs more of them; one that gives
 each row its own block (XLA's rule, or AStitch's what-if without horizontal packing) keeps one row per
-block, its block shrunk to the row's lanes (at least a warp).  The lanes per row become the smallest power
+block, its block shrunk to the row's lanes (at least a warp) -- unless the row has fewer vectors than a
+warp has lanes (XLA's <750000,32>: 8 vectors, 24 idle lanes in every block): then a lane per element, scalar,
+and the plan says why.  The lanes per row become the smallest power
 of two that
 covers the row's vectors in at most :data:`MAX_TRIPS` trips per lane, and at least a warp
 (:func:`lanes_per_row`): a row of at most ``32 x vector`` elements fits in one warp or part of it (a 32-wide
@@ -109,6 +111,9 @@ def vectorize_rows(graph, stages, gpu, stored) -> None:
         return _scalar(stages, "; ".join(dict.fromkeys(whys)) or "no width divides the row")
     vectors = ceil(m.chunk / width)
     single = m.rows_per_block == 1
+    if single and m.splits == 1 and vectors < WARP:
+        return _scalar(stages, f"one row per block, as planned: {vectors} vectors of {width} would leave "
+                               f"{WARP - vectors} of the block's {WARP} lanes idle; a lane per element instead")
     tpr = lanes_per_row(vectors, m.block, m.splits, m.threads_per_row, single)
     block = tpr if single else m.block
     rpb = block // tpr

@@ -12,7 +12,9 @@ A *task* is one row (``rows``), or one column of a column reduction
    computing the task coordinate and the kept dims' index variables.
 3. **Elements.**  Inside a task, a loop over the thread's elements
    (``inner``, in steps of the lane count), each guarded where the last round
-   runs past the task, running the per-element body.
+   runs past the task, running the per-element body.  A row read in vectors
+   (``mapping.vector > 1``, planned by ``astitch_sim/plan/row_vectors.py``) takes
+   one vector per trip instead, every trip's loads first (:meth:`TaskLoopEmitter.write_vector_trips`).
 4. **After the task.**  The reduction tree, then the task's first thread
    completes the reduces and runs the epilogue -- or, for a task split over
    blocks, hands its partial to the split combine, and the combine (a second

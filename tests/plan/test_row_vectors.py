@@ -56,12 +56,15 @@ def test_layernorm_768_is_a_warp_per_row_of_128_bit_vectors_kept_in_registers():
 
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_every_strategy_gets_the_same_row_vectors(strategy):
-    """The same vectors for every strategy; rows per block stay the strategy's: packed rows are 8 lanes x 4
-    elements (4 rows per warp), XLA's one row per block a warp whose lanes 0..7 hold the row."""
+    """The same rule for every strategy; rows per block stay the strategy's: packed rows are 8 lanes x 4
+    elements (4 rows per warp); XLA's one row per block stays a warp of 32 lanes, one element each (8 vectors
+    would leave 24 lanes idle), and says so."""
     g = asim.workload("softmax", rows=750000, cols=32)
-    ms = {(st.mapping.vector, st.mapping.threads_per_row, st.mapping.rows_per_block > 1)
-          for st in _rows(asim.compile(g, strategy, "H100"))}
-    assert ms in ({(4, 8, True)}, {(4, 32, False)})
+    rows = _rows(asim.compile(g, strategy, "H100"))
+    ms = {(st.mapping.vector, st.mapping.threads_per_row, st.mapping.rows_per_block > 1) for st in rows}
+    assert ms in ({(4, 8, True)}, {(1, 32, False)})
+    if ms == {(1, 32, False)}:
+        assert all("would leave 24 of the block's 32 lanes idle" in st.mapping.vector_why for st in rows)
 
 
 def test_one_row_per_block_stays_one_row_per_block():
@@ -84,14 +87,14 @@ def test_lanes_per_row(vectors, block, want):
 
 @pytest.mark.parametrize("cols,want,why", [(34, 2, "not a multiple of 4"), (33, 1, "is odd")])
 def test_an_extent_the_vector_does_not_divide_narrows_it_and_says_why(cols, want, why):
-    (st,) = _rows(asim.compile(_row_sum((6, cols)), "xla", "H100"))
+    (st,) = _rows(asim.compile(_row_sum((6, cols)), "astitch", "H100", never_behind=False))
     assert st.mapping.vector == want and why in st.mapping.vector_why and why in str(st.mapping.describe())
 
 
 def test_fallbacks_say_why():
-    (st,) = _rows(asim.compile(_row_sum((4, 36), sliced=((4, 40), (0, 3))), "xla", "H100"))
+    (st,) = _rows(asim.compile(_row_sum((4, 36), sliced=((4, 40), (0, 3))), "astitch", "H100", never_behind=False))
     assert st.mapping.vector == 4 and "x is sliced from offset 3, not a multiple of 4" in st.mapping.vector_why
-    (st,) = _rows(asim.compile(_row_sum((8, 8), transposed=True), "xla", "H100"))
+    (st,) = _rows(asim.compile(_row_sum((8, 8), transposed=True), "astitch", "H100", never_behind=False))
     assert st.mapping.vector == 4 and "y is read transposed" in st.mapping.vector_why
     plan = asim.compile(asim.workload("layernorm_backward"), "astitch", "H100")   # row and column stages
     mixed = [k for k in plan.kernels if k.kind == "generated" and {s.mapping.kind for s in k.stages} >= {"rows", "columns"}]
@@ -103,7 +106,7 @@ def test_fallbacks_say_why():
 
 def test_dtype_sets_the_row_width():
     for dtype, want in (("f16", 8), ("bf16", 8), ("f64", 2), ("f32", 4)):
-        (st,) = _rows(asim.compile(_row_sum((4, 64), dtype), "xla", "H100"))
+        (st,) = _rows(asim.compile(_row_sum((4, 64), dtype), "astitch", "H100", never_behind=False))
         assert st.mapping.vector == want, dtype
 
 
@@ -171,7 +174,7 @@ def test_simt_counts_a_row_vector_as_one_request_per_warp(rows, cols, tpr):
 def test_simt_counts_a_scattered_read_one_instruction_per_element():
     """x + transpose(y) read in 4-element row vectors: x one vector load per 4, y one load per element."""
     g = _row_sum((64, 64), transposed=True)
-    plan = asim.compile(g, "xla", "H100")
+    plan = asim.compile(g, "astitch", "H100", never_behind=False)
     (st,) = _rows(plan)
     assert st.mapping.vector == 4
     x = workload_inputs(g, 0)
@@ -222,7 +225,7 @@ def test_generated_row_vectors_with_fallback_reads_and_narrow_types(graph):
     import gpu_backend
     g = graph()
     x = workload_inputs(g, 0)
-    plan = asim.compile(g, "xla", "H100")
+    plan = asim.compile(g, "astitch", "H100", never_behind=False)
     (st,) = _rows(plan)
     assert st.mapping.vector > 1
     tol = 2e-2 if any(n.dtype in ("f16", "bf16") for n in g) else 1e-5
@@ -273,9 +276,9 @@ def test_row_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     plans = [asim.compile(asim.workload("layernorm", rows=16384, cols=768), "astitch", "H100"),
              asim.compile(asim.workload("softmax", rows=750000, cols=32), "astitch", "H100"),
              asim.compile(asim.workload("softmax", rows=64, cols=30000), "astitch", "H100"),
-             asim.compile(_row_sum((5, 64), "f16"), "xla", "H100"),
-             asim.compile(_row_sum((5, 64), "bf16"), "xla", "H100"),
-             asim.compile(_row_sum((4, 36), sliced=((4, 40), (0, 3))), "xla", "H100")]
+             asim.compile(_row_sum((5, 64), "f16"), "astitch", "H100", never_behind=False),
+             asim.compile(_row_sum((5, 64), "bf16"), "astitch", "H100", never_behind=False),
+             asim.compile(_row_sum((4, 36), sliced=((4, 40), (0, 3))), "astitch", "H100", never_behind=False)]
     args = []
     for i, plan in enumerate(plans):
         assert any(st.mapping.vector > 1 for st in _rows(plan))

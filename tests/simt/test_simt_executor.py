@@ -197,10 +197,10 @@ def test_unfused_add_of_two_vectors():
 
 
 def test_row_reduce_under_xla():
-    """row_reduce 4x32 (sum of x*x per row) under xla: one 32-thread block per row, whose lanes 0..7 read
-    the row in 4-element vectors (lanes 8..31 idle: a row has 8 vectors).
+    """row_reduce 4x32 (sum of x*x per row) under xla: one 32-thread block per row (one row per block, a
+    lane per element: 8 vectors of 4 would leave 24 lanes idle, ``plan/row_vectors.py``).
 
-    Reads: 4 rows x 32 floats = 512 bytes; each row is one warp instruction of 128 contiguous
+    Reads: 4 rows x 32 floats = 512 bytes; each row is one warp of 128 contiguous
     bytes = 4 sectors -> 16 sectors, 4 requests.  Writes: one float per row by
     thread 0 of its block: 16 bytes, 4 sectors, 4 requests.  Flops: x*x 128, the
     per-thread adds 128, the tree 31 per row (124), folding in the init 4 -> 384.
