@@ -292,3 +292,27 @@ def test_row_vector_kernels_type_check_with_the_real_compiler(tmp_path):
                        env=env, cwd=root, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert r.stdout.count("ok ") == len(args)
+
+
+def test_more_trips_than_are_written_out_loop_one_vector_per_round():
+    """9 trips per lane (over MAX_TRIPS): one loop round per vector, the last round guarded (274 vectors, 32 lanes)."""
+    pytest.importorskip("numba")
+    import gpu_backend
+    g = asim.workload("softmax", rows=3, cols=1096)
+    base = asim.compile(g, "xla", "H100")
+    kernels = []
+    for k in base.kernels:
+        m = k.stages[0].mapping
+        if m.kind == "rows":
+            m = ThreadMapping("rows", m.domain, m.groups, block=64, grid=2, threads_per_row=32, per_thread=4,
+                              vector=4)
+        stages = [Stage(s.dominant, list(s.ops), m, list(s.epilogue)) for s in k.stages]
+        kernels.append(assemble_kernel(g, k.name, stages, base.gpu, set(k.outputs), stitch=False, plan_vectors=False))
+    plan = Plan(g, base.strategy, base.gpu, kernels, list(base.notes)).validate()
+    assert any(st.mapping.trips == 9 > MAX_TRIPS for st in _rows(plan))
+    assert "for inner in range(9):  # one vector of the row per trip" in gpu_backend.generate_source(plan)
+    x = workload_inputs(g, 0)
+    for got, want in zip(gpu_backend.run(plan, x), asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
