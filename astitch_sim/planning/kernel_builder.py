@@ -530,7 +530,8 @@ def _estimate_registers(graph, stages, values, needed_later, gpu) -> int:
     reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
                      if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
     reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
-    in_flight = max((s.mapping.per_thread for s in stages if s.mapping.per_thread > 1), default=0)
+    in_flight = max((s.mapping.per_thread for s in stages if s.mapping.kind == "flat" and s.mapping.per_thread > 1),
+                    default=0)
     return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages) + 2 * in_flight)
 
 
