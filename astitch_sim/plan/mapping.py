@@ -15,7 +15,11 @@ schedules (the paper's "adaptive thread mapping"):
               ``threads_per_row`` threads share one row, so a block holds
               ``block // threads_per_row`` rows (horizontal packing); a row may be
               split over ``splits`` blocks (task splitting); blocks loop over rows
-              when there are more rows than row slots (vertical packing).
+              when there are more rows than row slots (vertical packing).  With
+              ``vector > 1`` a lane reads its row ``vector`` consecutive elements at a
+              time (one 64/128-bit access per tensor read contiguously): vector ``q``
+              of a row (its elements ``q*vector ..``) goes to lane ``q % threads_per_row``
+              in the lane's trip ``q // threads_per_row`` (``per_thread == vector``).
 ``columns``   the domain viewed as ``[outer, reduced, cols]`` for a column
               reduction (``groups = (outer_dims, reduced_dims, col_dims)``); a block
               is ``block // col_threads`` row lanes x ``col_threads`` column lanes,
@@ -56,8 +60,9 @@ class ThreadMapping(Sealable):
     threads_per_row: int = 0            # rows: threads per row; columns: column lanes per block
     splits: int = 1                     # rows: blocks per row; columns: blocks along the reduced dim
     combine: Combine = Combine.NONE     # how split partial reductions meet: none | atomic | grid_barrier
-    per_thread: int = 1                 # flat: elements per thread per loop round (a multiple of vector)
-    vector: int = 1                     # flat: consecutive elements per vector load/store (1: scalar)
+    per_thread: int = 1                 # flat: elements per thread per loop round (a multiple of vector);
+                                        #  rows: elements per lane per trip (== vector)
+    vector: int = 1                     # flat, rows: consecutive elements per vector load/store (1: scalar)
     vector_why: str = ""                # why the vector width is what it is (fallbacks say why)
 
     def __post_init__(self):
@@ -135,12 +140,20 @@ class ThreadMapping(Sealable):
 
     @property
     def inner_iterations(self) -> int:
-        """Inner loop trips per thread within one task (columns of a row, rows of a column chunk)."""
+        """Elements per thread within one task (columns of a row, rows of a column chunk); rows with
+        vectors: :attr:`trips` x ``vector`` (a vector's elements are consecutive iterations)."""
         if self.kind == "rows":
-            return ceil(self.chunk / self.threads_per_row)
+            return self.trips * self.vector
         if self.kind == "columns":
             return ceil(self.chunk / self.rows_per_block)
         return self.per_thread
+
+    @property
+    def trips(self) -> int:
+        """rows: a lane's trips along its task, one vector (or element) per trip; else :attr:`inner_iterations`."""
+        if self.kind == "rows":
+            return ceil(self.chunk / (self.threads_per_row * self.vector))
+        return self.inner_iterations
 
     @property
     def unroll(self) -> int:
@@ -180,9 +193,10 @@ class ThreadMapping(Sealable):
             r, c = self.view_index(flat_index)
             outer, slot = r // self.slots, r % self.slots
             part, within = c // self.chunk, c % self.chunk
+            q, j = within // self.vector, within % self.vector          # the lane's vector q, element j of it
             block = (slot // self.rows_per_block) * self.splits + part
-            thread = (slot % self.rows_per_block) * self.threads_per_row + within % self.threads_per_row
-            inner = within // self.threads_per_row
+            thread = (slot % self.rows_per_block) * self.threads_per_row + q % self.threads_per_row
+            inner = (q // self.threads_per_row) * self.vector + j
             return block, thread, outer * self.inner_iterations + inner
         o, red, c = self.view_index(flat_index)
         col = o * self.extent(2) + c
@@ -230,11 +244,21 @@ class ThreadMapping(Sealable):
         if self.vector not in VECTORS or self.per_thread < 1 or self.per_thread % self.vector:
             raise AStitchError(f"mapping has per_thread={self.per_thread}, vector={self.vector}: vector must be one "
                                f"of {VECTORS} and per_thread a positive multiple of it")
-        if self.per_thread > 1 and self.kind != "flat":
-            raise AStitchError(f"a {self.kind} mapping has per_thread={self.per_thread}, vector={self.vector}: "
-                               "only flat mappings take several elements per thread in vectors (so far)")
+        if self.per_thread > 1 and self.kind == "columns":
+            raise AStitchError(f"a columns mapping has per_thread={self.per_thread}, vector={self.vector}: "
+                               "column lanes take one element at a time; use per_thread=vector=1")
+        if self.kind == "rows" and self.per_thread != self.vector:
+            raise AStitchError(f"rows mapping: per_thread={self.per_thread} must equal vector={self.vector} "
+                               "(a lane takes one vector per trip)")
+        if self.kind == "rows" and self.vector > 1:
+            if not self.groups[1] or self.groups[1][-1] != len(self.domain) - 1:
+                raise AStitchError(f"rows mapping: vector={self.vector} needs the row to end in the innermost dim "
+                                   f"of {self.domain}, but the row dims are {self.groups[1]}: use vector=1")
+            if self.chunk % self.vector:
+                raise AStitchError(f"rows mapping: vector={self.vector} does not divide a split's "
+                                   f"{self.chunk} columns: use fewer splits or a narrower vector")
         if self.vector > 1 and self.domain and self.domain[-1] % self.vector:
-            raise AStitchError(f"flat mapping: vector={self.vector} does not divide the innermost extent "
+            raise AStitchError(f"{self.kind} mapping: vector={self.vector} does not divide the innermost extent "
                                f"{self.domain[-1]} of {self.domain}: a vector would straddle two rows; use a "
                                "vector width that divides it, or 1")
         if self.kind in ("rows", "columns"):
@@ -265,7 +289,10 @@ class ThreadMapping(Sealable):
                 words.append(f"each row split over {self.splits} blocks ({self.combine}) (task splitting)")
             if self.task_iterations > 1:
                 words.append(f"{self.task_iterations} rows per slot (vertical packing)")
-            return ", ".join(words) + f"; grid {self.grid} x block {self.block}"
+            if self.vector > 1:
+                words.append(f"{self.trips} x {self.vector}-element vector(s) per lane per row")
+            why = f" [{self.vector_why}]" if self.vector_why else ""
+            return ", ".join(words) + f"; grid {self.grid} x block {self.block}{why}"
         words = [f"columns <{self.cols} reduced, {self.rows} cols>: {self.threads_per_row} col lanes x "
                  f"{self.rows_per_block} row lanes"]
         if self.splits > 1:

@@ -103,6 +103,9 @@ def lane_reads(graph, ops, domain, width: int) -> list:
         node = graph[n]
         if tuple(node.shape) == tuple(domain):
             todo.append((n, start, ""))
+        elif node.op == "reduce":           # a row stage: the reduced values are read at the domain's index
+            half = len(node.operands) // 2
+            todo.extend((o.name, start if i < half else UNIFORM, "") for i, o in enumerate(node.operands))
     while todo:
         n, st, why = todo.pop()
         if (n, st) in seen:
@@ -154,9 +157,10 @@ def choose_width(graph, ops, domain, stored) -> tuple:
 
 
 def vectorize(graph, stages, gpu, stored) -> None:
-    """Give a single-stage flat kernel its vector width, elements per thread and a full block (in place).
+    """Give a single-stage flat kernel its vector width, elements per thread and a full block (in place);
+    row stages get theirs from :func:`~astitch_sim.plan.row_vectors.vectorize_rows`.
 
-    Several stages share one launch shape (and register arrays indexed by iteration): they
+    Several flat stages share one launch shape (and register arrays indexed by iteration): they
     keep one element per thread, and the mapping says so."""
     flat = [s for s in stages if s.mapping.kind == "flat"]
     if not flat:

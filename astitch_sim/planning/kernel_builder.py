@@ -28,6 +28,7 @@ from ..passes.analysis import is_scalar_of_inputs
 from ..ir.flatindex import ravel, unravel
 from ..plan.index_bits import index_bits
 from ..plan.vector_width import vectorize
+from ..plan.row_vectors import carried_register_cap, vectorize_rows
 from ..plan.reduce_scheme import choose as choose_reduce_scheme, scratch_areas
 from ..ir.indexing import operand_index
 from ..plan.plan import Kernel, Stage, Value
@@ -432,7 +433,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     a later one (default :data:`REGISTER_VALUES_CAP`; 0: no register reuse across stages).
     A non-reduce op listed in several stages is recomputed in each (no value
     crosses stages for it).  ``plan_vectors``: choose flat stages' vector width, elements per thread and
-    block (:func:`~astitch_sim.plan.vector_width.vectorize`, every strategy); False keeps the given mappings
+    block (:func:`~astitch_sim.plan.vector_width.vectorize`, every strategy), and row stages' vector width
+    and lanes per row (:func:`~astitch_sim.plan.row_vectors.vectorize_rows`); False keeps the given mappings
     exactly (a hand-made plan).  ``keep_inputs``: kernel inputs that later stages read at the elements
     an earlier stage loaded stay in registers, within the same register cap (:func:`_keep_loaded_inputs`).
     ``schemes``: ``{value: "local" | "regional" | "global"}`` for values a later stage reads, placed as given
@@ -449,6 +451,11 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     position = {n.name: i for i, n in enumerate(graph)}
     if plan_vectors:
         vectorize(graph, stages, gpu, escapes)
+        vectorize_rows(graph, stages, gpu, escapes)
+        if register_values_cap is None:
+            register_cap, why = carried_register_cap(stages, gpu, register_cap)
+            if why:
+                notes.append(why)
     while True:
         placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap, schemes)
         again = _recompute_instead_of_storing(graph, stages, placed.values, placed.consumers, placed.part_of,
@@ -540,7 +547,8 @@ def _estimate_registers(graph, stages, values, needed_later, gpu) -> int:
     reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
                      if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
     reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
-    in_flight = max((s.mapping.per_thread for s in stages if s.mapping.per_thread > 1), default=0)
+    in_flight = max((s.mapping.per_thread for s in stages if s.mapping.kind == "flat" and s.mapping.per_thread > 1),
+                    default=0)
     return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages) + 2 * in_flight)
 
 

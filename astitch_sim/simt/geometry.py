@@ -24,7 +24,7 @@ the row is held as ``[R, 1]`` and costs nothing to broadcast.
 
 Warp instructions.  A warp is 32 consecutive threads of a block; one load or
 store of a warp in one loop iteration is one *warp instruction*, identified by
-``W = (block * iterations + iteration) * warps_per_block + thread // 32``; in a flat
+``W = (block * iterations + iteration) * warps_per_block + thread // 32``; in a flat or rows
 mapping with vectors (``vector > 1``) the ``vector`` consecutive elements of a thread's
 vector are one access (``ld.global.v4``), so ``iteration // vector`` replaces ``iteration``
 (a tensor read *scattered* costs one instruction per element again: ``memory.py``).
@@ -81,7 +81,7 @@ class Geometry:
         self.block_threads = m.block
         self.grid = m.grid
         self.iters = max(1, m.elements_per_thread)
-        self.vector = m.vector if m.kind == "flat" else 1   # a vector's elements share one warp instruction
+        self.vector = m.vector if m.kind in ("flat", "rows") else 1   # a vector's elements: one warp instruction
         self.wpb = ceil(m.block / WARP)
         self.X = self.Y = None          # dims a warp instruction never spans / the others
         self.parts = None               # (task dims, reduced dims) for rows/columns mappings
@@ -228,7 +228,7 @@ class Geometry:
         """Warp-instruction ids along one Y line (a fixed X coordinate): enough to tell Y's warps apart."""
         if "W_Y" not in self._cache:
             b, t, it = self.line("Y")
-            self._cache["W_Y"] = (b * self.iters + it) * self.wpb + t // WARP
+            self._cache["W_Y"] = (b * self.iters + it // self.vector) * self.wpb + t // WARP
         return self._cache["W_Y"]
 
     def block_parts(self) -> tuple:

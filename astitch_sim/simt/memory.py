@@ -287,6 +287,8 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
+    if acc.space == Space.GLOBAL and _scattered_row_vectors(geom, acc, F_X, F_Y):
+        return None                                 # one instruction per element: the dense count says so
     F_Xs, F_Ys, W = F_X[selx], F_Y[sely], W_Y[sely]
     A_X = acc.base + s * F_Xs
     A_Y = s * F_Ys
@@ -310,6 +312,19 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
         out["requests"] = n_x * distinct_pairs(W, np.zeros_like(W))[1]
         out["bytes"] = s * n
     return out
+
+
+def _scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
+    """A rows mapping with vectors whose access is neither contiguous nor uniform within the lanes' vectors
+    (the code generator then issues one scalar load per element).  The Y part runs along the row (its
+    innermost dim last, a multiple of the width), so its line splits into the lanes' vectors; every
+    alignment the X part adds is checked."""
+    V = getattr(geom, "vector", 1)
+    if V <= 1 or geom.mapping.kind != "rows":
+        return False
+    s = acc.itemsize
+    base = acc.base // s if acc.base % s == 0 else 1
+    return any(lane_class(F_Y, V, int(b)) == "scattered" for b in distinct((F_X + base) % V))
 
 
 def _dedup_separable(geom, F_X, F_Y, selx, sely):

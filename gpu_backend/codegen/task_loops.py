@@ -12,7 +12,9 @@ A *task* is one row (``rows``), or one column of a column reduction
    computing the task coordinate and the kept dims' index variables.
 3. **Elements.**  Inside a task, a loop over the thread's elements
    (``inner``, in steps of the lane count), each guarded where the last round
-   runs past the task, running the per-element body.
+   runs past the task, running the per-element body.  A row read in vectors
+   (``mapping.vector > 1``, planned by ``astitch_sim/plan/row_vectors.py``) takes
+   one vector per trip instead, every trip's loads first (:meth:`TaskLoopEmitter.write_vector_trips`).
 4. **After the task.**  The reduction tree, then the task's first thread
    completes the reduces and runs the epilogue -- or, for a task split over
    blocks, hands its partial to the split combine, and the combine (a second
@@ -27,7 +29,11 @@ from typing import TYPE_CHECKING, Callable, Iterator, Union
 from astitch_sim.ir.reducers import reduce_inputs
 from astitch_sim.plan.vocabulary import ReduceScheme
 
+from astitch_sim.plan.row_vectors import MAX_TRIPS
+
 from . import exprs as E
+from .source import Lines
+from .values import LaneIdx, Scope
 
 if TYPE_CHECKING:
     from .elements import ElementEmitter
@@ -194,6 +200,8 @@ class TaskLoopEmitter:
         each guarded where it may run past the task (or past the domain, a split task's last part)."""
         ctx = self.ctx
         m, out = ctx.m, ctx.out
+        if m.vector > 1:
+            return self.write_vector_trips(lanes, outer, ok, part)
         I = m.inner_iterations
         with out.block(f"for inner in range({I}):  # {I} element(s) of the task per thread" if I > 1 else None):
             inner = "inner" if I > 1 else 0
@@ -208,6 +216,58 @@ class TaskLoopEmitter:
                     red_coord = lanes.red_var
                 idx = self.loops.domain_vars(list(m.groups[1]), red_coord, m.domain)
                 self.elements.element_body(idx)
+
+    def write_vector_trips(self, lanes: TaskLanes, outer: Expr, ok, part: Expr):
+        """A row read in vectors (``m.vector > 1``): the lane's ``trips`` vectors of the task, vector ``q``
+        of the row (elements ``q*V ..``) at lane ``q % threads_per_row`` (as ``ThreadMapping.locate``).
+        Each trip's first element is decomposed once (the width divides the row's innermost extent, so
+        the others are ``+1 .. +V-1`` along it); then, for at most ``MAX_TRIPS`` trips written out one
+        after another, every trip's loads (``ldg4`` for what it reads contiguously, one scalar load for
+        what it reads uniformly) before any trip's computation, reductions and stores: the lane's whole
+        share of the row in flight, and in registers while the stage runs.  Longer: one trip per loop
+        round, its loads first."""
+        ctx = self.ctx
+        m, out, kw = ctx.m, ctx.out, ctx.kw
+        V, T, tpr, I = m.vector, m.trips, m.threads_per_row, m.inner_iterations
+        last = len(m.domain) - 1
+        unrolled = T <= MAX_TRIPS
+        out(f"# {T} trip(s) per lane of {V}-element vectors along the row" +
+            (", every trip's loads first" if unrolled and T > 1 else ""))
+        with out.block(None if unrolled or T == 1 else f"for inner in range({T}):  # one vector of the row per trip"):
+            trips = range(T) if unrolled else ["inner"]
+            bodies = []
+            scope = Scope()     # shared by the trips: a later trip's guard implies every earlier one's
+            for k in trips:
+                w = kw.names.fresh("within")
+                out(f"{w} = {kw.ix(E.mul(E.add(E.mul(k, tpr), lanes.lane), V))}  # first element of the lane's vector")
+                red_coord = E.add(E.mul(part, m.chunk), w)
+                cond = E.all_of([ok, E.lt(w, m.chunk) if T * tpr * V > m.chunk else True,
+                                 (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
+                dims = list(m.groups[1])
+                parts = E.unravel(red_coord, [m.domain[d] for d in dims], True)
+                base = [ctx.dvars.get(d) for d in range(len(m.domain))]
+                for d, p in zip(dims, parts):
+                    if isinstance(p, int):
+                        base[d] = p
+                        continue
+                    var = kw.names.fresh(f"d{d}_{k}" if isinstance(k, int) else f"d{d}")
+                    out(f"{var} = {kw.ix(p)}")
+                    base[d] = var
+                loads, body = Lines(), Lines()
+                ctx.prefetch, ctx.out = loads, body
+                for j in range(V):
+                    ctx.it = E.add(E.mul(outer, I), E.add(E.mul(k, V), j))
+                    items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
+                    self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
+                ctx.prefetch, ctx.out = None, out
+                bodies.append((cond, loads, body))
+            for section in (1, 2):
+                for cond, loads, body in bodies:
+                    lines = (loads if section == 1 else body).lines
+                    if lines:
+                        with out.block(f"if {cond}:" if cond is not True else None):
+                            for line in lines:
+                                out(line)
 
     def name_iteration(self, outer: Expr, inner: Expr):
         """The thread's iteration ``outer * inner_iterations + inner``: in a variable ``it`` when the body

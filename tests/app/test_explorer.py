@@ -235,7 +235,7 @@ def test_paper_shapes_are_one_click_away_in_the_thread_mapping_view():
     assert at.session_state["workload"] == "softmax"
     assert at.session_state["shape:softmax:rows"] == 750000
     text = page_text(at)
-    assert "one row per block" in text and "32 row(s) per block" in text        # xla vs astitch
+    assert "one row per block" in text and "128 row(s) per block" in text       # xla vs astitch (8 lanes x 4 per row)
 
 
 def test_paper_size_shapes_ask_before_simulating():

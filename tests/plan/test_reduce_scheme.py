@@ -46,7 +46,7 @@ def remap(plan: Plan, block: int, grid: int, tpr: int, splits: int = 1, combine:
                 m = ThreadMapping("flat", m.domain, m.groups, block=block, grid=grid)
             stages.append(Stage(s.dominant, list(s.ops), m, list(s.epilogue)))
         kernels.append(assemble_kernel(plan.graph, k.name, stages, plan.gpu, set(k.outputs),
-                                       stitch=len(stages) > 1))
+                                       stitch=len(stages) > 1, plan_vectors=False))
     from astitch_sim.plan.reduce_scheme import with_preference
     return Plan(plan.graph, plan.strategy, plan.gpu, with_preference(kernels, scheme), list(plan.notes)).validate()
 
@@ -111,7 +111,7 @@ def test_rule_table():
 def test_printed_serialized_and_old_json_loads_as_tree():
     g = asim.workload("softmax", rows=64, cols=32)
     p = asim.compile(g, "astitch", "H100")
-    assert "reduce: shuffle (a row's 32 lanes lie in one warp" in str(p)
+    assert "reduce: shuffle (a row's 8 lanes lie in one warp" in str(p)
     q = asim.Plan.from_json(p.to_json())
     assert q.to_json() == p.to_json()
     # a plan written before schemes were recorded: what the tree plan writes, without the new keys
@@ -170,14 +170,15 @@ def test_simt_rows_within_a_warp_give_identical_values_and_no_barrier():
     assert sh.reduction_barriers == 0 and tr.reduction_barriers > 0
     k = asim.compile(g, "astitch", "H100").kernels[0]
     m = k.stages[0].mapping
-    # 2 reduces (max, sum), 5 steps each, in every warp of every block on every trip
-    assert sh.shuffles == 2 * 5 * (m.block // 32) * m.grid * m.task_iterations
+    # 2 reduces (max, sum), log2(lanes per row) steps each, in every warp of every block on every trip
+    assert m.threads_per_row == 8 and len(butterfly(8)) == 3      # 8 lanes x 4-element vectors per row
+    assert sh.shuffles == 2 * 3 * (m.block // 32) * m.grid * m.task_iterations
     assert tr.shuffles == 0
     assert sh.shared_bytes < tr.shared_bytes
 
 
 def test_simt_rows_of_several_warps_pay_one_barrier_per_trip():
-    g = asim.workload("layernorm", rows=32, cols=768)
+    g = asim.workload("layernorm", rows=32, cols=4096)          # 1024 vectors of 4 per row: 4 warps per row
     inputs = asim.random_inputs(g, seed=2)
     for strategy in ("xla", "astitch"):
         sh = asim.simulate(asim.compile(g, strategy, "H100"), inputs)
@@ -185,8 +186,10 @@ def test_simt_rows_of_several_warps_pay_one_barrier_per_trip():
         plan = asim.compile(g, strategy, "H100")
         want = sum(s.mapping.grid * s.mapping.task_iterations for k in plan.generated for s in k.stages
                    if s.reduces)
+        lanes = {s.mapping.threads_per_row for k in plan.generated for s in k.stages if s.reduces}
+        assert lanes == ({128} if strategy == "xla" else {1024})     # astitch splits each row over 4 blocks
         assert sh.stats.reduction_barriers == want
-        assert tr.stats.reduction_barriers > 5 * want          # 11 (768 lanes) or 10 (512) per trip
+        assert tr.stats.reduction_barriers > 5 * want          # 8 (128 lanes) or 11 (1024) per trip
         for ks in sh.stats.kernels:
             for st in ks.stages:
                 assert st.tree_barriers == 0 and st.shared_bank_conflicts == 0

@@ -103,7 +103,8 @@ def test_astitch_packs_short_rows():
     plan = asim.compile(asim.workload("softmax", rows=750000, cols=32), "astitch", "V100")
     (k,) = plan.kernels
     m = k.stages[0].mapping
-    assert m.rows_per_block == 32 and m.threads_per_row == 32 and k.block == 1024
+    # 8 lanes x one 4-element vector per row (row_vectors), 128 rows per 1024-thread block
+    assert m.rows_per_block == 128 and m.threads_per_row == 8 and m.vector == 4 and k.block == 1024
 
 
 def test_astitch_splits_few_long_rows():

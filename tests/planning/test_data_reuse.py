@@ -10,12 +10,12 @@ Bytes come from the SIMT model's counters and are compared with the input's own 
 """
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 
 import astitch_sim as asim
-from astitch_sim.planning.kernel_builder import REGISTER_VALUES_CAP
 from astitch_sim.frontends.workloads import workload_inputs
 from anchor import TESTS_FILE
 
@@ -104,7 +104,7 @@ def test_group_norm_fixture_from_jax_reads_x_once_per_sibling_group():
 
 def test_a_sibling_that_needs_the_first_reduce_result_gets_its_own_stage():
     """layernorm's variance needs the mean: not a sibling (merging would read the mean too early)."""
-    g = asim.workload("layernorm", rows=64, cols=256)
+    g = asim.workload("layernorm", rows=64, cols=64)          # small enough that no estimate reaches the cap
     k = asim.compile(g, "astitch", "V100").generated[0]
     assert [s.reduces for s in k.stages if s.reduces] == [("mean_sum",), ("var_sum",)]
 
@@ -125,7 +125,9 @@ def test_bert_layernorm_reads_x_from_global_memory_once():
     reads = dict(_stage_reads(res))
     assert reads[0] == x_bytes and reads[1] == 0, reads      # stage 1 takes x from registers
     assert res.stats.kernels[0].stages[1].register_reuse >= g["x"].size
-    assert res.stats.global_bytes == 144 * MiB                # was 192 MiB with x read in stages 0 and 1
+    # x read once, out written once, gamma and beta once per block (was 144 MiB before the rows were read in
+    # vectors with a register budget for them, 192 MiB with x read in stages 0 and 1)
+    assert res.stats.global_bytes == 2 * x_bytes + k.grid * (g["gamma"].nbytes + g["beta"].nbytes)
     _close(res.outputs, asim.reference(g, ins))
 
     # the what-if switch that forbids register reuse keeps no input either: x is read again (at least)
@@ -135,14 +137,15 @@ def test_bert_layernorm_reads_x_from_global_memory_once():
 
 
 def test_over_the_register_budget_the_input_is_read_again_and_the_plan_says_why():
-    # 16384-long rows: 1024 threads per row, 16 elements each; xc alone fills the 16-register budget
+    # 16384-long rows: 512 lanes per row, 8 vectors of 4 each (32 values); xc and x would need 64 registers,
+    # over the 48 a vectored row kernel may carry across stages
     g = asim.workload("layernorm", rows=256, cols=16384)
     plan = asim.compile(g, "astitch", "V100")
     (k,) = plan.generated
     assert k.values["x"].space == "global" and k.values["x"].loaded_in == -1
     assert k.values["xc"].space == "register"
     text = str(plan)
-    assert f"over the budget of {REGISTER_VALUES_CAP}" in text and "input x is not kept in registers" in text
+    assert "over the budget of 48" in text and "input x is not kept in registers" in text
     ins = workload_inputs(g)
     res = asim.simulate(plan, ins)
     reads = dict(_stage_reads(res))
@@ -152,7 +155,7 @@ def test_over_the_register_budget_the_input_is_read_again_and_the_plan_says_why(
 
 def test_kept_inputs_count_in_the_register_estimate():
     from astitch_sim.planning.kernel_builder import assemble_kernel
-    g = asim.workload("layernorm", rows=64, cols=256)
+    g = asim.workload("layernorm", rows=64, cols=64)          # small enough that no estimate reaches the cap
     k = asim.compile(g, "astitch", "V100").generated[0]
     stages = [asim.Stage(s.dominant, list(s.ops), s.mapping, epilogue=list(s.epilogue)) for s in k.stages]
     kept = assemble_kernel(g, "k", stages, asim.gpu("V100"), {"out"}, stitch=True, keep_inputs=True)
@@ -214,7 +217,7 @@ def test_numba_backend_runs_sibling_stages_and_kept_inputs(cudasim, graph):
     plan = asim.compile(g, "astitch", "V100")
     src = cudasim.generate_source(plan)
     if graph in ("layernorm", "softmax"):
-        assert "keep input x in registers for a later stage" in src and "= (r_x[it] - " in src
+        assert "keep input x in registers for a later stage" in src and re.search(r"= \(r_x\[\w+\] - ", src)
     if graph == "group_norm":
         assert "accumulate sum " in src and "accumulate sumsq " in src
     ins = _inputs(g)

@@ -147,8 +147,10 @@ def test_looped_reduction_rereads_the_row_in_each_loop():
     assert k.values["x"].space == "global" and k.values["x"].loaded_in < 0
     assert all("x" in (o.name for n in s.ops for o in g[n].operands) for s in k.stages)
     assert res.stats.global_bytes_read >= 3 * g["x"].nbytes, res.stats.global_bytes_read
-    # INNER looped tile: 1 row x RBLOCK 2048 -> 2048 / 128 = 16 warps, clamped to 8: 256 threads per program
-    assert (k.block, k.stages[0].mapping.threads_per_row) == (256, 256)
+    # INNER looped tile: 1 row x RBLOCK 2048 -> 2048 / 128 = 16 warps, clamped to 8: 256 threads per program;
+    # row_vectors then reads the row in 4-element vectors: 500 vectors, 64 lanes x 8 trips, still one row per block
+    m = k.stages[0].mapping
+    assert (k.block, m.threads_per_row, m.vector, m.trips, m.rows_per_block) == (64, 64, 4, 8, 1)
 
 
 # -- rule: split reductions are two kernels ----------------------------------------------------------------
@@ -241,8 +243,9 @@ def test_realize_reads_threshold(readers):
 def test_block_and_row_mapping_follow_the_reduction_hints():
     row = asim.compile(asim.workload("layernorm", rows=64, cols=768), IND, "H100").kernels[0]
     m = row.stages[0].mapping
-    # INNER, RBLOCK 1024 >= 256: XBLOCK 1, warps = 1024 / 128 = 8: one row per 256-thread program
-    assert (m.kind, m.block, m.threads_per_row, m.grid) == ("rows", 256, 256, 64)
+    # INNER, RBLOCK 1024 >= 256: XBLOCK 1, warps = 1024 / 128 = 8: one row per 256-thread program; read in
+    # 4-element vectors (row_vectors) the row is 192 vectors: one row per block of a warp, 6 trips per lane
+    assert (m.kind, m.block, m.threads_per_row, m.grid, m.vector, m.trips) == ("rows", 32, 32, 64, 4, 6)
     col = asim.compile(asim.workload("batchnorm_train", rows=96, cols=12), IND, "H100").kernels[0]
     assert col.stages[0].mapping.kind == "columns" and col.stages[0].mapping.splits == 1
     # OUTER looped tile: 64 x 8 -> 512 / 128 = 4 warps

@@ -45,7 +45,7 @@ def _rows_stage(plan):
 def test_no_horizontal_packing_gives_one_row_per_block_like_xla():
     g = asim.workload("row_reduce", rows=750000, cols=32)
     packed = _rows_stage(asim.compile(g, "astitch", "V100")).mapping
-    assert packed.rows_per_block == 32 and packed.block == 1024
+    assert packed.rows_per_block == 128 and packed.block == 1024     # 8 lanes x 4-element vectors per row
     m = _rows_stage(asim.compile(g, "astitch", "V100", horizontal_packing=False)).mapping
     assert (m.grid, m.block, m.rows_per_block) == (750000, 32, 1)
 
@@ -100,7 +100,7 @@ def test_no_register_reuse_recomputes_instead_of_keeping_values_in_registers():
 
 
 def test_no_vertical_packing_refuses_a_grid_barrier_over_more_than_one_wave():
-    g = asim.workload("softmax", rows=7500, cols=32)
+    g = asim.workload("softmax", rows=75000, cols=32)      # 128 rows per block (8 lanes x 4-element vectors)
     capped = asim.compile(g, "astitch", "V100", regional_stitching=False)
     wave = asim.gpu("V100").blocks_per_wave(capped.kernels[0].block, capped.kernels[0].shared_bytes,
                                             capped.kernels[0].registers_per_thread)

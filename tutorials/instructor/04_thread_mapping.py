@@ -156,8 +156,10 @@ test_q1_tiny_blocks(tiny_per_wave, tiny_occupancy)
 
 # %% [markdown]
 # Half the warp slots sit empty: 32-thread blocks hit the 32-blocks-per-SM limit long before the thread
-# limit. AStitch **packs rows horizontally**: 32 threads per row, 32 rows per 1024-thread block. The
-# pictures colour each element by the block that computes it (first 64 rows):
+# limit. AStitch **packs rows horizontally**: 128 rows per 1024-thread block, each row 8 threads that read it
+# as 4-element (128-bit) vectors -- every strategy's rows are read in vectors where the width divides the row
+# (`astitch_sim/plan/row_vectors.py`); XLA's one row per block keeps its 32 threads, one element each, since
+# 8 vectors would idle 24 of them. The pictures colour each element by the block that computes it (first 64 rows):
 
 # %%
 fig = figures.new_figure((12, 4))

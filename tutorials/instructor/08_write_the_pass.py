@@ -305,7 +305,9 @@ for g in (ln, sm):
 #
 # A value a **later stage** reads gets one of three schemes (notebook 3): **local** -- registers, when every
 # reader maps its elements to the same threads as the producer (and a thread holds at most 16 of them:
-# the register budget for values carried across stages); **regional** -- shared memory and a block barrier,
+# the register budget for values carried across stages -- 48 in a kernel whose row stages read their rows in
+# 64/128-bit vectors, ``m.kind == "rows" and m.vector > 1``, which keeps a lane's share of a row in
+# registers); **regional** -- shared memory and a block barrier,
 # for a **per-row value** (a reduce's result, or an epilogue value) when every reader block reads only rows
 # its own block reduced; **global** -- global memory and a grid barrier, otherwise. A per-element value is
 # never regional here (shared memory holds a block's per-row values, not its elements), and a reduce split
@@ -372,7 +374,8 @@ def choose_scheme(graph, name, producer, readers):
     m = producer.mapping
     if node.op != "reduce" and name not in producer.epilogue:       # a value at every element
         same = all(r.mapping == m for r in readers) and tuple(node.shape) == tuple(m.domain)
-        return "local" if same and m.elements_per_thread <= 16 else "global"
+        budget = 48 if m.kind == "rows" and m.vector > 1 else 16
+        return "local" if same and m.elements_per_thread <= budget else "global"
     if node.op == "reduce" and m.splits > 1:
         return "global"
     local = all(is_block_local(m, r.mapping, max(1, node.size)) for r in readers)
@@ -616,11 +619,13 @@ test_q4_shuffle(warp_row_sum)
 # # END QUESTION
 
 # %% [markdown]
-# Check yours against the SIMT model on `<300, 20>` (a warp per row, 12 of its lanes idle) and on `<200, 2000>`
-# (two butterflies: 32 lanes in each of 32 warps). numpy's own float32 sum adds in another order:
+# Check yours against the SIMT model on `<300, 21>` (a warp per row, 11 of its lanes idle) and on `<200, 2001>`
+# (two butterflies: 32 lanes in each of 32 warps). numpy's own float32 sum adds in another order. (Odd widths:
+# a row of even width is read in 64/128-bit vectors, ``astitch_sim/plan/row_vectors.py``, a lane folding
+# ``vector`` neighbouring columns at a time; the puzzles keep to one column per lane.)
 
 # %%
-for rows, cols in ((300, 20), (200, 2000)):
+for rows, cols in ((300, 21), (200, 2001)):
     w = asim.workload("row_reduce", rows=rows, cols=cols)
     p = asim.compile(w, "astitch", "V100", never_behind=False)
     x = asim.random_inputs(w, seed=1)[0]

@@ -63,7 +63,9 @@ def render(ctx):
                              else "**one row per block** (no horizontal packing)")
                 if m.splits > 1:
                     facts.append(f"**each row split over {m.splits} blocks** (task splitting, {m.combine})")
-                facts.append(f"{m.threads_per_row} threads per row, {m.inner_iterations} element(s) per thread per row")
+                facts.append(f"{m.threads_per_row} threads per row, {m.inner_iterations} element(s) per thread per row"
+                             + (f" in {m.trips} vector(s) of {m.vector} (one 64/128-bit access each)" if m.vector > 1
+                                else ""))
             if m.task_iterations > 1:
                 facts.append(f"each block loops over {m.task_iterations} tasks (vertical packing)")
             facts.append(f"drawn: rows 0-{min(rows, 64) - 1} of {rows:,}, "

@@ -725,7 +725,9 @@ def _plans_of_schemes(choose_scheme):
 
 #: hidden shapes of the row reduction (rows, cols): packed short rows, a row per warp, rows over several warps
 #: (none is split over blocks: that is task splitting, notebook 4)
-PUZZLE_SHAPES = [(70, 20), (33, 48), (400, 96), (9, 5), (50, 200), (128, 700), (12, 1024), (300, 1500), (3, 2)]
+#: odd widths: rows of even width are read in vectors (astitch_sim/plan/row_vectors.py), whose lanes hold
+#: neighbouring columns; the puzzles are about the one-column-per-lane mapping
+PUZZLE_SHAPES = [(70, 21), (33, 49), (400, 97), (9, 5), (50, 201), (128, 701), (12, 1023), (300, 1501), (3, 3)]
 
 
 @lru_cache(maxsize=None)

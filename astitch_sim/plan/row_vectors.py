@@ -1,0 +1,158 @@
+"""Vector width and lanes per row of a row (reduction) kernel: a planning decision.
+
+A row stage reads each row along its innermost, contiguous dim.  One 32-bit load per lane per
+element spends the issue slots on addresses and keeps too few bytes in flight
+(``benchmarks.sass_budget``); so, like a flat kernel (:mod:`~astitch_sim.plan.vector_width`),
+a lane reads its row ``vector`` consecutive elements at a time: one 64/128-bit access per tensor the
+row reads contiguously, one scalar load for what it reads uniformly (``gamma`` of a layernorm is
+contiguous, the row's mean uniform).  The width divides the row's innermost extent (and a split's
+columns), so every row starts aligned: a width that would leave a tail would also leave every other
+row misaligned, and the plan says so and takes a narrower one, or scalar.
+
+With vectors a row needs fewer lanes.  How many rows share a block stays the strategy's decision
+(horizontal packing): a planner that packs rows keeps its block and packs more of them; one that gives
+each row its own block (XLA's rule, or AStitch's what-if without horizontal packing) keeps one row per
+block, its block shrunk to the row's lanes (at least a warp) -- unless the row has fewer vectors than a
+warp has lanes (XLA's <750000,32>: 8 vectors, 24 idle lanes in every block): then a lane per element, scalar,
+and the plan says why.  The lanes per row become the smallest power
+of two that
+covers the row's vectors in at most :data:`MAX_TRIPS` trips per lane, and at least a warp
+(:func:`lanes_per_row`): a row of at most ``32 x vector`` elements fits in one warp or part of it (a 32-wide
+softmax row is 8 lanes of 4, four rows per warp), a layernorm row of 768 is one warp of 32 lanes x
+6 vectors (**warp per row**: its reduction is a shuffle butterfly with no block barrier), longer rows
+a few warps.  Each lane's row values stay in its registers between a reduction and the stages that
+read them again (a stitched kernel's Local values and kept inputs): the register budget for values
+carried across stages becomes the block's register limit (at most :data:`ROW_REGISTERS`) less
+:data:`REGISTER_HEADROOM`
+(:func:`carried_register_cap`), and ``print(plan)`` says what each value kept.
+
+The decision is made here, once, for every strategy's kernels (``kernel_builder.assemble_kernel``
+calls :func:`vectorize_rows` before it places values), and recorded on the
+:class:`~astitch_sim.plan.mapping.ThreadMapping` (``vector``, ``threads_per_row``, ``vector_why``).
+A stitched kernel gets vectors only when every stage has the same row mapping (stages share the
+thread -> element map that register reuse needs); a kernel mixing row stages with flat or column
+stages stays scalar and says why, as does a task split over blocks whose split is not a whole
+number of vectors.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from math import ceil
+
+from .vector_width import choose_width
+
+#: most vector trips per lane along one row (each trip one vector per tensor read contiguously)
+MAX_TRIPS = 8
+#: registers per thread kept for addresses, loop state and temporaries when a vectored row kernel
+#: carries values across stages in registers
+REGISTER_HEADROOM = 16
+#: most registers per thread a vectored row kernel plans for: what a 1024-thread block allows on every
+#: preset (at 64, half an SM's threads stay resident); the issue's hand-written layernorm takes 44
+ROW_REGISTERS = 64
+WARP = 32
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def lanes_per_row(vectors: int, block: int, splits: int, old: int, one_row_per_block: bool = False) -> int:
+    """Lanes per row for ``vectors`` vectors: the smallest power of two covering them in :data:`MAX_TRIPS`
+    trips but at least a warp (a warp's access then covers whole 128-byte lines of one row), or the row's
+    vectors rounded up to a power of two when fewer (a short row: several rows per warp); at most the
+    block.  A task split over blocks keeps its lanes (its blocks and combine are already planned)."""
+    if splits > 1:
+        return old
+    tpr = min(max(_pow2_at_least(ceil(vectors / MAX_TRIPS)), WARP), _pow2_at_least(vectors))
+    if one_row_per_block:
+        return min(max(tpr, WARP), old)          # the block is the row's lanes: whole warps
+    if tpr > block or block % tpr:
+        tpr = block
+    return tpr
+
+
+def _scalar(stages, why: str) -> None:
+    made = {}
+    for s in stages:
+        if s.mapping.kind == "rows":
+            if id(s.mapping) not in made:
+                made[id(s.mapping)] = replace(s.mapping, vector_why=f"scalar: {why}")
+            s.mapping = made[id(s.mapping)]
+
+
+def vectorize_rows(graph, stages, gpu, stored) -> None:
+    """Give a kernel's row stages their vector width, lanes per row and launch shape (in place)."""
+    rows = [s for s in stages if s.mapping.kind == "rows"]
+    if not rows:
+        return
+    others = sorted({s.mapping.kind for s in stages if s.mapping.kind != "rows"})
+    if others:
+        return _scalar(stages, f"the kernel also has {' and '.join(others)} stages (one thread -> element map "
+                               "for every stage: vectors are planned for kernels of row stages only)")
+    m = rows[0].mapping
+    if any(s.mapping != m for s in rows):
+        return _scalar(stages, "the kernel's row stages map their rows differently")
+    if m.vector > 1:
+        return
+    if not m.groups[1] or m.groups[1][-1] != len(m.domain) - 1:
+        return _scalar(stages, f"the row (dims {m.groups[1]}) does not run along the innermost dim")
+    width, whys = None, []
+    for s in rows:
+        w, why = choose_width(graph, s.ops, m.domain, [n for n in stored if n in s.ops])
+        if why:
+            whys.append(why)
+        width = w if width is None else min(width, w)
+    while width > 1 and m.chunk % width:
+        width //= 2
+    if width == 1:
+        return _scalar(stages, "; ".join(dict.fromkeys(whys)) or "no width divides the row")
+    vectors = ceil(m.chunk / width)
+    single = m.rows_per_block == 1
+    if single and m.splits == 1 and vectors < WARP:
+        return _scalar(stages, f"one row per block, as planned: {vectors} vectors of {width} would leave "
+                               f"{WARP - vectors} of the block's {WARP} lanes idle; a lane per element instead")
+    tpr = lanes_per_row(vectors, m.block, m.splits, m.threads_per_row, single)
+    block = tpr if single else m.block
+    rpb = block // tpr
+    need = ceil(m.rows / rpb) * m.splits
+    grid = min(need, m.grid)                     # a capped grid (vertical packing) stays capped
+    trips = ceil(vectors / tpr)
+    shape = ("a warp per row" if tpr == WARP else f"{tpr // WARP} warps per row" if tpr > WARP else
+             f"{tpr} lanes per row, {WARP // tpr} rows per warp")
+    if single:
+        shape += " (one row per block, as planned)"
+    words = [f"{width * 8 * _bytes(graph, rows, stored)}-bit vectors along the row ({m.chunk} = {vectors} x {width}): "
+             f"{shape}, {trips} trip(s) per lane"]
+    words += list(dict.fromkeys(whys))
+    new = replace(m, block=block, threads_per_row=tpr, grid=grid, per_thread=width, vector=width,
+                  vector_why="; ".join(words))
+    for s in rows:
+        s.mapping = new
+
+
+def _bytes(graph, rows, stored) -> int:
+    """Bytes of the widest element the row stages read or write (what the vector width was sized by)."""
+    from ..ir.dtypes import itemsize
+    names = {o.name for s in rows for n in s.ops for o in graph[n].operands} | {n for s in rows for n in s.ops}
+    sizes = [itemsize(graph[n].dtype) for n in names if graph[n].rank and graph[n].dtype != "pred"]
+    return max(sizes, default=4)
+
+
+def carried_register_cap(stages, gpu, default: int) -> tuple:
+    """``(cap, note)``: registers per thread that may carry values across stages.  A kernel whose row
+    stages read in vectors keeps a lane's share of its rows in registers: the block's register limit (at
+    most :data:`ROW_REGISTERS`) less :data:`REGISTER_HEADROOM`, if more than ``default``."""
+    rows = [s for s in stages if s.mapping.kind == "rows" and s.mapping.vector > 1]
+    if len(stages) < 2 or not rows:
+        return default, ""
+    block = rows[0].mapping.block
+    limit = min(gpu.max_registers_for_block(block), ROW_REGISTERS)
+    cap = limit - REGISTER_HEADROOM
+    if cap <= default:
+        return default, ""
+    return cap, (f"register reuse: the row stages read in vectors and keep each lane's share of a row in registers "
+                 f"across stages: {cap} registers per thread may carry values (of the {limit} a row kernel of "
+                 f"{block}-thread blocks plans for, {REGISTER_HEADROOM} kept for addresses and temporaries)")
