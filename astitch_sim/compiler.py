@@ -60,6 +60,12 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
                                      than XLA's kernels for the same ops (on: XLA's
                                      kernels are kept there, when no other switch is
                                      changed; strategies/never_behind.py)
+    launch_search           True     False: each stitched kernel launched by the paper's
+                                     rules alone (on: also priced at other block sizes,
+                                     without task splitting, and cut at its grid
+                                     barriers; the fastest kept, a kernel note lists the
+                                     candidates; strategies/astitch_launch.py);
+                                     never_behind still applies
     assumed_registers       32       registers per thread assumed when sizing a wave
                                      (a planning input, not a switch: never_behind still
                                      applies); gpu_backend.apply_compiler re-plans with

@@ -1,9 +1,10 @@
 """Never behind XLA: the raw stitch plan (``never_behind=False``) and the final astitch plan against xla.
 
-For every catalog case of ``simt_predictions.py`` (the paper's shapes) and every HLO
-fixture where a stitch scope falls back to XLA's kernels, three plans run on the
-SIMT model: xla, astitch's raw stitch plan, and astitch with the never-behind step
-(the default).  Printed and written: kernels, global bytes and predicted time of
+For every catalog case of ``simt_predictions.py`` (the paper's shapes), every HLO
+fixture where a stitch scope falls back to XLA's kernels, and the fixtures issue 28
+found astitch behind fusionstitching on, five plans run on the SIMT model: xla,
+astitch's raw stitch plan, astitch with the never-behind step (the default), astitch
+with the paper's launch rules alone (``launch_search=False``) and fusionstitching.  Printed and written: kernels, global bytes and predicted time of
 each, and the ratios astitch/xla before and after.  These are *predictions* of the
 cost model (uncalibrated constants), not GPU measurements.
 
@@ -33,10 +34,16 @@ FIXTURES = HERE.parent / "tests" / "fixtures"
 #: (fixture dir, name).  Before issue 13's sibling-reduction and register-reuse work these were hlo/groupnorm,
 #: convert_bf16_layernorm, grad_layernorm and transformer_ffn; their raw plans are no longer behind.
 FIXTURE_CASES = [("models", "embedding_and_grad"), ("models", "argmax_accuracy")]
+#: cases issue 28 found astitch behind fusionstitching on (before the launch search, strategies/astitch_launch.py):
+#: (fixture dir, name); the stablehlo one is read from tests/fixtures/stablehlo/families/<name>.mlir
+FS_CASES = [("models", "cumsum_positions"), ("stablehlo", "llama_rmsnorm_swiglu")]
 
 
 def fixture(sub, name):
     """A fixture's graph and inputs (its saved arrays, or for model fixtures their seeded input spec)."""
+    if sub == "stablehlo":
+        path = FIXTURES / sub / "families" / f"{name}.mlir"
+        return asim.from_stablehlo(path.read_text()), seeded.fixture_inputs(path)
     path = FIXTURES / sub / f"{name}.hlo"
     return asim.from_hlo_file(path), seeded.fixture_inputs(path)
 
@@ -45,7 +52,7 @@ def cases():
     for label, name, shape in CASES:
         g = asim.workload(name, **shape)
         yield label, g, workload_inputs(g, 0)
-    for sub, name in FIXTURE_CASES:
+    for sub, name in FIXTURE_CASES + FS_CASES:
         g, inputs = fixture(sub, name)
         yield f"fixture {sub}/{name}", g, inputs
 
@@ -56,7 +63,8 @@ def run(gpus) -> list:
         for gpu in gpus:
             row = {"case": label, "graph": g.name, "gpu": gpu}
             for key, strategy, opts in (("xla", "xla", {}), ("before", "astitch", {"never_behind": False}),
-                                        ("after", "astitch", {})):
+                                        ("after", "astitch", {}), ("paper_launch", "astitch", {"launch_search": False}),
+                                        ("fusionstitching", "fusionstitching", {})):
                 t0 = time.perf_counter()
                 plan = asim.compile(g, strategy, gpu, **opts)
                 st = asim.simulate(plan, inputs).stats
@@ -96,7 +104,19 @@ def markdown(rows, prov) -> str:
             r["after"]["global_bytes"] > r["xla"]["global_bytes"] + r["combine_bytes"]
             or r["after"]["predicted_us"] > 1.01 * r["xla"]["predicted_us"])]
         lines += ["", f"Cases where astitch (after) is still behind xla on {gpu}: "
-                  f"{', '.join(behind) if behind else 'none'}.", ""]
+                  f"{', '.join(behind) if behind else 'none'}.", "",
+                  f"Against fusionstitching on {gpu} (predicted us; *paper launch*: astitch with "
+                  "`launch_search=False`, the launch rules alone, as before issue 28's launch search):", "",
+                  "| case | fusionstitching | astitch, paper launch | astitch (after) | after vs fusionstitching |",
+                  "|---|---|---|---|---|"]
+        for r in (r for r in rows if r["gpu"] == gpu):
+            f, p, a = r["fusionstitching"], r["paper_launch"], r["after"]
+            lines.append(f"| {r['case']} | {f['predicted_us']:.1f} | {p['predicted_us']:.1f} | "
+                         f"{a['predicted_us']:.1f} | {a['predicted_us'] / f['predicted_us']:.3f} |")
+        fs_behind = [r["case"] for r in rows if r["gpu"] == gpu
+                     and r["after"]["predicted_us"] > 1.01 * r["fusionstitching"]["predicted_us"]]
+        lines += ["", f"Cases where astitch (after) is predicted more than 1% behind fusionstitching on {gpu}: "
+                  f"{', '.join(fs_behind) if fs_behind else 'none'}.", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -182,7 +182,9 @@ def test_what_if_switch_changes_every_view_and_the_link():
     assert_clean(at)
     df = at.dataframe[0].value
     assert list(df["plan"]) == ["xla", "astitch (paper)", "astitch (what-if)"]
-    assert list(df["kernels"]) == [4, 1, 3] and list(df["grid barriers"])[1:] == [2, 0]
+    # Figure 7 at full size on the V100: the launch search keeps the column reduction unsplit (one grid barrier;
+    # the paper's launch splits it and has two, launch_search=False)
+    assert list(df["kernels"]) == [4, 1, 3] and list(df["grid barriers"])[1:] == [1, 0]
     assert (df["max error"] < 1e-4).all()
 
 
@@ -680,7 +682,8 @@ def charged_block_barriers(plan, index) -> float:
 def test_kernel_and_graph_views_show_the_block_barriers_the_cost_model_charges():
     plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100")
     want = charged_block_barriers(plan, 0)
-    assert want > 0 and plan.kernels[0].block_barriers == 0     # only the reductions' barriers: the old text said 0
+    # the reductions' barriers come on top of the stage barriers the plan counts (the old text showed only those)
+    assert want > plan.kernels[0].block_barriers
     at = app(view="Kernel", strategy="astitch")
     assert_clean(at)
     assert f"{want:g} block barrier(s) per block" in page_text(at)

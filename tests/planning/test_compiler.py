@@ -60,7 +60,8 @@ def test_fig7_kernel_counts_match_the_paper():
 
 
 def test_fig7_astitch_schemes_match_the_paper():
-    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100")
+    # the paper's launch (the default launch search drops the column split at this size: one Global value fewer)
+    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100", launch_search=False)
     sc = _schemes(plan)
     assert sc["reduce.1"] == "regional"
     assert sc["power.1"] == "global" and sc["reduce.2"] == "global"
@@ -252,7 +253,8 @@ def test_shared_memory_budget_demotes_regional_to_global_one_at_a_time():
 
     y = g.add(g.add(g.multiply(x, bc(m1)), bc(m2)), g.add(bc(m3), g.broadcast(total, (R, C), ())), name="y")
     g.set_outputs(y)
-    plan = asim.compile(g, "astitch", "V100")
+    # the paper's 1024-thread launch (the launch search prices smaller blocks, whose values fit without demotion)
+    plan = asim.compile(g, "astitch", "V100", launch_search=False)
     (k,) = plan.kernels
     demoted = [n for n in k.notes if "demoted Regional -> Global" in n]
     assert 1 <= len(demoted) < 3

@@ -20,8 +20,11 @@ from astitch_sim.frontends.workloads import workload_inputs
 
 
 def sim(name, strategy="astitch", gpu="H100", plan_edit=None, reduce_scheme="shuffle", **shape):
+    """Traced run of a workload; astitch plans with the paper's launch rules (``launch_search=False``), which the
+    traced shapes were chosen to exercise."""
     g = asim.workload(name, **shape)
-    plan = asim.compile(g, strategy, gpu, reduce_scheme=reduce_scheme)
+    opts = {"launch_search": False} if strategy == "astitch" else {}
+    plan = asim.compile(g, strategy, gpu, reduce_scheme=reduce_scheme, **opts)
     if plan_edit:
         plan = plan_edit(plan)
     x = workload_inputs(g, 0)

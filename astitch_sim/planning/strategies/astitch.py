@@ -41,6 +41,12 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    the assumed wave and keeps the registers its code needs, as every
    strategy's kernel does: the same kernel gets the same registers, occupancy
    and predicted time whichever strategy made it.
+   **Launch search** (:mod:`.astitch_launch`, not the paper's): the rules'
+   launch is then priced against the same kernel at other block sizes and
+   without task splitting, and a scope with grid barriers against the scope cut
+   at them; the fastest is kept (by the static cost model FusionStitching's
+   search uses, never adding global bytes), and the kernel's notes list every
+   candidate's predicted time.  ``launch_search=False``: the rules alone.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
    global bytes, take longer or launch more kernels, XLA's kernels are used
@@ -76,6 +82,7 @@ from ...plan.mapping import ThreadMapping
 from ...plan.plan import Kernel, Plan, Stage
 from ...plan.kernel_end import EndRule
 from .astitch_ends import record_scope_ends
+from .astitch_launch import Launch, choose_cut, choose_launch
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
@@ -479,8 +486,17 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
     groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     cuts: list = []                       # why each kernel but the last ends (astitch_ends.py)
     no_global = "the what-if global_stitching=False"
+    search = opts.launch_search and not _switched(opts)
     try:
-        kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts, cuts)
+        kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts, cuts, search)
+        if search and any(k.global_barriers for k in kernels):
+            def build(cut_at_barriers):
+                cuts.clear()
+                o = replace(opts, global_stitching=False) if cut_at_barriers else opts
+                return _cut_into_kernels(graph, gpu, groups, names, escapes, index, o, cuts, search)
+            kernels, why = choose_cut(graph, gpu, build, kernels)
+            if why is not None:
+                no_global = why
     except _GridExceedsWave as e:
         cuts.clear()
         no_global = f"vertical packing off: a grid barrier over {e.grid} blocks (> {e.wave} per wave) would deadlock"
@@ -493,10 +509,12 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
     return kernels
 
 
-def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts, cuts=None) -> list:
+def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts, cuts=None,
+                      search: bool = False) -> list:
     """Kernels over consecutive runs of ``groups``; without Global stitching a run ends before the first
     stage that would read a Global value of an earlier stage (the kernel boundary is the grid barrier).
-    ``cuts`` (a list) gets, per kernel, the :class:`~astitch_sim.plan.kernel_end.EndRule` word of the cut after it."""
+    ``cuts`` (a list) gets, per kernel, the :class:`~astitch_sim.plan.kernel_end.EndRule` word of the cut after it;
+    ``search``: each kernel's launch is priced (:mod:`.astitch_launch`)."""
     kernels, start = [], 0
     cuts = [] if cuts is None else cuts
     while start < len(groups):
@@ -505,7 +523,7 @@ def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index:
         while True:
             part = groups[start:end]
             k, cut = _build_kernel(graph, gpu, part, _part_escapes(graph, groups, part, names, escapes),
-                                   index + len(kernels), opts)
+                                   index + len(kernels), opts, search)
             if k is not None:
                 break
             end, rule = start + cut, EndRule.GLOBAL_CUT
@@ -545,14 +563,37 @@ def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> 
     return out
 
 
-def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions):
+def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions, search: bool = False):
     """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel.
+
+    The paper's launch (:func:`_block_size`, task splitting by its rule) -- or, with the paper's decisions,
+    when ``search``, the cheapest of it and a few alternatives of the same kernel priced by the cost model
+    (:mod:`.astitch_launch`: other block sizes, no task splitting; the kernel's notes list them)."""
+    rule = _block_size(groups, opts, gpu)
+
+    def build(launch):
+        o = opts if launch.split else replace(opts, task_splitting=False)
+        return _build_at(graph, gpu, groups, escapes, index, o, launch.block)
+
+    if not search:
+        return build(Launch(rule))
+    cap = min(BLOCK, opts.max_block_threads, _largest_block(gpu, opts.assumed_registers))
+    return choose_launch(graph, gpu, build, rule, cap)
+
+
+def _switched(opts: AStitchOptions) -> bool:
+    """Is a what-if switch of a stitching decision changed?  (Planning inputs such as ``assumed_registers``
+    are not, nor the two steps that price the rules' plan: never-behind and the launch search itself.)"""
+    return any(k not in AStitchOptions.INPUTS + ("never_behind", "launch_search") for k in opts.changed())
+
+
+def _build_at(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions, block: int):
+    """The kernel at ``block`` threads per block: ``(kernel, None)`` or ``(None, cut)`` (:func:`_build_kernel`).
 
     Assemble the kernel, then check it; each check either accepts it or changes one input and assembles
     again: a Regional value over the shared-memory budget is demoted to Global; a grid barrier over a
     grid wider than one wave caps the grid (vertical packing).  Without Global stitching, a stage after
     a grid barrier ends the kernel instead.  Accepted: registers relaxed to what keeps the wave."""
-    block = _block_size(groups, opts, gpu)
     wave = gpu.blocks_per_wave(block, 0, opts.assumed_registers)
     natural = max(_natural_blocks(gr, gpu, wave, block, opts, set(groups)) for gr in groups)
     # Regional stitching off: no value may live in shared memory across stages
@@ -779,7 +820,7 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     plan = Plan(graph, "astitch", gpu, kernels, notes, options=changed)
     # step 8: XLA's kernels wherever stitching would cost more (never_behind.py) -- for the paper's decisions
     # only: a what-if switch shows what the decision it turns off is worth, not XLA's plan in its place
-    if opts.never_behind and not switched:
+    if opts.never_behind and not (switched.keys() - AStitchOptions.PRICED_WITH):
         plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes)
     elif opts.never_behind:
         plan.notes.append(f"{NEVER_BEHIND_NOTE}: not applied -- what-if switches show the raw stitch plan of "

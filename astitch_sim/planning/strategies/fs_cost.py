@@ -17,13 +17,18 @@ The estimates, per stage over a domain of ``D`` elements:
   stage: its whole tensor once, as 32-byte sectors, when it is at least as big as
   the domain; when it is *broadcast* into the domain, one sector per warp
   instruction (``D / 32``), or its bytes again for every element when the
-  broadcast keeps the fastest-varying dim (a bias along a row);
+  broadcast keeps the fastest-varying dim (a bias along a row); its *bytes*, as
+  the SIMT model counts them (distinct elements per block), are those of one
+  read per block trip for such a row vector (fewer when a block packs rows);
+  an input an AStitch kernel keeps in registers (hierarchical data reuse) is
+  read by the stage that loads it, and by no later stage;
 * every value written to global memory: its bytes once; to shared memory: its
   bytes, and its bytes again per reading element;
 * flops: the op table's flops per evaluation, times the evaluations (a value a
   stage recomputes per broadcast element counts each time); a reduce one per
   input element plus its tree; split reductions combine with atomics (and a
-  memset before the kernel);
+  memset before the kernel), or through partials in global memory that each
+  split block of a task reads back after a grid barrier (AStitch's);
 * barriers: one per block per block barrier; a reduction tree ``log2(lanes) + 1``
   per block and task trip.
 
@@ -63,6 +68,19 @@ def _read_sectors(node, domain_size: int, domain_shape: tuple) -> int:
     return max(_sectors(node.nbytes), ceil(domain_size / 32))      # one sector per warp instruction
 
 
+def _read_bytes(node, domain_size: int, mapping, sectors: int) -> int:
+    """Bytes a stage reads of ``node``: the SIMT model counts the *distinct* elements each block reads (per
+    block and task trip; L1 catches a broadcast within a block).  A row vector broadcast down the rows
+    (``gamma`` in layer norm) is read once per block trip, at most the elements the trip covers: packing
+    several rows into one block reads it fewer times (``mapping``: the stage's, None for an epilogue read)."""
+    full = min(sectors * SECTOR, domain_size * itemsize(node.dtype))
+    shape = tuple(mapping.domain) if mapping is not None else ()
+    if node.size >= domain_size or not (node.rank and shape and node.shape[-1] == shape[-1] and node.shape[-1] > 1):
+        return full
+    units = max(1, mapping.grid * mapping.task_iterations)
+    return min(full, units * min(node.size, ceil(domain_size / units)) * itemsize(node.dtype))
+
+
 def _lanes(mapping) -> int:
     """Threads that fold one reduction task (the tree's width)."""
     if mapping.kind == "rows":
@@ -87,11 +105,13 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
                 seen_reads.add(o.name)
                 v = kernel.values.get(o.name)
                 space = v.space if v is not None else "global"
+                if v is not None and v.loaded_in >= 0:      # an input kept in registers after one load
+                    space = "global" if v.loaded_in == index else "register"
                 at = m.size if part == "ops" else o.size
                 if space == "global":
                     sec = _read_sectors(o, at, m.domain if part == "ops" else ())
                     st.global_sectors_read += sec
-                    st.global_bytes_read += min(sec * SECTOR, at * itemsize(o.dtype))
+                    st.global_bytes_read += _read_bytes(o, at, m if part == "ops" else None, sec)
                     st.global_requests += ceil(at / 32)
                 elif space == "shared":
                     st.shared_bytes_read += at * itemsize(o.dtype)
@@ -120,6 +140,12 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
                 st.tree_barriers += m.grid * m.task_iterations * (int(log2(lanes)) + 1)
             if splits > 1 and m.combine == "atomic":
                 st.atomics += tasks * splits
+            elif splits > 1:              # grid-barrier combine: partials stored, read back by every split block
+                partials = tasks * splits * pair
+                st.global_bytes_written += partials
+                st.global_sectors_written += _sectors(partials)
+                st.global_bytes_read += partials * splits
+                st.global_sectors_read += _sectors(partials) * splits
         elif node.kind not in ("source",):
             evaluations = node.size * (s.recompute.get(n, 1) if n in s.ops else m.splits)
             flops = node.opdef.flops * evaluations

@@ -38,6 +38,7 @@ class AStitchOptions(OptionSet):
     register_reuse: bool = True
     max_block_threads: int = 1024
     never_behind: bool = True
+    launch_search: bool = True
     assumed_registers: int = 32
 
     #: what each switch does when turned off (or, for the cap, lowered); the explorer shows these words
@@ -61,6 +62,12 @@ class AStitchOptions(OptionSet):
                         "bytes or is predicted slower than XLA's kernels for the same ops (on: XLA's "
                         "boundaries are kept there, and the plan's notes say why; applied only when no "
                         "other switch is changed, so a switch shows the raw effect of its decision)",
+        "launch_search": "off: every stitched kernel is launched by the paper's rules alone (1024-thread blocks "
+                         "assumed, long rows split over blocks when a wave has room, Global values behind grid "
+                         "barriers); on: the same kernel is also priced at other block sizes and without task "
+                         "splitting, and a scope with grid barriers also cut at them, and the fastest kept (kernel "
+                         "notes list the candidates; applied only when no stitching switch is changed; never-behind "
+                         "still applies with it off)",
         "assumed_registers": "the registers per thread AStitch assumes when it sizes one wave (the 'assume' "
                              "of assume-relax-apply; 32 in the paper): more registers, fewer resident blocks, "
                              "so a grid-barrier kernel gets a smaller grid with more tasks per block. "
@@ -70,6 +77,9 @@ class AStitchOptions(OptionSet):
 
     #: options that are planning inputs, not decisions switched off: never_behind still applies with them
     INPUTS: ClassVar[tuple] = ("assumed_registers",)
+    #: switches never_behind still applies with: ``launch_search=False`` is the paper's launch rules, priced
+    #: against XLA's kernels as the paper's plan always was
+    PRICED_WITH: ClassVar[frozenset] = frozenset({"launch_search"})
 
     def __post_init__(self):
         for f in fields(self):

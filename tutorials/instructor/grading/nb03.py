@@ -85,7 +85,7 @@ def q3_schemes(schemes):
 @exercise(wrong=[["power.1"], ["reduce.1", "power.1", "reduce.2"], ["multiply.1"], "power.1"])
 def q4_global_values(global_values):
     got = sorted(set(names(global_values, "global_values")))
-    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100")
+    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "V100", launch_search=False)   # the paper's launch
     schemes = plan.kernels[0].schemes
     truth = sorted(n for n, s in schemes.items() if s == "global")
     if got == truth:

@@ -1,0 +1,164 @@
+"""Never behind FusionStitching (issue 28): astitch is predicted no slower than fusionstitching on the cost model's
+own terms -- every kernel FusionStitching draws, AStitch can draw too (same stages and schemes, no grid barrier).
+
+Before the launch search (``strategies/astitch_launch.py``) astitch lost on small scopes: its 1024-thread blocks,
+its task splitting over blocks with a memset and grid barriers (cumsum_positions on H100: 19.3 us against 14.7),
+and its grid barriers where a kernel boundary is cheaper (hlo/bool_ops).  Now every stitched kernel's launch is
+priced -- the paper's, other block sizes, no split, the scope cut at its grid barriers -- and the fastest kept.
+
+Checked on the SIMT model (``asim.simulate``) with each fixture's own inputs: every HLO fixture
+(tests/fixtures/{hlo,ops,models}), every StableHLO family fixture, and the catalog at test sizes, on V100, A100 and
+H100; the catalog at paper sizes (slow).  :data:`KNOWN_BEHIND` lists what is still behind, each with its reason,
+and the reason is checked too: a case that falls further behind, or for another reason, fails.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import astitch_sim as asim
+from astitch_sim.frontends import seeded
+from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
+from anchor import TESTS_FILE
+from test_never_behind import PAPER_CHEAP, SLOW_MODELS, TIME_SLACK, hlo_fixtures, load_fixture
+from test_workloads import SMALL
+
+FIXTURES = Path(TESTS_FILE).parent / "fixtures"
+GPUS = ("V100", "A100", "H100")
+
+
+def _bytes_trade(where, stats, plans):
+    """fusionstitching's faster kernel moves more global bytes than astitch may (never-behind allows astitch no
+    more bytes than XLA's kernels): astitch keeps the packed launch, fewer bytes, within 3% of the time."""
+    a, f = stats["astitch"], stats["fusionstitching"]
+    assert a.global_bytes < f.global_bytes and a.predicted_us <= 1.03 * f.predicted_us, where
+
+
+def _never_behind_bytes(where, stats, plans):
+    """astitch's stitched kernel is faster than fusionstitching's plan but stores a value for its grid barrier
+    that XLA's kernels do not move; never-behind refuses any bytes beyond a split's combine, so XLA's kernels
+    are used (issue 28: "search for the best stitch inside the scope" is left)."""
+    assert any("XLA's boundaries kept" in n and "more global bytes" in n for n in plans["astitch"].notes), where
+    assert stats["raw"].predicted_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
+
+
+def _one_block_grid_barrier(where, stats, plans):
+    """The stitched kernel runs on one block and keeps a Global value behind a grid barrier (charged as one:
+    2-4 us), where fusionstitching recomputes the value in the later stage; without the barriers astitch's stitched
+    plan is not behind (where never-behind takes XLA's kernels instead, for the bytes the Global value moves, the
+    stitched plan is the one checked).  Left: on a one-block grid every value is block-local, so the kernel
+    builder could keep it in shared memory, with a block barrier."""
+    k = next(k for k in plans["raw"].kernels if k.global_barriers)
+    assert k.grid == 1, where
+    a = stats["raw"]
+    barrier_us = sum(ks.breakdown.get("grid_barrier_us", 0.0) for ks in a.kernels)
+    assert barrier_us > 0 and a.predicted_us - barrier_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
+
+
+#: cases astitch is still predicted behind fusionstitching on (beyond TIME_SLACK), keyed (case, gpu) -> the check of
+#: the recorded reason
+KNOWN_BEHIND = {
+    ("hlo/layernorm", "H100"): _bytes_trade,
+    ("hlo/layernorm", "A100"): _bytes_trade,
+    **{("models/argmax_accuracy", gpu): _never_behind_bytes for gpu in GPUS},
+    **{(f"stablehlo/{name}", gpu): _one_block_grid_barrier
+       for name in ("chlo", "layernorm", "llama_rmsnorm_swiglu") for gpu in GPUS},
+    **{("stablehlo/bert_layernorm_gelu", gpu): _one_block_grid_barrier for gpu in ("A100", "H100")},
+}
+
+
+def compare(where, g, inputs, gpu):
+    plans = {"astitch": asim.compile(g, "astitch", gpu), "fusionstitching": asim.compile(g, "fusionstitching", gpu)}
+    stats = {s: asim.simulate(p, inputs).stats for s, p in plans.items()}
+    a, f = stats["astitch"], stats["fusionstitching"]
+    if a.predicted_us <= f.predicted_us * TIME_SLACK:
+        assert (where, gpu) not in KNOWN_BEHIND, f"{where} on {gpu} is no longer behind: drop it from KNOWN_BEHIND"
+        return
+    check = KNOWN_BEHIND.get((where, gpu))
+    assert check is not None, \
+        f"{where} on {gpu}: astitch predicted {a.predicted_us:.2f} us, fusionstitching {f.predicted_us:.2f} us"
+    plans["raw"] = asim.compile(g, "astitch", gpu, never_behind=False)
+    stats["raw"] = asim.simulate(plans["raw"], inputs).stats
+    check(f"{where} on {gpu}", stats, plans)
+
+
+@pytest.mark.parametrize("sub,name", [pytest.param(s, n, marks=pytest.mark.slow) if n in SLOW_MODELS else (s, n)
+                                      for s, n in hlo_fixtures()])
+def test_every_hlo_fixture_is_never_behind_fusionstitching(sub, name):
+    g, inputs = load_fixture(sub, name)
+    for gpu in GPUS:
+        compare(f"{sub}/{name}", g, inputs, gpu)
+
+
+def stablehlo_families():
+    return sorted(p.stem for p in (FIXTURES / "stablehlo" / "families").glob("*.mlir") if p.suffixes == [".mlir"])
+
+
+@pytest.mark.parametrize("name", stablehlo_families())
+def test_every_stablehlo_fixture_is_never_behind_fusionstitching(name):
+    path = FIXTURES / "stablehlo" / "families" / f"{name}.mlir"
+    g = asim.from_stablehlo(path.read_text())
+    inputs = seeded.fixture_inputs(path)
+    for gpu in GPUS:
+        compare(f"stablehlo/{name}", g, inputs, gpu)
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_catalog_at_test_sizes_is_never_behind_fusionstitching(name):
+    g = asim.workload(name, **SMALL[name])
+    for gpu in GPUS:
+        compare(f"{name} {SMALL[name]}", g, workload_inputs(g, 0), gpu)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PAPER_CHEAP)
+def test_catalog_at_paper_sizes_is_never_behind_fusionstitching(name):
+    g = asim.workload(name)
+    for gpu in GPUS:
+        compare(f"{name} at its default (paper) size", g, workload_inputs(g, 0), gpu)
+
+
+def test_known_behind_cases_exist():
+    """Every KNOWN_BEHIND entry names a fixture this file runs (a renamed fixture must not leave a dead entry)."""
+    known = {f"{s}/{n}" for s, n in hlo_fixtures()} | {f"stablehlo/{n}" for n in stablehlo_families()}
+    assert {case for case, _ in KNOWN_BEHIND} <= known
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_cumsum_positions_no_longer_splits_a_small_softmax_over_grid_barriers(gpu):
+    """The case issue 28 named (19.3 us against 14.7 on H100): 16 rows of 4096 split over 64 blocks of 1024
+    threads, a memset and two grid barriers.  The launch search prices it without splitting, keeps the faster, and
+    the kernel's note lists the paper's launch with its predicted time."""
+    g, inputs = load_fixture("models", "cumsum_positions")
+    plan = asim.compile(g, "astitch", gpu)
+    k = next(k for k in plan.generated if len(k.stages) > 2)
+    assert k.global_barriers == 0 and all(s.mapping.splits == 1 for s in k.stages), str(plan)
+    note = next(n for n in k.notes if n.startswith("launch search: chose"))
+    assert "(paper's rule)" in note and "rows split over" in note
+    paper = asim.compile(g, "astitch", gpu, launch_search=False)
+    assert any(k.global_barriers == 2 for k in paper.kernels)     # the rule's launch, still what the switch shows
+    a = asim.simulate(plan, inputs).stats.predicted_us
+    assert a < asim.simulate(paper, inputs).stats.predicted_us
+    assert a <= asim.simulate(asim.compile(g, "fusionstitching", gpu), inputs).stats.predicted_us * TIME_SLACK
+
+
+def test_adam_at_paper_size_on_h100_takes_the_faster_block():
+    """The Adam step over 1M parameters on H100 (18.4 us against fusionstitching's 13.3 before): priced launches."""
+    g = asim.workload("adam_step")
+    compare("adam_step at its default (paper) size", g, workload_inputs(g, 0), "H100")
+
+
+def test_a_scope_cut_at_its_grid_barriers_where_a_kernel_boundary_is_cheaper():
+    """hlo/bool_ops: an elementwise stage whose values three reductions read under other mappings.  Stitched, each
+    read is a Global value behind a grid barrier (3 barriers); cut there, the reductions share a second kernel, as
+    fusionstitching draws it.  The first kernel's note gives both prices."""
+    g, inputs = load_fixture("hlo", "bool_ops")
+    plan = asim.compile(g, "astitch", "H100")
+    assert len(plan.generated) == 2 and not any(k.global_barriers for k in plan.kernels), str(plan)
+    assert any(n.startswith("launch search: cut the stitch scope at its grid barriers") for n in plan.kernels[0].notes)
+    assert any(e.rule == "global_cut" and "launch search" in e.why for e in plan.kernels[0].ends)
+    raw = asim.compile(g, "astitch", "H100", launch_search=False)
+    assert len(raw.generated) == 1 and raw.generated[0].global_barriers == 3
+    for got, want in zip(asim.simulate(plan, inputs).outputs, asim.reference(g, inputs), strict=True):
+        assert (got == want).all()
