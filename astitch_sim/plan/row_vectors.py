@@ -10,7 +10,9 @@ columns), so every row starts aligned: a width that would leave a tail would als
 row misaligned, and the plan says so and takes a narrower one, or scalar.
 
 With vectors a row needs fewer lanes.  How many rows share a block stays the strategy's decision
-(horizontal packing): a planner that packs rows keeps its block and packs more of them; one that gives
+(horizontal packing): a planner that packs rows keeps its block and packs more of them -- unless that
+would leave SMs idle (fewer blocks than SMs where more were planned): then it keeps its rows per block and
+the block shrinks to their lanes; one that gives
 each row its own block (XLA's rule, or AStitch's what-if without horizontal packing) keeps one row per
 block, its block shrunk to the row's lanes (at least a warp) -- unless the row has fewer vectors than a
 warp has lanes (XLA's <750000,32>: 8 vectors, 24 idle lanes in every block): then a lane per element, scalar,
@@ -118,6 +120,14 @@ def vectorize_rows(graph, stages, gpu, stored) -> None:
     block = tpr if single else m.block
     rpb = block // tpr
     need = ceil(m.rows / rpb) * m.splits
+    if not single and need < min(m.grid, gpu.sms) and tpr <= m.threads_per_row:
+        # packing the narrower rows into the planned block would leave SMs idle (layernorm 512x768 on V100:
+        # 16 blocks of 32 rows where 128 blocks of 4 were planned): keep the planned rows per block instead,
+        # the block shrunk to their lanes -- the strategy's parallelism, and its bytes, stay as planned
+        rpb = max(1, m.rows_per_block)
+        block = min(m.block, max(WARP, tpr * rpb))
+        rpb = block // tpr
+        need = ceil(m.rows / rpb) * m.splits
     grid = min(need, m.grid)                     # a capped grid (vertical packing) stays capped
     trips = ceil(vectors / tpr)
     shape = ("a warp per row" if tpr == WARP else f"{tpr // WARP} warps per row" if tpr > WARP else

@@ -45,7 +45,8 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    launch is then priced against the same kernel at other block sizes and
    without task splitting, and a scope with grid barriers against the scope cut
    at them; the fastest is kept (by the static cost model FusionStitching's
-   search uses, never adding global bytes), and the kernel's notes list every
+   search uses, moving no more global bytes than the rules' launch or XLA's
+   kernels for the scope's ops), and the kernel's notes list every
    candidate's predicted time.  ``launch_search=False``: the rules alone.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
@@ -82,7 +83,7 @@ from ...plan.mapping import ThreadMapping
 from ...plan.plan import Kernel, Plan, Stage
 from ...plan.kernel_end import EndRule
 from .astitch_ends import record_scope_ends
-from .astitch_launch import Launch, choose_cut, choose_launch
+from .astitch_launch import Launch, Search, choose_cut, choose_launch, xla_scope_bytes
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
@@ -481,12 +482,13 @@ class _GridExceedsWave(Exception):
         self.grid, self.wave = grid, wave
 
 
-def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions) -> list:
-    """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching)."""
+def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions, xla_bytes=None) -> list:
+    """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching).
+    ``xla_bytes`` (names -> bytes, :func:`.astitch_launch.xla_scope_bytes`): the launch search's byte cap."""
     groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     cuts: list = []                       # why each kernel but the last ends (astitch_ends.py)
     no_global = "the what-if global_stitching=False"
-    search = opts.launch_search and not _switched(opts)
+    search = Search(xla_bytes(names) if xla_bytes else 0.0) if _searches(opts) else None
     try:
         kernels = _cut_into_kernels(graph, gpu, groups, names, escapes, index, opts, cuts, search)
         if search and any(k.global_barriers for k in kernels):
@@ -510,11 +512,11 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
 
 
 def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts, cuts=None,
-                      search: bool = False) -> list:
+                      search=None) -> list:
     """Kernels over consecutive runs of ``groups``; without Global stitching a run ends before the first
     stage that would read a Global value of an earlier stage (the kernel boundary is the grid barrier).
     ``cuts`` (a list) gets, per kernel, the :class:`~astitch_sim.plan.kernel_end.EndRule` word of the cut after it;
-    ``search``: each kernel's launch is priced (:mod:`.astitch_launch`)."""
+    ``search`` (a :class:`.astitch_launch.Search`, or None): each kernel's launch is priced (:mod:`.astitch_launch`)."""
     kernels, start = [], 0
     cuts = [] if cuts is None else cuts
     while start < len(groups):
@@ -563,7 +565,7 @@ def _part_escapes(graph, groups: list, part: list, names: set, escapes: set) -> 
     return out
 
 
-def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions, search: bool = False):
+def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchOptions, search=None):
     """``(kernel, None)``, or ``(None, cut)``: without Global stitching, stage ``cut`` must start a new kernel.
 
     The paper's launch (:func:`_block_size`, task splitting by its rule) -- or, with the paper's decisions,
@@ -578,7 +580,12 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
     if not search:
         return build(Launch(rule))
     cap = min(BLOCK, opts.max_block_threads, _largest_block(gpu, opts.assumed_registers))
-    return choose_launch(graph, gpu, build, rule, cap)
+    return choose_launch(graph, gpu, build, rule, cap, search.byte_cap)
+
+
+def _searches(opts: AStitchOptions) -> bool:
+    """Is the launch search on (``launch_search`` and no stitching switch changed)?"""
+    return opts.launch_search and not _switched(opts)
 
 
 def _switched(opts: AStitchOptions) -> bool:
@@ -792,6 +799,7 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
         raise AssertionError("astitch: kernels depend on each other in a cycle")
     ordered = [units[i] for i in order]
     kernels, scope_index, stitch_scopes = [], [], []
+    xla_bytes = None                      # the launch search's byte cap, XLA's kernels priced once
     for kind, names in ordered:
         if kind == "library":
             kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
@@ -806,7 +814,9 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
                                                            for u in graph[n].users)}
         names = scope
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
-        built = _build_kernels(graph, gpu, names, escapes, len(kernels), opts)
+        if xla_bytes is None and _searches(opts):
+            xla_bytes = xla_scope_bytes(graph, gpu)
+        built = _build_kernels(graph, gpu, names, escapes, len(kernels), opts, xla_bytes)
         kernels.extend(built)
         scope_index.extend([len(stitch_scopes) - 1] * len(built))
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "

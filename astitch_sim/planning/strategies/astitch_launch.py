@@ -65,6 +65,31 @@ class Launch:
         return f"block {self.block} x grid {kernel.grid}, {how}{barriers}"
 
 
+@dataclass(frozen=True)
+class Search:
+    """The launch search is on for a scope.  ``byte_cap``: the global bytes XLA's kernels move for the
+    scope's ops (static estimate).  A launch may move more bytes than the rule's -- a smaller block re-reads
+    a row's broadcast operands (layer norm's gamma and beta) once per block -- up to that cap, which
+    never-behind's byte rule would allow anyway; beyond it the launch is refused."""
+    byte_cap: float = 0.0
+
+
+def xla_scope_bytes(graph, gpu):
+    """``names -> bytes``: the static estimate of the global bytes XLA's kernels computing any of ``names``
+    move (the plan never-behind compares with, built once per compile)."""
+    from .fusion import partition_plan
+    from .register_only import XLA
+    xla = partition_plan(graph, gpu, XLA)
+    moved = []
+    for k in xla.kernels:
+        if k.kind == "library":
+            continue
+        ks = kernel_counters(graph, k)
+        predict_kernel(SimpleNamespace(gpu=gpu), k, ks)
+        moved.append((set(k.computed), float(ks.global_bytes)))
+    return lambda names: sum(b for ops, b in moved if ops & set(names))
+
+
 def candidates(rule_block: int, cap: int, splits: bool) -> list:
     """The launches to price: the rule's first, then each block choice within ``cap``; each also without
     task splitting when the rule's kernel splits something (``splits``)."""
@@ -75,7 +100,7 @@ def candidates(rule_block: int, cap: int, splits: bool) -> list:
     return out
 
 
-def choose_launch(graph, gpu, build, rule_block: int, cap: int):
+def choose_launch(graph, gpu, build, rule_block: int, cap: int, byte_cap: float = 0.0):
     """The stitched kernel at its cheapest launch, with a note listing every candidate's predicted time.
 
     ``build(launch)`` assembles the kernel at ``launch`` and returns ``(kernel, cut)`` as
@@ -94,7 +119,7 @@ def choose_launch(graph, gpu, build, rule_block: int, cap: int):
         if k is None or c is not None:
             continue
         us, nbytes = _price(graph, gpu, k)
-        if nbytes > rule_bytes:          # never-behind judges bytes too: a launch may not add any
+        if nbytes > max(rule_bytes, byte_cap):    # never-behind judges bytes too: none beyond XLA's
             refused.append((launch, k, us))
             continue
         priced.append((launch, k, us))
@@ -131,7 +156,8 @@ def _note(chosen, priced, refused=()) -> str:
            f"{priced[0][2] / us:.2f}x faster than the paper's rule")
     more = [f"{cand.describe(ck)} {cus:.2f} us" for cand, ck, cus in refused]
     return (f"{NOTE_PREFIX}: chose {launch.describe(k)} ({us:.2f} us, static estimate; {why}); priced: "
-            + "; ".join(rows) + (f"; refused for more global bytes: {'; '.join(more)}" if more else ""))
+            + "; ".join(rows) + (f"; refused for more global bytes than the paper's launch and XLA's kernels move: {'; '.join(more)}"
+               if more else ""))
 
 
 def choose_cut(graph, gpu, build, stitched: list):
