@@ -108,7 +108,7 @@ def choose_launch(graph, gpu, build, rule_block: int, cap: int, byte_cap: float 
     chosen launch is built last, so the planner's state (each group's split count) is the chosen one's."""
     rule = Launch(rule_block)
     first, cut = build(rule)
-    if first is None:
+    if first is None or _loop_kernel(first):
         return first, cut
     splits = any(s.mapping.splits > 1 for s in first.stages)
     us, rule_bytes = _price(graph, gpu, first)
@@ -130,6 +130,13 @@ def choose_launch(graph, gpu, build, rule_block: int, cap: int, byte_cap: float 
     if len(priced) + len(refused) > 1:
         kernel.notes.append(_note(chosen, priced, refused))
     return kernel, cut
+
+
+def _loop_kernel(kernel) -> bool:
+    """One stage, no reduce, no grid barrier: the loop kernel every strategy makes of a flat graph (Adam,
+    bias+GELU) stitches nothing, so it keeps the launch XLA gives it -- a faster grid found here would be a
+    speedup over xla that does not come from stitching (``tests/planning/test_fairness.py``)."""
+    return len(kernel.stages) == 1 and not kernel.stages[0].reduces and not kernel.global_barriers
 
 
 def _price(graph, gpu, kernel) -> tuple:
