@@ -6,9 +6,14 @@ Drawn over the tensor -- as triton-viz draws a Triton program's loads -- the
 paper's schedules become visible at a glance:
 
 * one block per row (XLA's row reduction): one colour per row;
-* horizontal packing (AStitch on <750000,32>): 32 rows share one colour;
-* task splitting (AStitch on <64,30000>): the colour changes half-way along a row;
-* vertical packing: with ``color_by="iteration"``, later loop trips get darker.
+* horizontal packing (AStitch on <750000,32>): the block's rows share one colour (128 rows of
+  8 lanes x 4-element vectors on the V100);
+* task splitting (AStitch on <64,30000>): the colour changes at each split along a row;
+* row vectors: with ``color_by="thread"``, a lane's ``vector`` consecutive elements share its colour;
+* vertical packing and vector trips: with ``color_by="iteration"``, later loop trips get darker.
+
+Every cell is what :meth:`~astitch_sim.plan.mapping.ThreadMapping.locate` says, so the picture follows
+the plan's ``vector``, ``threads_per_row`` and trips exactly.
 
 Big tensors are shown through a window: the first ``max_rows`` rows, and at most
 ``max_cols`` columns sampled evenly over the whole row (so a split row still

@@ -104,14 +104,27 @@ def test_mapping_picture_cells_match_locate(shape, strategy):
     rows, cols = np.arange(min(R, 40)), np.arange(0, C, max(1, C // 50))
     flat = flat_indices(m, rows, cols)
     assert np.array_equal(flat, rows[:, None] * C + cols[None, :])       # a [rows, cols] domain, row-major
-    block, _, _ = m.locate(flat)
+    block, thread, _ = m.locate(flat)
     if strategy == "xla":                                                # one block per row
         assert np.array_equal(block, np.broadcast_to(rows[:, None], block.shape))
-    elif shape == (750000, 32):                                          # horizontal packing, 32 rows a block
-        assert np.array_equal(block[:, 0], rows // 32)
-    else:                                                                # task splitting: a row over 2 blocks
-        assert m.splits == 2 and block[0, 0] != block[0, -1]
-    assert isinstance(figures.draw_mapping(m), Figure)
+    elif shape == (750000, 32):
+        # horizontal packing: the plan's rows per block share a block (row vectors: 8 lanes of 4 per
+        # 32-wide row, so 128 rows of a 1024-thread block), a row's lanes take vector-wide runs of columns
+        assert m.rows_per_block > 1 and m.vector > 1
+        assert np.array_equal(block[:, 0], rows // m.rows_per_block)
+        lane = (cols // m.vector) % m.threads_per_row
+        assert np.array_equal(thread, (rows[:, None] % m.rows_per_block) * m.threads_per_row + lane[None, :])
+    else:                                                                # task splitting: a row over m.splits blocks
+        assert m.splits > 1 and block[0, 0] != block[0, -1]
+        assert np.array_equal(block, rows[:, None] * m.splits + cols[None, :] // m.chunk)
+    fig = figures.draw_mapping(m)
+    assert isinstance(fig, Figure)
+    # the drawn cells are the blocks locate gives (the picture's window: first 32 rows, <= 64 sampled columns)
+    prow = np.arange(min(R, 32))
+    pcol = np.arange(0, C, max(1, -(-C // 64)))
+    pblock, _, _ = m.locate(flat_indices(m, prow, pcol))
+    drawn = np.asarray(fig.axes[0].images[0].get_array())
+    assert np.array_equal(drawn, (pblock - pblock.min()) % 20)
 
 
 def test_column_mapping_picture_samples_the_reduced_dim():
