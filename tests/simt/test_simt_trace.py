@@ -199,7 +199,10 @@ def _recount(res, graph, plan):
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_counters_match_a_recount_from_the_trace(name, shape, strategy):
     res, g, _ = sim(name, strategy, **shape)
-    plan = asim.compile(g, strategy, "H100")
+    # the plan that ran (astitch: launch_search=False), not a fresh default compile: its mappings' vector
+    # widths say which accesses a thread issues as one vector load (softmax 3x2100: 2-element vectors as
+    # run, 4 under the launch search -- recounting with 4 counts every 64-bit load as two scalar ones)
+    plan = res.plan
     got = _recount(res, plan.graph, plan)        # the plan's graph: inductor's split reductions rewrite it
     for ki, ks in enumerate(res.stats.kernels):
         for st in ks.stages:
