@@ -628,16 +628,16 @@ def test_the_labs_wrong_passes_lose_because_their_plans_lose():
     packing with fewer threads per row than the planner's is priced too, a wider one is as fast."""
     Wrong, nb08 = lab_grading()
     plan_level = "the plan your decisions make (is refused|computes output .* wrong|is predicted .* slower)"
-    for flag in ("leaving", "broadcast", "expensive_only"):
+    for flag in ("leaving", "expensive_only"):
         with pytest.raises(Wrong, match=plan_level):
             nb08.q1_dominants(nb08._variant(nb08._find, flag, **{flag: False}), nb08._merge)
-    for flag in ("siblings", "independent", "epilogue"):
+    with pytest.raises(Wrong, match="^find_dominants"):         # decisions only: its plans are as fast
+        nb08.q1_dominants(nb08._variant(nb08._find, "broadcast", broadcast=False), nb08._merge)
+    for flag in ("siblings", "independent", "epilogue", "elementwise"):
         with pytest.raises(Wrong, match=plan_level):
             nb08.q1_dominants(nb08._find, nb08._variant(nb08._merge, flag, **{flag: False}))
     with pytest.raises(Wrong, match="is predicted .* slower"):
         nb08.q1_dominants(nb08._find, lambda graph, dominants: {d: d for d in dominants})
-    with pytest.raises(Wrong, match="^merge_dominants"):        # decisions only: its plan is as fast
-        nb08.q1_dominants(nb08._find, nb08._variant(nb08._merge, "elementwise", elementwise=False))
     reference = nb08._scheme_variant("reference")
     for wrong, match in ((nb08._scheme_variant("w", shared_for_elements=True), "is refused"),
                          (lambda graph, name, producer, readers: "regional", "is refused"),
