@@ -324,10 +324,6 @@ ASTITCH_BEHIND_INDUCTOR = {
     ("SMALL", "log_softmax"): "the same shape and reason as softmax (6.63 against 6.64 us)",
     ("SMALL", "attention_softmax"): "17-element rows: 51 programs of 64 threads against 26 blocks of 128 (3.57 "
                                     "against 3.63 us)",
-    ("DEFAULT", "layernorm"): "one 256-thread program per row is predicted faster than AStitch's packed 1024-thread "
-                              "blocks, though it moves 33% more bytes (gamma and beta read again by every program)",
-    ("DEFAULT", "attention_softmax"): "128-element rows: autotuning keeps 64-thread programs, one row each, predicted "
-                                      "faster than AStitch's 1024-thread blocks though they move 33% more bytes",
     ("DEFAULT", "row_reduce"): "<750000,32>: 128 rows per 256-thread program (XBLOCK 128), the same bytes, predicted "
                                "faster than AStitch's 1024-thread blocks",
 }
