@@ -391,7 +391,9 @@ GPUS: dict[str, GPU] = {
         l2_bytes=6 * MIB,                # Volta whitepaper
         l2_bandwidth_gbs=2155.0,         # measured L2 load throughput, Jia et al., "Dissecting the NVIDIA
                                          # Volta GPU Architecture via Microbenchmarking" (arXiv:1804.06826,
-                                         # 2018); 69% of the 2048 B/clk x 1.53 GHz = 3133 GB/s peak
+                                         # 2018); 69% of the 2048 B/clk x 1.53 GHz = 3133 GB/s peak.
+                                         # The figure was taken from memory of that report and has not been
+                                         # checked against its text yet: treat it as an estimate until it is
         kernel_launch_us=5.0,            # raw CUDA launch ~5 us; the paper's ~10 us per
                                          # kernel in TensorFlow includes framework overhead
         grid_barrier_us=2.6,             # paper measured 2.5-2.7 us on V100

@@ -186,7 +186,7 @@ def element_uses(stage, graph, kept_inputs) -> dict:
     def add(name, n=1):
         uses[name] = uses.get(name, 0) + n
 
-    for name in stage.ops:
+    for name in list(stage.ops) + list(stage.epilogue):     # (the element loop computes epilogue ops too, if asked)
         node = graph[name]
         simple = node.kind in _ONE_READ_PER_OPERAND or node.opdef.is_view or node.op == "reduce"
         for o in node.operands:

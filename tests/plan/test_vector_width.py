@@ -146,10 +146,6 @@ def test_generated_vectors_match_the_reference(shape, dtype, sliced):
 def test_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     """Every dtype's vector intrinsics (and a 64-bit index kernel's) pass Numba's real type inference and
     lowering (no GPU: ``gpu_backend.machine.typecheck`` in a subprocess without the simulator)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
     pytest.importorskip("numba")
     args = []
     cases = [((5, 64), d, None) for d in ("f32", "f16", "bf16", "s8", "f64")] + [((4, 16), "f32", ((4, 20), (0, 3)))]
@@ -162,10 +158,20 @@ def test_vector_kernels_type_check_with_the_real_compiler(tmp_path):
         path = tmp_path / f"p{i}.json"
         path.write_text(text)
         args.append(str(path))
+    assert_typecheck(args, tmp_path)
+
+
+def assert_typecheck(paths: list, tmp_path) -> None:
+    """``gpu_backend.machine.typecheck`` on the plan JSON files ``paths``, in a subprocess without Numba's CUDA
+    simulator (its real type inference and lowering, no GPU): every plan must say ok."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
     root = Path(TESTS_FILE).resolve().parent.parent
-    r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", *args], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", *paths], capture_output=True, text=True,
                        env=env, cwd=root, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    assert r.stdout.count("ok ") == len(args)
+    assert r.stdout.count("ok ") == len(paths)

@@ -115,6 +115,7 @@ KNOWN_BEHIND = {
     ("hlo/softmax", "V100"): _gap_not_yet_explained(1.20),
     **{("hlo/transformer_ffn", gpu): _gap_not_yet_explained(1.05) for gpu in GPUS},
     **{("stablehlo/layernorm", gpu): _gap_not_yet_explained(2.25) for gpu in GPUS},
+    ("models/gqa_attention", "H100"): _gap_not_yet_explained(1.10),     # slow tier: 84.84 against 77.86 us
 }
 
 
