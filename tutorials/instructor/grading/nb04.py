@@ -73,10 +73,10 @@ def _compiler_splits(gpu: str, rows: int, cols: int) -> tuple:
     """The split count of the compiler's task-splitting rule (``launch_search=False``: the rule alone; by default
     the compiler then also prices launches without the split and keeps the faster, issue 28)."""
     plan = asim.compile(asim.workload("softmax", rows=rows, cols=cols), "astitch", gpu, launch_search=False)
-    k = plan.kernels[0]
-    m = k.stages[0].mapping
-    wave = asim.gpu(gpu).blocks_per_wave(k.block, 0, 32)
-    return m.splits, wave, k.block
+    m = plan.kernels[0].stages[0].mapping
+    block = 1024            # the block the rule decides with (AStitch's assumed 1024 threads); rows read in vectors
+    wave = asim.gpu(gpu).blocks_per_wave(block, 0, 32)     # may shrink the launched block after: <64,512> runs 64
+    return m.splits, wave, block
 
 
 def _wrong_splits_not_pow2(rows, cols, blocks_per_wave, block=1024):
