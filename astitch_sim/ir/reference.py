@@ -125,13 +125,14 @@ def reference(graph: Graph, inputs: Inputs) -> list[np.ndarray]:
     except MemoryError:
         raise AStitchError(f"graph {graph.name!r} is too big for this machine's memory to run with numpy: "
                            "use a smaller shape") from None
-    return _hand_over(graph, env)
+    return hand_over(graph, env)
 
 
-def _hand_over(graph: Graph, env: dict) -> list[np.ndarray]:
+def hand_over(graph: Graph, env: Mapping) -> list[np.ndarray]:
     """The outputs, each an array of its own: a value computed here is handed over as is (nothing else holds
     it: a real-size output is not copied); an input returned unchanged, a constant, or an output listed twice
-    is copied, so the caller's arrays are never the result's."""
+    is copied, so the caller's arrays are never the result's.  ``env``: every output's value and the inputs'
+    (the SIMT model calls this with its global memory's buffers)."""
     theirs = {id(env[p.name]) for p in graph.inputs if p.name in env}
     outs, taken = [], set()
     for o in graph.outputs:

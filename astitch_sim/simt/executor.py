@@ -65,7 +65,7 @@ from ..ir.dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
 from ..plan.machine import resident_resources
 from ..plan.plan import Plan
-from ..ir.reference import bind_inputs
+from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator
@@ -173,22 +173,13 @@ def _last_reader(plan) -> dict:
 
 
 def _outputs(graph, mem) -> list:
-    """The graph's outputs, in order, each an array of its own: a buffer a kernel wrote is handed over
-    (no copy: the run is over); an input or a constant returned as is, an array that is also an input's,
-    or an output listed twice is copied (the caller's arrays are never shared with the result)."""
-    theirs = {id(mem[p.name]) for p in graph.inputs if p.name in mem}
-    outs, taken = [], set()
-    for node in graph.outputs:
-        if node.name not in mem:
-            outs.append(np.array(cast(np.asarray(node.attrs["value"]), node.dtype).reshape(node.shape), copy=True))
-            continue
-        v = mem[node.name]
-        if node.op in ("parameter", "constant") or v.base is not None or id(v) in theirs or id(v) in taken:
-            outs.append(np.array(v, copy=True))
-        else:
-            outs.append(v)
-            taken.add(id(v))
-    return outs
+    """The graph's outputs as :func:`~astitch_sim.ir.reference.hand_over` gives them: a buffer a kernel wrote
+    is handed over (no copy: the run is over); an input, a constant, or an output listed twice is copied."""
+    env = {p.name: mem[p.name] for p in graph.inputs if p.name in mem}
+    for o in graph.outputs:
+        env[o.name] = mem[o.name] if o.name in mem else \
+            cast(np.asarray(o.attrs["value"]), o.dtype).reshape(o.shape)
+    return hand_over(graph, env)
 
 
 def _schedule(plan, kstats):
