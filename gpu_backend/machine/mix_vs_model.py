@@ -40,7 +40,13 @@ The normalisation (the two are different kinds of count):
   against SASS ``SHFL`` (its out-of-line ``WARPSYNC.COLLECTIVE`` retry copies left
   out); a tree reduction has none.
 * **Widths**: the model accesses one element per access, ``itemsize`` bytes;
-  SASS widths come from the opcode's suffix (``LDG.E.64``: 64 bits).
+  SASS widths come from the opcode's suffix (``LDG.E.64``: 64 bits).  A plan with
+  vectors (``print(plan)`` shows ``4-element vector(s) per lane``) makes the code
+  load a row's elements four at a time: one ``LDG.E.128`` where the model counts
+  four element accesses.  Each row therefore also carries ``sass_elements``: the
+  SASS accesses in the model's elements (an instruction of ``b`` bits counts
+  ``b / element bits``), which is what the model's count must equal when the only
+  difference is the vector width.
 
 Only generated kernels are compared (library kernels -- matrix products, sorts --
 are costed as whole ops by the model, with no per-thread accounting).  The
@@ -140,6 +146,24 @@ def sass_counts(mix: dict) -> dict:
     return out
 
 
+def _model_bits(cls: str, widths: dict) -> int | None:
+    """The model's element width for one class, in bits (None: no traced access, or mixed widths)."""
+    bits = {int(key.rsplit(".", 1)[1]) for key in widths if key.startswith(cls + ".")}
+    return bits.pop() if len(bits) == 1 else None
+
+
+def sass_elements(cls: str, sass: int, mix: dict, widths: dict) -> int:
+    """The class's SASS accesses counted in the model's elements: a 128-bit load of 32-bit elements counts 4.
+
+    Classes without widths (barriers, shuffles) or with no single model element width count as instructions.
+    """
+    bits = _model_bits(cls, widths)
+    sized = {int(key.rsplit(".", 1)[1]): v for key, v in mix.items() if key.startswith(cls + ".")}
+    if bits is None or not sized or sum(sized.values()) != sass:
+        return sass
+    return sum(v * max(1, w // bits) for w, v in sized.items())
+
+
 def explain(cls: str, model: int, sass: int, loops: int, mix: dict, widths: dict, trees: int = 0,
             repeats: int = 0) -> str:
     """Why SASS and the model differ for one class of one kernel (the causes we can tell from the counts)."""
@@ -149,6 +173,10 @@ def explain(cls: str, model: int, sass: int, loops: int, mix: dict, widths: dict
     if loops:
         return ("SASS keeps a loop (its static count is one loop body, the model's is every trip): "
                 "not comparable one to one")
+    elements = sass_elements(cls, sass, mix, widths)
+    if elements == model and elements != sass:
+        return (f"agree element for element: {sass} instruction(s) move {elements} of the model's "
+                f"{_model_bits(cls, widths)}-bit elements (the plan's vectors: one wide access per vector)")
     if cls.endswith("_load") and repeats and sass < model and model - sass <= repeats:
         return (f"loop-invariant loads hoisted: the busiest thread re-reads {repeats} element(s) it already loaded "
                 "in the same stage (a broadcast operand, once per element in the model); the code loads them once")
@@ -173,7 +201,8 @@ def explain(cls: str, model: int, sass: int, loops: int, mix: dict, widths: dict
 
 
 def compare(plan, inputs, arch: str) -> list:
-    """One row per generated kernel and class: model (busiest thread), SASS (static), why they differ."""
+    """One row per generated kernel and class: model (busiest thread), SASS (static instructions, and in the
+    model's elements), why they differ."""
     from .machine_code import compile_kernels
     model = model_counts(plan, inputs)
     rows = []
@@ -188,6 +217,7 @@ def compare(plan, inputs, arch: str) -> list:
         for cls in COMPARED:
             mv, sv = m["counts"].get(cls, 0), sass[cls]
             rows.append({"kernel": km.name, "index": km.index, "class": cls, "model": mv, "sass": sv,
+                         "sass_elements": sass_elements(cls, sv, km.mix, m["widths"]),
                          "model_sites": m["sites"].get(cls, 0), "loops": loops,
                          "sass_widths": {key: v for key, v in km.mix.items() if key.startswith(cls + ".")},
                          "model_widths": {key: v for key, v in m["widths"].items() if key.startswith(cls + ".")},

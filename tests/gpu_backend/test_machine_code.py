@@ -186,24 +186,35 @@ def test_ptxas_confirms_the_plan(records, case):
 
 @pytest.mark.slow
 def test_fig7_register_assumption_relaxed(records):
-    """The stitched Figure 7 kernel with the paper's reduction trees (``reduce_scheme="tree"``) spills at the
-    assumed 32 registers: the cap is relaxed, the grid still fits.  With warp-shuffle reductions (the
-    default) it fits 32 registers without spilling, and keeps them."""
+    """Under the paper's launch rule (``launch_search=False``: 1024-thread blocks) the stitched Figure 7 kernel
+    with warp-shuffle reductions fits the assumed 32 registers without spilling and keeps them; with the
+    paper's reduction trees (``reduce_scheme="tree"``) it spills at 32: the cap is relaxed, the grid still fits.
+    The default launch search packs two rows per 512-thread block, whose code may need more than 32
+    registers: then the cap is relaxed with a note, nothing spills, and the cooperative grid still fits."""
     gpu = gpus()[-1]
     (k,) = records[f"catalog:paper_fig7/astitch/{gpu}"]["kernels"]
-    assert k["plan_registers"] == k["applied_registers"] == 32
-    assert k["machine"]["spill_stores"] + k["machine"]["spill_loads"] == 0
+    assert k["machine"]["spill_stores"] + k["machine"]["spill_loads"] == 0, k
+    assert k["grid"] <= k["wave_real"], k
+    if k["applied_registers"] != k["plan_registers"]:
+        assert any("cap relaxed to" in n for n in k["notes"]), k
     code = ("import json, astitch_sim as asim, gpu_backend as gb\n"
-            f"p = gb.apply_compiler(asim.compile(asim.workload('paper_fig7'), 'astitch', {gpu!r}, "
-            "reduce_scheme='tree'))\n"
-            "(k,) = p.generated\n"
-            "print(json.dumps(dict(regs=k.registers_per_thread, spills=k.machine.spill_stores + k.machine.spill_loads,"
-            " notes=k.notes, grid=k.grid, wave=p.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread))))")
+            "out = {}\n"
+            "for scheme in ('shuffle', 'tree'):\n"
+            f"    p = gb.apply_compiler(asim.compile(asim.workload('paper_fig7'), 'astitch', {gpu!r}, "
+            "launch_search=False, reduce_scheme=scheme))\n"
+            "    (k,) = p.generated\n"
+            "    out[scheme] = dict(regs=k.registers_per_thread, spills=k.machine.spill_stores + k.machine.spill_loads,"
+            " notes=k.notes, grid=k.grid, block=k.block,"
+            " wave=p.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread))\n"
+            "print(json.dumps(out))")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900,
                        cwd=Path(TESTS_FILE).resolve().parent.parent)
     assert r.returncode == 0, r.stderr[-3000:]
-    tree = json.loads(r.stdout.splitlines()[-1])
+    out = json.loads(r.stdout.splitlines()[-1])
+    shuffle, tree = out["shuffle"], out["tree"]
+    assert shuffle["block"] == tree["block"] == 1024, out
+    assert shuffle["regs"] == 32 and shuffle["spills"] == 0, shuffle
     assert tree["regs"] > 32 and tree["spills"] == 0 and tree["grid"] <= tree["wave"], tree
     assert any("cap relaxed to" in n and "spilled" in n for n in tree["notes"]), tree
 
@@ -305,9 +316,10 @@ def test_instruction_mix_counts_classes_widths_and_loops():
 def test_instruction_mix_against_the_simt_model():
     """A stitched layernorm on sm_90: the compiler's straight-line SASS makes exactly the model's accesses.
 
-    Global loads and stores, shared stores, barriers, grid barriers and warp shuffles agree one
-    for one with the busiest thread's counts; shared loads too, up to the Regional broadcast
-    re-reads ptxas hoists (the model counts one per element, ``mix_vs_model.explain`` names them).
+    Global loads and stores agree element for element with the busiest thread's counts (the plan's rows are
+    read in 4-element vectors: one 128-bit instruction per vector, the rest 32-bit); shared stores,
+    barriers, grid barriers and warp shuffles agree one for one; shared loads too, up to the Regional
+    broadcast re-reads ptxas hoists (the model counts one per element, ``mix_vs_model.explain`` names them).
     """
     if not toolchain.available() or not toolchain.find().nvdisasm:
         msg = f"NVIDIA toolchain or nvdisasm missing: {toolchain.missing_reason() or 'no nvdisasm'}"
@@ -320,7 +332,11 @@ def test_instruction_mix_against_the_simt_model():
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {row["class"]: row for row in json.loads(r.stdout)}
     assert rows["global_load"]["loops"] == 0
-    for cls in ("global_load", "global_store", "shared_store", "barrier", "grid_sync", "shuffle", "global_atomic"):
+    for cls in ("global_load", "global_store"):
+        assert rows[cls]["model"] == rows[cls]["sass_elements"], rows[cls]
+        assert rows[cls]["sass_widths"].get(f"{cls}.128", 0) > 0, rows[cls]   # the plan's vectors reach the code
+        assert rows[cls]["why"].startswith("agree"), rows[cls]
+    for cls in ("shared_store", "barrier", "grid_sync", "shuffle", "global_atomic"):
         assert rows[cls]["model"] == rows[cls]["sass"], rows[cls]
     # shared loads: the model counts a Regional broadcast once per element, ptxas hoists the re-read
     load = rows["shared_load"]
