@@ -23,7 +23,10 @@ CASES = [("paper_fig7", {}), ("softmax", {"rows": 64, "cols": 30000}), ("softmax
 def _check_close(outs, ref):
     for o, r in zip(outs, ref, strict=True):
         o, r = np.asarray(o, np.float64), np.asarray(r, np.float64)
-        np.testing.assert_allclose(o, r, rtol=2e-5, atol=2e-5 * (1 + np.abs(r).max(initial=0.0)))
+        # the scale from the finite reference values: random optimizer inputs give NaN (sqrt of a negative
+        # second moment) where the reference has NaN too, and a NaN atol would demand bit-equal values elsewhere
+        scale = np.abs(r[np.isfinite(r)]).max(initial=0.0)
+        np.testing.assert_allclose(o, r, rtol=2e-5, atol=2e-5 * (1 + scale))
 
 
 @pytest.mark.parametrize("name,shape", CASES, ids=[f"{n}-{'x'.join(map(str, s.values())) or 'default'}"
