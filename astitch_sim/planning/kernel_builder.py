@@ -20,12 +20,13 @@ out the rest the same way for every strategy:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from ..errors import AStitchError
 from ..passes.analysis import is_scalar_of_inputs
-from ..ir.flatindex import ravel, unravel
+from ..ir.flatindex import distinct, ravel, unravel
 from ..plan.index_bits import index_bits
 from ..plan.vector_width import vectorize
 from ..plan.row_vectors import carried_register_cap, vectorize_rows
@@ -45,14 +46,36 @@ IMPOSED_SPACE = {Scheme.LOCAL: Space.REGISTER, Scheme.REGIONAL: Space.SHARED, Sc
 LOCALITY_SAMPLE = 1 << 15
 
 
+@lru_cache(maxsize=64)
 def sample_domain(size: int, seed: int = 0) -> np.ndarray:
-    """All flat indices of a small domain, or a deterministic sample (ends plus random) of a big one."""
+    """All flat indices of a small domain, or a deterministic sample (ends plus random) of a big one.
+
+    Cached and read-only: a launch search assembles a kernel for every candidate launch, and each
+    assembly checks several values over the same domain."""
     if size <= LOCALITY_SAMPLE:
-        return np.arange(size, dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    k = LOCALITY_SAMPLE // 4
-    parts = [np.arange(k), np.arange(size - k, size), rng.integers(0, size, LOCALITY_SAMPLE // 2)]
-    return np.unique(np.concatenate(parts)).astype(np.int64)
+        out = np.arange(size, dtype=np.int64)
+    else:
+        rng = np.random.default_rng(seed)
+        k = LOCALITY_SAMPLE // 4
+        parts = [np.arange(k), np.arange(size - k, size), rng.integers(0, size, LOCALITY_SAMPLE // 2)]
+        out = np.unique(np.concatenate(parts)).astype(np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def _sampled_reads(graph, stage: Stage, needed_later: set, memo: dict | None) -> tuple:
+    """``(elems, reads(graph, stage, elems, needed_later))`` at the stage's sampled domain elements.
+
+    ``memo`` (one per kernel assembly, where the stages and ``needed_later`` stay the same) keeps the
+    answer per stage: placing a kernel's values asks it once per value and reader."""
+    key = id(stage)
+    if memo is not None and key in memo:
+        return memo[key]
+    elems = sample_domain(stage.mapping.size)
+    out = (elems, reads(graph, stage, elems, needed_later))
+    if memo is not None:
+        memo[key] = out
+    return out
 
 
 def reduction_slots(graph, stage: Stage) -> int:
@@ -138,7 +161,7 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
             add(o.name, oids, oidx)
     if stage.epilogue:
         tshape = task_shape(graph, stage)
-        tasks = np.unique(stage.mapping.task_of(elems))
+        tasks = distinct(stage.mapping.task_of(elems))
         first_elem = stage.mapping.first_element_of_task(tasks)
         tidx = tuple(unravel(tasks, tshape)) if tshape else ()
         for e in stage.epilogue:
@@ -162,10 +185,10 @@ def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) ->
     return m.locate(flat)[0]
 
 
-def is_block_local(graph, producer: Stage, consumer: Stage, node: str, needed_later: set) -> bool:
+def is_block_local(graph, producer: Stage, consumer: Stage, node: str, needed_later: set,
+                   memo: dict | None = None) -> bool:
     """The paper's block-locality check: does every consumer block read only what it produced itself?"""
-    elems = sample_domain(consumer.mapping.size)
-    r = reads(graph, consumer, elems, needed_later)
+    _, r = _sampled_reads(graph, consumer, needed_later, memo)
     if node not in r:
         return True
     ids, index = r[node]
@@ -177,14 +200,14 @@ def is_block_local(graph, producer: Stage, consumer: Stage, node: str, needed_la
     return bool(np.all((cons_block >= first) & (cons_block < first + held_by)))
 
 
-def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str, needed_later: set) -> bool:
+def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str, needed_later: set,
+                             memo: dict | None = None) -> bool:
     """Can a later stage use ``node`` from registers? Same mapping and read at the index it was made."""
     if producer.mapping != consumer.mapping or node in producer.epilogue or graph[node].op == "reduce":
         return False
     if tuple(graph[node].shape) != tuple(producer.mapping.domain):
         return False
-    elems = sample_domain(consumer.mapping.size)
-    r = reads(graph, consumer, elems, needed_later)
+    _, r = _sampled_reads(graph, consumer, needed_later, memo)
     if node not in r:
         return True
     ids, index = r[node]
@@ -263,6 +286,7 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
     stage_of, part_of, consumers, needed_later = member.stage_of, member.part_of, member.consumers, member.needed_later
     values: dict[str, Value] = {}
     kernel_inputs = []
+    memo: dict = {}             # sampled reads per consumer stage (the stages do not change here)
     for n in dict.fromkeys(o for s in stages for c in list(s.ops) + list(s.epilogue) for o in
                            (x.name for x in graph[c].operands)):
         if n not in stage_of and not (graph[n].op == "constant" and graph[n].rank == 0):
@@ -286,12 +310,12 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
                                        f"{', '.join(s.value for s in IMPOSED_SPACE)}, not {v.scheme.value!r}")
                 v.space, placed = IMPOSED_SPACE[v.scheme], True
                 v.why = f"{readers} it; its scheme was given, not checked (a hand-made or graded plan)"
-            elif all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later) for j in later) \
+            elif all(same_thread_same_element(graph, stages[i], stages[j], n, needed_later, memo) for j in later) \
                     and stages[i].mapping.elements_per_thread <= register_cap:
                 v.space, v.scheme, placed = Space.REGISTER, Scheme.LOCAL, True
                 v.why = f"{readers} it at the element the same thread computed: kept in registers"
             elif n not in force_global and per_task and all(
-                    is_block_local(graph, stages[i], stages[j], n, needed_later) for j in later):
+                    is_block_local(graph, stages[i], stages[j], n, needed_later, memo) for j in later):
                 v.space, v.scheme, placed = Space.SHARED, Scheme.REGIONAL, True
                 v.why = (f"{readers} it, and every block reads only what it computed itself (block-locality check): "
                          "shared memory + block barrier")
@@ -327,18 +351,18 @@ def _registers_of(graph, node: str, stage: Stage) -> int:
     return stage.mapping.elements_per_thread * -(-itemsize(graph[node].dtype) // 4)
 
 
-def loads_every_element(graph, stage: Stage, node: str, needed_later: set) -> bool:
+def loads_every_element(graph, stage: Stage, node: str, needed_later: set, memo: dict | None = None) -> bool:
     """Does every thread of ``stage`` load ``node`` at each domain element it visits (so it holds the whole
     of its share of ``node`` in a register after the stage)?  Reads at other indices may come on top."""
     if tuple(graph[node].shape) != tuple(stage.mapping.domain):
         return False
-    elems = sample_domain(stage.mapping.size)
-    r = reads(graph, stage, elems, needed_later)
+    elems, r = _sampled_reads(graph, stage, needed_later, memo)
     if node not in r or r[node][1] is None:
         return False
     ids, index = r[node]
-    own = ids[ravel(index, stage.mapping.domain) == ids]
-    return bool(np.isin(elems, own).all())
+    own = distinct(ids[ravel(index, stage.mapping.domain) == ids])
+    at = np.minimum(np.searchsorted(own, elems), max(own.size - 1, 0))     # is every element in ``own``?
+    return bool(not elems.size or (own.size and np.array_equal(own[at], elems)))
 
 
 def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later, budget) -> list:
@@ -352,14 +376,15 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
     carried = sum(_registers_of(graph, n, stages[v.stage]) for n, v in values.items()
                   if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
     notes = []
+    memo: dict = {}
     for n in kernel_inputs:
         readers = sorted(consumers.get(n, ()))
         if len(readers) < 2 or graph[n].rank == 0:
             continue
         first, later = readers[0], readers[1:]
         p = stages[first]
-        if not loads_every_element(graph, p, n, needed_later) or not all(
-                same_thread_same_element(graph, p, stages[j], n, needed_later) for j in later):
+        if not loads_every_element(graph, p, n, needed_later, memo) or not all(
+                same_thread_same_element(graph, p, stages[j], n, needed_later, memo) for j in later):
             continue
         stages_word = f"stage{'s' if len(later) > 1 else ''} {', '.join(map(str, later))}"
         cost = _registers_of(graph, n, p)
