@@ -184,15 +184,17 @@ def bank_conflicts(W: np.ndarray, A: np.ndarray, itemsize: int) -> int:
     if W.size == 0:
         return 0
     words_per = max(1, itemsize // BANK_BYTES)
-    if words_per <= BANKS and _all_distinct(W):
-        # one lane per warp instruction (an epilogue's task heads, one per warp): its words are
-        # consecutive, so each sits in a bank of its own -- no conflict, and no sort needed
-        return 0
     word = A // BANK_BYTES
+    narrow = _narrow_warps(W, word, words_per)
+    if narrow is not None:
+        # a warp whose words all lie within 32 consecutive words has each distinct word in a bank of its
+        # own (a broadcast, a contiguous row, one lane per warp): no conflict; only the other warps are sorted
+        if narrow.all():
+            return 0
+        W, word = W[~narrow], word[~narrow]
     if words_per > 1:
         W = np.repeat(W, words_per)
         word = (np.repeat(word, words_per).reshape(-1, words_per) + np.arange(words_per)).ravel()
-    # fast path: every warp touches one word (broadcast) or is conflict-free contiguous
     Ws, Ss = _sorted_pairs(W, word)
     keep = np.concatenate(([True], (Ws[1:] != Ws[:-1]) | (Ss[1:] != Ss[:-1])))
     Ws, Ss = Ws[keep], Ss[keep]                      # distinct (warp, word)
@@ -206,6 +208,18 @@ def bank_conflicts(W: np.ndarray, A: np.ndarray, itemsize: int) -> int:
     wstarts = np.flatnonzero(np.concatenate(([True], group_w[1:] != group_w[:-1])))
     worst = np.maximum.reduceat(counts, wstarts)
     return int((worst - 1).sum())
+
+
+def _narrow_warps(W: np.ndarray, word: np.ndarray, words_per: int):
+    """Per lane access: does its warp instruction touch only words within one span of 32 (``BANKS``)?
+
+    Linear time, for the usual layout where each warp instruction's lanes are neighbours in the arrays
+    (every warp one run); None when a warp's lanes are scattered (the caller sorts everything)."""
+    starts = np.flatnonzero(np.concatenate(([True], W[1:] != W[:-1])))
+    if not _all_distinct(W[starts]):
+        return None
+    span = np.maximum.reduceat(word, starts) - np.minimum.reduceat(word, starts) + words_per
+    return np.repeat(span <= BANKS, np.diff(np.append(starts, W.size)))
 
 
 # ---------------------------------------------------------------------------
@@ -306,7 +320,9 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
         else:
             out["bytes"] = s * n
     elif acc.space == Space.SHARED:
-        rho, cnt = np.unique(A_X % (BANKS * BANK_BYTES), return_counts=True)
+        # moving every address of a warp by a whole number of 4-byte words only rotates its banks (the
+        # worst bank's count stays): the X line's start matters modulo one word, not modulo 128 bytes
+        rho, cnt = np.unique(A_X % BANK_BYTES, return_counts=True)
         for r, c in zip(rho.tolist(), cnt.tolist()):
             out["conflicts"] += c * bank_conflicts(W, r + A_Y, s)
         out["requests"] = n_x * distinct_pairs(W, np.zeros_like(W))[1]

@@ -99,6 +99,30 @@ def test_bank_conflicts_one_access_per_warp(itemsize):
     assert memory.bank_conflicts(W2, A, itemsize) == _bank_conflicts_by_sort(W2, A, itemsize)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_bank_conflicts_narrow_warps_skip_the_sort(seed):
+    """Warps whose words lie within 32 consecutive words (a broadcast, a contiguous row) cost nothing and
+    are left out of the sort; the others are counted as before: mixed warps of every kind, lanes in runs
+    (the fast path) or shuffled (the sort over everything), every item size."""
+    rng = np.random.default_rng(seed)
+    warps = 300
+    lanes = rng.integers(1, 33, warps)
+    W = np.repeat(np.arange(warps), lanes)
+    kind = np.repeat(rng.integers(0, 4, warps), lanes)
+    lane = np.concatenate([np.arange(n) for n in lanes])
+    itemsize = int(rng.choice([2, 4, 8, 16]))
+    A = np.select([kind == 0, kind == 1, kind == 2],
+                  [np.repeat(rng.integers(0, 1 << 12, warps), lanes) * 4,            # broadcast
+                   (np.repeat(rng.integers(0, 1 << 10, warps), lanes) + lane) * itemsize,   # contiguous
+                   lane * 32 * 4 * rng.integers(1, 3)],                             # strided: conflicts
+                  rng.integers(0, 1 << 12, W.size) * itemsize).astype(np.int64)     # scattered
+    want = _bank_conflicts_by_sort(W, A, itemsize)
+    assert want > 0
+    assert memory.bank_conflicts(W, A, itemsize) == want
+    shuffled = rng.permutation(W.size)
+    assert memory.bank_conflicts(W[shuffled], A[shuffled], itemsize) == want
+
+
 @pytest.mark.parametrize("tasks,lanes", [(1, 1), (5, 1), (7, 32), (3000, 32), (100, 7), (40, 1024), (0, 16)])
 def test_blocked_tree_combines_the_gpu_pairs(monkeypatch, tasks, lanes):
     """The blocked lanes-first tree folds exactly the pairs of ``buf[j] += buf[j + h]``, bit for bit."""
