@@ -69,6 +69,7 @@ different threads is recomputed (cheap) or stored globally (expensive).
 """
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import replace
 from math import ceil
 
@@ -575,7 +576,20 @@ def _build_kernel(graph, gpu, groups: list, escapes: set, index: int, opts: ASti
 
     def build(launch):
         o = opts if launch.split else replace(opts, task_splitting=False)
-        return _build_at(graph, gpu, groups, escapes, index, o, launch.block)
+        if not search:
+            return _build_at(graph, gpu, groups, escapes, index, o, launch.block)
+        # the same launch of the same groups, with the same split counts adopted from earlier kernels, gives
+        # the same kernel: keep a copy, and the split counts the build leaves on the groups (planner state)
+        key = (launch.block, o, tuple(map(id, groups)), frozenset(escapes), index,
+               tuple(None if gr.adopt is None else gr.adopt.splits for gr in groups))
+        if key not in search.built:
+            k, cut = _build_at(graph, gpu, groups, escapes, index, o, launch.block)
+            search.built[key] = (deepcopy(k), cut, [gr.splits for gr in groups])
+            return k, cut
+        k, cut, splits = search.built[key]
+        for gr, n in zip(groups, splits):
+            gr.splits = n
+        return deepcopy(k), cut
 
     if not search:
         return build(Launch(rule))

@@ -36,7 +36,7 @@ paper's other decisions: a what-if switch shows the rule's raw effect.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from types import SimpleNamespace
 
@@ -70,8 +70,13 @@ class Search:
     """The launch search is on for a scope.  ``byte_cap``: the global bytes XLA's kernels move for the
     scope's ops (static estimate).  A launch may move more bytes than the rule's -- a smaller block re-reads
     a row's broadcast operands (layer norm's gamma and beta) once per block -- up to that cap, which
-    never-behind's byte rule would allow anyway; beyond it the launch is refused."""
+    never-behind's byte rule would allow anyway; beyond it the launch is refused.
+
+    ``built``: the scope's kernels already assembled, per launch and inputs (``astitch._build_kernel``).
+    The search builds the chosen launch again, and :func:`choose_cut` builds the stitched kernels again
+    after pricing the cut ones; each of those assemblies is one the search already made."""
     byte_cap: float = 0.0
+    built: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 def xla_scope_bytes(graph, gpu):
