@@ -319,3 +319,19 @@ def test_narrower_vector_rows_do_not_leave_sms_idle(gpu, sms):
     m = k.stages[0].mapping
     assert m.threads_per_row == 32 and m.vector == 4
     assert k.grid >= sms and k.block == m.rows_per_block * m.threads_per_row < 1024
+
+
+@pytest.mark.parametrize("gpu", ["V100", "H100"])
+def test_launch_search_note_names_the_block_the_kernel_runs(gpu):
+    """Row vectors shrink a block to its rows' lanes (softmax <64,512>: 1024 threads asked, 64 run): the launch
+    search's note names the block it asked for and the threads the kernel launches, so what the note says and
+    what ``print(plan)``'s kernel line says agree."""
+    plan = asim.compile(asim.workload("softmax", rows=64, cols=512), "astitch", gpu)
+    notes = [(k, n) for k in plan.kernels for n in k.notes if n.startswith("launch search: chose")]
+    assert notes
+    for k, note in notes:
+        chosen = note.split(";")[0]
+        assert (f"block {k.block} x grid {k.grid}," in chosen
+                or f"(launched with {k.block} threads) x grid {k.grid}," in chosen), (str(k.block), note)
+    paper = next(n for _, n in notes).split("priced: ", 1)[1].split(";")[0]
+    assert "(paper's rule)" in paper and "block 1024 (launched with 64 threads)" in paper, paper

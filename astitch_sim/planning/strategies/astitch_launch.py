@@ -62,7 +62,10 @@ class Launch:
         splits = max((s.mapping.splits for s in kernel.stages), default=1)
         how = f"rows split over {splits} blocks" if splits > 1 else ("no split" if not self.split else "unsplit")
         barriers = f", {kernel.global_barriers} grid barrier(s)" if kernel.global_barriers else ""
-        return f"block {self.block} x grid {kernel.grid}, {how}{barriers}"
+        # row vectors may launch fewer threads than the block the search asked for (a row's lanes, fewer
+        # than the block): name both, or a user reads a block size the kernel does not run
+        launched = f" (launched with {kernel.block} threads)" if kernel.block != self.block else ""
+        return f"block {self.block}{launched} x grid {kernel.grid}, {how}{barriers}"
 
 
 @dataclass(frozen=True)
