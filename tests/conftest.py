@@ -42,6 +42,10 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True, database=None)
 settings.register_profile("thorough", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# ``fast``: what the fast tier (``-m "not slow"``) loads when no profile is asked for (pytest_configure below):
+# 30 examples per test, the same derandomized draws' first ones -- every generator path still runs, the full
+# tier draws the rest.
+settings.register_profile("fast", max_examples=30, deadline=None, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
@@ -73,6 +77,8 @@ if not HAS_GPU:
 
 
 def pytest_configure(config):
+    if "HYPOTHESIS_PROFILE" not in os.environ and "not slow" in (config.getoption("markexpr", "") or ""):
+        settings.load_profile("fast")          # before the test modules are imported (they read max_examples)
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "cudasim: checks Numba's CUDA simulator itself (skipped on a real GPU)")
 

@@ -408,6 +408,7 @@ def test_narrow_float_variants_in_the_numba_backend():
                                        err_msg=f"{strategy} output {i}")
 
 
+@pytest.mark.slow
 def test_new_op_kernels_compile_with_numba_cuda_for_a_real_gpu(tmp_path):
     """Type inference and lowering to NVVM IR of every library kernel and stitched indexed/argmax kernel."""
     import os

@@ -87,6 +87,7 @@ def test_baseline_formulas_match_the_reference(name):
 # gpu_bench in the CUDA simulator
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_gpu_bench_simulator_run_structure_provenance_and_validation(tmp_path):
     gb = _simulator_mode_or_skip()
     import gpu_backend  # noqa: F401  (imported after the simulator is chosen; a broken backend fails here)

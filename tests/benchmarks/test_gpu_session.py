@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+import pytest
 from anchor import TESTS_FILE
 
 ROOT = Path(TESTS_FILE).resolve().parent.parent
@@ -40,6 +41,7 @@ def test_pytest_m_gpu_collects_every_gpu_test_on_an_image_without_the_extras(tmp
     assert _collected(hidden.stdout) == want
 
 
+@pytest.mark.slow
 def test_the_runbook_dry_runs_every_part_in_the_simulator_and_renders(tmp_path):
     """``python -m benchmarks.gpu_session --simulator``: every part, baselines where installed, provenance, render."""
     import json
