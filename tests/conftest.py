@@ -43,8 +43,7 @@ settings.register_profile("ci", max_examples=100, deadline=None, derandomize=Tru
 settings.register_profile("thorough", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 # ``fast``: what the fast tier (``-m "not slow"``) loads when no profile is asked for (pytest_configure below):
-# 30 examples per test, the same derandomized draws' first ones -- every generator path still runs, the full
-# tier draws the rest.
+# 30 derandomized examples per test (the full tier's ``ci`` profile runs 100).
 settings.register_profile("fast", max_examples=30, deadline=None, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

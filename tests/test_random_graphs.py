@@ -21,7 +21,8 @@ past 2^13 and 2^16 elements):
 
 How many examples: the ``ci`` hypothesis profile (the default) runs
 ``max_examples`` = 100 per test below (40 for the long rows, which cost about
-1 s each), a few hundred in all, in about two minutes; ``HYPOTHESIS_PROFILE=thorough pytest tests/test_random_graphs.py``
+1 s each), a few hundred in all, in about two minutes (the fast tier, ``-m "not slow"``, loads the ``fast``
+profile: 30 per test); ``HYPOTHESIS_PROFILE=thorough pytest tests/test_random_graphs.py``
 runs 2000 per test and type-checks one example in 3 (see tests/conftest.py and
 the README's testing section).  A failure prints the shrunk graph, its inputs'
 seed and the first wrong elements.
