@@ -93,7 +93,6 @@ class LoopEmitter:
         m, out, kw = ctx.m, ctx.out, ctx.kw
         V, U, T, P = m.vector, m.unroll, m.task_iterations, m.per_thread
         total, dom = m.grid * m.block, m.domain
-        last = len(dom) - 1
         out(f"# {m.size} elements over {m.grid} x {m.block} threads: each round, {U} vector(s) of {V} consecutive "
             f"element(s) per thread, loads before use" + (f", {T} rounds" if T > 1 else ""))
         with out.block(f"for rnd in range({T}):" if T > 1 else None):
@@ -116,21 +115,37 @@ class LoopEmitter:
                     var = kw.names.fresh(f"d{d}_{k}")
                     out(f"{var} = {kw.ix(p)}")
                     base.append(var)
-                loads, body = Lines(), Lines()
-                ctx.prefetch, ctx.out = loads, body
-                scope = Scope()
                 ctx.acc_var = {}
-                for j in range(V):
-                    ctx.it = E.add(E.mul(rnd, P), k * V + j)
-                    items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
-                    self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
-                ctx.prefetch, ctx.out = None, out
-                bodies.append((e, loads, body))
-            for section in (1, 2):
-                for e, loads, body in bodies:
-                    lines = (loads if section == 1 else body).lines
-                    if not lines:
-                        continue
-                    with out.block(f"if {E.lt(e, m.size)}:" if guarded else None):
+                loads, body = self.vector_body(base, V, lambda j: E.add(E.mul(rnd, P), k * V + j), Scope())
+                bodies.append((E.lt(e, m.size) if guarded else None, loads, body))
+            self.loads_first(bodies)
+
+    def vector_body(self, base: list, V: int, iteration, scope: Scope) -> tuple:
+        """One vector: the ``V`` elements from index ``base`` (its first element) along the innermost dim,
+        element ``j`` at the thread's iteration ``iteration(j)``.  Returns its loads (what ``ctx.prefetch``
+        collects: ``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly) and
+        its computation and stores, as two blocks of lines: :meth:`loads_first` issues every vector's loads
+        before any vector's computation."""
+        ctx = self.ctx
+        out, last = ctx.out, len(base) - 1
+        loads, body = Lines(), Lines()
+        ctx.prefetch, ctx.out = loads, body
+        for j in range(V):
+            ctx.it = iteration(j)
+            items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
+            self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
+        ctx.prefetch, ctx.out = None, out
+        return loads, body
+
+    def loads_first(self, bodies: list):
+        """``(guard, loads, body)`` per vector (:meth:`vector_body`; guard None: always runs): every vector's
+        loads, then every vector's computation and stores, each block under its vector's guard -- all the
+        thread's loads in flight before the first is used."""
+        out = self.ctx.out
+        for section in (1, 2):
+            for guard, loads, body in bodies:
+                lines = (loads if section == 1 else body).lines
+                if lines:
+                    with out.block(f"if {guard}:" if guard is not None else None):
                         for line in lines:
                             out(line)

@@ -32,8 +32,7 @@ from astitch_sim.plan.vocabulary import ReduceScheme
 from astitch_sim.plan.row_vectors import MAX_TRIPS
 
 from . import exprs as E
-from .source import Lines
-from .values import LaneIdx, Scope
+from .values import Scope
 
 if TYPE_CHECKING:
     from .elements import ElementEmitter
@@ -229,7 +228,6 @@ class TaskLoopEmitter:
         ctx = self.ctx
         m, out, kw = ctx.m, ctx.out, ctx.kw
         V, T, tpr, I = m.vector, m.trips, m.threads_per_row, m.inner_iterations
-        last = len(m.domain) - 1
         unrolled = T <= MAX_TRIPS
         out(f"# {T} trip(s) per lane of {V}-element vectors along the row" +
             (", every trip's loads first" if unrolled and T > 1 else ""))
@@ -253,21 +251,10 @@ class TaskLoopEmitter:
                     var = kw.names.fresh(f"d{d}_{k}" if isinstance(k, int) else f"d{d}")
                     out(f"{var} = {kw.ix(p)}")
                     base[d] = var
-                loads, body = Lines(), Lines()
-                ctx.prefetch, ctx.out = loads, body
-                for j in range(V):
-                    ctx.it = E.add(E.mul(outer, I), E.add(E.mul(k, V), j))
-                    items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
-                    self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
-                ctx.prefetch, ctx.out = None, out
-                bodies.append((cond, loads, body))
-            for section in (1, 2):
-                for cond, loads, body in bodies:
-                    lines = (loads if section == 1 else body).lines
-                    if lines:
-                        with out.block(f"if {cond}:" if cond is not True else None):
-                            for line in lines:
-                                out(line)
+                loads, body = self.loops.vector_body(
+                    base, V, lambda j, k=k: E.add(E.mul(outer, I), E.add(E.mul(k, V), j)), scope)
+                bodies.append((None if cond is True else cond, loads, body))
+            self.loops.loads_first(bodies)
 
     def name_iteration(self, outer: Expr, inner: Expr):
         """The thread's iteration ``outer * inner_iterations + inner``: in a variable ``it`` when the body
