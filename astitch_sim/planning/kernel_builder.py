@@ -278,7 +278,7 @@ def stage_membership(graph, stages, name: str = "kernel") -> Membership:
 
 
 def _place_values(graph, name, stages, escapes, stitch, force_global, register_cap=REGISTER_VALUES_CAP,
-                  schemes=None) -> Placement:
+                  schemes=None, memo=None) -> Placement:
     """Where every value of the kernel lives (register, shared, global) and which stages read it.
 
     ``schemes`` (:func:`assemble_kernel`): values whose scheme across stages is given, not checked."""
@@ -286,7 +286,7 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
     stage_of, part_of, consumers, needed_later = member.stage_of, member.part_of, member.consumers, member.needed_later
     values: dict[str, Value] = {}
     kernel_inputs = []
-    memo: dict = {}             # sampled reads per consumer stage (the stages do not change here)
+    memo = {} if memo is None else memo     # sampled reads per consumer stage (the stages do not change here)
     for n in dict.fromkeys(o for s in stages for c in list(s.ops) + list(s.epilogue) for o in
                            (x.name for x in graph[c].operands)):
         if n not in stage_of and not (graph[n].op == "constant" and graph[n].rank == 0):
@@ -365,7 +365,7 @@ def loads_every_element(graph, stage: Stage, node: str, needed_later: set, memo:
     return bool(not elems.size or (own.size and np.array_equal(own[at], elems)))
 
 
-def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later, budget) -> list:
+def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later, budget, memo=None) -> list:
     """Hierarchical data reuse of loads: a kernel input that a thread loads in one stage and reads again,
     at the same elements, in later stages under the same mapping stays in that thread's registers
     (a stitched layernorm reads ``x`` once, not once per stage).
@@ -376,7 +376,7 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
     carried = sum(_registers_of(graph, n, stages[v.stage]) for n, v in values.items()
                   if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
     notes = []
-    memo: dict = {}
+    memo = {} if memo is None else memo
     for n in kernel_inputs:
         readers = sorted(consumers.get(n, ()))
         if len(readers) < 2 or graph[n].rank == 0:
@@ -482,7 +482,9 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
             if why:
                 notes.append(why)
     while True:
-        placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap, schemes)
+        reads_memo: dict = {}       # per placement: a recompute below changes the stages
+        placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap, schemes,
+                               reads_memo)
         again = _recompute_instead_of_storing(graph, stages, placed.values, placed.consumers, placed.part_of,
                                               escapes, position) if stitch else []
         if not again:
@@ -491,7 +493,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     stage_of, consumers, needed_later, values = placed.stage_of, placed.consumers, placed.needed_later, placed.values
     if stitch and keep_inputs and register_cap > 0:
         notes.extend(_keep_loaded_inputs(graph, stages, values, placed.kernel_inputs, consumers, needed_later,
-                                         register_cap))
+                                         register_cap, reads_memo))
     _place_barriers(graph, stages, values, consumers)
 
     # shared memory: regional values (all tasks of a block) with liveness-based reuse, plus reduction scratch
