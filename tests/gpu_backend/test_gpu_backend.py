@@ -177,7 +177,14 @@ def test_workload_matches_reference(name, strategy):
     assert_matches_reference(g, outs, inputs, f"{name}/{strategy}")
 
 
-@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+#: strategies whose plans of every HLO fixture run in the CUDA simulator in the fast tier: the two stitchers (the
+#: most code paths: stages, shared and global values, barriers) and the xla baseline; the other strategies run
+#: them in the full tier (every strategy runs every catalog workload in both tiers, above)
+FAST_FIXTURE_STRATEGIES = ("xla", "fusionstitching", "astitch")
+
+
+@pytest.mark.parametrize("strategy", [s if s in FAST_FIXTURE_STRATEGIES else pytest.param(s, marks=pytest.mark.slow)
+                                      for s in asim.STRATEGIES])
 @pytest.mark.parametrize("fixture", HLO_FIXTURES)
 def test_hlo_fixture_matches_reference(fixture, strategy):
     g, inputs = _fixture(fixture)
