@@ -85,7 +85,7 @@ from ...plan.plan import Kernel, Plan, Stage
 from ...plan.kernel_end import EndRule
 from .astitch_ends import record_scope_ends
 from .astitch_launch import Launch, Search, choose_cut, choose_launch, xla_scope_bytes
-from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper
+from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper, xla_partition
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
 from .options import AStitchOptions
 from ...plan.vocabulary import Barrier, Combine, Space
@@ -814,6 +814,7 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     ordered = [units[i] for i in order]
     kernels, scope_index, stitch_scopes = [], [], []
     xla_bytes = None                      # the launch search's byte cap, XLA's kernels priced once
+    xla = None                            # XLA's plan of the graph: the byte cap's and never-behind's
     for kind, names in ordered:
         if kind == "library":
             kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
@@ -829,7 +830,8 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
         names = scope
         escapes = {n for n in escapes if graph[n].op not in ("parameter", "constant")}
         if xla_bytes is None and _searches(opts):
-            xla_bytes = xla_scope_bytes(graph, gpu)
+            xla = xla_partition(graph, gpu)             # built once: never-behind compares with it too
+            xla_bytes = xla_scope_bytes(graph, gpu, xla)
         built = _build_kernels(graph, gpu, names, escapes, len(kernels), opts, xla_bytes)
         kernels.extend(built)
         scope_index.extend([len(stitch_scopes) - 1] * len(built))
@@ -845,7 +847,7 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     # step 8: XLA's kernels wherever stitching would cost more (never_behind.py) -- for the paper's decisions
     # only: a what-if switch shows what the decision it turns off is worth, not XLA's plan in its place
     if opts.never_behind and not (switched.keys() - AStitchOptions.PRICED_WITH):
-        plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes)
+        plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes, xla=xla)
     elif opts.never_behind:
         plan.notes.append(f"{NEVER_BEHIND_NOTE}: not applied -- what-if switches show the raw stitch plan of "
                           "the decisions they leave on")

@@ -242,21 +242,28 @@ def _decide(parts, stitched_cost, xla_cost):
     return out
 
 
+def xla_partition(graph, gpu) -> Plan:
+    """XLA's plan of ``graph`` (the xla strategy's fusion rules): what never-behind compares stitch scopes with."""
+    from .fusion import partition_plan
+    from .register_only import XLA
+    return partition_plan(graph, gpu, XLA)
+
+
 def _graph_elements(graph) -> int:
     return sum(n.size for n in graph)
 
 
-def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs=None) -> Plan:
+def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs=None, xla=None) -> Plan:
     """``stitch`` with XLA's kernels wherever they cost less than the stitched ones (module docstring).
 
     ``scope_index[i]``: the stitch scope kernel ``i`` was built for (None for a library kernel);
     ``scopes``: the scopes' op names.  ``inputs`` (parameter order): what the SIMT model runs
     on when counters must be exact (default: seeded inputs from :func:`~astitch_sim.frontends.workloads.workload_inputs`).
+    ``xla``: XLA's plan of the graph, when the caller has built it already (the launch search's byte cap).
     """
-    from .fusion import partition_plan
-    from .register_only import XLA
     graph, gpu = stitch.graph, stitch.gpu
-    xla = partition_plan(graph, gpu, XLA)
+    if xla is None:
+        xla = xla_partition(graph, gpu)
     parts = _parts(stitch, scope_index, scopes, xla)
     if parts is None or not stitch.kernels:
         parts = [Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
