@@ -82,13 +82,10 @@ class Search:
     built: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
-def xla_scope_bytes(graph, gpu, xla=None):
+def xla_scope_bytes(graph, gpu, xla):
     """``names -> bytes``: the static estimate of the global bytes XLA's kernels computing any of ``names``
-    move.  ``xla``: XLA's plan of ``graph`` (the one never-behind compares with; built here if not given)."""
-    if xla is None:
-        from .fusion import partition_plan
-        from .register_only import XLA
-        xla = partition_plan(graph, gpu, XLA)
+    move.  ``xla``: XLA's plan of ``graph`` (``never_behind.xla_partition``: the plan never-behind compares
+    with, built once per compile)."""
     moved = []
     for k in xla.kernels:
         if k.kind == "library":
