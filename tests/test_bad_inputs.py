@@ -5,16 +5,17 @@ answer is either an :class:`AStitchError` with a useful message, or -- for the m
 (read-only and non-contiguous arrays, a graph whose output is a parameter or a constant) -- the
 right result.  Never a stray KeyError/IndexError/TypeError/AttributeError.
 """
+import contextlib
 import copy
+import io
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import astitch_sim as asim
 from astitch_sim import AStitchError, Graph, Plan
+from astitch_sim.cli import main
 
 HLO = """HloModule m
 ENTRY e {
@@ -491,8 +492,16 @@ def test_trace_on_a_big_shape_is_refused():
 # -- CLI -------------------------------------------------------------------------------------------
 
 def _cli(*args):
-    r = subprocess.run([sys.executable, "-m", "astitch_sim", *args], capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stderr
+    """Run the command line in this process: the very ``main`` that ``python -m astitch_sim`` calls (the real
+    entry point in a child process is tests/cli/test_cli.py's; a child per case here cost 12 s of the fast tier).
+    An exception that escapes ``main`` is a traceback the user would see: the test fails with it."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = main(list(args))
+        except SystemExit as e:          # argparse's usage errors
+            rc = e.code
+    return rc, err.getvalue()
 
 
 @pytest.fixture(scope="module")

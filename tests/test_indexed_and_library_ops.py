@@ -26,6 +26,7 @@ import pytest
 import astitch_sim as asim
 import gpu_backend
 from astitch_sim import AStitchError, Graph, from_hlo
+from tiers import fast_share
 
 OPS = Path(__file__).parent / "fixtures" / "ops"
 OP_FIXTURES = sorted(p.stem for p in OPS.glob("*.hlo"))
@@ -84,15 +85,19 @@ def test_every_strategy_on_the_simt_model(name):
             _exact(got, want, f"{name} {strategy} traced", 0.0)
 
 
-@pytest.mark.parametrize("name", OP_FIXTURES)
-def test_every_strategy_in_the_numba_backend(name):
+#: the fast tier's share (tests/tiers.py): every op fixture in the CUDA simulator under xla (one kernel per
+#: library op and fusion) and astitch (stitched around them); the other strategies in the full tier
+FAST_BACKEND_STRATEGIES = ("xla", "astitch")
+
+
+@pytest.mark.parametrize("name,strategy", fast_share([(n, s) for n in OP_FIXTURES for s in asim.STRATEGIES],
+                                                     lambda c: c[1] in FAST_BACKEND_STRATEGIES))
+def test_every_strategy_in_the_numba_backend(name, strategy):
     g, ins, _ = _load(name)
-    ref = asim.reference(g, ins)
-    for strategy in asim.STRATEGIES:
-        plan = asim.compile(g, strategy, "H100")
-        outs = gpu_backend.run(plan, ins)
-        for i, (got, want) in enumerate(zip(outs, ref, strict=True)):
-            _exact(got, want, f"{name} {strategy} output {i} (Numba)", 1e-6)
+    plan = asim.compile(g, strategy, "H100")
+    outs = gpu_backend.run(plan, ins)
+    for i, (got, want) in enumerate(zip(outs, asim.reference(g, ins), strict=True)):
+        _exact(got, want, f"{name} {strategy} output {i} (Numba)", 1e-6)
 
 
 # -- what the plans look like -------------------------------------------------------------------

@@ -26,3 +26,35 @@ def test_the_test_extra_brings_xdist_and_ruff():
     # (tomllib is Python 3.11+; the project supports 3.10)
     extra = re.search(r"^test = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S)[1]
     assert {"pytest-xdist", "ruff"} <= set(re.findall(r'"([A-Za-z0-9_-]+)', extra)), extra
+
+
+def test_the_fast_shares_cover_every_strategy_workload_and_fixture():
+    """The wide matrices keep a share in the fast tier (tests/tiers.py): every strategy still runs in Numba's CUDA
+    simulator, every catalog workload and every HLO fixture still runs there under astitch, every op fixture
+    under xla and astitch; and the full tier still has every case."""
+    import astitch_sim as asim
+    import test_gpu_backend as gb
+    import test_indexed_and_library_ops as ops
+    import test_never_behind as nb
+    from tiers import is_fast, values
+
+    def share(matrix):
+        return [values(p) for p in matrix if is_fast(p)], [values(p) for p in matrix]
+
+    fast, full = share(gb.WORKLOAD_MATRIX)
+    assert sorted(full) == sorted((n, s) for n in gb.TINY for s in asim.STRATEGIES)
+    assert {s for _, s in fast} == set(asim.STRATEGIES)
+    assert {n for n, s in fast if s == "astitch"} == set(gb.TINY)
+    assert len(fast) < len(full)
+    (fixtures,), (op_cases,) = ([m.args[1] for m in f.pytestmark if m.name == "parametrize"]
+                                for f in (gb.test_hlo_fixture_matches_reference,
+                                          ops.test_every_strategy_in_the_numba_backend))
+    fast, full = share(fixtures)
+    assert sorted(full) == sorted((f, s) for f in gb.HLO_FIXTURES for s in asim.STRATEGIES)
+    assert {f for f, s in fast if s == "astitch"} == set(gb.HLO_FIXTURES)
+    fast, full = share(op_cases)
+    assert sorted(full) == sorted((n, s) for n in ops.OP_FIXTURES for s in asim.STRATEGIES)
+    assert {(n, s) for n, s in fast} == {(n, s) for n in ops.OP_FIXTURES for s in ("xla", "astitch")}
+    fast, full = share(nb.fixture_matrix())
+    assert full == nb.hlo_fixtures()
+    assert {sub for sub, _ in fast} == {"hlo", "ops"} and not any(sub == "models" for sub, _ in fast)

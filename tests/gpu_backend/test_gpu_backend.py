@@ -37,6 +37,7 @@ from astitch_sim.plan.plan import Plan, Stage
 from astitch_sim.frontends.workloads import workload_inputs
 from gpu_backend.launch.plans import compile_plan, execute
 from anchor import TESTS_FILE
+from tiers import fast_share
 
 ROOT = Path(TESTS_FILE).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "hlo"
@@ -167,8 +168,16 @@ def test_every_catalog_workload_has_a_tiny_shape():
     assert set(TINY) == set(asim.WORKLOADS)
 
 
-@pytest.mark.parametrize("strategy", asim.STRATEGIES)
-@pytest.mark.parametrize("name", list(TINY))
+#: the fast tier's share of the workload matrix below (tests/tiers.py): every workload under astitch and under
+#: inductor (small programs, cheap here), and every strategy on a rows, a columns, a flat and a grid-barrier
+#: workload; the full tier runs all of it
+FAST_WORKLOADS = ("layernorm", "column_reduce", "adam_step", "paper_fig7")
+FAST_EVERYWHERE = ("astitch", "inductor")
+WORKLOAD_MATRIX = fast_share([(n, s) for n in TINY for s in asim.STRATEGIES],
+                             lambda c: c[1] in FAST_EVERYWHERE or c[0] in FAST_WORKLOADS)
+
+
+@pytest.mark.parametrize("name,strategy", WORKLOAD_MATRIX)
 def test_workload_matches_reference(name, strategy):
     g = asim.workload(name, **TINY[name])
     plan = asim.compile(g, strategy, "H100")
@@ -177,15 +186,14 @@ def test_workload_matches_reference(name, strategy):
     assert_matches_reference(g, outs, inputs, f"{name}/{strategy}")
 
 
-#: strategies whose plans of every HLO fixture run in the CUDA simulator in the fast tier: the two stitchers (the
-#: most code paths: stages, shared and global values, barriers) and the xla baseline; the other strategies run
-#: them in the full tier (every strategy runs every catalog workload in both tiers, above)
-FAST_FIXTURE_STRATEGIES = ("xla", "fusionstitching", "astitch")
+#: strategies whose plans of every HLO fixture run in the CUDA simulator in the fast tier: astitch, the most code
+#: paths (stages, shared and global values, barriers) through every fixture's dtypes and ops; the other strategies
+#: run them in the full tier (every strategy runs catalog workloads in both tiers, above)
+FAST_FIXTURE_STRATEGIES = ("astitch",)
 
 
-@pytest.mark.parametrize("strategy", [s if s in FAST_FIXTURE_STRATEGIES else pytest.param(s, marks=pytest.mark.slow)
-                                      for s in asim.STRATEGIES])
-@pytest.mark.parametrize("fixture", HLO_FIXTURES)
+@pytest.mark.parametrize("fixture,strategy", fast_share([(f, s) for f in HLO_FIXTURES for s in asim.STRATEGIES],
+                                                        lambda c: c[1] in FAST_FIXTURE_STRATEGIES))
 def test_hlo_fixture_matches_reference(fixture, strategy):
     g, inputs = _fixture(fixture)
     plan = asim.compile(g, strategy, "H100")

@@ -195,7 +195,7 @@ def test_simt_counts_a_scattered_read_one_instruction_per_element():
     ("layernorm", dict(rows=5, cols=96)),      # a warp per row, 3 vectors... of which lanes 24..31 idle
     ("softmax", dict(rows=7, cols=36)),        # 9 vectors per row: 16 lanes, 7 idle (36 is not a multiple of 16)
     ("softmax", dict(rows=6, cols=8)),         # a row shorter than a warp: 2 lanes per row
-    ("rmsnorm", dict(rows=3, cols=2048)),      # several warps per row (cross-warp shuffle, one barrier)
+    ("rmsnorm", dict(rows=2, cols=1024)),      # several warps per row (cross-warp shuffle, one barrier), split rows
     ("log_softmax", dict(rows=4, cols=34)),    # 2-element vectors
     ("softmax", dict(rows=3, cols=33)),        # scalar: 33 is odd
 ])

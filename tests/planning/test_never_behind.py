@@ -22,6 +22,7 @@ from astitch_sim.planning.strategies.never_behind import Cost, plan_combine_byte
 from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
 from test_workloads import SMALL
 from anchor import TESTS_FILE
+from tiers import fast_share
 
 FIXTURES = Path(TESTS_FILE).parent / "fixtures"
 
@@ -74,12 +75,17 @@ def load_fixture(sub, name):
     return asim.from_hlo_file(path), seeded.fixture_inputs(path)
 
 
-#: model fixtures whose SIMT runs take over ~5 s on 2 cores (three plans each): marked slow
-SLOW_MODELS = {"adafactor_step", "dot_product_attention", "gpt_train_step", "gqa_attention", "llama_rotary"}
+#: the model fixtures (tests/fixtures/models: real model code at real sizes, each simulated under two or three
+#: strategies) run in the full tier; the fast tier's share (tests/tiers.py) is the small HLO and op fixtures
+#: and the catalog
+FULL_TIER_SUBS = ("models",)
 
 
-@pytest.mark.parametrize("sub,name", [pytest.param(s, n, marks=pytest.mark.slow) if n in SLOW_MODELS else (s, n)
-                                      for s, n in hlo_fixtures()])
+def fixture_matrix() -> list:
+    return fast_share(hlo_fixtures(), lambda c: c[0] not in FULL_TIER_SUBS)
+
+
+@pytest.mark.parametrize("sub,name", fixture_matrix())
 def test_every_hlo_fixture_is_never_behind_xla(sub, name):
     g, inputs = load_fixture(sub, name)
     assert_never_behind(stats_of(g, inputs), f"{sub}/{name}")

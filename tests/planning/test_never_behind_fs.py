@@ -21,7 +21,7 @@ import astitch_sim as asim
 from astitch_sim.frontends import seeded
 from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
 from anchor import TESTS_FILE
-from test_never_behind import PAPER_CHEAP, SLOW_MODELS, TIME_SLACK, hlo_fixtures, load_fixture
+from test_never_behind import PAPER_CHEAP, TIME_SLACK, fixture_matrix, hlo_fixtures, load_fixture
 from test_workloads import SMALL
 
 FIXTURES = Path(TESTS_FILE).parent / "fixtures"
@@ -134,8 +134,7 @@ def compare(where, g, inputs, gpu):
     check(f"{where} on {gpu}", stats, plans)
 
 
-@pytest.mark.parametrize("sub,name", [pytest.param(s, n, marks=pytest.mark.slow) if n in SLOW_MODELS else (s, n)
-                                      for s, n in hlo_fixtures()])
+@pytest.mark.parametrize("sub,name", fixture_matrix())
 def test_every_hlo_fixture_is_never_behind_fusionstitching(sub, name):
     g, inputs = load_fixture(sub, name)
     for gpu in GPUS:
