@@ -68,8 +68,25 @@ def test_the_issue_sizes_are_covered():
 @pytest.mark.slow
 @pytest.mark.parametrize("name, shape", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_every_strategy_at_real_size_matches_the_exact_result(name, shape):
+    """Every element, and -- at the catalog's default (paper) shapes -- the paper-size checks of the planners'
+    own test files on these same runs (:func:`paper_size_checks`)."""
     g = asim.workload(name, **shape)
-    _check_every_strategy(g, workload_inputs(g, 0), f"{name} {shape}")
+    inputs = workload_inputs(g, 0)
+    plans, stats = _check_every_strategy(g, inputs, f"{name} {shape}")
+    if shape == asim.WORKLOADS[name].defaults:
+        paper_size_checks(name, inputs, plans, stats)
+
+
+def paper_size_checks(name, inputs, plans, stats) -> None:
+    """Checks that hold at the paper's sizes, defined beside the planner they are about and run here on the
+    simulations this file makes anyway (one SIMT run per plan at these sizes: a 262M-element workload takes
+    a minute under six strategies): astitch no slower than inductor or documented
+    (tests/planning/test_inductor.py), fusionstitching never behind xla and its search's estimate within 20%
+    of the SIMT model (tests/planning/test_fusionstitching.py)."""
+    import test_fusionstitching
+    import test_inductor
+    test_inductor.check_at_paper_size(name, stats)
+    test_fusionstitching.check_at_paper_size(plans["fusionstitching"], inputs, stats["xla"], stats["fusionstitching"])
 
 
 @pytest.mark.slow
@@ -122,9 +139,12 @@ def _check_every_strategy(g, inputs, name):
     t1 = time.perf_counter()
     lines = [f"{name}: reference + exact {t1 - t0:.1f}s"]
     problems = []
+    stats = {}
     for strategy, plan in plans.items():
         t = time.perf_counter()
-        outs = asim.simulate(plan, inputs).outputs
+        res = asim.simulate(plan, inputs)
+        outs, stats[strategy] = res.outputs, res.stats
+        del res
         for exp, got in zip(expected, outs, strict=True):
             rep = check(exp, got, f"{strategy}/{exp.name}")
             lines.append(f"  {rep}  ({time.perf_counter() - t:.1f}s)")
@@ -134,3 +154,4 @@ def _check_every_strategy(g, inputs, name):
         del outs
     print("\n".join(lines))
     assert not problems, "\n".join(problems)
+    return plans, stats

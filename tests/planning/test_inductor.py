@@ -350,9 +350,23 @@ def test_astitch_predicted_no_slower_than_inductor_or_documented(table):
     assert _behind(table, globals()[table]) == _documented(table)
 
 
-@pytest.mark.slow
-def test_astitch_predicted_no_slower_than_inductor_at_catalog_sizes_or_documented():
-    assert _behind("DEFAULT", {w.name: {} for w in asim.list_workloads()}) == _documented("DEFAULT")
+def check_at_paper_size(name: str, stats: dict) -> None:
+    """The catalog workload ``name`` at its default (paper) size on H100: astitch predicted no slower than
+    inductor, or documented under ``("DEFAULT", name)`` -- and a documented case still behind.  ``stats``: the
+    SIMT model's stats per strategy.  tests/test_real_sizes.py calls it with the runs it makes anyway (every
+    strategy at these sizes, every element checked), so the paper-size sweep simulates each plan once."""
+    behind = stats["astitch"].predicted_us > stats[IND].predicted_us * SLACK
+    documented = ("DEFAULT", name) in ASTITCH_BEHIND_INDUCTOR
+    assert behind == documented, (
+        f"{name} at its paper size on H100: astitch {stats['astitch'].predicted_us:.2f} us, inductor "
+        f"{stats[IND].predicted_us:.2f} us; " + ("no longer behind: drop it from ASTITCH_BEHIND_INDUCTOR" if documented
+                                                 else "behind: fix it, or document why in ASTITCH_BEHIND_INDUCTOR"))
+
+
+def test_documented_paper_size_cases_are_catalog_workloads():
+    """The paper-size check runs in tests/test_real_sizes.py (:func:`check_at_paper_size`) on every catalog
+    workload; a documented case must name one (a renamed workload must not leave a dead entry)."""
+    assert {name for table, name in ASTITCH_BEHIND_INDUCTOR if table == "DEFAULT"} <= set(asim.WORKLOADS)
 
 
 #: looped and split reductions at shapes Numba's CUDA simulator runs in seconds (test_gpu_backend runs every
