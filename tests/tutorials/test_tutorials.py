@@ -57,6 +57,19 @@ def staged(tmp_path_factory):
     return build.stage_copy(tmp_path_factory.mktemp("tutorials"))
 
 
+@pytest.fixture(scope="module")
+def assigned(staged):
+    """``assigned(name)``: otter assign of a staged master (student/ and autograder/), made once per module:
+    several tests read it (they grade copies of it, execute beside it, parse it) and none writes into it."""
+    made = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            made[name] = build.assign(staged / f"{name}.ipynb", staged.parent / "dist" / name)
+        return made[name]
+    return get
+
+
 def python_of(cell_source: str) -> str:
     """A code cell as Python: IPython's ``!shell`` and ``%magic`` lines blanked (kept as lines, so line numbers
     match the cell)."""
@@ -64,12 +77,12 @@ def python_of(cell_source: str) -> str:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_every_student_cell_is_valid_python(name, staged):
+def test_every_student_cell_is_valid_python(name, assigned):
     """``otter assign`` turns each ``# SOLUTION`` line into ``...`` with that line's indent: a solution that
     continued over two lines left a stray indented ``...`` behind (an IndentationError in the student's copy
     of nb02 q3, nb04 q3 and nb07 q3).  Every code cell of every student notebook must parse."""
     import ast
-    built = build.assign(staged / f"{name}.ipynb", staged.parent / "dist-parse" / name)
+    built = assigned(name)
     student = nbformat.read(built / "student" / f"{name}.ipynb", as_version=4)
     cells = [c.source for c in student.cells if c.cell_type == "code"]
     assert cells
@@ -82,9 +95,9 @@ def test_every_student_cell_is_valid_python(name, staged):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_and_its_checks_reject_wrong_answers(name, staged):
+def test_notebook_runs_and_its_checks_reject_wrong_answers(name, staged, assigned):
     ipynb = staged / f"{name}.ipynb"
-    built = build.assign(ipynb, staged.parent / "dist" / name)
+    built = assigned(name)
     nb, report, seconds = build.execute(ipynb, built)
     assert report["problems"] == [], "\n".join(report["problems"])
     assert set(report["checked"]) == set(build.questions(nb))
@@ -285,30 +298,28 @@ def grade_scores(results_json: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_a_solved_notebook_6_grades_full_marks_into_a_folder_that_does_not_exist(tmp_path):
+def test_a_solved_notebook_6_grades_full_marks_into_a_folder_that_does_not_exist(tmp_path, staged, assigned):
     """The documented grading command (``build.py grade``, which runs ``otter run``) on notebook 6's own
     solution: q3 scored 0 (the check looked for benchmarks/results above the autograder's submission folder,
     which has no checkout around it), and ``otter run -o`` refused an output folder that did not exist."""
-    tut = build.stage_copy(tmp_path / "stage")
-    built = build.assign(tut / "06_plan_to_cuda.ipynb", tmp_path / "dist" / "06_plan_to_cuda")
+    built = assigned("06_plan_to_cuda")
     out = tmp_path / "not" / "yet" / "results"
     assert build.main(["grade", str(built), str(built / "autograder" / "06_plan_to_cuda.ipynb"),
                        "--out", str(out)]) == 0
     scores = grade_scores(out / "results.json")
-    qs = build.questions(nbformat.read(tut / "06_plan_to_cuda.ipynb", as_version=4))
+    qs = build.questions(nbformat.read(staged / "06_plan_to_cuda.ipynb", as_version=4))
     assert set(scores) == set(qs), scores
     assert all(got == full > 0 for got, full in scores.values()), scores
 
 
-def test_the_autograder_environment_installs_astitch_sim(tmp_path):
+def test_the_autograder_environment_installs_astitch_sim(assigned):
     """otter's environment.yml (Gradescope, ``otter grade``) installed otter and nothing else: no astitch-sim,
     which is on no package index.  The zip now carries a wheel of the checkout and installs it from there."""
     import io
     import zipfile
 
     import yaml
-    tut = build.stage_copy(tmp_path / "stage")
-    built = build.assign(tut / "01_why_memory_bound.ipynb", tmp_path / "dist" / "01")
+    built = assigned("01_why_memory_bound")
     (zpath,) = (built / "autograder").glob("*.zip")
     with zipfile.ZipFile(zpath) as z:
         env = yaml.safe_load(z.read("environment.yml"))
@@ -481,13 +492,12 @@ def test_the_public_checks_hold_no_answers():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_grading_a_blank_and_a_solved_copy(name, tmp_path):
+def test_grading_a_blank_and_a_solved_copy(name, tmp_path, staged, assigned):
     """The documented grading command (``build.py grade``, into a folder that does not exist yet) on the
     student's blank copy scores below full marks on every question, and on the solved copy (otter's
     autograder notebook, the master with its solutions) full marks on every question."""
-    tut = build.stage_copy(tmp_path / "stage")
-    built = build.assign(tut / f"{name}.ipynb", tmp_path / "dist" / name)
-    qs = build.questions(nbformat.read(tut / f"{name}.ipynb", as_version=4))
+    built = assigned(name)
+    qs = build.questions(nbformat.read(staged / f"{name}.ipynb", as_version=4))
     subs = tmp_path / "class"
     for who, nb in (("blank", built / "student" / f"{name}.ipynb"), ("solved", built / "autograder" / f"{name}.ipynb")):
         (subs / who).mkdir(parents=True)
