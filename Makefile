@@ -1,15 +1,19 @@
-# The checks a contributor runs before pushing (README, "Testing"): `make check` = ruff + the fast tier.
+# The checks a contributor runs before pushing (README, "Testing"): `make check` = ruff, mypy on the public
+# API (pyproject's [tool.mypy]) and the fast tier.
 PYTHON ?= python
 # two pytest-xdist workers per machine by default (-n auto: one per core); each test file runs on one worker
 # (--dist loadfile), so the module-scoped fixtures (the ptxas matrix, the staged tutorials) are built once
 XDIST ?= -n auto --dist loadfile
 
-.PHONY: check lint test-fast test mutation
+.PHONY: check lint typecheck test-fast test mutation
 
-check: lint test-fast
+check: lint typecheck test-fast
 
 lint:
 	$(PYTHON) -m ruff check .
+
+typecheck:
+	$(PYTHON) -m mypy
 
 test-fast:
 	$(PYTHON) -m pytest -q -m "not slow" $(XDIST)

@@ -143,10 +143,11 @@ def load_npz_inputs(graph: Graph, path: str) -> list:
 
 
 def _nbytes(n: int) -> str:
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return ""  # pragma: no cover
 
 
@@ -311,7 +312,8 @@ def cmd_reference(args) -> int:
         print(describe_array(node.name, value, max(args.values, 0)))
     if args.save:
         try:
-            np.savez(args.save, **{node.name: value for node, value in zip(g.outputs, outs)})
+            arrays: dict = {node.name: value for node, value in zip(g.outputs, outs)}
+            np.savez(args.save, **arrays)
         except OSError as e:
             raise AStitchError(f"cannot write {args.save}: {e.strerror or e}") from None
         print(f"# saved {len(outs)} output(s) to {args.save}")

@@ -19,13 +19,24 @@ def test_the_fast_tier_is_one_documented_line_and_make_check_runs_it():
     fast = re.findall(r'^\s*(python -m pytest .*-m "not slow".*)$', README, re.M)
     assert fast == ['python -m pytest -q -m "not slow" -n auto --dist loadfile'], fast
     make = (ROOT / "Makefile").read_text()
-    assert "check: lint test-fast" in make and '-m "not slow"' in make and "ruff check ." in make
+    assert "check: lint typecheck test-fast" in make and '-m "not slow"' in make and "ruff check ." in make
+    assert "-m mypy" in make
+
+
+def test_the_public_api_type_checks():
+    """``make typecheck``: mypy on the public API (pyproject's ``[tool.mypy]``), possibly-undefined names on."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", "/dev/null"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and "Success" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert '"possibly-undefined"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_the_test_extra_brings_xdist_and_ruff():
     # (tomllib is Python 3.11+; the project supports 3.10)
     extra = re.search(r"^test = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S)[1]
-    assert {"pytest-xdist", "ruff"} <= set(re.findall(r'"([A-Za-z0-9_-]+)', extra)), extra
+    assert {"pytest-xdist", "ruff", "mypy"} <= set(re.findall(r'"([A-Za-z0-9_-]+)', extra)), extra
 
 
 def test_the_fast_shares_cover_every_strategy_workload_and_fixture():

@@ -60,7 +60,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import NoReturn, Optional, Union
 
 import numpy as np
 
@@ -420,7 +420,7 @@ class _Parser:
 
 # -- attribute readers ---------------------------------------------------------------
 
-def _err(line, msg):
+def _err(line, msg) -> NoReturn:
     raise AStitchError(f"line {line}: {msg}")
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NoReturn, Optional
 
 from ..errors import AStitchError
 
@@ -59,7 +59,7 @@ class Tok:
     line: int
 
 
-def _err(line, msg):
+def _err(line, msg) -> NoReturn:
     raise AStitchError(f"line {line}: {msg}")
 
 
@@ -209,7 +209,7 @@ class Parser:
             self._unexpected(f"{text!r} {what}")
         return self.next()
 
-    def _unexpected(self, wanted: str):
+    def _unexpected(self, wanted: str) -> NoReturn:
         t = self.tok
         if t.kind == "eof":
             _err(t.line, f"unexpected end of text, expected {wanted}: the MLIR text looks truncated")

@@ -40,7 +40,7 @@ the fix where there is one (:mod:`astitch_sim.frontends.refusals`).
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import NoReturn, Optional
 
 import numpy as np
 
@@ -56,7 +56,7 @@ from .stablehlo_values import dense, tensor_type, word_texts
 __all__ = ["from_stablehlo", "looks_like_mlir", "mlir_dialect"]
 
 
-def _err(line, msg):
+def _err(line, msg) -> NoReturn:
     raise AStitchError(f"line {line}: {msg}")
 
 

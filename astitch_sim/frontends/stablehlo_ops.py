@@ -10,7 +10,7 @@ the attributes the HLO importer reads (``dimensions={0}``, ``lhs_contracting_dim
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import NoReturn, Optional
 
 from . import hlo
 from ..errors import AStitchError
@@ -19,7 +19,7 @@ from .refusals import unsupported_op
 from .stablehlo_values import enum_word, int_list, one_int, struct_fields, word_texts
 
 
-def _err(line, msg):
+def _err(line, msg) -> NoReturn:
     raise AStitchError(f"line {line}: {msg}")
 
 

@@ -10,7 +10,7 @@ uses it to read an op's attributes.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import NoReturn, Optional
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from .mlir_text import Group, Tok, dict_items
 from .refusals import is_known_type, unsupported_dtype
 
 
-def _err(line, msg):
+def _err(line, msg) -> NoReturn:
     raise AStitchError(f"line {line}: {msg}")
 
 

@@ -632,6 +632,7 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     # the warp instruction of each inner position: its warp row, and with scattered vectors its slot
     W_i = (pos_i // span) * vector + pos_i % vector if scattered else pos_i // span
     rho, cnt = np.unique((acc.base + s * Fo) % SECTOR, return_counts=True)
+    warps = 0                          # (n_o > 0: the loop runs; each class has the same warps)
     for r, c in zip(rho.tolist(), cnt.tolist()):
         pairs, warps = distinct_pairs(W_i, (r + s * Fi) // SECTOR)
         out["sectors"] += c * pairs

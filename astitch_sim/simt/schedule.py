@@ -249,11 +249,13 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
         gap = c["kernel_launch_us"] + cost.memset_us(gpu, ks)
         start = t + gap
         custom = None if block_us is None else block_us.get(i)
+        scale = np.ones(grid)                 # each block's time against the stage model's (measured blocks)
         if custom is not None:
             custom = np.broadcast_to(np.asarray(custom, dtype=float), (grid,))
-            scale = custom / work if work else np.ones(grid)
+            if work:
+                scale = custom / work
         if sum(barriers):
-            per_block = stage_us[None, :] * (scale[:, None] if custom is not None else np.ones((grid, 1)))
+            per_block = stage_us[None, :] * scale[:, None]
             spans, ends = align_stages(per_block, barriers, c["grid_barrier_us"], start)
             sm = np.arange(grid) % gpu.sms
             entries = [BlockEntry(i, int(sm[b]), b, start, float(ends[b]), spans[b]) for b in range(grid)]

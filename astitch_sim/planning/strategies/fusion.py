@@ -185,7 +185,7 @@ def _group_siblings(graph, order: list, members: dict, policy: RegisterOnlyPolic
     kernels = _KernelGraph(graph, members)
     for r in order:
         node = graph[r]
-        placed = False
+        home = None                       # the group r joins
         if is_boundary(node):
             key = sibling_key(node)
             if key in library:
@@ -206,18 +206,18 @@ def _group_siblings(graph, order: list, members: dict, policy: RegisterOnlyPolic
                         and not any(_depends(graph, r, x, cache) or _depends(graph, x, r, cache) for x in g)
                         and not kernels.merge_makes_cycle(r, g)):
                     g.append(r)
-                    placed = True
+                    home = g
                     break
-        if not placed and policy.multi_output_fusion and is_loop_root(node):
+        if home is None and policy.multi_output_fusion and is_loop_root(node):
             for g in groups:
                 if _joins_loop_fusion(graph, members, g, r, cache) and not kernels.merge_makes_cycle(r, g):
                     g.append(r)
-                    placed = True
+                    home = g
                     break
-        if not placed:
-            groups.append([r])
-            g = groups[-1]
-        kernels.place(r, g)
+        if home is None:
+            home = [r]
+            groups.append(home)
+        kernels.place(r, home)
     return groups
 
 

@@ -19,9 +19,15 @@ from the most kernels to the fewest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from ...errors import AStitchError
+
+
+class OptionsType(Protocol):
+    """What ``compile`` asks of a strategy's options class: build a checked instance from keywords."""
+
+    def from_kwargs(self, options: dict) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +35,7 @@ class Strategy:
     name: str
     summary: str
     planner: Callable
-    options_type: Optional[type] = None
+    options_type: Optional[OptionsType] = None
 
 
 REGISTRY: dict[str, Strategy] = {}
