@@ -68,4 +68,7 @@ def test_the_fast_shares_cover_every_strategy_workload_and_fixture():
     assert {(n, s) for n, s in fast} == {(n, s) for n in ops.OP_FIXTURES for s in ("xla", "astitch")}
     fast, full = share(nb.fixture_matrix())
     assert full == nb.hlo_fixtures()
+    # the model fixtures' never-behind checks on H100 run inside test_models' every-strategy runs: all of them
+    import test_models
+    assert set(test_models.MODELS) == {name for sub, name in nb.hlo_fixtures() if sub == "models"}
     assert {sub for sub, _ in fast} == {"hlo", "ops"} and not any(sub == "models" for sub, _ in fast)

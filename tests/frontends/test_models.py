@@ -99,12 +99,20 @@ def test_model_reference_and_every_strategy_match_jax(name):
     ref = asim.reference(g, inputs)
     check_against_jax(g, ref, z, JAX_TOL.get(name))
     tol = tolerance(g)
+    plans, stats = {}, {}
     for strategy in asim.STRATEGIES:
-        plan = asim.compile(g, strategy, "H100")
+        plan = plans[strategy] = asim.compile(g, strategy, "H100")
         res = asim.simulate(plan, inputs)
         for i, (node, got, want) in enumerate(zip(g.outputs, res.outputs, ref, strict=True)):
             assert_close(got, want, node.dtype, tol, f"{name} {strategy} output {i} ({node.name})")
         assert res.stats.kernel_launches == len(plan.kernels)
+        stats[strategy] = res.stats
+        del res
+    # the never-behind invariants on these very runs (one SIMT run per plan; tests/planning/test_never_behind*.py)
+    import test_never_behind
+    import test_never_behind_fs
+    test_never_behind.check_model_fixture(name, plans, stats)
+    test_never_behind_fs.check_model_fixture(name, g, inputs, plans, stats)
 
 
 def _library_ops(plan):
