@@ -1,8 +1,10 @@
 """Never behind XLA (issue 13, item 5; time first since issue 28): the astitch plan is predicted no slower (within
 1%), launches no more kernels and moves no more global bytes than the xla plan, plus the bytes its split
 combines move (``plan_combine_bytes``: the memset and atomics, or the partials, and nothing else), and xla launches no more than unfused -- over the
-catalog (test sizes, and paper sizes where cheap), every HLO fixture (tests/fixtures/**) and, through
-``test_random_graphs.run_case``, every random graph of the property suite.
+catalog (test sizes; every workload at its paper size through tests/test_real_sizes.py, which simulates them
+under every strategy anyway), every HLO fixture (tests/fixtures/**; the model fixtures through
+tests/frontends/test_models.py's every-strategy runs) and, through ``test_random_graphs.run_case``, every random
+graph of the property suite.
 
 All numbers are the SIMT model's (``asim.simulate``) on the fixture's own inputs.  ``never_behind=False``
 gives the raw stitch plan: the known cases where it is behind XLA are checked to be behind (so the invariant
@@ -95,8 +97,13 @@ def test_every_hlo_fixture_is_never_behind_xla(sub, name):
 
 def check_model_fixture(name: str, plans: dict, stats: dict) -> None:
     """The invariant on a model fixture (H100), from its plans and SIMT stats under every strategy."""
-    assert_never_behind({"unfused": stats["unfused"], "xla": stats["xla"], "astitch": stats["astitch"],
-                         "combine_bytes": plan_combine_bytes(plans["astitch"])}, f"models/{name}")
+    assert_never_behind(_three(plans, stats), f"models/{name}")
+
+
+def _three(plans: dict, stats: dict) -> dict:
+    """What :func:`assert_never_behind` reads, from runs under every strategy."""
+    return {"unfused": stats["unfused"], "xla": stats["xla"], "astitch": stats["astitch"],
+            "combine_bytes": plan_combine_bytes(plans["astitch"])}
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
@@ -106,15 +113,16 @@ def test_catalog_at_test_sizes_is_never_behind_xla(name):
         assert_never_behind(stats_of(g, workload_inputs(g, 0), gpu), f"{name} {SMALL[name]} on {gpu}")
 
 
-#: paper sizes the SIMT model runs in about a second or less per plan (the rest: python -m benchmarks.never_behind)
+#: paper sizes the SIMT model runs in about a second or less per plan: tests/planning/test_never_behind_fs.py runs
+#: them on the GPUs other than H100 (the rest: python -m benchmarks.never_behind)
 PAPER_CHEAP = ["layernorm", "rmsnorm", "softmax", "attention_softmax", "global_norm", "adam_step", "paper_fig7"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", PAPER_CHEAP)
-def test_catalog_at_paper_sizes_is_never_behind_xla(name):
-    g = asim.workload(name)
-    assert_never_behind(stats_of(g, workload_inputs(g, 0)), f"{name} at its default (paper) size")
+def check_paper_size(name: str, plans: dict, stats: dict) -> None:
+    """The invariant on a catalog workload at its default (paper) size on H100, from its plans and SIMT stats
+    under every strategy: tests/test_real_sizes.py calls it on every catalog workload with the runs it makes
+    there (every element checked), so the paper-size sweep simulates each plan once."""
+    assert_never_behind(_three(plans, stats), f"{name} at its default (paper) size")
 
 
 #: graphs where the raw stitch plan is behind xla today.  Before sibling reductions shared a stage and loaded

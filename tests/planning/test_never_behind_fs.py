@@ -8,7 +8,9 @@ priced -- the paper's, other block sizes, no split, the scope cut at its grid ba
 
 Checked on the SIMT model (``asim.simulate``) with each fixture's own inputs: every HLO fixture
 (tests/fixtures/{hlo,ops,models}), every StableHLO family fixture, and the catalog at test sizes, on V100, A100 and
-H100; the catalog at paper sizes (slow).  :data:`KNOWN_BEHIND` lists what is still behind, each with its reason,
+H100; the catalog at paper sizes (slow: on H100 every workload, in tests/test_real_sizes.py on its runs; on V100 and
+A100 the cheap ones here).  A model fixture's H100 comparison runs in tests/frontends/test_models.py, on its
+every-strategy runs.  :data:`KNOWN_BEHIND` lists what is still behind, each with its reason,
 and the reason is checked too: a case that falls further behind, or for another reason, fails.
 """
 from __future__ import annotations
@@ -176,9 +178,17 @@ def test_catalog_at_test_sizes_is_never_behind_fusionstitching(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PAPER_CHEAP)
 def test_catalog_at_paper_sizes_is_never_behind_fusionstitching(name):
+    """On the GPUs other than H100; on H100 every catalog workload at its paper size is compared in
+    tests/test_real_sizes.py (:func:`check_paper_size`), on the runs it makes there."""
     g = asim.workload(name)
     for gpu in GPUS:
-        compare(f"{name} at its default (paper) size", g, workload_inputs(g, 0), gpu)
+        if gpu != "H100":
+            compare(f"{name} at its default (paper) size", g, workload_inputs(g, 0), gpu)
+
+
+def check_paper_size(name: str, g, inputs, plans: dict, stats: dict) -> None:
+    """A catalog workload at its paper size on H100, from its plans and SIMT stats under every strategy."""
+    compare(f"{name} at its default (paper) size", g, inputs, "H100", plans, stats)
 
 
 def test_known_behind_cases_exist():
