@@ -21,6 +21,7 @@ import pytest
 
 import astitch_sim as asim
 from astitch_sim.frontends import seeded
+from astitch_sim.plan.vocabulary import Space
 from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
 from anchor import TESTS_FILE
 from test_never_behind import PAPER_CHEAP, TIME_SLACK, fixture_matrix, hlo_fixtures, load_fixture
@@ -50,7 +51,10 @@ def _one_block_grid_barrier(where, stats, plans):
     2-4 us), where fusionstitching recomputes the value in the later stage; without the barriers astitch's stitched
     plan is not behind (where never-behind takes XLA's kernels instead, for the bytes the Global value moves, the
     stitched plan is the one checked).  Left: on a one-block grid every value is block-local, so the kernel
-    builder could keep it in shared memory, with a block barrier."""
+    builder could keep it in shared memory, with a block barrier.  Why the value is Global at all: it is a per-row
+    value over ``[rows, 1]`` (JAX's keepdims), which astitch does not take as an epilogue
+    (:func:`_keepdims_values_not_epilogues`; every such case here has a keepdims stage)."""
+    assert keepdims_stages(plans["raw"]), where
     k = next(k for k in plans["raw"].kernels if k.global_barriers)
     assert k.grid == 1, where
     a = stats["raw"]
@@ -77,6 +81,39 @@ def _loop_kernels_keep_xlas_launch(where, stats, plans):
     launches = {(k.grid, k.block, k.registers_per_thread) for k in xla.generated}
     assert all((k.grid, k.block, k.registers_per_thread) in launches for k in plans["astitch"].generated), where
     assert any("fastest of" in n for k in plans["fusionstitching"].generated for n in k.notes), where
+
+
+def keepdims_stages(plan) -> list:
+    """``(kernel, stage, domain, Global values)`` of each flat stage over a reduce result with unit dims added
+    (``[rows, 1]`` beside a ``[rows]`` reduce of the same kernel) that stores values to global memory."""
+    out = []
+    for k in plan.generated:
+        reduced = {tuple(plan.graph[r].shape) for s in k.stages for r in s.reduces}
+        for i, s in enumerate(k.stages):
+            dom = tuple(s.mapping.domain)
+            if s.mapping.kind == "flat" and 1 in dom and tuple(d for d in dom if d != 1) in reduced:
+                stored = [n for n, v in k.values.items() if v.stage == i and v.space == Space.GLOBAL]
+                if stored:
+                    out.append((k.name, i, dom, stored))
+    return out
+
+
+def _keepdims_values_not_epilogues(ratio):
+    """JAX's StableHLO text of a norm broadcasts each row's sum to ``[rows, 1]`` (keepdims) before dividing, so the
+    mean, the variance and the rsqrt are ops over ``[rows, 1]``.  astitch's epilogue merge
+    (``strategies/astitch._epilogue_merge``) asks for the reduce's own shape (``[rows]``): these per-row values become
+    flat stages of their own, stored to global memory behind grid barriers, where fusionstitching recomputes them in
+    its row stages.  JAX's HLO text divides before the reshape (hlo/layernorm is not behind for this).  The fix left
+    for issue 28 is XLA's own canonicalization, before any strategy plans: a broadcast that only adds unit dims is a
+    reshape (AlgebraicSimplifier), and a reshape sinks below the elementwise ops that read it (ReshapeMover), so the
+    per-row ops run over ``[rows]``.  The check holds the cause (such a stage in the raw stitch plan) and the gap
+    (``ratio``)."""
+    def check(where, stats, plans):
+        assert keepdims_stages(plans["raw"]), f"{where}: no keepdims stage left: drop it from KNOWN_BEHIND"
+        got = stats["astitch"].predicted_us / stats["fusionstitching"].predicted_us
+        assert got <= ratio, f"{where}: astitch {got:.3f}x fusionstitching's time, recorded {ratio}x"
+    check.__doc__ = _keepdims_values_not_epilogues.__doc__
+    return check
 
 
 def _all_loop_kernels(plan) -> bool:
@@ -109,14 +146,14 @@ KNOWN_BEHIND = {
     **{("stablehlo/bert_layernorm_gelu", gpu): _one_block_grid_barrier for gpu in ("A100", "H100")},
     # measured at the merge (astitch / fusionstitching predicted us): bool_ops A100 6.63/6.54, convert_bf16_layernorm
     # V100 5.95/5.63 and A100 3.80/3.62, rmsnorm V100 5.90/5.61, softmax V100 8.30/6.97, transformer_ffn 22.52/21.70,
-    # 14.33/13.70, 13.97/13.34, stablehlo layernorm 10.85/5.43, 7.50/3.36, 7.34/3.28
+    # 14.33/13.70, 13.97/13.34; stablehlo layernorm 10.85/5.43, 7.50/3.36, 7.34/3.28 (explained: keepdims stages)
     ("hlo/bool_ops", "A100"): _gap_not_yet_explained(1.02),
     ("hlo/convert_bf16_layernorm", "V100"): _gap_not_yet_explained(1.06),
     ("hlo/convert_bf16_layernorm", "A100"): _gap_not_yet_explained(1.06),
     ("hlo/rmsnorm", "V100"): _gap_not_yet_explained(1.06),
     ("hlo/softmax", "V100"): _gap_not_yet_explained(1.20),
     **{("hlo/transformer_ffn", gpu): _gap_not_yet_explained(1.05) for gpu in GPUS},
-    **{("stablehlo/layernorm", gpu): _gap_not_yet_explained(2.25) for gpu in GPUS},
+    **{("stablehlo/layernorm", gpu): _keepdims_values_not_epilogues(2.25) for gpu in GPUS},
     ("models/gqa_attention", "H100"): _gap_not_yet_explained(1.10),     # slow tier: 84.84 against 77.86 us
 }
 
