@@ -21,6 +21,7 @@ def _collected(out: str) -> set:
     return {line.strip() for line in out.splitlines() if "::" in line and not line.startswith(("ERROR", "FAILED"))}
 
 
+@pytest.mark.slow          # collects the whole suite twice in child processes (11 s)
 def test_pytest_m_gpu_collects_every_gpu_test_on_an_image_without_the_extras(tmp_path):
     from benchmarks import image_like
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "--collect-only", "-q", "-p", "no:cacheprovider"]

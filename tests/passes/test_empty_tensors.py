@@ -25,6 +25,7 @@ import gpu_backend
 from astitch_sim import AStitchError
 from astitch_sim.passes.zero_size import eliminate_zero_size
 from anchor import TESTS_FILE
+from tiers import fast_share
 
 FIXTURES = Path(TESTS_FILE).parent / "fixtures" / "hlo"
 EMPTY_FIXTURES = sorted(p.stem for p in FIXTURES.glob("empty_*.hlo"))
@@ -65,14 +66,16 @@ def test_jax_empty_batch_fixtures_under_every_strategy(name):
             _same(o, w, f"{name} {strategy} out{i}")
 
 
-@pytest.mark.parametrize("name", ["empty_batch_sgd", "empty_batch_stats", "empty_batch_pad", "empty_rows_reductions",
-                                  "empty_batch_layernorm"])
-def test_jax_empty_batch_fixtures_in_the_numba_backend(name):
+#: the fast tier's share (tests/tiers.py): every fixture under xla and astitch in the CUDA simulator (every strategy
+#: plans and simulates them on the SIMT model above, in both tiers); the other strategies in the full tier
+@pytest.mark.parametrize("name,strategy", fast_share(
+    [(n, s) for n in ("empty_batch_sgd", "empty_batch_stats", "empty_batch_pad", "empty_rows_reductions",
+                      "empty_batch_layernorm") for s in asim.STRATEGIES], lambda c: c[1] in ("xla", "astitch")))
+def test_jax_empty_batch_fixtures_in_the_numba_backend(name, strategy):
     g, ins, want = _fixture(name)
-    for strategy in asim.STRATEGIES:
-        plan = asim.compile(g, strategy, "H100")
-        for i, (o, w) in enumerate(zip(gpu_backend.run(plan, ins), want, strict=True)):
-            _same(o, w, f"{name} {strategy} numba out{i}")
+    plan = asim.compile(g, strategy, "H100")
+    for i, (o, w) in enumerate(zip(gpu_backend.run(plan, ins), want, strict=True)):
+        _same(o, w, f"{name} {strategy} numba out{i}")
 
 
 # -- the importer ----------------------------------------------------------------------------------------
