@@ -358,7 +358,19 @@ def _scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
         return False
     s = acc.itemsize
     base = acc.base // s if acc.base % s == 0 else 1
-    return any(lane_class(F_Y, V, int(b)) == "scattered" for b in distinct((F_X + base) % V))
+    # lane_class(F_Y, V, b) for every alignment b at once: only its last test (contiguous vectors must
+    # start aligned) depends on b, so the row's vectors are classified once and their starts checked per b
+    if F_X.size == 0:
+        return False                                # no alignment to check: no lane class asked
+    if F_Y.size % V:
+        return True
+    G = F_Y.reshape(-1, V)
+    if (G == G[:, :1]).all():
+        return False
+    if not ((G - G[:, :1]) == np.arange(V)).all():
+        return True
+    starts, aligns = distinct(G[:, 0] % V), distinct((F_X + base) % V)
+    return bool(((starts[:, None] + aligns[None, :]) % V).any())
 
 
 def _dedup_separable(geom, F_X, F_Y, selx, sely):
