@@ -56,7 +56,7 @@ import numpy as np
 
 from ..ir.flatindex import distinct
 from .geometry import support
-from .pairs import PairSet, count_distinct_keys, pairs_by_owner
+from .pairs import TABLE_MAX, PairSet, count_distinct_keys, pairs_by_owner
 from ..plan.vocabulary import Space
 
 SECTOR = 32
@@ -183,7 +183,7 @@ def _all_distinct(a: np.ndarray) -> bool:
     if a.size < 2 or bool((a[1:] > a[:-1]).all()):
         return True
     lo, hi = int(a.min()), int(a.max())
-    if hi - lo < TABLE_PER_ACCESS * a.size:
+    if hi - lo < min(TABLE_PER_ACCESS * a.size, TABLE_MAX):
         seen = np.zeros(hi - lo + 1, dtype=bool)
         seen[a - lo] = True
         return int(np.count_nonzero(seen)) == a.size

@@ -33,6 +33,10 @@ TABLE_PER_KEY = 16
 #: an owner table (one int32 per element of the buffer) at most this many entries per key expected: then it
 #: is no bigger than the keys themselves, and smaller than the sorted copy the sort would make
 OWNER_PER_KEY = 2
+#: and neither table is ever bigger than this many entries, whatever the keys' number (a plan over an
+#: 8192x32000 domain expects 262M keys: its tables would be gigabytes; the sort merges distinct keys as they
+#: come instead, so that its memory follows the distinct pairs, not the domain)
+TABLE_MAX = 1 << 26
 
 
 class PairSet:
@@ -47,9 +51,9 @@ class PairSet:
         self.sorted = np.zeros(0, np.int64)      # distinct keys merged so far (sort mode, owner's rest)
         self.pending: list = []
         self.seen = self.owner = None
-        if self.hi - self.lo < TABLE_PER_KEY * expected:
+        if self.hi - self.lo < min(TABLE_PER_KEY * expected, TABLE_MAX):
             self.seen = np.zeros(self.hi - self.lo + 1, dtype=bool)
-        elif self.lo >= 0 and self.K <= OWNER_PER_KEY * expected:
+        elif self.lo >= 0 and self.K <= min(OWNER_PER_KEY * expected, TABLE_MAX):
             wide = self.hi // self.K >= np.iinfo(np.int32).max
             self.owner = np.full(self.K, -1, dtype=np.int64 if wide else np.int32)
 
@@ -120,7 +124,7 @@ def pairs_by_owner(W: np.ndarray, S: np.ndarray):
         return None
     w0, s0 = int(W.min()), int(S.min())
     wspan, sspan = int(W.max()) - w0 + 1, int(S.max()) - s0 + 1
-    if sspan > OWNER_PER_KEY * n:
+    if sspan > min(OWNER_PER_KEY * n, TABLE_MAX):
         return None
     b = W.astype(np.int64) - w0
     e = S.astype(np.int64) - s0
@@ -131,7 +135,7 @@ def pairs_by_owner(W: np.ndarray, S: np.ndarray):
     pairs = int(np.count_nonzero(owner >= 0))
     if other.any():
         pairs += int(distinct(b[other] * sspan + e[other]).size)
-    if wspan <= TABLE_PER_KEY * n:
+    if wspan <= min(TABLE_PER_KEY * n, TABLE_MAX):
         seen = np.zeros(wspan, dtype=bool)
         seen[b] = True
         return pairs, int(np.count_nonzero(seen))

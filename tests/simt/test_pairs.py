@@ -58,3 +58,19 @@ def test_all_distinct_by_table_and_by_sort():
     assert not memory._all_distinct(np.array([3, 1, 3]))
     assert memory._all_distinct(np.array([10 ** 12, 1, 5]))            # too wide for a table: the sort
     assert not memory._all_distinct(np.array([10 ** 12, 1, 10 ** 12]))
+
+
+def test_tables_never_exceed_their_cap(monkeypatch):
+    """However many keys are expected, a table is never bigger than TABLE_MAX entries: past it the sort runs."""
+    from astitch_sim.simt import pairs
+    monkeypatch.setattr(pairs, "TABLE_MAX", 1000)
+    ps = PairSet(500, 0, 5000, 10 ** 6)           # the range fits 16 x keys, not the cap
+    assert ps.seen is None and ps.owner is not None
+    ps = PairSet(5000, 0, 10 ** 7, 10 ** 6)
+    assert ps.seen is None and ps.owner is None    # K past the cap: sort
+    for p in (np.arange(3000), np.arange(3000) * 7 + 5000 * 3):
+        ps.add(p)
+    assert ps.count() == np.unique(np.concatenate([np.arange(3000), np.arange(3000) * 7 + 15000])).size
+    S = np.arange(20000) % 1500
+    assert pairs_by_owner(S // 100, S) is None       # S spans more than the cap
+    assert memory.distinct_pairs(S // 100, S) == (1500, 15)
