@@ -121,7 +121,7 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
     if n > 4096:
         chg = W[1:] != W[:-1]
         heads = W[np.concatenate(([True], chg))]
-        if _all_distinct(heads):
+        if all_distinct(heads):
             up = (S[1:] > S[:-1]) & ~chg
             down = (S[1:] < S[:-1]) & ~chg
             if not up.any() or not down.any() or not _mixed_runs(chg, up, down):
@@ -173,10 +173,10 @@ def distinct_count(W: np.ndarray) -> int:
     if W.size == 0:
         return 0
     heads = W[np.concatenate(([True], W[1:] != W[:-1]))]
-    return int(heads.size) if _all_distinct(heads) else int(distinct(heads).size)
+    return int(heads.size) if all_distinct(heads) else int(distinct(heads).size)
 
 
-def _all_distinct(a: np.ndarray) -> bool:
+def all_distinct(a: np.ndarray) -> bool:
     """Are the values of the integer array ``a`` all different?  Increasing: yes, at once; values
     within a range at most ``TABLE_PER_ACCESS`` times their number: a presence table says, in linear
     time; otherwise a sort (an index's values are usually one or the other)."""
@@ -234,7 +234,7 @@ def _narrow_warps(W: np.ndarray, word: np.ndarray, words_per: int):
     Linear time, for the usual layout where each warp instruction's lanes are neighbours in the arrays
     (every warp one run); None when a warp's lanes are scattered (the caller sorts everything)."""
     starts = np.flatnonzero(np.concatenate(([True], W[1:] != W[:-1])))
-    if not _all_distinct(W[starts]):
+    if not all_distinct(W[starts]):
         return None
     span = np.maximum.reduceat(word, starts) - np.minimum.reduceat(word, starts) + words_per
     return np.repeat(span <= BANKS, np.diff(np.append(starts, W.size)))
@@ -319,7 +319,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
-    if acc.space == Space.GLOBAL and _scattered_row_vectors(geom, acc, F_X, F_Y):
+    if acc.space == Space.GLOBAL and scattered_row_vectors(geom, acc, F_X, F_Y):
         return None                                 # one instruction per element: the dense count says so
     F_Xs, F_Ys, W = F_X[selx], F_Y[sely], W_Y[sely]
     A_X = acc.base + s * F_Xs
@@ -348,7 +348,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     return out
 
 
-def _scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
+def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
     """A rows mapping with vectors whose access is neither contiguous nor uniform within the lanes' vectors
     (the code generator then issues one scalar load per element).  The Y part runs along the row (its
     innermost dim last, a multiple of the width), so its line splits into the lanes' vectors; every
@@ -389,7 +389,7 @@ def _dedup_separable(geom, F_X, F_Y, selx, sely):
             return None
         return _distinct(B_X) * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     # element depends on both: injective -> every lane access is a distinct element
-    if _all_distinct(F_X) and _all_distinct(F_Y) and (
+    if all_distinct(F_X) and all_distinct(F_Y) and (
             _gap_ok(F_X, F_Y) or _gap_ok(F_Y, F_X)):
         return F_X.size * F_Y.size
     return None
@@ -699,10 +699,10 @@ def _count_flat_structured(geom, acc, vector: int = 1):
         pos_o = np.flatnonzero(sel_o)
         out["bytes"] = s * distinct_pairs(pos_o // (chunk // P), Fo)[0]
         return out
-    if _all_distinct(Fo) and _all_distinct(Fi) and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
+    if all_distinct(Fo) and all_distinct(Fi) and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
         out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
         return out
-    if m_o is None and (Fo == Fo[0]).all() and _all_distinct(Fi):
+    if m_o is None and (Fo == Fo[0]).all() and all_distinct(Fi):
         # a column broadcast (bias[j] at every row): a block reads the distinct inner positions its trips cover
         out["bytes"] = s * _inner_positions_covered(geom.size, P, m.grid, chunk, sel_i)
         return out

@@ -54,10 +54,10 @@ def test_pairs_by_owner_matches_the_sort():
 
 
 def test_all_distinct_by_table_and_by_sort():
-    assert memory._all_distinct(np.array([3, 1, 2]))
-    assert not memory._all_distinct(np.array([3, 1, 3]))
-    assert memory._all_distinct(np.array([10 ** 12, 1, 5]))            # too wide for a table: the sort
-    assert not memory._all_distinct(np.array([10 ** 12, 1, 10 ** 12]))
+    assert memory.all_distinct(np.array([3, 1, 2]))
+    assert not memory.all_distinct(np.array([3, 1, 3]))
+    assert memory.all_distinct(np.array([10 ** 12, 1, 5]))            # too wide for a table: the sort
+    assert not memory.all_distinct(np.array([10 ** 12, 1, 10 ** 12]))
 
 
 def test_tables_never_exceed_their_cap(monkeypatch):

@@ -291,12 +291,12 @@ def test_vector_counts_combine_the_chunks_lane_classes(monkeypatch):
 
 
 def test_scattered_row_vectors_classifies_the_row_once_for_every_alignment():
-    """``_scattered_row_vectors`` answers, for all of the X part's alignments at once, what asking
+    """``scattered_row_vectors`` answers, for all of the X part's alignments at once, what asking
     ``lane_class`` once per alignment answers (uniform, contiguous, misaligned, scattered rows)."""
     from types import SimpleNamespace
 
     from astitch_sim.ir.flatindex import distinct
-    from astitch_sim.simt.memory import _scattered_row_vectors, lane_class
+    from astitch_sim.simt.memory import scattered_row_vectors, lane_class
     geom = SimpleNamespace(vector=4, mapping=SimpleNamespace(kind="rows"))
     rows = {"uniform": np.repeat(np.arange(8), 4), "contiguous": np.arange(32), "shifted": np.arange(32) + 1,
             "scattered": np.arange(32)[::-1].copy(), "ragged": np.arange(30)}
@@ -307,7 +307,7 @@ def test_scattered_row_vectors_classifies_the_row_once_for_every_alignment():
                 acc = SimpleNamespace(itemsize=4, base=base)
                 base_elems = base // 4 if base % 4 == 0 else 1
                 want = any(lane_class(F_Y, 4, int(b)) == "scattered" for b in distinct((F_X + base_elems) % 4))
-                got = _scattered_row_vectors(geom, acc, F_X, F_Y)
+                got = scattered_row_vectors(geom, acc, F_X, F_Y)
                 assert got == want, (F_Y, F_X, base)
                 seen.add(got)
     assert seen == {True, False}
