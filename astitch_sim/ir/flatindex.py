@@ -23,16 +23,23 @@ import numpy as np
 def unravel(flat, shape) -> tuple:
     """Row-major multi-index of flat element numbers ``flat`` in an array of ``shape``.
 
-    Returns one int64 array per dim, each shaped like ``flat``; ``()`` for a scalar shape.
+    Returns one int64 array per dim, each shaped like ``flat``; ``()`` for a scalar shape.  Dims of
+    extent 1 and of a power-of-two extent skip the division (the same numbers, without its cost:
+    unravelling a rank-4 domain of 4M elements was a large part of simulating a reshape-heavy model).
     """
     flat = np.asarray(flat, dtype=np.int64)
     out = []
     for extent in reversed(tuple(shape)):
         extent = int(extent)
-        if extent > 0:
-            flat, rem = np.divmod(flat, extent)
-        else:                         # an empty dim: no element exists, keep the shapes consistent
+        if extent == 1 or extent <= 0:   # divmod by 1 leaves flat and gives 0; an empty dim: no element exists
             rem = np.zeros_like(flat)
+        elif extent & (extent - 1) == 0:
+            # a power of two: a shift and a mask are exactly the floored divmod (two's complement, negatives
+            # too) and several times faster than an int64 division over a whole domain
+            shift = extent.bit_length() - 1
+            flat, rem = flat >> shift, flat & (extent - 1)
+        else:
+            flat, rem = np.divmod(flat, extent)
         out.append(rem)
     return tuple(reversed(out))
 

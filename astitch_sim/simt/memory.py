@@ -54,8 +54,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.flatindex import distinct, unravel
+from ..ir.flatindex import distinct
 from .geometry import support
+from .pairs import TABLE_MAX, PairSet, count_distinct_keys, pairs_by_owner
 from ..plan.vocabulary import Space
 
 SECTOR = 32
@@ -111,7 +112,8 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
     """(distinct (W, S) pairs, distinct W) -- sectors and requests of a set of lane accesses.
 
     Linear time when each warp's lanes are contiguous and its sectors monotone
-    (the usual case), a sort otherwise.
+    (the usual case), or when the pairs fit a presence table (``pairs_by_table``) or an owner
+    table (:func:`.pairs.pairs_by_owner`); a sort otherwise.
     """
     n = W.size
     if n == 0:
@@ -119,13 +121,21 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
     if n > 4096:
         chg = W[1:] != W[:-1]
         heads = W[np.concatenate(([True], chg))]
-        if _all_distinct(heads):
+        if all_distinct(heads):
             up = (S[1:] > S[:-1]) & ~chg
             down = (S[1:] < S[:-1]) & ~chg
             if not up.any() or not down.any() or not _mixed_runs(chg, up, down):
                 pairs = 1 + int(np.count_nonzero(chg | (S[1:] != S[:-1])))
                 return pairs, int(heads.size)
+    if n > 4096:
+        # a pair repeated by neighbouring lanes (32 lanes of a warp reading one sector) counts once: drop the
+        # repeats before a table or a sort looks at the pairs (12.6M lane accesses of a column stage become 393K)
+        keep = np.concatenate(([True], (W[1:] != W[:-1]) | (S[1:] != S[:-1])))
+        if not keep.all():
+            W, S = W[keep], S[keep]
     table = pairs_by_table(W, S)
+    if table is None:
+        table = pairs_by_owner(W, S)
     if table is not None:
         return table
     Ws, Ss = _sorted_pairs(W, S)
@@ -163,12 +173,20 @@ def distinct_count(W: np.ndarray) -> int:
     if W.size == 0:
         return 0
     heads = W[np.concatenate(([True], W[1:] != W[:-1]))]
-    return int(heads.size) if _all_distinct(heads) else int(distinct(heads).size)
+    return int(heads.size) if all_distinct(heads) else int(distinct(heads).size)
 
 
-def _all_distinct(a: np.ndarray) -> bool:
+def all_distinct(a: np.ndarray) -> bool:
+    """Are the values of the integer array ``a`` all different?  Increasing: yes, at once; values
+    within a range at most ``TABLE_PER_ACCESS`` times their number: a presence table says, in linear
+    time; otherwise a sort (an index's values are usually one or the other)."""
     if a.size < 2 or bool((a[1:] > a[:-1]).all()):
         return True
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo < min(TABLE_PER_ACCESS * a.size, TABLE_MAX):
+        seen = np.zeros(hi - lo + 1, dtype=bool)
+        seen[a - lo] = True
+        return int(np.count_nonzero(seen)) == a.size
     s = np.sort(a)
     return not bool((s[1:] == s[:-1]).any())
 
@@ -216,7 +234,7 @@ def _narrow_warps(W: np.ndarray, word: np.ndarray, words_per: int):
     Linear time, for the usual layout where each warp instruction's lanes are neighbours in the arrays
     (every warp one run); None when a warp's lanes are scattered (the caller sorts everything)."""
     starts = np.flatnonzero(np.concatenate(([True], W[1:] != W[:-1])))
-    if not _all_distinct(W[starts]):
+    if not all_distinct(W[starts]):
         return None
     span = np.maximum.reduceat(word, starts) - np.minimum.reduceat(word, starts) + words_per
     return np.repeat(span <= BANKS, np.diff(np.append(starts, W.size)))
@@ -301,7 +319,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
-    if acc.space == Space.GLOBAL and _scattered_row_vectors(geom, acc, F_X, F_Y):
+    if acc.space == Space.GLOBAL and scattered_row_vectors(geom, acc, F_X, F_Y):
         return None                                 # one instruction per element: the dense count says so
     F_Xs, F_Ys, W = F_X[selx], F_Y[sely], W_Y[sely]
     A_X = acc.base + s * F_Xs
@@ -330,7 +348,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     return out
 
 
-def _scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
+def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
     """A rows mapping with vectors whose access is neither contiguous nor uniform within the lanes' vectors
     (the code generator then issues one scalar load per element).  The Y part runs along the row (its
     innermost dim last, a multiple of the width), so its line splits into the lanes' vectors; every
@@ -340,7 +358,19 @@ def _scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
         return False
     s = acc.itemsize
     base = acc.base // s if acc.base % s == 0 else 1
-    return any(lane_class(F_Y, V, int(b)) == "scattered" for b in distinct((F_X + base) % V))
+    # lane_class(F_Y, V, b) for every alignment b at once: only its last test (contiguous vectors must
+    # start aligned) depends on b, so the row's vectors are classified once and their starts checked per b
+    if F_X.size == 0:
+        return False                                # no alignment to check: no lane class asked
+    if F_Y.size % V:
+        return True
+    G = F_Y.reshape(-1, V)
+    if (G == G[:, :1]).all():
+        return False
+    if not ((G - G[:, :1]) == np.arange(V)).all():
+        return True
+    starts, aligns = distinct(G[:, 0] % V), distinct((F_X + base) % V)
+    return bool(((starts[:, None] + aligns[None, :]) % V).any())
 
 
 def _dedup_separable(geom, F_X, F_Y, selx, sely):
@@ -359,7 +389,7 @@ def _dedup_separable(geom, F_X, F_Y, selx, sely):
             return None
         return _distinct(B_X) * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     # element depends on both: injective -> every lane access is a distinct element
-    if _distinct(F_X) == F_X.size and _distinct(F_Y) == F_Y.size and (
+    if all_distinct(F_X) and all_distinct(F_Y) and (
             _gap_ok(F_X, F_Y) or _gap_ok(F_Y, F_X)):
         return F_X.size * F_Y.size
     return None
@@ -488,15 +518,33 @@ def _count_vector_identity(geom, acc):
 VECTOR_CHUNK = 1 << 21
 
 
-def _flat_range(geom, a, lo: int, hi: int) -> np.ndarray:
+def _flat_range(geom, a, lo: int, hi: int, coords: dict = None) -> np.ndarray:
     """Elements ``lo .. hi-1`` (domain order) of the broadcastable array ``a``, without broadcasting
-    the rest of the domain."""
+    the rest of the domain.
+
+    Only the dims ``a`` varies along need a coordinate (``(e // stride) % extent``, as ``unravel``
+    computes it); ``coords`` keeps those already computed for this range, so the index terms and the
+    mask of one access share them (a rank-4 domain's chunk used to be unravelled once per term)."""
     a = np.asarray(a)
     if not geom.shape:
         return np.broadcast_to(a, (1,))[lo:hi]
-    coords = unravel(np.arange(lo, hi, dtype=np.int64), geom.shape)
     a = a.reshape((1,) * (geom.rank - a.ndim) + a.shape)
-    return a[tuple(coords[k] if a.shape[k] != 1 else 0 for k in range(geom.rank))]
+    if all(a.shape[k] == 1 for k in range(geom.rank)):
+        return np.broadcast_to(a.reshape(-1), (hi - lo,))
+    coords = {} if coords is None else coords
+    if "flat" not in coords:
+        coords["flat"] = np.arange(lo, hi, dtype=np.int64)
+    idx = []
+    for k in range(geom.rank):
+        if a.shape[k] == 1:
+            idx.append(0)
+            continue
+        if k not in coords:
+            stride = int(np.prod(geom.shape[k + 1:], dtype=np.int64))
+            c = coords["flat"] // stride if stride > 1 else coords["flat"]
+            coords[k] = c % int(geom.shape[k]) if k > 0 else c
+        idx.append(coords[k])
+    return a[tuple(idx)]
 
 
 def _count_flat_vector_chunks(geom, acc):
@@ -504,7 +552,8 @@ def _count_flat_vector_chunks(geom, acc):
     sectors and requests are counted for both instruction shapes (one vector instruction per warp
     row, or one scalar instruction per vector slot); the tensor's lane class over the whole domain
     (``lane_class``, per chunk, combined) says which applies.  Distinct (block, element) pairs for
-    the deduplicated byte count are merged across chunks (a block's trips lie in different chunks)."""
+    the deduplicated byte count are gathered across chunks (a block's trips lie in different chunks) in a
+    :class:`~.pairs.PairSet`, which counts them by table where it can instead of sorting them."""
     m = geom.mapping
     s, n_all, V = acc.itemsize, geom.size, m.vector
     span = WARP_LANES * V
@@ -512,15 +561,19 @@ def _count_flat_vector_chunks(geom, acc):
     total = m.grid * m.block
     dedup = acc.dedup and not acc.identity
     K = 1 + sum(int(np.max(t)) for t in acc.terms if np.size(t)) if dedup else 0
+    pairs = None
+    if dedup:                       # keys block * K + element lie within these bounds (pairs.PairSet)
+        f_lo = sum(int(np.min(t)) for t in acc.terms if np.size(t))
+        pairs = PairSet(K, min(f_lo, 0), (m.grid - 1) * K + K - 1, n_all)
     classes = set() if n_all % V == 0 else {"scattered"}
     n = 0
     counts = {"vector": [0, 0], "scalar": [0, 0]}
-    keys, pending = np.zeros(0, np.int64), []
     for lo in range(0, n_all, VECTOR_CHUNK):
         hi = min(n_all, lo + VECTOR_CHUNK)
-        F = sum((_flat_range(geom, t, lo, hi).astype(np.int64) for t in acc.terms),
+        coords = {}
+        F = sum((_flat_range(geom, t, lo, hi, coords).astype(np.int64) for t in acc.terms),
                 np.zeros(hi - lo, np.int64))
-        sel = _flat_range(geom, acc.mask, lo, hi).astype(bool) if acc.mask is not None else None
+        sel = _flat_range(geom, acc.mask, lo, hi, coords).astype(bool) if acc.mask is not None else None
         n += int(sel.sum()) if sel is not None else hi - lo
         if "scattered" not in classes:
             classes.add(lane_class(F, V, base_elems))
@@ -536,18 +589,13 @@ def _count_flat_vector_chunks(geom, acc):
             counts[shape][1] += req
         if dedup:
             B = ((np.arange(lo, hi, dtype=np.int64) // V) % total) // m.block
-            k = distinct(B * K + F if sel is None else (B * K + F)[sel])
-            pending.append(k)
-            if sum(a.size for a in pending) > max(VECTOR_CHUNK, keys.size):   # merge: amortised doubling
-                keys, pending = distinct(np.concatenate([keys] + pending)), []
+            pairs.add(B * K + F if sel is None else (B * K + F)[sel])
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
     one = "scalar" if "scattered" in classes or len(classes) > 1 else "vector"
     out["sectors"], out["requests"] = counts[one]
-    if pending:
-        keys = distinct(np.concatenate([keys] + pending))
-    out["bytes"] = s * (int(keys.size) if dedup else n)
+    out["bytes"] = s * (pairs.count() if dedup else n)
     return out
 
 
@@ -652,10 +700,10 @@ def _count_flat_structured(geom, acc, vector: int = 1):
         pos_o = np.flatnonzero(sel_o)
         out["bytes"] = s * distinct_pairs(pos_o // (chunk // P), Fo)[0]
         return out
-    if _distinct(Fo) == Fo.size and _distinct(Fi) == Fi.size and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
+    if all_distinct(Fo) and all_distinct(Fi) and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
         out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
         return out
-    if m_o is None and (Fo == Fo[0]).all() and _distinct(Fi) == Fi.size:
+    if m_o is None and (Fo == Fo[0]).all() and all_distinct(Fi):
         # a column broadcast (bias[j] at every row): a block reads the distinct inner positions its trips cover
         out["bytes"] = s * _inner_positions_covered(geom.size, P, m.grid, chunk, sel_i)
         return out
@@ -807,8 +855,12 @@ def _block_full(geom) -> np.ndarray:
     return geom.full(geom.block)
 
 
-def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT):
-    """Distinct ``block * K + element`` keys of a read, or None if there would be more than ``limit``."""
+def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT, unique: bool = True):
+    """``block * K + element`` keys of a read, or None if there would be more than ``limit``.
+
+    Distinct and sorted when ``unique``; otherwise possibly repeated, in no order (the caller
+    deduplicates them all at once, see :mod:`.pairs`, and a sort per read would be wasted)."""
+    finish = distinct if unique else (lambda a: np.asarray(a).reshape(-1))
     sp = _split(geom, acc)
     if sp is not None:
         F_X, F_Y, mx, my = sp
@@ -820,12 +872,12 @@ def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT):
             px = distinct(bx * K + fx + (fy[0] if fy.size else 0))
             ub = distinct(by)
             if px.size * ub.size <= limit:
-                return distinct((px[:, None] + ub[None, :] * K).ravel())
+                return finish((px[:, None] + ub[None, :] * K).ravel())
         elif fx.size == 0 or (fx == fx[0]).all():
             py = distinct(by * K + fy + (fx[0] if fx.size else 0))
             ub = distinct(bx)
             if py.size * ub.size <= limit:
-                return distinct((py[:, None] + ub[None, :] * K).ravel())
+                return finish((py[:, None] + ub[None, :] * K).ravel())
     n = geom.count(acc.mask)
     if n > limit:
         return None
@@ -833,28 +885,28 @@ def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT):
     if acc.mask is not None:
         sel = geom.full(acc.mask)
         F, B = F[sel], B[sel]
-    return distinct(B * K + F)
+    return finish(B * K + F)
 
 
 def union_bytes(reads: list, K: int) -> int:
     """Distinct (block, element) pairs over several reads ``[(geom, acc)]`` of one buffer (``K`` elements)."""
     keys, big = [], []
     for geom, acc in reads:
-        k = pair_keys(geom, acc, K)
+        k = pair_keys(geom, acc, K, unique=False)
         (big.append((geom, acc)) if k is None else keys.append(k))
-    small = distinct(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
     if not big:
-        return int(small.size)
+        return count_distinct_keys(keys, K)
     if len(big) == 1:
         geom, acc = big[0]
         if acc.identity and acc.mask is None and geom.kind == "element" and not acc.extra.get("logical") is not None:
             # every element read once, by the block locate() gives it: a small pair is new unless it is that
+            small = distinct(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
             b, f = small // K, small % K
             owner = np.asarray(geom.mapping.locate(f)[0]) if f.size else f
             return geom.size + int(np.count_nonzero(owner != b))
     for geom, acc in big:
-        keys.append(pair_keys(geom, acc, K, limit=1 << 62))
-    return int(distinct(np.concatenate(keys)).size)
+        keys.append(pair_keys(geom, acc, K, limit=1 << 62, unique=False))
+    return count_distinct_keys(keys, K)
 
 
 # ---------------------------------------------------------------------------

@@ -37,6 +37,22 @@ def test_unravel_then_ravel_is_identity_and_matches_python(shape, layout, seed):
         assert list(idx) == expect[::-1]
 
 
+@pytest.mark.parametrize("shape", [(1, 1024, 32, 128), (4, 1, 8, 2), (3, 5, 7), (2, 1, 1, 6, 64), (16,)])
+def test_unravel_is_the_floored_divmod_for_every_extent_and_any_value(shape):
+    """Extent-1 and power-of-two dims take a shortcut (no division); the numbers are the floored divmod's
+    for values past the end and negative ones too, not only in-range indices."""
+    rng = np.random.default_rng(7)
+    flat = np.concatenate([np.arange(-70, 70), rng.integers(-10 ** 12, 10 ** 12, 500)]).reshape(10, -1)
+    want, rest = [], flat.copy()
+    for extent in reversed(shape):
+        rest, r = np.divmod(rest, extent)
+        want.append(r)
+    got = unravel(flat, shape)
+    assert len(got) == len(shape)
+    for g, w in zip(got, want[::-1], strict=True):
+        assert g.dtype == np.int64 and g.shape == flat.shape and np.array_equal(g, w)
+
+
 def test_unravel_past_numpy_iterator_buffer():
     """The exact shape that broke numpy 2.4: a (N, 1) column of indices, N > 8192."""
     n = 20000

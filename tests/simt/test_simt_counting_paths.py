@@ -288,3 +288,26 @@ def test_vector_counts_combine_the_chunks_lane_classes(monkeypatch):
     want = _vectors_by_definition(geom, mixed)
     assert memory.count_flat_vectors(geom, mixed) == want
     assert want["requests"] == 8192 // 32       # one scalar instruction per warp and vector slot
+
+
+def test_scattered_row_vectors_classifies_the_row_once_for_every_alignment():
+    """``scattered_row_vectors`` answers, for all of the X part's alignments at once, what asking
+    ``lane_class`` once per alignment answers (uniform, contiguous, misaligned, scattered rows)."""
+    from types import SimpleNamespace
+
+    from astitch_sim.ir.flatindex import distinct
+    from astitch_sim.simt.memory import scattered_row_vectors, lane_class
+    geom = SimpleNamespace(vector=4, mapping=SimpleNamespace(kind="rows"))
+    rows = {"uniform": np.repeat(np.arange(8), 4), "contiguous": np.arange(32), "shifted": np.arange(32) + 1,
+            "scattered": np.arange(32)[::-1].copy(), "ragged": np.arange(30)}
+    seen = set()
+    for F_Y in rows.values():
+        for F_X in (np.array([0, 4, 8]), np.array([0, 2]), np.array([3]), np.zeros(0, np.int64)):
+            for base in (0, 64, 68, 3):
+                acc = SimpleNamespace(itemsize=4, base=base)
+                base_elems = base // 4 if base % 4 == 0 else 1
+                want = any(lane_class(F_Y, 4, int(b)) == "scattered" for b in distinct((F_X + base_elems) % 4))
+                got = scattered_row_vectors(geom, acc, F_X, F_Y)
+                assert got == want, (F_Y, F_X, base)
+                seen.add(got)
+    assert seen == {True, False}
