@@ -23,12 +23,16 @@ per index, like a compiler's common-subexpression elimination.  In the element
 loop only values read more than once are kept (:func:`element_uses`): a value
 with one reader is computed once anyway, and dropping it as soon as that reader
 has it keeps one stage of a 262-million-element softmax at a couple of arrays
-of host memory instead of one per intermediate.  Holding the
+of host memory instead of one per intermediate; past :data:`IN_PLACE_MIN` elements an elementwise op
+writes its result into an operand that only it reads (:func:`in_place`: ``exp(x - max)`` holds one array,
+not two).  Holding the
 index as broadcastable arrays (``[R, 1]``, ``[1, C]``) keeps the arithmetic
 as cheap as numpy's own broadcasting: the simulated stage costs about what the
 numpy reference costs for the same ops.
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -48,6 +52,7 @@ class Evaluator:
         self.reduce_results: dict = {}    # epilogue phase: this stage's reduce results
         self.interned: dict = {}          # (shape, dtype) -> index arrays seen, to reuse equal ones
         self.uses = element_uses(stage, run.graph, run.kept_inputs.get(index, ())) if phase == "elements" else None
+        self.fresh = weakref.WeakValueDictionary()   # name -> the array an elementwise op of this loop just made
         for a in geom.idx:
             self.intern_array(a)
 
@@ -127,9 +132,34 @@ class Evaluator:
                 oidx, _ = operand_index(node, i, idx)
                 args.append(self.value(o.name, oidx, mask))
             self.count_flops(node, mask)
-            return cast(node.opdef.numpy(node, *args), node.dtype)
+            donor = self.donor(node, args)
+            if donor is not None:
+                val = in_place(node, args, donor)
+            else:
+                val = cast(node.opdef.numpy(node, *args), node.dtype)
+                if not any(val is a or np.may_share_memory(val, a) for a in args if isinstance(a, np.ndarray)):
+                    if self.uses is not None and isinstance(val, np.ndarray) and val.base is None:
+                        self.fresh[node.name] = val
+            return val
         raise AStitchError(f"kernel {self.run.kernel.name}: stage {self.i} cannot evaluate {node.name} ({op}) "
                            "per element inside a generated kernel")
+
+    def donor(self, node, args):
+        """An operand array this elementwise op may overwrite with its result, or None.
+
+        Only a big array (over :data:`IN_PLACE_MIN` elements) an elementwise op of this element loop made
+        itself (``fresh``: not a buffer, a register, a view or an index array) and that nothing else reads
+        (used once: :func:`element_uses`), of the result's full shape and dtype: ``exp(x - max)`` then holds
+        one domain-sized array instead of two.  Host memory only: what is counted and computed is the same."""
+        if self.uses is None or not node.operands or self.geom.kind != "element":
+            return None
+        for o, a in zip(node.operands, args, strict=True):
+            if (self.uses.get(o.name, 0) == 1 and self.fresh.get(o.name) is a and a.ndim and a.size > IN_PLACE_MIN
+                    and a.shape == self.geom.shape and a.dtype == _result_dtype(node) and a.flags.c_contiguous and a.flags.writeable
+                    and sum(b is a for b in args) == 1):
+                del self.fresh[o.name]
+                return a
+        return None
 
     def indexed(self, node, idx, mask):
         """An indexed load: read the index operands (counted), then the operand where they point (counted)."""
@@ -167,6 +197,32 @@ class Evaluator:
             factor = self.stage.recompute.get(node.name, 1)
             if factor > 1:
                 st.recomputed_flops += f * (factor - 1) // factor
+
+
+#: elementwise results over more elements than this may be written into an operand that dies with the op
+#: (:meth:`Evaluator.donor`), a block of rows at a time: at 8192x32000 every such op would otherwise allocate
+#: one more gigabyte; smaller ones keep numpy's one call (a few MB come and go cheaply)
+IN_PLACE_MIN = 1 << 22
+#: elements of one block of rows an in-place op computes at a time (a few MB: its temporaries stay in cache)
+IN_PLACE_BLOCK = 1 << 20
+
+
+def _result_dtype(node):
+    """The numpy dtype ``cast`` gives ``node``'s values (bf16 values are float32 arrays)."""
+    return cast(np.zeros(1, np.float32), node.dtype).dtype
+
+
+def in_place(node, args, donor):
+    """``node``'s result written into ``donor`` (one of ``args``, the full domain), a block of leading rows at
+    a time: an elementwise op's element depends only on its operands' same element, so each block reads its
+    rows of ``donor`` before overwriting them, and no other block reads them (the donor has the result's
+    dtype: :meth:`Evaluator.donor` checks)."""
+    shape = donor.shape
+    step = max(1, IN_PLACE_BLOCK // max(1, donor.size // shape[0]))
+    for lo in range(0, shape[0], step):
+        part = [np.broadcast_to(a, shape)[lo:lo + step] if np.ndim(a) else a for a in args]
+        donor[lo:lo + step] = cast(node.opdef.numpy(node, *part), node.dtype)
+    return donor
 
 
 #: ops whose evaluation reads an operand at one index per occurrence in its operand list (elementwise ops,

@@ -48,6 +48,13 @@ is defined:
   operand and result once (a scatter: one more store per update), ``2*M*N*K``
   flops for a GEMM.
 
+Host memory (not a counter): a stage is evaluated over its whole domain at once, so at 8192x32000 each
+domain-sized value is a gigabyte.  Three things keep the run to the arrays the plan itself implies: a
+reduce input is folded per thread as soon as it is computed (``reduce.fold``), a block of whole tasks at a
+time past ``reduce.LAYOUT_CHUNK`` elements; an elementwise op past ``evaluate.IN_PLACE_MIN`` elements writes
+its result into an operand only it reads (``evaluate.in_place``); dead buffers are released after their last
+reader kernel.  Every counter above is computed as before (``tests/simt/test_simt_blocked_paths.py``).
+
 Thread exit: a thread never returns early -- it runs every stage's loops
 (possibly with no element) and reaches every barrier (``trace.py`` lists the
 barriers a naive early return would break).
@@ -69,7 +76,7 @@ from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator
-from .reduce import run_reduce
+from .reduce import fold, run_reduce
 from . import l2 as l2_model
 from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
@@ -341,7 +348,9 @@ class KernelRun:
                 if tuple(node.operands[0].shape) != geom.shape:
                     raise AStitchError(f"kernel {k.name} stage {i}: reduce {r} runs over {node.operands[0].shape} "
                                        f"but the stage's domain is {geom.shape}")
-                reduce_inputs[r] = tuple(ev.value(x.name, geom.idx) for x in node.operands[:len(node.operands) // 2])
+                # folded per thread at once (reduce.fold): the stage's next root does not meet this one's input
+                reduce_inputs[r] = fold(node, tuple(ev.value(x.name, geom.idx)
+                                                    for x in node.operands[:len(node.operands) // 2]), geom)
                 continue
             if tuple(node.shape) != geom.shape:
                 if r in needed_here:
