@@ -147,17 +147,27 @@ class Evaluator:
     def donor(self, node, args):
         """An operand array this elementwise op may overwrite with its result, or None.
 
-        Only a big array (over :data:`IN_PLACE_MIN` elements) an elementwise op of this element loop made
-        itself (``fresh``: not a buffer, a register, a view or an index array) and that nothing else reads
-        (used once: :func:`element_uses`), of the result's full shape and dtype: ``exp(x - max)`` then holds
-        one domain-sized array instead of two.  Host memory only: what is counted and computed is the same."""
+        Only a big array (over :data:`IN_PLACE_MIN` elements) of the result's full shape and dtype that nothing
+        else reads (used once: :func:`element_uses`), and either an elementwise op of this element loop made
+        it (``fresh``: not a buffer, a register, a view or an index array) -- ``exp(x - max)`` then holds one
+        domain-sized array instead of two -- or it is a global buffer this kernel's one read of kills
+        (``KernelRun.read_once``: no later kernel reads it, it is no output, it shares no memory with any
+        other buffer, an input included) -- unfused ``exp`` over ``shifted`` then needs no third gigabyte.
+        Host memory only: the buffer keeps its address, and what is counted and computed is the same."""
         if self.uses is None or not node.operands or self.geom.kind != "element":
             return None
+        mem = self.run.mem
         for o, a in zip(node.operands, args, strict=True):
-            if (self.uses.get(o.name, 0) == 1 and self.fresh.get(o.name) is a and a.ndim and a.size > IN_PLACE_MIN
-                    and a.shape == self.geom.shape and a.dtype == _result_dtype(node) and a.flags.c_contiguous and a.flags.writeable
-                    and sum(b is a for b in args) == 1):
+            if not (isinstance(a, np.ndarray) and a.ndim and a.size > IN_PLACE_MIN and a.shape == self.geom.shape
+                    and a.dtype == _result_dtype(node) and a.flags.c_contiguous and a.flags.writeable
+                    and sum(b is a for b in args) == 1 and self.uses.get(o.name, 0) == 1):
+                continue
+            if self.fresh.get(o.name) is a:
                 del self.fresh[o.name]
+                return a
+            if (o.name in self.run.read_once and mem.arrays.get(o.name) is a and a.base is None
+                    and not any(np.may_share_memory(a, b) for n, b in mem.arrays.items() if n != o.name)):
+                mem.release(o.name)          # dead after this op: its address stays, its host array is reused
                 return a
         return None
 

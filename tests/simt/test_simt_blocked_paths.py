@@ -4,8 +4,9 @@ Past a threshold the model works in blocks instead of over a stage's whole domai
 
 * a reduce folds its input per thread a block of whole tasks at a time (``reduce.lay_out_chunks``,
   ``reduce.LAYOUT_CHUNK``) and as soon as the element loop has it (``reduce.fold``);
-* an elementwise op writes its result into an operand that dies with it, a block of rows at a time
-  (``evaluate.in_place``, ``evaluate.IN_PLACE_MIN``).
+* an elementwise op writes its result into an operand that dies with it (a temporary of the loop, or a
+  global buffer no later kernel reads), a block of rows at a time (``evaluate.in_place``,
+  ``evaluate.IN_PLACE_MIN``).
 
 Those thresholds keep small shapes on the one-pass path, so here they are forced down to a few elements
 and every counter (each stage's, each kernel's, the per-tensor traffic, the timeline, ``predicted_us``)
@@ -109,10 +110,11 @@ def _blocks_of_tasks(mapping) -> bool:
 
 
 def test_the_forced_paths_run_in_place_and_in_blocks():
-    """Non-vacuous: xla's log-softmax writes exp(x - max) into x - max (astitch keeps x - max in registers
-    for its last stage: nothing to overwrite), and both fold their reduces in blocks."""
+    """Non-vacuous: xla's log-softmax writes exp(x - max) into x - max, unfused writes its last kernel's
+    output into the dead buffer ``shifted`` (astitch keeps x - max in registers for its last stage: nothing to
+    overwrite), and all fold their reduces in blocks."""
     g = asim.workload("log_softmax", rows=64, cols=600)
-    for strategy, in_place in (("xla", True), ("astitch", False)):
+    for strategy, in_place in (("xla", True), ("unfused", True), ("astitch", False)):
         counts = {"in_place": 0, "blocks": 0}
         assert_same(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), counts, "log_softmax")
         assert (counts["in_place"] > 0) == in_place and counts["blocks"] > 1, (strategy, counts)
