@@ -92,6 +92,15 @@ def _coerce(param: Node, value) -> np.ndarray:
     return value
 
 
+#: ops that may read an operand through a read-only view (a broadcast: stride 0) instead of a contiguous copy:
+#: their numpy results are correctly rounded element by element, so the bits are the same whichever loop numpy
+#: picks for the layout (a math-library function like exp may not be: its SIMD and scalar loops can differ in
+#: the last bit, and a reduction's order follows the layout).  At 8192x32000 a log-softmax's two broadcasts
+#: stay views instead of two more gigabytes; a value read by anything else, or an output, is made contiguous
+VIEW_READERS = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "compare", "select",
+                          "negate", "abs"})
+
+
 def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.ndarray]:
     """Value of every node (``keep=True``) or of the outputs only, by node name."""
     _check_graph(graph, "reference")
@@ -104,12 +113,20 @@ def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.n
             for o in dict.fromkeys(n.operands):
                 remaining_uses[o.name] += 1
     outputs = {o.name for o in graph.outputs}
+    readers: dict = {}
+    for n in graph:
+        if n.name in needed:
+            for o in n.operands:
+                readers.setdefault(o.name, set()).add(n.op)
     for n in graph:
         if n.name not in needed or n.op == "parameter":
             continue
         args = [env[o.name] for o in n.operands]
         value = cast(n.opdef.numpy(n, *args), n.dtype)
-        env[n.name] = np.ascontiguousarray(value) if value.ndim and not value.flags.writeable else value
+        if value.ndim and not value.flags.writeable and (n.name in outputs
+                                                         or not readers.get(n.name, set()) <= VIEW_READERS):
+            value = np.ascontiguousarray(value)
+        env[n.name] = value
         if not keep:   # free values nobody reads any more: BERT-size graphs stay small
             for o in dict.fromkeys(n.operands):
                 remaining_uses[o.name] -= 1
