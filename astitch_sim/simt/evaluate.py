@@ -39,6 +39,7 @@ import numpy as np
 from ..ir.dtypes import cast
 from ..errors import AStitchError
 from ..ir.indexing import operand_index, runtime_operand_index
+from ..ir.reference import compute_into, result_dtype
 
 
 class Evaluator:
@@ -159,7 +160,7 @@ class Evaluator:
         mem = self.run.mem
         for o, a in zip(node.operands, args, strict=True):
             if not (isinstance(a, np.ndarray) and a.ndim and a.size > IN_PLACE_MIN and a.shape == self.geom.shape
-                    and a.dtype == _result_dtype(node) and a.flags.c_contiguous and a.flags.writeable
+                    and a.dtype == result_dtype(node) and a.flags.c_contiguous and a.flags.writeable
                     and sum(b is a for b in args) == 1 and self.uses.get(o.name, 0) == 1):
                 continue
             if self.fresh.get(o.name) is a:
@@ -217,22 +218,11 @@ IN_PLACE_MIN = 1 << 22
 IN_PLACE_BLOCK = 1 << 20
 
 
-def _result_dtype(node):
-    """The numpy dtype ``cast`` gives ``node``'s values (bf16 values are float32 arrays)."""
-    return cast(np.zeros(1, np.float32), node.dtype).dtype
-
-
 def in_place(node, args, donor):
     """``node``'s result written into ``donor`` (one of ``args``, the full domain), a block of leading rows at
-    a time: an elementwise op's element depends only on its operands' same element, so each block reads its
-    rows of ``donor`` before overwriting them, and no other block reads them (the donor has the result's
-    dtype: :meth:`Evaluator.donor` checks)."""
-    shape = donor.shape
-    step = max(1, IN_PLACE_BLOCK // max(1, donor.size // shape[0]))
-    for lo in range(0, shape[0], step):
-        part = [np.broadcast_to(a, shape)[lo:lo + step] if np.ndim(a) else a for a in args]
-        donor[lo:lo + step] = cast(node.opdef.numpy(node, *part), node.dtype)
-    return donor
+    a time (``reference.compute_into``: each block reads its rows of ``donor`` before overwriting them; the
+    donor has the result's dtype: :meth:`Evaluator.donor` checks)."""
+    return compute_into(node, args, donor, IN_PLACE_BLOCK)
 
 
 #: ops whose evaluation reads an operand at one index per occurrence in its operand list (elementwise ops,

@@ -6,7 +6,7 @@ Past a threshold the model works in blocks instead of over a stage's whole domai
   ``reduce.LAYOUT_CHUNK``) and as soon as the element loop has it (``reduce.fold``);
 * an elementwise op writes its result into an operand that dies with it (a temporary of the loop, or a
   global buffer no later kernel reads), a block of rows at a time (``evaluate.in_place``,
-  ``evaluate.IN_PLACE_MIN``).
+  ``evaluate.IN_PLACE_MIN``); the numpy reference does the same (``reference.IN_PLACE_MIN``).
 
 Those thresholds keep small shapes on the one-pass path, so here they are forced down to a few elements
 and every counter (each stage's, each kernel's, the per-tensor traffic, the timeline, ``predicted_us``)
@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 
 import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
+from astitch_sim.ir import reference as ir_reference
 from astitch_sim.simt import evaluate, reduce
 from astitch_sim.simt.geometry import Geometry
 from random_graphs import cases
@@ -159,3 +160,46 @@ def test_random_graphs_with_long_rows_in_blocks(case):
     for strategy in asim.STRATEGIES:
         assert_same(asim.compile(case.graph, strategy, "H100"), case.inputs, where=case.note)
 
+
+
+@contextmanager
+def reference_in_place():
+    """The numpy reference with its in-place path forced on (``reference.IN_PLACE_MIN``), counting its uses."""
+    counts = {"in_place": 0}
+    real = ir_reference.compute_into
+
+    def compute_into(*a, **k):
+        counts["in_place"] += 1
+        return real(*a, **k)
+
+    with mock.patch.object(ir_reference, "IN_PLACE_MIN", 0), mock.patch.object(ir_reference, "IN_PLACE_BLOCK", 53), \
+            mock.patch.object(ir_reference, "compute_into", compute_into):
+        yield counts
+
+
+def assert_reference_same(g, inputs):
+    keep = [np.array(x, copy=True) for x in inputs]
+    one_pass = asim.reference(g, inputs)
+    with reference_in_place() as counts:
+        in_blocks = asim.reference(g, inputs)
+    for a, b in zip(one_pass, in_blocks, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    for x, k in zip(inputs, keep, strict=True):               # the caller's arrays are never written
+        assert np.asarray(x).tobytes() == k.tobytes()
+    return counts
+
+
+@pytest.mark.parametrize("name,shape", [("log_softmax", dict(rows=64, cols=600)),
+                                        ("cross_entropy", dict(rows=60, cols=40)), ("bias_gelu", dict(rows=64, cols=99)),
+                                        ("adam_step", dict(size=5000)), ("layernorm_backward", dict(rows=32, cols=96))])
+def test_the_reference_in_place_changes_no_value(name, shape):
+    g = asim.workload(name, **shape)
+    counts = assert_reference_same(g, workload_inputs(g, 0))
+    if name in ("log_softmax", "cross_entropy"):
+        assert counts["in_place"] > 0          # exp(shifted) is written into shifted
+
+
+@PROPERTY
+@given(case=cases("mixed", max_ops=8))
+def test_the_reference_in_place_on_random_graphs(case):
+    assert_reference_same(case.graph, case.inputs)
