@@ -77,7 +77,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         n = vb.shape[0]
         if runs is None:                                # scattered positions: one fancy-indexed scatter
             dense = np.full((n, width), ident, dtype=values.dtype)
-            dense[:, pos] = vb
+            dense[np.ix_(np.arange(n), pos)] = vb       # (np.ix_: several times faster than [:, pos])
         elif every_task and runs == [(0, 0, width)]:
             dense = vb                                  # already in place, no holes: nothing to copy
         else:                                           # e.g. one run per split of a row: block copies, and the
