@@ -156,7 +156,7 @@ def _check_every_strategy(g, inputs, name):
             assert rep.total == got.size
             if rep.wrong or rep.unchecked:
                 problems.append(f"{rep}: " + "; ".join(rep.failures))
-        del outs
+        outs = got = None     # this plan's outputs (a GB at 8192x32000) are gone before the next simulate
     print("\n".join(lines))
     assert not problems, "\n".join(problems)
     return plans, stats

@@ -92,6 +92,15 @@ def _coerce(param: Node, value) -> np.ndarray:
     return value
 
 
+#: ops that may read an operand through a read-only view (a broadcast: stride 0) instead of a contiguous copy:
+#: their numpy results are correctly rounded element by element, so the bits are the same whichever loop numpy
+#: picks for the layout (a math-library function like exp may not be: its SIMD and scalar loops can differ in
+#: the last bit, and a reduction's order follows the layout).  At 8192x32000 a log-softmax's two broadcasts
+#: stay views instead of two more gigabytes; a value read by anything else, or an output, is made contiguous
+VIEW_READERS = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "compare", "select",
+                          "negate", "abs"})
+
+
 def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.ndarray]:
     """Value of every node (``keep=True``) or of the outputs only, by node name."""
     _check_graph(graph, "reference")
@@ -104,18 +113,70 @@ def evaluate(graph: Graph, inputs: Inputs, keep: bool = False) -> dict[str, np.n
             for o in dict.fromkeys(n.operands):
                 remaining_uses[o.name] += 1
     outputs = {o.name for o in graph.outputs}
+    readers: dict = {}
+    for n in graph:
+        if n.name in needed:
+            for o in n.operands:
+                readers.setdefault(o.name, set()).add(n.op)
     for n in graph:
         if n.name not in needed or n.op == "parameter":
             continue
         args = [env[o.name] for o in n.operands]
-        value = cast(n.opdef.numpy(n, *args), n.dtype)
-        env[n.name] = np.ascontiguousarray(value) if value.ndim and not value.flags.writeable else value
+        donor = None if keep else _donor(n, args, env, remaining_uses, outputs)
+        value = compute_into(n, args, donor) if donor is not None else cast(n.opdef.numpy(n, *args), n.dtype)
+        if value.ndim and not value.flags.writeable and (n.name in outputs
+                                                         or not readers.get(n.name, set()) <= VIEW_READERS):
+            value = np.ascontiguousarray(value)
+        env[n.name] = value
         if not keep:   # free values nobody reads any more: BERT-size graphs stay small
             for o in dict.fromkeys(n.operands):
                 remaining_uses[o.name] -= 1
                 if remaining_uses[o.name] == 0 and o.name not in outputs:
                     env.pop(o.name, None)
     return env
+
+
+#: an elementwise result over more elements than this is written into an operand it is the last reader of
+#: (:func:`_donor`): at 8192x32000 ``exp(shifted)`` then holds one gigabyte instead of two; below it numpy's one
+#: call is cheaper than blocks, and a few MB come and go cheaply
+IN_PLACE_MIN = 1 << 22
+#: elements of one block of rows computed at a time in place (a few MB: the block's temporaries stay in cache)
+IN_PLACE_BLOCK = 1 << 20
+
+
+def compute_into(node: Node, args: list, donor: np.ndarray, block: int = IN_PLACE_BLOCK) -> np.ndarray:
+    """Elementwise ``node``'s result written into ``donor`` (one of ``args``, of the result's shape and dtype), a
+    block of leading rows at a time: an element depends only on its operands' same element, so each block
+    reads its rows of ``donor`` before overwriting them, and no other block reads them.  Blocks of a
+    contiguous array are contiguous: numpy runs the same loops on them (the bits are those of one call)."""
+    shape = donor.shape
+    step = max(1, block // max(1, donor.size // shape[0]))
+    for lo in range(0, shape[0], step):
+        part = [np.broadcast_to(a, shape)[lo:lo + step] if np.ndim(a) else a for a in args]
+        donor[lo:lo + step] = cast(node.opdef.numpy(node, *part), node.dtype)
+    return donor
+
+
+def result_dtype(node: Node) -> np.dtype:
+    """The numpy dtype ``cast`` gives ``node``'s values (bf16 values are float32 arrays)."""
+    return cast(np.zeros(1, np.float32), node.dtype).dtype
+
+
+def _donor(n: Node, args: list, env: dict, remaining_uses: dict, outputs: set):
+    """An operand of elementwise ``n`` whose array ``n`` may overwrite: a big array an elementwise op of this
+    interpreter computed (no input, no constant: the caller's and the graph's arrays are never written), read by
+    nothing after ``n``, no output, of ``n``'s shape and dtype, sharing memory with no other value.  None:
+    compute into a new array."""
+    if n.kind != "elementwise" or not n.operands:
+        return None
+    for o, a in zip(n.operands, args, strict=True):
+        if (o.kind == "elementwise" and remaining_uses.get(o.name) == 1 and o.name not in outputs
+                and isinstance(a, np.ndarray) and a.ndim and a.size > IN_PLACE_MIN and a.base is None
+                and a.flags.writeable and a.flags.c_contiguous and a.shape == tuple(n.shape)
+                and a.dtype == result_dtype(n)
+                and not any(np.may_share_memory(a, b) for k, b in env.items() if k != o.name)):
+            return a
+    return None
 
 
 def reference(graph: Graph, inputs: Inputs) -> list[np.ndarray]:

@@ -23,18 +23,23 @@ per index, like a compiler's common-subexpression elimination.  In the element
 loop only values read more than once are kept (:func:`element_uses`): a value
 with one reader is computed once anyway, and dropping it as soon as that reader
 has it keeps one stage of a 262-million-element softmax at a couple of arrays
-of host memory instead of one per intermediate.  Holding the
+of host memory instead of one per intermediate; past :data:`IN_PLACE_MIN` elements an elementwise op
+writes its result into an operand that only it reads (:func:`in_place`: ``exp(x - max)`` holds one array,
+not two).  Holding the
 index as broadcastable arrays (``[R, 1]``, ``[1, C]``) keeps the arithmetic
 as cheap as numpy's own broadcasting: the simulated stage costs about what the
 numpy reference costs for the same ops.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..ir.dtypes import cast
 from ..errors import AStitchError
 from ..ir.indexing import operand_index, runtime_operand_index
+from ..ir.reference import compute_into, result_dtype
 
 
 class Evaluator:
@@ -48,6 +53,7 @@ class Evaluator:
         self.reduce_results: dict = {}    # epilogue phase: this stage's reduce results
         self.interned: dict = {}          # (shape, dtype) -> index arrays seen, to reuse equal ones
         self.uses = element_uses(stage, run.graph, run.kept_inputs.get(index, ())) if phase == "elements" else None
+        self.fresh = weakref.WeakValueDictionary()   # name -> the array an elementwise op of this loop just made
         for a in geom.idx:
             self.intern_array(a)
 
@@ -127,9 +133,44 @@ class Evaluator:
                 oidx, _ = operand_index(node, i, idx)
                 args.append(self.value(o.name, oidx, mask))
             self.count_flops(node, mask)
-            return cast(node.opdef.numpy(node, *args), node.dtype)
+            donor = self.donor(node, args)
+            if donor is not None:
+                val = in_place(node, args, donor)
+            else:
+                val = cast(node.opdef.numpy(node, *args), node.dtype)
+                if not any(val is a or np.may_share_memory(val, a) for a in args if isinstance(a, np.ndarray)):
+                    if self.uses is not None and isinstance(val, np.ndarray) and val.base is None:
+                        self.fresh[node.name] = val
+            return val
         raise AStitchError(f"kernel {self.run.kernel.name}: stage {self.i} cannot evaluate {node.name} ({op}) "
                            "per element inside a generated kernel")
+
+    def donor(self, node, args):
+        """An operand array this elementwise op may overwrite with its result, or None.
+
+        Only a big array (over :data:`IN_PLACE_MIN` elements) of the result's full shape and dtype that nothing
+        else reads (used once: :func:`element_uses`), and either an elementwise op of this element loop made
+        it (``fresh``: not a buffer, a register, a view or an index array) -- ``exp(x - max)`` then holds one
+        domain-sized array instead of two -- or it is a global buffer this kernel's one read of kills
+        (``KernelRun.read_once``: no later kernel reads it, it is no output, it shares no memory with any
+        other buffer, an input included) -- unfused ``exp`` over ``shifted`` then needs no third gigabyte.
+        Host memory only: the buffer keeps its address, and what is counted and computed is the same."""
+        if self.uses is None or not node.operands or self.geom.kind != "element":
+            return None
+        mem = self.run.mem
+        for o, a in zip(node.operands, args, strict=True):
+            if not (isinstance(a, np.ndarray) and a.ndim and a.size > IN_PLACE_MIN and a.shape == self.geom.shape
+                    and a.dtype == result_dtype(node) and a.flags.c_contiguous and a.flags.writeable
+                    and sum(b is a for b in args) == 1 and self.uses.get(o.name, 0) == 1):
+                continue
+            if self.fresh.get(o.name) is a:
+                del self.fresh[o.name]
+                return a
+            if (o.name in self.run.read_once and mem.arrays.get(o.name) is a and a.base is None
+                    and not any(np.may_share_memory(a, b) for n, b in mem.arrays.items() if n != o.name)):
+                mem.release(o.name)          # dead after this op: its address stays, its host array is reused
+                return a
+        return None
 
     def indexed(self, node, idx, mask):
         """An indexed load: read the index operands (counted), then the operand where they point (counted)."""
@@ -167,6 +208,21 @@ class Evaluator:
             factor = self.stage.recompute.get(node.name, 1)
             if factor > 1:
                 st.recomputed_flops += f * (factor - 1) // factor
+
+
+#: elementwise results over more elements than this may be written into an operand that dies with the op
+#: (:meth:`Evaluator.donor`), a block of rows at a time: at 8192x32000 every such op would otherwise allocate
+#: one more gigabyte; smaller ones keep numpy's one call (a few MB come and go cheaply)
+IN_PLACE_MIN = 1 << 22
+#: elements of one block of rows an in-place op computes at a time (a few MB: its temporaries stay in cache)
+IN_PLACE_BLOCK = 1 << 20
+
+
+def in_place(node, args, donor):
+    """``node``'s result written into ``donor`` (one of ``args``, the full domain), a block of leading rows at
+    a time (``reference.compute_into``: each block reads its rows of ``donor`` before overwriting them; the
+    donor has the result's dtype: :meth:`Evaluator.donor` checks)."""
+    return compute_into(node, args, donor, IN_PLACE_BLOCK)
 
 
 #: ops whose evaluation reads an operand at one index per occurrence in its operand list (elementwise ops,

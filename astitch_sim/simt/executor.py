@@ -48,6 +48,13 @@ is defined:
   operand and result once (a scatter: one more store per update), ``2*M*N*K``
   flops for a GEMM.
 
+Host memory (not a counter): a stage is evaluated over its whole domain at once, so at 8192x32000 each
+domain-sized value is a gigabyte.  Three things keep the run to the arrays the plan itself implies: a
+reduce input is folded per thread as soon as it is computed (``reduce.fold``), a block of whole tasks at a
+time past ``reduce.LAYOUT_CHUNK`` elements; an elementwise op past ``evaluate.IN_PLACE_MIN`` elements writes
+its result into an operand only it reads (``evaluate.in_place``: a temporary of the loop, or a buffer this
+read kills); other dead buffers are released after their last reader kernel.  Every counter above is computed as before (``tests/simt/test_simt_blocked_paths.py``).
+
 Thread exit: a thread never returns early -- it runs every stage's loops
 (possibly with no element) and reaches every barrier (``trace.py`` lists the
 barriers a naive early return would break).
@@ -68,8 +75,8 @@ from ..plan.plan import Plan
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, row_major_strides
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
-from .evaluate import Evaluator
-from .reduce import run_reduce
+from .evaluate import Evaluator, element_uses
+from .reduce import fold, run_reduce
 from . import l2 as l2_model
 from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
@@ -140,7 +147,7 @@ def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimRes
         if k.kind == "library":
             _run_library(graph, k, mem, ks)
         else:
-            run = KernelRun(plan, ki, k, mem, recorder)
+            run = KernelRun(plan, ki, k, mem, recorder, dying=[n for n, last in last_read.items() if last == ki])
             ks.stages = run.run()
             ks.memset_bytes = run.memset_bytes
             divergence.extend(run.divergence)
@@ -253,7 +260,7 @@ def _decode(a, dtype):
 class KernelRun:
     """One generated kernel: its shared memory, registers kept across stages, the stages."""
 
-    def __init__(self, plan, index, kernel, mem, recorder):
+    def __init__(self, plan, index, kernel, mem, recorder, dying=()):
         self.plan, self.graph, self.index, self.kernel = plan, plan.graph, index, kernel
         self.mem, self.recorder = mem, recorder
         self.stage_of, self.needed_later = kernel.stage_of, kernel.live_later
@@ -261,6 +268,11 @@ class KernelRun:
         for n, v in kernel.values.items():
             if v.stage < 0 and v.loaded_in >= 0:
                 self.kept_inputs.setdefault(v.loaded_in, []).append(n)
+        # buffers that die with this kernel and that one op of it reads, once: that op may overwrite the
+        # host array it read (evaluate.Evaluator.donor; never in trace mode, which keeps every buffer)
+        uses = [element_uses(s, self.graph, self.kept_inputs.get(i, ())) for i, s in enumerate(kernel.stages)]
+        self.read_once = set() if recorder is not None else \
+            {n for n in dying if sum(u.get(n, 0) for u in uses) == 1}
         self.geoms: dict = {}
         self.epis: dict = {}
         self.regs: dict = {}
@@ -341,7 +353,9 @@ class KernelRun:
                 if tuple(node.operands[0].shape) != geom.shape:
                     raise AStitchError(f"kernel {k.name} stage {i}: reduce {r} runs over {node.operands[0].shape} "
                                        f"but the stage's domain is {geom.shape}")
-                reduce_inputs[r] = tuple(ev.value(x.name, geom.idx) for x in node.operands[:len(node.operands) // 2])
+                # folded per thread at once (reduce.fold): the stage's next root does not meet this one's input
+                reduce_inputs[r] = fold(node, tuple(ev.value(x.name, geom.idx)
+                                                    for x in node.operands[:len(node.operands) // 2]), geom)
                 continue
             if tuple(node.shape) != geom.shape:
                 if r in needed_here:

@@ -36,8 +36,23 @@ def identity(node) -> tuple:
     return reducer(node).identity([numpy_dtype(x.dtype) for x in node.operands[:len(node.operands) // 2]])
 
 
+#: a reduce over more input elements than this lays its input out and folds it per thread a block of tasks at
+#: a time (every step is per task, so the result is the same bit for bit): laid out whole, a 262M-element
+#: reduce (log_softmax 8192x32000) would copy its input into a second gigabyte; below it one pass is cheaper
+LAYOUT_CHUNK = 1 << 22
+
+
 def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
-    """Scatter the reduce input into ``[task, part, inner, lane]`` (holes hold the identity)."""
+    """Scatter the reduce input into ``[task, part, inner, lane]`` (holes hold the identity), all at once."""
+    (rows, dense), = lay_out_chunks(values, layout, geom, m, ident, chunk=None)
+    return dense
+
+
+def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYOUT_CHUNK):
+    """``lay_out`` a block of tasks at a time: yields ``(tasks, dense)``, ``dense`` the ``[task, part, inner,
+    lane]`` layout of the tasks ``tasks`` names (a slice or an index array into the task axis), which are
+    distinct across the blocks.  Blocks hold about ``chunk`` elements (whole tasks); ``chunk=None``: one block,
+    every task.  Tasks no element of a separable domain reaches are in no block (their row is all identity)."""
     task, part, inner, lane, lanes = layout
     T, S, I = m.rows, m.splits, m.inner_iterations
     width = S * I * lanes
@@ -45,30 +60,35 @@ def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
     if not geom.separable:
         dense = np.full((T, width), ident, dtype=values.dtype)
         dense.reshape(-1)[task * width + pos] = geom.full(values)
-        return dense.reshape(T, S, I, lanes)
+        yield slice(0, T), dense.reshape(T, S, I, lanes)
+        return
     p0, p1 = geom.parts
-    v = np.broadcast_to(values, geom.shape)
-    v = np.transpose(v, list(p0) + list(p1)).reshape(len(task), len(pos))
+    v = np.transpose(np.broadcast_to(values, geom.shape), list(p0) + list(p1))
     every_task = np.array_equal(task, np.arange(T))
     runs = _contiguous_runs(pos)
-    if runs is None:                                # scattered positions: one fancy-indexed scatter
-        dense = np.full((T, width), ident, dtype=values.dtype)
-        dense[np.ix_(task, pos)] = v
-    elif every_task and runs == [(0, 0, width)]:
-        return v.reshape(T, S, I, lanes)            # already in place, no holes: nothing to copy
-    elif every_task:                                # e.g. one run per split of a row: block copies, and the
-        dense = np.empty((T, width), dtype=values.dtype)     # identity only in the holes between runs
-        end = 0
-        for src, dst, n in sorted(runs, key=lambda r: r[1]):
-            dense[:, end:dst] = ident
-            dense[:, dst:dst + n] = v[:, src:src + n]
-            end = dst + n
-        dense[:, end:] = ident
-    else:
-        dense = np.full((T, width), ident, dtype=values.dtype)
-        for src, dst, n in runs:
-            dense[task, dst:dst + n] = v[:, src:src + n]
-    return dense.reshape(T, S, I, lanes)
+    # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
+    lead = v.shape[0] if p0 else 1
+    per_lead = max(1, len(task) // max(lead, 1))
+    step = lead if chunk is None or not p0 else max(1, chunk // max(per_lead * len(pos), 1))
+    for a in range(0, lead, step):
+        b = min(lead, a + step)
+        vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), len(pos))
+        rows = slice(a * per_lead, b * per_lead) if every_task else task[a * per_lead:b * per_lead]
+        n = vb.shape[0]
+        if runs is None:                                # scattered positions: one fancy-indexed scatter
+            dense = np.full((n, width), ident, dtype=values.dtype)
+            dense[np.ix_(np.arange(n), pos)] = vb       # (np.ix_: several times faster than [:, pos])
+        elif every_task and runs == [(0, 0, width)]:
+            dense = vb                                  # already in place, no holes: nothing to copy
+        else:                                           # e.g. one run per split of a row: block copies, and the
+            dense = np.empty((n, width), dtype=values.dtype)     # identity only in the holes between runs
+            end = 0
+            for src, dst, k in sorted(runs, key=lambda r: r[1]):
+                dense[:, end:dst] = ident
+                dense[:, dst:dst + k] = vb[:, src:src + k]
+                end = dst + k
+            dense[:, end:] = ident
+        yield rows, dense.reshape(n, S, I, lanes)
 
 
 #: at most this many contiguous runs of positions are copied run by run (more: one fancy-indexed scatter)
@@ -96,6 +116,32 @@ def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
         acc = combine(acc, tuple(d[:, :, i, :] for d in dense))
     shape = dense[0][:, :, 0, :].shape
     return tuple(np.broadcast_to(np.asarray(a, dtype=d.dtype), shape) for a, d in zip(acc, dense))
+
+
+def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, combine) -> tuple:
+    """:func:`per_thread` over the whole reduce, a block of tasks at a time (:func:`lay_out_chunks`):
+    ``[task, part, lane]`` per value, equal to folding the whole layout at once (each task's fold is its
+    own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
+    size = geom.size if values[0].ndim else 1
+    chunk = LAYOUT_CHUNK if size > LAYOUT_CHUNK else None
+    T, S, I, lanes = m.rows, m.splits, m.inner_iterations, layout[4]
+    out = None
+    for blocks in zip(*(lay_out_chunks(v, layout, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
+        rows = blocks[0][0]
+        acc = per_thread(tuple(d for _, d in blocks), combine, ident)
+        if out is None and rows == slice(0, T):
+            return acc                                   # one block, every task: the whole fold at once
+        if out is None:                                  # tasks no block reaches keep an all-identity fold
+            empty = tuple(np.full((1, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
+            out = tuple(np.empty((T, S, lanes), dtype=a.dtype) for a in acc)
+            for o, a in zip(out, per_thread(empty, combine, ident), strict=True):
+                o[...] = a
+        for o, a in zip(out, acc, strict=True):
+            o[rows] = a
+    if out is None:                                      # a domain without elements: every task is empty
+        empty = tuple(np.full((T, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
+        return per_thread(empty, combine, ident)
+    return out
 
 
 #: elements of one block of tasks the tree works on at a time (a few hundred KB: it stays in cache)
@@ -172,24 +218,41 @@ def combine_splits(partial: tuple, init: tuple, combine, how: str) -> tuple:
     return combine(out, tuple(np.broadcast_to(i, out[0].shape) for i in init))
 
 
-def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
-    """All three levels for one reduce node; returns its result (the ``result`` component) and the work's shape.
+class Folded(tuple):
+    """A reduce's per-thread accumulators (``[task, part, lane]`` per reduced value): level 1 done, the
+    stage's elements no longer needed (:func:`fold`)."""
 
-    ``values``: the reduced input(s) at the stage's elements (a tuple for argmax/argmin);
-    ``init``: the init value(s); ``scheme``: the stage's ``reduce_scheme`` (``steps`` is then the
-    tree's step count, or the two butterflies' step counts)."""
+
+def fold(node, values, geom) -> Folded:
+    """Level 1 of ``node``: every thread folds its elements.  The executor folds each reduce input as soon as
+    the element loop has computed it, so a stage of several reduces (inductor's cross-entropy: the sum of exps
+    and the picked logit) never holds more than one domain-sized input at once; the accumulators are a
+    ``lanes / elements`` fraction of it.  No counter moves here (the executor counts a reduce in
+    ``run_reduce``, which takes the accumulators in place of the values)."""
     m = geom.mapping
     red = reducer(node)
     n = len(node.operands) // 2
     values = values if isinstance(values, tuple) else (values,)
-    init = init if isinstance(init, tuple) else (init,)
     dtypes = [numpy_dtype(x.dtype) for x in node.operands[:n]]
     values = tuple(np.asarray(v).astype(d, copy=False) for v, d in zip(values, dtypes))
-    ident = identity(node)
-    layout = geom.reduce_layout()
-    dense = tuple(lay_out(v, layout, geom, m, i) for v, i in zip(values, ident))
     with np.errstate(all="ignore"):
-        acc = per_thread(dense, red.combine, ident)
+        return Folded(per_thread_in_blocks(values, geom.reduce_layout(), geom, m, identity(node), red.combine))
+
+
+def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
+    """All three levels for one reduce node; returns its result (the ``result`` component) and the work's shape.
+
+    ``values``: the reduced input(s) at the stage's elements (a tuple for argmax/argmin), or their
+    :func:`fold` (level 1 already done); ``init``: the init value(s); ``scheme``: the stage's
+    ``reduce_scheme`` (``steps`` is then the tree's step count, or the two butterflies' step counts)."""
+    m = geom.mapping
+    red = reducer(node)
+    n = len(node.operands) // 2
+    init = init if isinstance(init, tuple) else (init,)
+    dtypes = [numpy_dtype(x.dtype) for x in node.operands[:n]]
+    ident = identity(node)
+    acc = values if isinstance(values, Folded) else fold(node, values, geom)
+    with np.errstate(all="ignore"):
         if scheme is ReduceScheme.SHUFFLE:
             partial, steps = shuffle(acc, red.combine, ident)
         else:
@@ -199,4 +262,4 @@ def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
     k = node.attrs.get("result", 0)
     result = cast(np.asarray(result[k], dtype=dtypes[k]), node.dtype)
     partial = cast(np.asarray(partial[k], dtype=dtypes[k]), node.dtype)
-    return {"result": result.reshape(node.shape), "partial": partial, "lanes": layout[4], "steps": steps}
+    return {"result": result.reshape(node.shape), "partial": partial, "lanes": geom.reduce_layout()[4], "steps": steps}

@@ -1,0 +1,205 @@
+"""The SIMT model's big-domain paths (issue 26) change host memory only: never a counter or a value.
+
+Past a threshold the model works in blocks instead of over a stage's whole domain at once:
+
+* a reduce folds its input per thread a block of whole tasks at a time (``reduce.lay_out_chunks``,
+  ``reduce.LAYOUT_CHUNK``) and as soon as the element loop has it (``reduce.fold``);
+* an elementwise op writes its result into an operand that dies with it (a temporary of the loop, or a
+  global buffer no later kernel reads), a block of rows at a time (``evaluate.in_place``,
+  ``evaluate.IN_PLACE_MIN``); the numpy reference does the same (``reference.IN_PLACE_MIN``).
+
+Those thresholds keep small shapes on the one-pass path, so here they are forced down to a few elements
+and every counter (each stage's, each kernel's, the per-tensor traffic, the timeline, ``predicted_us``)
+and every output byte must equal the one-pass run's: on the catalog at shapes that exercise each mapping
+(flat, rows, columns, split rows with atomics or a grid barrier, vertical packing, epilogues, the shuffle
+and the tree), and on random graphs of every dtype.
+"""
+from __future__ import annotations
+
+import dataclasses
+from contextlib import contextmanager
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import astitch_sim as asim
+from astitch_sim.frontends.workloads import workload_inputs
+from astitch_sim.ir import reference as ir_reference
+from astitch_sim.simt import evaluate, reduce
+from astitch_sim.simt.geometry import Geometry
+from random_graphs import cases
+
+#: forced thresholds: odd sizes, so blocks never line up with rows, warps or tasks
+FORCED = {"LAYOUT_CHUNK": 37, "IN_PLACE_MIN": 0, "IN_PLACE_BLOCK": 53}
+
+
+@contextmanager
+def blocked(counts=None):
+    """Run the model with its big-domain paths forced on (and, given ``counts``, count how often they ran)."""
+    real_in_place, real_chunks = evaluate.in_place, reduce.lay_out_chunks
+
+    def in_place(*a, **k):
+        counts["in_place"] += 1
+        return real_in_place(*a, **k)
+
+    def chunks(*a, **k):
+        n = 0
+        for block in real_chunks(*a, **k):
+            n += 1
+            yield block
+        counts["blocks"] = max(counts["blocks"], n)
+
+    with mock.patch.object(reduce, "LAYOUT_CHUNK", FORCED["LAYOUT_CHUNK"]), \
+            mock.patch.object(evaluate, "IN_PLACE_MIN", FORCED["IN_PLACE_MIN"]), \
+            mock.patch.object(evaluate, "IN_PLACE_BLOCK", FORCED["IN_PLACE_BLOCK"]):
+        if counts is None:
+            yield
+        else:
+            with mock.patch.object(evaluate, "in_place", in_place), mock.patch.object(reduce, "lay_out_chunks", chunks):
+                yield
+
+
+def record(res) -> dict:
+    """Everything ``simulate`` reports that a test or a user reads: counters, timeline, outputs (as bytes)."""
+    return {"kernels": [dataclasses.asdict(k) for k in res.stats.kernels], "totals": res.stats.as_dict(),
+            "predicted_us": res.stats.predicted_us, "timeline": repr(res.timeline),
+            "outputs": [(o.dtype.str, o.shape, np.ascontiguousarray(o).tobytes()) for o in res.outputs]}
+
+
+def assert_same(plan, inputs, counts=None, where=""):
+    one_pass = record(asim.simulate(plan, inputs))
+    with blocked(counts):
+        in_blocks = record(asim.simulate(plan, inputs))
+    assert len(in_blocks["outputs"]) == len(one_pass["outputs"]) == len(plan.graph.outputs)
+    for key in one_pass:
+        assert in_blocks[key] == one_pass[key], f"{where} {plan.strategy}: {key} differs in blocks"
+
+
+#: (workload, shape, gpu, compile options, what the astitch plan shows)
+SHAPES = [
+    ("log_softmax", dict(rows=64, cols=600), "H100", {}, "rows, shuffle, epilogue"),
+    ("log_softmax", dict(rows=64, cols=600), "H100", {"reduce_scheme": "tree"}, "rows, tree"),
+    ("cross_entropy", dict(rows=6000, cols=40), "V100", {}, "vertical packing, two reduces in a stage"),
+    ("softmax", dict(rows=12, cols=8000), "H100", {"launch_search": False}, "split rows, atomic"),
+    ("global_norm", dict(rows=256, cols=256), "H100", {"launch_search": False}, "split rows, atomic"),
+    ("batchnorm_train", dict(rows=2048, cols=64), "H100", {}, "columns, split"),
+    ("layernorm", dict(rows=256, cols=768), "H100", {}, "separable rows"),
+    ("bias_gelu", dict(rows=64, cols=1024), "H100", {}, "flat"),
+    ("layernorm_backward", dict(rows=64, cols=768), "H100", {}, "rows and columns"),
+    ("adam_step", dict(size=5000), "H100", {}, "flat, exact ops"),
+]
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+@pytest.mark.parametrize("name,shape,gpu,opts,what", SHAPES, ids=[f"{s[0]}-{s[4]}" for s in SHAPES])
+def test_blocked_paths_change_no_counter_and_no_value(name, shape, gpu, opts, what, strategy):
+    g = asim.workload(name, **shape)
+    counts = {"in_place": 0, "blocks": 0}
+    options = opts if strategy == "astitch" or "reduce_scheme" in opts else {}
+    plan = asim.compile(g, strategy, gpu, **options)
+    assert_same(plan, workload_inputs(g, 0), counts, f"{name} {shape}")
+    if any(s.reduces and _blocks_of_tasks(s.mapping) for k in plan.generated for s in k.stages):
+        assert counts["blocks"] > 1, "no reduce was folded in blocks: the test would pass vacuously"
+
+
+def _blocks_of_tasks(mapping) -> bool:
+    """Can this stage's reduces fold in blocks (a separable domain whose first task dim has several rows)?"""
+    geom = Geometry(mapping)
+    return geom.separable and bool(geom.parts[0]) and geom.shape[geom.parts[0][0]] > 1
+
+
+def test_the_forced_paths_run_in_place_and_in_blocks():
+    """Non-vacuous: xla's log-softmax writes exp(x - max) into x - max, unfused writes its last kernel's
+    output into the dead buffer ``shifted`` (astitch keeps x - max in registers for its last stage: nothing to
+    overwrite), and all fold their reduces in blocks."""
+    g = asim.workload("log_softmax", rows=64, cols=600)
+    for strategy, in_place in (("xla", True), ("unfused", True), ("astitch", False)):
+        counts = {"in_place": 0, "blocks": 0}
+        assert_same(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), counts, "log_softmax")
+        assert (counts["in_place"] > 0) == in_place and counts["blocks"] > 1, (strategy, counts)
+
+
+def test_the_grid_barrier_split_in_blocks():
+    g = asim.Graph("split_prod")
+    x = g.parameter("x", (4, 16384))
+    p = g.reduce(x, 1, "prod", name="p")
+    m = g.reduce(x, 1, "max", name="m")
+    g.set_outputs(g.multiply(x, g.broadcast(p, (4, 16384), (0,)), name="y"), m, p)
+    x = [(1 + 1e-4 * np.random.default_rng(0).standard_normal((4, 16384))).astype(np.float32)]
+    plan = asim.compile(g, "astitch", "H100", never_behind=False, launch_search=False)
+    assert plan.kernels[0].stages[0].mapping.combine == "grid_barrier"
+    counts = {"in_place": 0, "blocks": 0}
+    assert_same(plan, x, counts, "split prod")
+    assert counts["blocks"] > 1
+
+
+PROPERTY = settings(deadline=None, max_examples=25, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+@PROPERTY
+@given(case=cases("mixed", max_ops=6))
+def test_random_graphs_in_blocks(case):
+    for strategy in asim.STRATEGIES:
+        assert_same(asim.compile(case.graph, strategy, "H100"), case.inputs, where=case.note)
+
+
+@PROPERTY
+@given(case=cases("shared", max_ops=5))
+def test_random_graphs_sharing_producers_across_reductions_in_blocks(case):
+    for strategy in asim.STRATEGIES:
+        assert_same(asim.compile(case.graph, strategy, "H100"), case.inputs, where=case.note)
+
+
+@pytest.mark.slow
+@settings(PROPERTY, max_examples=10)
+@given(case=cases("long_rows", max_ops=4))
+def test_random_graphs_with_long_rows_in_blocks(case):
+    for strategy in asim.STRATEGIES:
+        assert_same(asim.compile(case.graph, strategy, "H100"), case.inputs, where=case.note)
+
+
+
+@contextmanager
+def reference_in_place():
+    """The numpy reference with its in-place path forced on (``reference.IN_PLACE_MIN``), counting its uses."""
+    counts = {"in_place": 0}
+    real = ir_reference.compute_into
+
+    def compute_into(*a, **k):
+        counts["in_place"] += 1
+        return real(*a, **k)
+
+    with mock.patch.object(ir_reference, "IN_PLACE_MIN", 0), mock.patch.object(ir_reference, "IN_PLACE_BLOCK", 53), \
+            mock.patch.object(ir_reference, "compute_into", compute_into):
+        yield counts
+
+
+def assert_reference_same(g, inputs):
+    keep = [np.array(x, copy=True) for x in inputs]
+    one_pass = asim.reference(g, inputs)
+    with reference_in_place() as counts:
+        in_blocks = asim.reference(g, inputs)
+    for a, b in zip(one_pass, in_blocks, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    for x, k in zip(inputs, keep, strict=True):               # the caller's arrays are never written
+        assert np.asarray(x).tobytes() == k.tobytes()
+    return counts
+
+
+@pytest.mark.parametrize("name,shape", [("log_softmax", dict(rows=64, cols=600)),
+                                        ("cross_entropy", dict(rows=60, cols=40)), ("bias_gelu", dict(rows=64, cols=99)),
+                                        ("adam_step", dict(size=5000)), ("layernorm_backward", dict(rows=32, cols=96))])
+def test_the_reference_in_place_changes_no_value(name, shape):
+    g = asim.workload(name, **shape)
+    counts = assert_reference_same(g, workload_inputs(g, 0))
+    if name in ("log_softmax", "cross_entropy"):
+        assert counts["in_place"] > 0          # exp(shifted) is written into shifted
+
+
+@PROPERTY
+@given(case=cases("mixed", max_ops=8))
+def test_the_reference_in_place_on_random_graphs(case):
+    assert_reference_same(case.graph, case.inputs)
