@@ -146,7 +146,7 @@ def test_random_graphs_in_blocks(case):
         assert_same(asim.compile(case.graph, strategy, "H100"), case.inputs, where=case.note)
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=12)      # each example plans and simulates six strategies twice (~0.6 s)
 @given(case=cases("shared", max_ops=5))
 def test_random_graphs_sharing_producers_across_reductions_in_blocks(case):
     for strategy in asim.STRATEGIES:
