@@ -131,10 +131,16 @@ def canonicalize_unit_dims(graph: Graph) -> tuple[Graph, list]:
     if not (as_reshape or sunk or folded):
         return graph, []
     g = _build(graph, ops, [alias.get(o.name, o.name) for o in graph.outputs])
-    said = [f"broadcasts to reshapes: {', '.join(as_reshape)}" if as_reshape else "",
-            f"computed without unit dims: {', '.join(sunk)}" if sunk else "",
+    said = [f"broadcasts to reshapes: {_listed(as_reshape)}" if as_reshape else "",
+            f"computed without unit dims: {_listed(sunk)}" if sunk else "",
             f"{folded} reshape(s) folded" if folded else ""]
     return g, [f"{NOTE_PREFIX}: " + "; ".join(s for s in said if s)]
+
+
+def _listed(names: list, shown: int = 10) -> str:
+    """The first ``shown`` names, and how many more (a model's note stays one readable line)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _inverse(o: _Op, s: tuple, ops: dict, taken: set) -> str:
