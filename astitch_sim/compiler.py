@@ -6,6 +6,7 @@ from .ir.graph import Graph
 from .hardware.gpus import gpu as get_gpu
 from .plan.reduce_scheme import with_preference
 from .passes.trivial_reduce import eliminate_trivial_reduces
+from .passes.unit_dims import canonicalize_unit_dims
 from .plan.vocabulary import ReduceScheme
 from .passes.zero_size import eliminate_zero_size
 
@@ -25,7 +26,11 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     (``astitch_sim.passes.zero_size``): then ``plan.graph`` is the rewritten graph, same
     parameters and output names, and no kernel iterates over an empty domain.  A
     reduce over no dimensions becomes its reducer's elementwise op
-    (``astitch_sim.passes.trivial_reduce``), as XLA's algebraic simplifier does.
+    (``astitch_sim.passes.trivial_reduce``), as XLA's algebraic simplifier does.  A
+    broadcast that only adds size-1 dims is a reshape, and such reshapes sink below
+    the elementwise ops that read them (``astitch_sim.passes.unit_dims``), as XLA's
+    algebraic simplifier and reshape mover do: JAX's keepdims per-row values
+    (``f32[rows,1]``) are computed over ``[rows]``, the reduce's own shape.
 
     ``options`` belong to the strategy.  ``xla`` takes ``fusion_rules``: which XLA
     version's GPU fusion rules it follows, ``"openxla-2024"`` (the default: f32/f16
@@ -96,9 +101,10 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     parsed = row.options_type.from_kwargs(options) if row.options_type is not None else None
     graph, zero_notes = eliminate_zero_size(graph)
     graph, reduce_notes = eliminate_trivial_reduces(graph)
+    graph, unit_notes = canonicalize_unit_dims(graph)
     plan = row.planner(graph, hw, parsed)
     if prefer is not ReduceScheme.SHUFFLE:        # the what-if every strategy takes (reduce_scheme.py)
         plan.kernels = with_preference(plan.kernels, prefer)
         plan.options = {**plan.options, "reduce_scheme": str(prefer)}
-    plan.notes[:0] = zero_notes + reduce_notes
+    plan.notes[:0] = zero_notes + reduce_notes + unit_notes
     return plan.seal().validate()

@@ -133,7 +133,7 @@ def test_gpt_plans_library_kernels_for_matmuls_and_stitches_the_rest(name, dots,
         assert ops.count("dot") == dots and ops.count("scatter") == scatters, strategy
         assert all(k.kind == "generated" for k in plan.kernels if k not in plan.library)
         stitched = [n for k in plan.generated for n in k.computed]
-        assert not any(g[n].kind == "library" for n in stitched)
+        assert not any(plan.graph[n].kind == "library" for n in stitched)     # plan.graph: after the passes
         launches[strategy] = len(plan.kernels)
         assert max(k.shared_bytes for k in plan.kernels) <= plan.gpu.shared_per_block_default
     assert launches["astitch"] < launches["xla"] < launches["unfused"]

@@ -46,20 +46,20 @@ def _never_behind_bytes(where, stats, plans):
     assert stats["raw"].predicted_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
 
 
-def _one_block_grid_barrier(where, stats, plans):
-    """The stitched kernel runs on one block and keeps a Global value behind a grid barrier (charged as one:
-    2-4 us), where fusionstitching recomputes the value in the later stage; without the barriers astitch's stitched
-    plan is not behind (where never-behind takes XLA's kernels instead, for the bytes the Global value moves, the
-    stitched plan is the one checked).  Left: on a one-block grid every value is block-local, so the kernel
-    builder could keep it in shared memory, with a block barrier.  Why the value is Global at all: it is a per-row
-    value over ``[rows, 1]`` (JAX's keepdims), which astitch does not take as an epilogue
-    (:func:`_keepdims_values_not_epilogues`; every such case here has a keepdims stage)."""
-    assert keepdims_stages(plans["raw"]), where
-    k = next(k for k in plans["raw"].kernels if k.global_barriers)
-    assert k.grid == 1, where
-    a = stats["raw"]
-    barrier_us = sum(ks.breakdown.get("grid_barrier_us", 0.0) for ks in a.kernels)
-    assert barrier_us > 0 and a.predicted_us - barrier_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
+def _stages_reload_an_input(where, stats, plans):
+    """astitch's stitched kernel is not behind fusionstitching's (no grid barrier, within TIME_SLACK), but
+    never-behind refuses it for its global bytes: its stages map the same input differently (a flat stage for
+    the elementwise outputs, row stages for the reductions), and each stage loads the input again, more bytes
+    than XLA's kernels move, so XLA's kernels are used.  Left for issue 28: stages reading one tensor under
+    compatible mappings should share the load, and never-behind should compare predicted time."""
+    assert any("XLA's boundaries kept" in n and "more global bytes" in n for n in plans["astitch"].notes), where
+    k = next(k for k in plans["raw"].generated if len(k.stages) > 1)
+    assert not k.global_barriers, where
+    g = plans["raw"].graph
+    kst = next(ks for ks in stats["raw"].kernels if ks.name == k.name)
+    assert kst.global_bytes_read >= 2 * sum(g[n].nbytes for n in k.inputs), where
+    assert stats["raw"].global_bytes > stats["astitch"].global_bytes, where
+    assert stats["raw"].predicted_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
 
 
 def _faster_launch_refused_for_bytes(where, stats, plans):
@@ -98,24 +98,6 @@ def keepdims_stages(plan) -> list:
     return out
 
 
-def _keepdims_values_not_epilogues(ratio):
-    """JAX's StableHLO text of a norm broadcasts each row's sum to ``[rows, 1]`` (keepdims) before dividing, so the
-    mean, the variance and the rsqrt are ops over ``[rows, 1]``.  astitch's epilogue merge
-    (``strategies/astitch._epilogue_merge``) asks for the reduce's own shape (``[rows]``): these per-row values become
-    flat stages of their own, stored to global memory behind grid barriers, where fusionstitching recomputes them in
-    its row stages.  JAX's HLO text divides before the reshape (hlo/layernorm is not behind for this).  The fix left
-    for issue 28 is XLA's own canonicalization, before any strategy plans: a broadcast that only adds unit dims is a
-    reshape (AlgebraicSimplifier), and a reshape sinks below the elementwise ops that read it (ReshapeMover), so the
-    per-row ops run over ``[rows]``.  The check holds the cause (such a stage in the raw stitch plan) and the gap
-    (``ratio``)."""
-    def check(where, stats, plans):
-        assert keepdims_stages(plans["raw"]), f"{where}: no keepdims stage left: drop it from KNOWN_BEHIND"
-        got = stats["astitch"].predicted_us / stats["fusionstitching"].predicted_us
-        assert got <= ratio, f"{where}: astitch {got:.3f}x fusionstitching's time, recorded {ratio}x"
-    check.__doc__ = _keepdims_values_not_epilogues.__doc__
-    return check
-
-
 def _all_loop_kernels(plan) -> bool:
     return all(len(k.stages) == 1 and not k.stages[0].reduces and not k.global_barriers for k in plan.generated)
 
@@ -137,23 +119,20 @@ def _gap_not_yet_explained(ratio):
 KNOWN_BEHIND = {
     **{("hlo/layernorm", gpu): _faster_launch_refused_for_bytes for gpu in GPUS},
     ("models/flax_layernorm_16k", "A100"): _faster_launch_refused_for_bytes,
-    **{case: _bytes_trade for case in [("hlo/rmsnorm", "A100"), ("hlo/softmax", "A100"),
+    **{case: _bytes_trade for case in [("hlo/softmax", "A100"),
                                        ("hlo/softmax_attention_4d", "V100"), ("hlo/whole_tensor_normalize", "V100"),
                                        ("models/llama_rmsnorm", "A100")]},
     **{("models/argmax_accuracy", gpu): _never_behind_bytes for gpu in GPUS},
-    **{(f"stablehlo/{name}", gpu): _one_block_grid_barrier
-       for name in ("chlo", "llama_rmsnorm_swiglu") for gpu in GPUS},
-    **{("stablehlo/bert_layernorm_gelu", gpu): _one_block_grid_barrier for gpu in ("A100", "H100")},
+    **{("stablehlo/chlo", gpu): _stages_reload_an_input for gpu in GPUS},
     # measured at the merge (astitch / fusionstitching predicted us): bool_ops A100 6.63/6.54, convert_bf16_layernorm
     # V100 5.95/5.63 and A100 3.80/3.62, rmsnorm V100 5.90/5.61, softmax V100 8.30/6.97, transformer_ffn 22.52/21.70,
-    # 14.33/13.70, 13.97/13.34; stablehlo layernorm 10.85/5.43, 7.50/3.36, 7.34/3.28 (explained: keepdims stages)
+    # 14.33/13.70, 13.97/13.34
     ("hlo/bool_ops", "A100"): _gap_not_yet_explained(1.02),
     ("hlo/convert_bf16_layernorm", "V100"): _gap_not_yet_explained(1.06),
     ("hlo/convert_bf16_layernorm", "A100"): _gap_not_yet_explained(1.06),
     ("hlo/rmsnorm", "V100"): _gap_not_yet_explained(1.06),
     ("hlo/softmax", "V100"): _gap_not_yet_explained(1.20),
     **{("hlo/transformer_ffn", gpu): _gap_not_yet_explained(1.05) for gpu in GPUS},
-    **{("stablehlo/layernorm", gpu): _keepdims_values_not_epilogues(2.25) for gpu in GPUS},
     ("models/gqa_attention", "H100"): _gap_not_yet_explained(1.10),     # slow tier: 84.84 against 77.86 us
 }
 
@@ -232,6 +211,31 @@ def test_known_behind_cases_exist():
     """Every KNOWN_BEHIND entry names a fixture this file runs (a renamed fixture must not leave a dead entry)."""
     known = {f"{s}/{n}" for s, n in hlo_fixtures()} | {f"stablehlo/{n}" for n in stablehlo_families()}
     assert {case for case, _ in KNOWN_BEHIND} <= known
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_stablehlo_layernorm_per_row_values_are_epilogues_again(gpu):
+    """Was 2.25x behind fusionstitching (7.34 against 3.28 us on H100): JAX's StableHLO text computes mean,
+    variance and rsqrt over ``[rows, 1]`` (keepdims), which astitch's epilogue merge does not take, so they were
+    flat stages storing Global values behind grid barriers.  XLA's canonicalization before planning
+    (``passes/unit_dims``: a broadcast adding only unit dims is a reshape, and the reshape sinks below the
+    elementwise ops) computes them over ``[rows]``: reduce epilogues, no keepdims stage, no grid barrier."""
+    path = FIXTURES / "stablehlo" / "families" / "layernorm.mlir"
+    g = asim.from_stablehlo(path.read_text())
+    raw = asim.compile(g, "astitch", gpu, never_behind=False)
+    assert keepdims_stages(raw) == [] and not any(k.global_barriers for k in raw.kernels), str(raw)
+    assert {"divide.3", "rsqrt.9"} <= {n for k in raw.kernels for s in k.stages for n in s.epilogue}, str(raw)
+    compare("stablehlo/layernorm", g, seeded.fixture_inputs(path), gpu)
+    assert ("stablehlo/layernorm", gpu) not in KNOWN_BEHIND
+
+
+@pytest.mark.parametrize("name", stablehlo_families())
+def test_no_stablehlo_fixture_keeps_a_keepdims_stage(name):
+    """No StableHLO family fixture leaves a per-row value over ``[rows, 1]`` as a flat stage storing to global
+    memory (``keepdims_stages``), on any GPU."""
+    g = asim.from_stablehlo((FIXTURES / "stablehlo" / "families" / f"{name}.mlir").read_text())
+    for gpu in GPUS:
+        assert keepdims_stages(asim.compile(g, "astitch", gpu, never_behind=False)) == [], (name, gpu)
 
 
 @pytest.mark.parametrize("gpu", GPUS)
