@@ -122,12 +122,8 @@ def test_the_forced_paths_run_in_place_and_in_blocks():
 
 
 def test_the_grid_barrier_split_in_blocks():
-    g = asim.Graph("split_prod")
-    x = g.parameter("x", (4, 16384))
-    p = g.reduce(x, 1, "prod", name="p")
-    m = g.reduce(x, 1, "max", name="m")
-    g.set_outputs(g.multiply(x, g.broadcast(p, (4, 16384), (0,)), name="y"), m, p)
-    x = [(1 + 1e-4 * np.random.default_rng(0).standard_normal((4, 16384))).astype(np.float32)]
+    from test_simt_executor import split_prod_graph
+    g, x = split_prod_graph(4, 16384, 1e-4)
     plan = asim.compile(g, "astitch", "H100", never_behind=False, launch_search=False)
     assert plan.kernels[0].stages[0].mapping.combine == "grid_barrier"
     counts = {"in_place": 0, "blocks": 0}

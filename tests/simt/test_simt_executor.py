@@ -106,20 +106,21 @@ def test_medium_shapes_exercise_the_mappings_they_claim(name, shape, gpu, featur
     assert has[feature], (name, feature, [m.describe() for m in maps])
 
 
-def _split_prod_graph():
-    """Few long rows with a prod reduce: astitch splits them and combines with a grid barrier."""
+def split_prod_graph(rows: int = 2, cols: int = 4096, noise: float = 1e-3):
+    """Few long rows with a prod reduce: astitch splits them and combines with a grid barrier (values near 1,
+    ``noise`` apart, so the product stays finite)."""
     g = asim.Graph("split_prod")
-    x = g.parameter("x", (2, 4096))
+    x = g.parameter("x", (rows, cols))
     p = g.reduce(x, 1, "prod", name="p")
     m = g.reduce(x, 1, "max", name="m")
-    g.set_outputs(g.multiply(x, g.broadcast(p, (2, 4096), (0,)), name="y"), m, p)
-    x = (1 + 1e-3 * np.random.default_rng(0).standard_normal((2, 4096))).astype(np.float32)
+    g.set_outputs(g.multiply(x, g.broadcast(p, (rows, cols), (0,)), name="y"), m, p)
+    x = (1 + noise * np.random.default_rng(0).standard_normal((rows, cols))).astype(np.float32)
     return g, [x]
 
 
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_grid_barrier_combine_matches_reference(strategy):
-    g, x = _split_prod_graph()
+    g, x = split_prod_graph()
     # astitch's raw stitch plan: by default never-behind keeps XLA's kernels on a graph this small (its three
     # grid barriers are predicted slower than XLA's two kernels); this test is about the split itself
     opts = {"never_behind": False, "launch_search": False} if strategy == "astitch" else {}
