@@ -39,7 +39,8 @@ import numpy as np
 from ..ir.dtypes import cast
 from ..errors import AStitchError
 from ..ir.indexing import operand_index, runtime_operand_index
-from ..ir.reference import compute_into, result_dtype
+# the thresholds are the numpy reference's (same reason: a domain-sized result is a gigabyte at 8192x32000)
+from ..ir.reference import IN_PLACE_BLOCK, IN_PLACE_MIN, compute_into, result_dtype
 
 
 class Evaluator:
@@ -52,7 +53,7 @@ class Evaluator:
         self.epilogue = set(stage.epilogue)
         self.reduce_results: dict = {}    # epilogue phase: this stage's reduce results
         self.interned: dict = {}          # (shape, dtype) -> index arrays seen, to reuse equal ones
-        self.uses = element_uses(stage, run.graph, run.kept_inputs.get(index, ())) if phase == "elements" else None
+        self.uses = run.stage_uses[index] if phase == "elements" else None
         self.fresh = weakref.WeakValueDictionary()   # name -> the array an elementwise op of this loop just made
         for a in geom.idx:
             self.intern_array(a)
@@ -208,14 +209,6 @@ class Evaluator:
             factor = self.stage.recompute.get(node.name, 1)
             if factor > 1:
                 st.recomputed_flops += f * (factor - 1) // factor
-
-
-#: elementwise results over more elements than this may be written into an operand that dies with the op
-#: (:meth:`Evaluator.donor`), a block of rows at a time: at 8192x32000 every such op would otherwise allocate
-#: one more gigabyte; smaller ones keep numpy's one call (a few MB come and go cheaply)
-IN_PLACE_MIN = 1 << 22
-#: elements of one block of rows an in-place op computes at a time (a few MB: its temporaries stay in cache)
-IN_PLACE_BLOCK = 1 << 20
 
 
 def in_place(node, args, donor):

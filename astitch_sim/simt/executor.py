@@ -270,9 +270,10 @@ class KernelRun:
                 self.kept_inputs.setdefault(v.loaded_in, []).append(n)
         # buffers that die with this kernel and that one op of it reads, once: that op may overwrite the
         # host array it read (evaluate.Evaluator.donor; never in trace mode, which keeps every buffer)
-        uses = [element_uses(s, self.graph, self.kept_inputs.get(i, ())) for i, s in enumerate(kernel.stages)]
+        self.stage_uses = [element_uses(s, self.graph, self.kept_inputs.get(i, ()))   # each stage's Evaluator reads it
+                           for i, s in enumerate(kernel.stages)]
         self.read_once = set() if recorder is not None else \
-            {n for n in dying if sum(u.get(n, 0) for u in uses) == 1}
+            {n for n in dying if sum(u.get(n, 0) for u in self.stage_uses) == 1}
         self.geoms: dict = {}
         self.epis: dict = {}
         self.regs: dict = {}
