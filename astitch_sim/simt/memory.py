@@ -56,7 +56,7 @@ import numpy as np
 
 from ..ir.flatindex import distinct
 from .geometry import support
-from .pairs import TABLE_MAX, PairSet, count_distinct_keys, pairs_by_owner
+from .pairs import TABLE_MAX, TABLE_PER_KEY, PairSet, count_distinct_keys, pairs_by_owner
 from ..plan.vocabulary import Space
 
 SECTOR = 32
@@ -149,7 +149,7 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
 #: reduction's 12.6M reads of a per-row value by 8192 blocks make a 134 MB table, filled in a tenth of the
 #: time of the sort); below that size the sort is cheap and a table would only cost memory
 TABLE_MIN_ACCESSES = 1 << 16
-TABLE_PER_ACCESS = 16
+TABLE_PER_ACCESS = TABLE_PER_KEY       # the same bound as the pair tables' (pairs.py)
 
 
 def pairs_by_table(W, S):
