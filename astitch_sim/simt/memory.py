@@ -84,9 +84,14 @@ class Access:
         """Element index of every domain element (flattened, masked out elements kept)."""
         if self.identity and not self.extra.get("logical") is not None and geom.kind == "element":
             return np.arange(geom.size, dtype=np.int64)
-        total = np.zeros((), np.int64)
-        for t in self.terms:
-            total = total + t
+        # summed into one array, in place past the first two terms: one domain-sized array, not one per term
+        terms = list(self.terms)
+        total = np.zeros((), np.int64) if not terms else terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        for t in terms[2:]:
+            if np.broadcast_shapes(np.shape(total), np.shape(t)) == np.shape(total):
+                total += t
+            else:
+                total = total + t
         return np.ascontiguousarray(geom.full(total), dtype=np.int64)
 
 
@@ -822,9 +827,12 @@ def _count_dense(geom, acc):
         W = W * geom.vector + geom.full(geom.iteration) % geom.vector     # one instruction per element
     if sel is not None:
         W, F = W[sel], F[sel]
-    A = acc.base + s * F
+    A = F * s                     # byte addresses, computed in place (each temporary is domain-sized)
+    A += acc.base
     if acc.space == Space.GLOBAL:
-        out["sectors"], out["requests"] = distinct_pairs(W, A // SECTOR)
+        A //= SECTOR
+        out["sectors"], out["requests"] = distinct_pairs(W, A)
+        del A
         if acc.dedup and not acc.identity:
             B = geom.full(geom.block)
             if sel is not None:

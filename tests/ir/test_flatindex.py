@@ -95,3 +95,60 @@ def test_distinct_is_np_unique_by_sorting():
         got = distinct(a)
         np.testing.assert_array_equal(got, np.unique(a))
         assert got.dtype == np.asarray(a).dtype
+
+
+def _factor_shapes():
+    """(shape, operand shape) pairs of equal size: the operand's extents are products of the shape's prime
+    factors regrouped, with dims of extent 1 sprinkled in (a reshape's possible operands)."""
+    def regroup(shape, cuts, ones):
+        primes = [p for e in shape for p in _primes(e)]
+        cuts = sorted({c % (len(primes) + 1) for c in cuts})
+        parts = [primes[a:b] for a, b in zip([0] + cuts, cuts + [len(primes)], strict=True)]
+        src = [int(np.prod(p)) for p in parts if p] or [1]
+        for o in ones:
+            src.insert(o % (len(src) + 1), 1)
+        return tuple(shape), tuple(src)
+    return st.builds(regroup, st.lists(st.sampled_from([1, 2, 3, 4, 5, 6, 8, 12]), max_size=4),
+                     st.lists(st.integers(0, 8), max_size=3), st.lists(st.integers(0, 4), max_size=2))
+
+
+def _primes(n):
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(shapes=_factor_shapes())
+def test_reshape_index_by_dim_groups_equals_the_flat_position(shapes):
+    """A reshape's operand index, computed group by group of equal-size dims (so an index that varies along few
+    dims stays small), is the element at the same row-major position, as through one flat number; and an
+    index shaped like ``np.ogrid`` stays that small instead of growing to the whole domain."""
+    from types import SimpleNamespace
+    from astitch_sim.ir.index_rules import dim_groups, same_flat_position
+    shape, src = shapes
+    node = SimpleNamespace(shape=shape, rank=len(shape), operands=[SimpleNamespace(shape=src)])
+    idx = tuple(np.arange(e).reshape([e if d == k else 1 for d in range(len(shape))]) for k, e in enumerate(shape))
+    got, mask = same_flat_position(node, 0, idx)
+    want = unravel(ravel(idx, shape), src) if shape else unravel(np.zeros((), np.int64), src)
+    assert mask is None and len(got) == len(want) == len(src)
+    full = tuple(shape)
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(np.broadcast_to(a, full), np.broadcast_to(b, full))
+    groups = dim_groups(shape, src)
+    assert groups is not None
+    assert [k for o, _ in groups for k in o] == list(range(len(shape)))
+    assert [k for _, s in groups for k in s] == list(range(len(src)))
+    if len(groups) > 1:                          # at least one operand dim depends on fewer than all output dims
+        assert min(np.size(a) for a in got) < max(int(np.prod(shape)), 1) or int(np.prod(shape)) == 1
+
+
+def test_dim_groups_of_a_split_leading_dim_and_of_shapes_that_do_not_split():
+    from astitch_sim.ir.index_rules import dim_groups
+    assert dim_groups((32, 512, 3072), (16384, 3072)) == [([0, 1], [0]), ([2], [1])]
+    assert dim_groups((6, 4), (4, 6)) == [([0, 1], [0, 1])]          # no finer split: one group, via the flat number
+    assert dim_groups((0, 4), (4, 0)) is None                        # no element: the flat path
