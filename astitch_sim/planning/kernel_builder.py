@@ -638,15 +638,18 @@ def _place_barriers(graph, stages, values, consumers) -> None:
 
 def _estimate_registers(graph, stages, values, needed_later, gpu) -> int:
     """Registers per thread before ptxas has seen the code: a base, two per value carried across stages
-    (values kept in registers, kernel inputs kept after their load), four per stage, and two per element
+    (values kept in registers, kernel inputs kept after their load; a per-task value kept in registers:
+    its one register per task trip, ``task_registers.registers_of``), four per stage, and two per element
     a flat stage's round holds at once (its vectors' loads are all in flight before the first is used)."""
-    reg_values = sum(stages[v.stage].mapping.task_iterations if is_task_value(graph, stages[v.stage], n) else
-                     stages[v.stage].mapping.elements_per_thread for n, v in values.items()
-                     if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
+    carried = [(n, v) for n, v in values.items() if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later]
+    reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in carried
+                     if not is_task_value(graph, stages[v.stage], n))
+    task_values = sum(task_registers_of(graph, n, stages[v.stage]) for n, v in carried
+                      if is_task_value(graph, stages[v.stage], n))
     reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
     in_flight = max((s.mapping.per_thread for s in stages if s.mapping.kind == "flat" and s.mapping.per_thread > 1),
                     default=0)
-    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages) + 2 * in_flight)
+    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + task_values + 4 * len(stages) + 2 * in_flight)
 
 
 def _record_bookkeeping(graph, stages, values, consumers, needed_later, outputs) -> None:

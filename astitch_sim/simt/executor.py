@@ -42,8 +42,9 @@ is defined:
   trip of a shuffle stage whose tasks span warps (its warp totals: one 4- or 8-byte
   store per warp and value, and in every warp each aligned group of ``P`` lanes (``W``
   rounded up to a power of two) reads them back into its lanes ``0..W-1``, so that every
-  lane ends with the total; consecutive words, the groups reading the same ones (a
-  broadcast): no bank conflict -- ``shared_bytes_*``, ``shared_requests``);
+  lane ends with the total: one request per warp and value bringing the ``W`` consecutive
+  words, which the groups share (a broadcast; counted once per warp), no bank conflict --
+  ``shared_bytes_*``, ``shared_requests``);
 * ``KernelStats.memset_bytes``: result buffers filled with the init value before
   atomics.  Library kernels (dot, sort, topk, scatter, reduce-window) run their op's
   numpy meaning and are charged what the library moves (``boundary.py``): each
@@ -82,7 +83,7 @@ from .reduce import fold, run_reduce
 from . import l2 as l2_model
 from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
-from ..plan.reduce_scheme import WARP, butterfly, warps_across
+from ..plan.reduce_scheme import WARP, warps_across
 from ..plan.task_registers import kept_per_task
 from ..plan.vocabulary import Barrier, Combine, ReduceScheme, Space
 
@@ -673,8 +674,7 @@ class KernelRun:
             w = warps_across(s)
             if w:
                 st.shared_bytes_written += trips * warps * pair
-                groups = WARP // (1 << len(butterfly(w)))     # aligned groups of P lanes, each reads the w totals
-                st.shared_bytes_read += trips * warps * groups * w * pair
+                st.shared_bytes_read += trips * warps * w * pair    # the w words a warp's lanes read (a broadcast)
                 st.shared_requests += 2 * trips * warps * len(reduced)
         elif lanes > 1:                                    # the shared-memory tree
             st.shared_bytes_written += pair * T * S * (2 * lanes - 1)
