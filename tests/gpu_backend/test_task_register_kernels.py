@@ -143,3 +143,36 @@ def test_no_main_body_barrier_in_the_machine_code():
     assert r.returncode == 0, r.stderr[-3000:]
     bars = json.loads(r.stdout.strip().splitlines()[-1])
     assert bars["shuffle"] == 0 and bars["tree"] >= 2, bars
+
+
+def _row_max_graph(dtype):
+    """A row max (row or, for pred) read back by every element of its row: a per-row value crossing stages."""
+    g = asim.Graph(f"rowmax_{dtype}")
+    x = g.parameter("x", (6, 256), dtype)
+    red = g.reduce(x, 1, "or" if dtype == "pred" else "max", name="m")
+    m = g.broadcast(red, (6, 256), (0,))
+    g.set_outputs(g.add_node("xor" if dtype == "pred" else "subtract", (x, m), name="y"), red)
+    return g
+
+
+def test_register_values_type_check_with_numbas_real_compiler_for_every_dtype(tmp_path):
+    """Numba's real compiler (not the simulator) accepts the every-lane epilogue and the per-row register arrays
+    for each register type, in one warp and across warps; the simulator runs them exactly."""
+    paths = []
+    for dt in ("f32", "f64", "f16", "s8", "s32", "u64", "pred"):
+        g = _row_max_graph(dt)
+        for tpr in (32, 128):
+            plan = remap(g, 256, 1, tpr, "shuffle")
+            assert kept_per_task(plan.kernels[0], g, "m"), (dt, tpr)
+            inputs = asim.random_inputs(g, 3)
+            got, _ = execute(plan, inputs)
+            for a, w in zip(got, asim.reference(g, inputs), strict=True):
+                np.testing.assert_array_equal(a, w)
+            path = tmp_path / f"{dt}_{tpr}.json"
+            path.write_text(plan.to_json())
+            paths.append(str(path))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", *paths], capture_output=True, text=True,
+                       env=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.stdout.count("ok ") == len(paths)
