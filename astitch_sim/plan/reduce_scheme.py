@@ -22,9 +22,9 @@ recorded per stage as ``Stage.reduce_scheme`` (``print(plan)`` shows it, with th
 ``none``     no reduce in the stage, or one thread per task: the thread's partial is the total.
 
 The choice is made here, by :func:`choose`, for every strategy alike (``assemble_kernel`` calls
-it for each stage it builds, before it places the values; ``compile`` applies the what-if preference to
-every kernel, ``planning/reduce_preference.py``), so
-no strategy gets better reductions than another.  ``shuffle`` needs lanes that the butterfly can
+it for each stage it builds, before it places the values, with the preference ``compile`` sets for
+the whole planning run: ``planning/reduce_preference.py``), so no strategy gets better reductions
+than another.  ``shuffle`` needs lanes that the butterfly can
 reach: a ``rows`` mapping whose block is a whole number of warps and whose row is a power of two
 of at most 32 lanes or a whole number of warps.  Elsewhere (a ``columns`` mapping, whose lanes lie
 ``threads_per_row`` threads apart; 24 or 768/7 lanes) the stage keeps the tree, and says why.

@@ -4,11 +4,17 @@ A strategy decides *which* ops form a kernel, how they split into stages (op
 groups) and each stage's thread mapping.  :func:`assemble_kernel` then works
 out the rest the same way for every strategy:
 
+* how the threads of each reduction task combine (``reduce_scheme.choose``: warp
+  shuffles, or the paper's tree as a what-if), decided first, because it decides
+  where a task's values may live;
 * where each value lives, hence its stitch scheme: a value used only in its own
   stage stays in registers (Local); a value a later stage needs is kept in
-  registers if that stage maps the same element to the same thread, in shared
-  memory if every block reads only what it produced itself (the paper's
-  *block-locality check*: Regional), and in global memory otherwise (Global);
+  registers if that stage maps the same element to the same thread -- or, for a
+  per-task value (a reduce result, an epilogue value) after a shuffle, which
+  leaves it in every lane of the task, if that stage gives each task to the same
+  threads (``plan/task_registers.py``) -- in shared memory if every block reads
+  only what it produced itself (the paper's *block-locality check*: Regional),
+  and in global memory otherwise (Global);
 * (stitching strategies that ask for it) which kernel inputs a later stage reads
   at the elements an earlier stage's threads loaded: those stay in registers, so
   the input is read from global memory once;
