@@ -95,7 +95,8 @@ def test_register_reuse_off_keeps_them_out_of_registers():
 def test_one_register_per_task_trip_counts_in_the_budget():
     """Rows packed vertically (several rows per thread): a per-task value needs one register per trip of
     the task loop, and the plan's register estimate counts them."""
-    from astitch_sim.planning.kernel_builder import _registers_of, assemble_kernel
+    from astitch_sim.plan.task_registers import registers_of
+    from astitch_sim.planning.kernel_builder import assemble_kernel
     g = asim.workload("layernorm", rows=64, cols=32)
     base = _stitched(asim.compile(g, "astitch", "H100"))
 
@@ -108,7 +109,7 @@ def test_one_register_per_task_trip_counts_in_the_budget():
     v = k.values["mean"]
     trips = k.stages[v.stage].mapping.task_iterations
     assert v.space == "register" and trips == 8 and one.stages[0].mapping.task_iterations == 1
-    assert _registers_of(g, "mean", k.stages[v.stage]) == trips
+    assert registers_of(g, "mean", k.stages[v.stage]) == trips
     assert k.registers_per_thread > one.registers_per_thread
 
 
