@@ -4,7 +4,7 @@ from __future__ import annotations
 from .errors import AStitchError
 from .ir.graph import Graph
 from .hardware.gpus import gpu as get_gpu
-from .plan.reduce_scheme import with_preference
+from .planning.reduce_preference import preferring
 from .passes.trivial_reduce import eliminate_trivial_reduces
 from .passes.unit_dims import canonicalize_unit_dims
 from .plan.vocabulary import ReduceScheme
@@ -102,9 +102,9 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     graph, zero_notes = eliminate_zero_size(graph)
     graph, reduce_notes = eliminate_trivial_reduces(graph)
     graph, unit_notes = canonicalize_unit_dims(graph)
-    plan = row.planner(graph, hw, parsed)
+    with preferring(prefer):        # every kernel the planner assembles reduces so (planning/reduce_preference.py)
+        plan = row.planner(graph, hw, parsed)
     if prefer is not ReduceScheme.SHUFFLE:        # the what-if every strategy takes (reduce_scheme.py)
-        plan.kernels = with_preference(plan.kernels, prefer)
         plan.options = {**plan.options, "reduce_scheme": str(prefer)}
     plan.notes[:0] = zero_notes + reduce_notes + unit_notes
     return plan.seal().validate()

@@ -9,6 +9,7 @@ from ..passes.trivial_reduce import NOTE_PREFIX as TRIVIAL_REDUCE_NOTE
 from ..passes.zero_size import NOTE_PREFIX as ZERO_SIZE_NOTE
 from .notes import INDUCTOR as INDUCTOR_NOTE, NEVER_BEHIND as NEVER_BEHIND_NOTE, XLA_RULES as XLA_RULES_NOTE
 from .vocabulary import Barrier, Space
+from .task_registers import kept_per_task
 
 SCHEME_COLOURS = {"independent": "#ffffff", "local": "#d8ecd8", "regional": "#cfe0fa", "global": "#fbd3d0"}
 SPACE_WORD = {"register": "registers", "shared": "shared memory", "global": "global memory"}
@@ -30,6 +31,8 @@ def _value_line(g, k, s, n, where) -> str:
             tag += " -> output"
         if v.read_later:
             tag += f" -> stage{'s' if len(v.read_later) > 1 else ''} {', '.join(map(str, v.read_later))}"
+        if kept_per_task(k, g, n):
+            tag += "  (one per task, in every lane's registers: the shuffle left the total in each lane)"
     rc = s.recompute.get(n)
     if rc and rc > 1:
         tag += f"  (computed {rc}x per value)"

@@ -10,9 +10,11 @@ recorded per stage as ``Stage.reduce_scheme`` (``print(plan)`` shows it, with th
              lanes.  A row of at most 32 lanes (a power of two, so rows never straddle a warp)
              reduces with no barrier and no shared memory at all.  A row of ``W`` whole warps:
              each warp's butterfly, the ``W`` warp totals to shared memory (one word per warp,
-             consecutive words: no bank conflict), **one** block barrier, then every warp of the
-             row reads the ``W`` totals into lanes ``0..W-1`` (the identity elsewhere) and runs a
-             butterfly over ``P`` lanes (``W`` rounded up to a power of two).
+             consecutive words: no bank conflict), **one** block barrier, then in every warp of
+             the row each aligned group of ``P`` lanes (``W`` rounded up to a power of two) reads
+             the ``W`` totals into its lanes ``0..W-1`` (the identity in the others) and runs a
+             butterfly over ``P`` lanes: every lane of the row ends with the total, as in one warp
+             (``task_registers.py`` keeps the task's values in those registers).
 ``tree``     the paper's shared-memory tree: every partial to shared memory (8 bytes per thread),
              then the upper half folds into the lower half (the half rounded up, so any lane
              count works) with a block barrier per fold: ``ceil(log2 L) + 1`` barriers per task.
@@ -20,8 +22,9 @@ recorded per stage as ``Stage.reduce_scheme`` (``print(plan)`` shows it, with th
 ``none``     no reduce in the stage, or one thread per task: the thread's partial is the total.
 
 The choice is made here, by :func:`choose`, for every strategy alike (``assemble_kernel`` calls
-it for each stage it builds; ``compile`` applies the what-if preference to every kernel), so
-no strategy gets better reductions than another.  ``shuffle`` needs lanes that the butterfly can
+it for each stage it builds, before it places the values, with the preference ``compile`` sets for
+the whole planning run: ``planning/reduce_preference.py``), so no strategy gets better reductions
+than another.  ``shuffle`` needs lanes that the butterfly can
 reach: a ``rows`` mapping whose block is a whole number of warps and whose row is a power of two
 of at most 32 lanes or a whole number of warps.  Elsewhere (a ``columns`` mapping, whose lanes lie
 ``threads_per_row`` threads apart; 24 or 768/7 lanes) the stage keeps the tree, and says why.
@@ -41,8 +44,6 @@ barrier suffices: round ``n + 2`` rewrites round ``n``'s buffer only after every
 round ``n + 1``'s barrier, hence after it finished reading round ``n``.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 from .vocabulary import ReduceScheme
 
@@ -146,20 +147,3 @@ def warp_slot_offset(kernel, slot: int) -> int:
 def warp_round(stages, i: int) -> int:
     """Cross-warp rounds (task trips of shuffle stages whose rows span warps) before stage ``i``'s first."""
     return sum(s.mapping.task_iterations for s in stages[:i] if warps_across(s))
-
-
-def with_preference(kernels: list, prefer) -> list:
-    """Copies of ``kernels`` whose stages reduce with ``prefer`` where it applies (``compile``'s what-if
-    ``reduce_scheme``), their reduction scratch re-sized for it."""
-    out = []
-    for k in kernels:
-        if k.kind != "generated":
-            out.append(k)
-            continue
-        stages = []
-        for s in k.stages:
-            scheme, why = choose(s, prefer)
-            stages.append(replace(s, reduce_scheme=scheme, reduce_why=why))
-        tree, warp, _ = scratch_areas(stages, lambda s: s.scratch_slots)
-        out.append(replace(k, stages=stages, scratch_bytes=tree + warp, shared_bytes=k.scratch_offset + tree + warp))
-    return out

@@ -13,6 +13,8 @@ AStitchError naming the kernel, the rule and the fix.  In short:
   and that domain has elements (zero-size values never reach a kernel: zero_size.py);
 * every value is computed before it is read, and a value read from shared or
   global memory by a later stage has the block or grid barrier that makes it visible;
+  a per-task value read from registers by a later stage is in every reading lane
+  (a shuffle left it there, and the reader gives the task to the same threads);
 * a library kernel computes the results of one library op from its inputs;
 * every graph output is computed and written to global memory.
 
@@ -31,6 +33,7 @@ from ..ir.graph import shape_str
 from .index_bits import LIMIT_32, WIDTHS, largest_index
 from .reduce_scheme import lanes_of, scratch_areas, shuffle_blocked
 from .machine import blocks_per_wave as resident_blocks
+from .task_registers import every_lane_holds, kept_per_task, same_task_threads
 from .vocabulary import Barrier, ReduceScheme, Space
 
 #: most blocks one launch may have (CUDA's gridDim.x limit)
@@ -372,6 +375,28 @@ def reduce_scheme_holds(c: KernelCheck) -> None:
                f"but the kernel reserves {k.scratch_bytes}")
 
 
+def task_registers_hold(c: KernelCheck) -> None:
+    """A per-task value (reduce result, epilogue value) that later stages read from registers: its stage's
+    reduction left the total in every lane of the task (a shuffle), and every reader gives each task to
+    the same threads in the same task-loop trip (``plan/task_registers.py``)."""
+    g, k = c.graph, c.kernel
+    for name in k.values:
+        if not kept_per_task(k, g, name):
+            continue
+        v = k.values[name]
+        p = k.stages[v.stage]
+        if not every_lane_holds(p):
+            c.fail(f"{name} is one value per task of stage {v.stage} and is kept in registers for stage(s) "
+                   f"{', '.join(map(str, v.read_later))}, but that stage reduces by {p.reduce_scheme} on a "
+                   f"{p.mapping.kind} mapping split over {p.mapping.splits} block(s): only a shuffle in one block "
+                   "leaves the total in every lane. Put it in shared memory (scheme 'regional')")
+        for j in v.read_later:
+            if not same_task_threads(p.mapping, k.stages[j].mapping):
+                c.fail(f"stage {j} reads {name} from the registers stage {v.stage} left, but gives the tasks to "
+                       "other threads (another rows layout, launch shape or task loop): put it in shared memory "
+                       "(scheme 'regional') or global memory")
+
+
 def shared_layout_fits(c: KernelCheck) -> None:
     """The shared-memory slots of the kernel's values lie inside the bytes it reserves."""
     k = c.kernel
@@ -402,6 +427,7 @@ RULES = (
     Rule("the shared layout fits the reserved bytes", shared_layout_fits, (GENERATED,)),
     Rule("32-bit index math only where indices fit", index_width_holds, (GENERATED,)),
     Rule("each reduction scheme fits its mapping and scratch", reduce_scheme_holds, (GENERATED,)),
+    Rule("per-task values in registers are in every reader's lanes", task_registers_hold, (GENERATED,)),
 )
 
 

@@ -4,11 +4,17 @@ A strategy decides *which* ops form a kernel, how they split into stages (op
 groups) and each stage's thread mapping.  :func:`assemble_kernel` then works
 out the rest the same way for every strategy:
 
+* how the threads of each reduction task combine (``reduce_scheme.choose``: warp
+  shuffles, or the paper's tree as a what-if), decided first, because it decides
+  where a task's values may live;
 * where each value lives, hence its stitch scheme: a value used only in its own
   stage stays in registers (Local); a value a later stage needs is kept in
-  registers if that stage maps the same element to the same thread, in shared
-  memory if every block reads only what it produced itself (the paper's
-  *block-locality check*: Regional), and in global memory otherwise (Global);
+  registers if that stage maps the same element to the same thread -- or, for a
+  per-task value (a reduce result, an epilogue value) after a shuffle, which
+  leaves it in every lane of the task, if that stage gives each task to the same
+  threads (``plan/task_registers.py``) -- in shared memory if every block reads
+  only what it produced itself (the paper's *block-locality check*: Regional),
+  and in global memory otherwise (Global);
 * (stitching strategies that ask for it) which kernel inputs a later stage reads
   at the elements an earlier stage's threads loaded: those stay in registers, so
   the input is read from global memory once;
@@ -31,6 +37,9 @@ from ..plan.index_bits import index_bits
 from ..plan.vector_width import vectorize
 from ..plan.row_vectors import carried_register_cap, vectorize_rows
 from ..plan.reduce_scheme import choose as choose_reduce_scheme, scratch_areas
+from ..plan.task_registers import WHY as TASK_REGISTERS_WHY, every_lane_holds, is_task_value, same_task_threads
+from ..plan.task_registers import registers_of as task_registers_of
+from .reduce_preference import preferred
 from ..ir.indexing import operand_index
 from ..plan.plan import Kernel, Stage, Value
 from ..plan.vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
@@ -216,6 +225,24 @@ def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str,
     return bool(np.array_equal(ravel(index, producer.mapping.domain), ids))
 
 
+def reads_own_task(graph, producer: Stage, consumer: Stage, node: str, needed_later: set,
+                   memo: dict | None = None) -> bool:
+    """Can a later stage read per-task value ``node`` from the registers of ``producer``'s lanes?
+    It must give each task to the same threads in the same task-loop trip (``same_task_threads``),
+    and read ``node`` only at the task of the element it is at (a broadcast along the reduced dims)."""
+    if not same_task_threads(producer.mapping, consumer.mapping):
+        return False
+    _, r = _sampled_reads(graph, consumer, needed_later, memo)
+    if node not in r:
+        return True
+    ids, index = r[node]
+    if index is None:
+        return False
+    tshape = task_shape(graph, producer)
+    tasks = ravel(index, tshape) if tshape else np.zeros(len(ids), np.int64)
+    return bool(np.array_equal(tasks, consumer.mapping.task_of(ids)))
+
+
 def _recompute(graph, stage: Stage) -> dict:
     """Evaluations per value of each op (>1: computed again for every broadcast consumer, TVM-style)."""
     out = {}
@@ -281,12 +308,21 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
                   schemes=None, memo=None) -> Placement:
     """Where every value of the kernel lives (register, shared, global) and which stages read it.
 
+    A per-task value (a reduce result, an epilogue value) that later stages read is kept in registers
+    where the stage's reduction leaves every lane of the task with it (``Stage.reduce_scheme``, chosen
+    before this runs: ``plan/task_registers.py``), each reader gives the task to the same threads, and
+    the registers carried across each stage boundary it crosses (one per task a thread handles, beside
+    the values placed in registers before it: :func:`peak_carried`) fit ``register_cap``; else Regional
+    where the block-locality check holds; else Global.  (Kept inputs come later and must fit beside it:
+    :func:`_keep_loaded_inputs`.)
+
     ``schemes`` (:func:`assemble_kernel`): values whose scheme across stages is given, not checked."""
     member = stage_membership(graph, stages, name)
     stage_of, part_of, consumers, needed_later = member.stage_of, member.part_of, member.consumers, member.needed_later
     values: dict[str, Value] = {}
     kernel_inputs = []
     memo = {} if memo is None else memo     # sampled reads per consumer stage (the stages do not change here)
+    spans: list = []                        # (first, last, registers) of the computed values kept in registers
     for n in dict.fromkeys(o for s in stages for c in list(s.ops) + list(s.epilogue) for o in
                            (x.name for x in graph[c].operands)):
         if n not in stage_of and not (graph[n].op == "constant" and graph[n].rank == 0):
@@ -314,6 +350,11 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
                     and stages[i].mapping.elements_per_thread <= register_cap:
                 v.space, v.scheme, placed = Space.REGISTER, Scheme.LOCAL, True
                 v.why = f"{readers} it at the element the same thread computed: kept in registers"
+            elif per_task and every_lane_holds(stages[i]) and \
+                    peak_carried(spans + [(i, later[-1], task_registers_of(graph, n, stages[i]))]) <= register_cap \
+                    and all(reads_own_task(graph, stages[i], stages[j], n, needed_later, memo) for j in later):
+                v.space, v.scheme, placed = Space.REGISTER, Scheme.LOCAL, True
+                v.why = f"{readers} it in the same threads' tasks; {TASK_REGISTERS_WHY}"
             elif n not in force_global and per_task and all(
                     is_block_local(graph, stages[i], stages[j], n, needed_later, memo) for j in later):
                 v.space, v.scheme, placed = Space.SHARED, Scheme.REGIONAL, True
@@ -333,6 +374,8 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
             v.scheme = Scheme.REGIONAL if stages[i].mapping.splits == 1 else Scheme.GLOBAL
             v.why = ("the threads of its task combine it in shared memory (a reduction tree)"
                      if stages[i].mapping.splits == 1 else "its task is split over blocks: the parts meet in global memory")
+        if later and v.space is Space.REGISTER:
+            spans.append((i, later[-1], _registers_of(graph, n, stages[i])))
         if len(member.copies.get(n, ())) > 1:
             v.why += (f"; stages {', '.join(map(str, sorted(member.copies[n])))} each compute their own copy ("
                       + ("a scalar of the kernel's inputs" if is_scalar_of_inputs(graph[n]) else "a cheap op")
@@ -346,8 +389,11 @@ def _place_values(graph, name, stages, escapes, stitch, force_global, register_c
 
 
 def _registers_of(graph, node: str, stage: Stage) -> int:
-    """32-bit registers a thread spends to carry ``node`` across stages: one slot per element it visits."""
+    """32-bit registers a thread spends to carry ``node`` across stages: one slot per element it visits
+    (a per-task value kept in registers: one per task it handles, ``task_registers.registers_of``)."""
     from ..ir.dtypes import itemsize
+    if is_task_value(graph, stage, node):
+        return task_registers_of(graph, node, stage)
     return stage.mapping.elements_per_thread * -(-itemsize(graph[node].dtype) // 4)
 
 
@@ -365,16 +411,36 @@ def loads_every_element(graph, stage: Stage, node: str, needed_later: set, memo:
     return bool(not elems.size or (own.size and np.array_equal(own[at], elems)))
 
 
+def _span(graph, stages, n: str, v, consumers) -> tuple:
+    """``(first, last, registers)``: a value kept in registers lives from stage ``first`` (computed, or a kept
+    input loaded there) to its last reader ``last``, and costs ``registers`` per thread meanwhile."""
+    first = v.stage if v.stage >= 0 else v.loaded_in
+    return first, max(consumers.get(n, (first,))), _registers_of(graph, n, stages[first])
+
+
+def peak_carried(spans) -> int:
+    """Registers per thread carried across the busiest stage boundary: the sum over the ``(first, last,
+    registers)`` spans that cross it (a value read by stage 1 only is no longer held between stages 1 and 2)."""
+    ends = {b for first, last, _ in spans for b in range(first, last)}
+    return max((sum(r for first, last, r in spans if first <= b < last) for b in ends), default=0)
+
+
 def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_later, budget, memo=None) -> list:
     """Hierarchical data reuse of loads: a kernel input that a thread loads in one stage and reads again,
     at the same elements, in later stages under the same mapping stays in that thread's registers
     (a stitched layernorm reads ``x`` once, not once per stage).
 
     Values computed in the kernel keep their places; inputs take what is left of ``budget`` (registers
-    per thread carried across stages), in the order the kernel first reads them.  An input that does not
+    per thread carried across stages), in the order the kernel first reads them.  Two counts must fit:
+    the sum over the kernel of the element values carried and the inputs kept (they may be live together
+    inside the stage between their producer and reader: ``x`` and ``xc`` in a layernorm's second stage),
+    and, per-task values included (one register per task trip: ``plan/task_registers.py``), the registers
+    carried across the busiest stage boundary (:func:`peak_carried`).  An input that does not
     fit is loaded again by each reader, and the returned notes say so (``print(plan)`` shows them)."""
-    carried = sum(_registers_of(graph, n, stages[v.stage]) for n, v in values.items()
-                  if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
+    kept = [(n, v) for n, v in values.items() if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later]
+    carried = sum(_registers_of(graph, n, stages[v.stage]) for n, v in kept
+                  if not is_task_value(graph, stages[v.stage], n))
+    spans = [_span(graph, stages, n, v, consumers) for n, v in kept]
     notes = []
     memo = {} if memo is None else memo
     for n in kernel_inputs:
@@ -388,12 +454,14 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
             continue
         stages_word = f"stage{'s' if len(later) > 1 else ''} {', '.join(map(str, later))}"
         cost = _registers_of(graph, n, p)
-        if carried + cost > budget:
+        peak = peak_carried(spans + [(first, later[-1], cost)])
+        if carried + cost > budget or peak > budget:
             notes.append(f"register budget: input {n} is not kept in registers ({cost} more register(s) per "
-                         f"thread would carry {carried + cost} across stages, over the budget of {budget}): "
-                         f"{stages_word} load it from global memory again")
+                         f"thread would carry {max(carried + cost, peak)} across stages, over the budget of "
+                         f"{budget}): {stages_word} load it from global memory again")
             continue
         carried += cost
+        spans.append((first, later[-1], cost))
         v = values[n]
         v.space, v.scheme, v.loaded_in = Space.REGISTER, Scheme.LOCAL, first
         reader = f"stage {later[0]} reads" if len(later) == 1 else f"stages {', '.join(map(str, later))} read"
@@ -447,7 +515,7 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
 
 def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch: bool,
                     force_global=None, notes=None, register_values_cap=None, keep_inputs=False,
-                    plan_vectors=True, schemes=None) -> Kernel:
+                    plan_vectors=True, schemes=None, reduce_scheme=None) -> Kernel:
     """Finish a kernel from its stages; see the module docstring.
 
     ``escapes``: nodes computed here that must be written to global memory
@@ -467,6 +535,9 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     autograder turns a student's scheme choices into a kernel, so that a wrong choice shows as a plan
     the validator refuses, wrong outputs in the SIMT model, or a slower prediction.  The barriers,
     shared-memory layout and registers then follow the given places as they follow the checked ones.
+    ``reduce_scheme``: the reduction scheme the stages prefer (``"shuffle"`` or ``"tree"``; None: the one
+    ``compile`` set, :func:`~astitch_sim.planning.reduce_preference.preferred`), chosen before the values
+    are placed, since it decides where a per-task value may live (``plan/task_registers.py``).
     """
     notes = list(notes or [])
     force_global = set(force_global or ())
@@ -481,6 +552,12 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
             register_cap, why = carried_register_cap(stages, gpu, register_cap)
             if why:
                 notes.append(why)
+    # how each task's threads combine (the same rule for every strategy), chosen *before* values are placed:
+    # a shuffle leaves every lane with the task's total, so its per-task values may stay in registers
+    prefer = preferred() if reduce_scheme is None else reduce_scheme
+    for s in stages:
+        s.reduces = tuple(n for n in s.ops if graph[n].op == "reduce")
+        s.reduce_scheme, s.reduce_why = choose_reduce_scheme(s, prefer)
     while True:
         reads_memo: dict = {}       # per placement: a recompute below changes the stages
         placed = _place_values(graph, name, stages, escapes, stitch, force_global, register_cap, schemes,
@@ -514,8 +591,6 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         registers = fits
     outputs = [n for n in stage_of if n in escapes]
     _record_bookkeeping(graph, stages, values, consumers, needed_later, set(outputs))
-    for s in stages:                        # how each task's threads combine (the same rule for every strategy)
-        s.reduce_scheme, s.reduce_why = choose_reduce_scheme(s)
     scratch = reduction_scratch_bytes(stages)
     shared_total = shared_bytes + scratch
     bits = index_bits(graph, stages, list(values) + list(placed.kernel_inputs), grid, block)
@@ -569,14 +644,18 @@ def _place_barriers(graph, stages, values, consumers) -> None:
 
 def _estimate_registers(graph, stages, values, needed_later, gpu) -> int:
     """Registers per thread before ptxas has seen the code: a base, two per value carried across stages
-    (values kept in registers, kernel inputs kept after their load), four per stage, and two per element
+    (values kept in registers, kernel inputs kept after their load; a per-task value kept in registers:
+    its one register per task trip, ``task_registers.registers_of``), four per stage, and two per element
     a flat stage's round holds at once (its vectors' loads are all in flight before the first is used)."""
-    reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in values.items()
-                     if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later)
+    carried = [(n, v) for n, v in values.items() if v.stage >= 0 and v.space is Space.REGISTER and n in needed_later]
+    reg_values = sum(stages[v.stage].mapping.elements_per_thread for n, v in carried
+                     if not is_task_value(graph, stages[v.stage], n))
+    task_values = sum(task_registers_of(graph, n, stages[v.stage]) for n, v in carried
+                      if is_task_value(graph, stages[v.stage], n))
     reg_values += sum(_registers_of(graph, n, stages[v.loaded_in]) for n, v in values.items() if v.loaded_in >= 0)
     in_flight = max((s.mapping.per_thread for s in stages if s.mapping.kind == "flat" and s.mapping.per_thread > 1),
                     default=0)
-    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + 4 * len(stages) + 2 * in_flight)
+    return min(gpu.max_registers_per_thread, 24 + 2 * reg_values + task_values + 4 * len(stages) + 2 * in_flight)
 
 
 def _record_bookkeeping(graph, stages, values, consumers, needed_later, outputs) -> None:

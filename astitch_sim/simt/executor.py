@@ -40,8 +40,11 @@ is defined:
   ``shuffles``: a shuffle reduction's ``shfl_xor`` steps (both butterflies) per warp
   per task trip, two per 8-byte value; ``shuffle_barriers``: one per block per task
   trip of a shuffle stage whose tasks span warps (its warp totals: one 4- or 8-byte
-  store per warp and value, and lanes ``0..W-1`` of every warp read them back,
-  consecutive words: no bank conflict -- ``shared_bytes_*``, ``shared_requests``);
+  store per warp and value, and in every warp each aligned group of ``P`` lanes (``W``
+  rounded up to a power of two) reads them back into its lanes ``0..W-1``, so that every
+  lane ends with the total: one request per warp and value bringing the ``W`` consecutive
+  words, which the groups share (a broadcast; counted once per warp), no bank conflict --
+  ``shared_bytes_*``, ``shared_requests``);
 * ``KernelStats.memset_bytes``: result buffers filled with the init value before
   atomics.  Library kernels (dot, sort, topk, scatter, reduce-window) run their op's
   numpy meaning and are charged what the library moves (``boundary.py``): each
@@ -84,6 +87,7 @@ from . import l2 as l2_model
 from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
 from ..plan.reduce_scheme import WARP, warps_across
+from ..plan.task_registers import kept_per_task
 from ..plan.vocabulary import Barrier, Combine, ReduceScheme, Space
 
 
@@ -523,7 +527,9 @@ class KernelRun:
     def read_register(self, ev, name, idx, mask):
         node = self.graph[name]
         pgeom, pval = self.regs[name]
-        if pgeom is ev.geom and ev.is_identity(idx, node):
+        if kept_per_task(self.kernel, self.graph, name):
+            val = self._task_register_lookup(pgeom, pval, ev.geom)
+        elif pgeom is ev.geom and ev.is_identity(idx, node):
             val = pval
         else:
             val = self._register_lookup(pgeom, pval, ev.geom, node)
@@ -545,6 +551,30 @@ class KernelRun:
         order = np.argsort(pk, kind="stable")
         pk, pv = pk[order], pv[order]
         ck = keys(cg)
+        pos = np.clip(np.searchsorted(pk, ck), 0, max(pk.size - 1, 0))
+        found = pk[pos] == ck
+        out = uninitialised(ck.shape, pv.dtype)
+        out[found] = pv[pos[found]]
+        return out.reshape(cg.shape)
+
+    def _task_register_lookup(self, pg, pval, cg):
+        """A per-task value kept in registers (``plan/task_registers.py``): the producer's shuffle left it in
+        *every* lane of the task, each lane's slot of its task-loop trip.  The consumer thread reads its own
+        slot: the value of the task its lanes held in that trip -- the right one only if the plan gives the
+        task to the same threads (row of the block ``thread // threads_per_row``, trip ``iteration //
+        inner_iterations``)."""
+        pm, cm = pg.mapping, cg.mapping
+        span = max(pm.task_iterations, cm.task_iterations) + 1
+        T = self.kernel.block
+
+        def keys(gm, m):
+            row = gm.full(gm.thread) // max(1, m.threads_per_row)
+            return (gm.full(gm.block) * T + row) * span + gm.full(gm.iteration) // max(1, m.inner_iterations)
+        pk = keys(pg, pm)
+        pv = np.broadcast_to(pval, pg.shape).ravel() if pg.shape else np.asarray(pval).reshape(1)
+        order = np.argsort(pk, kind="stable")
+        pk, pv = pk[order], pv[order]
+        ck = keys(cg, cm)
         pos = np.clip(np.searchsorted(pk, ck), 0, max(pk.size - 1, 0))
         found = pk[pos] == ck
         out = uninitialised(ck.shape, pv.dtype)
@@ -649,7 +679,7 @@ class KernelRun:
             w = warps_across(s)
             if w:
                 st.shared_bytes_written += trips * warps * pair
-                st.shared_bytes_read += trips * warps * w * pair
+                st.shared_bytes_read += trips * warps * w * pair    # the w words a warp's lanes read (a broadcast)
                 st.shared_requests += 2 * trips * warps * len(reduced)
         elif lanes > 1:                                    # the shared-memory tree
             st.shared_bytes_written += pair * T * S * (2 * lanes - 1)

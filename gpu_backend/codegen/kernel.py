@@ -16,6 +16,7 @@ from astitch_sim.errors import AStitchError
 from astitch_sim.ir.graph import shape_str
 from astitch_sim.plan.plan import Kernel
 from astitch_sim.plan.reduce_scheme import warp_slot_offset
+from astitch_sim.plan.task_registers import kept_per_task
 
 from . import exprs as E
 from .dtypes import COMPUTE, STORAGE, STORAGE_NAME
@@ -150,9 +151,11 @@ class KernelWriter:
         at = v.stage if v.stage >= 0 else v.loaded_in       # computed there, or (a kept input) loaded there
         m = self.k.stages[at].mapping
         name = self.names.fresh("r_" + node)
-        self.prologue.append(f"{name} = cuda.local.array({m.elements_per_thread}, {COMPUTE[nd.dtype]})"
-                             f"  # {node} stays in registers from stage {at} to stage(s) "
-                             f"{sorted(self.read_later.get(node, ()))}: one slot per loop iteration")
+        per_task = kept_per_task(self.k, self.g, node)
+        self.prologue.append(f"{name} = cuda.local.array({m.task_iterations if per_task else m.elements_per_thread}, "
+                             f"{COMPUTE[nd.dtype]})  # {node} stays in registers from stage {at} to stage(s) "
+                             f"{sorted(self.read_later.get(node, ()))}: one slot per "
+                             + ("task-loop trip (every lane of the task holds it)" if per_task else "loop iteration"))
         self.local_of[node] = name
         return name
 

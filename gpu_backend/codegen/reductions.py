@@ -7,7 +7,10 @@ warps its warp totals through shared memory behind one barrier; ``tree`` -- a
 shared-memory tree (the upper half folds into the lower half, the
 half rounded up, so ``threads_per_row`` may be any count, e.g. XLA's 768 -- the
 same order as the SIMT model's ``simt.reduce.tree``); the task's first thread
-combines the total with the reduce's init value and runs the stage's epilogue.
+combines the total with the reduce's init value and runs the stage's epilogue -- or, where the plan
+keeps the task's values in registers for later stages (``plan/task_registers.py``: a shuffle left
+the total in every lane), every lane does, keeps them in its registers, and the first lane alone
+stores what goes to shared or global memory.
 A task split over blocks combines by ``cuda.atomic`` into a result buffer the
 runtime pre-fills with the init value, or by partials in global scratch + grid
 barrier, as ``mapping.combine`` says.  The reduction scratch (``block * 8``
@@ -22,6 +25,7 @@ import numpy as np
 
 from astitch_sim.plan.reduce_scheme import WARP, butterfly, warp_round, warps_across
 from astitch_sim.ir.reducers import ATOMIC_DTYPES, REDUCERS, reduce_inits, reduce_inputs
+from astitch_sim.plan.task_registers import kept_per_task
 from astitch_sim.plan.vocabulary import ReduceScheme
 
 from . import exprs as E
@@ -162,18 +166,21 @@ class ReductionEmitter:
         out.dedent()
         out(f"cuda.syncthreads()  # the {w} warp totals of each task are in shared memory")
         first = E.sub("warp_id", E.mod("warp_id", w))
-        out(f"if warp_lane < {w}:  # lanes 0..{w - 1} take the task's warp totals, the others the identity")
-        out.indent()
-        for r in ctx.reduces:
-            for (view, per), acc in zip(views[r], ctx.acc_var[r]):
-                out(f"{acc} = {view}[{E.add(E.add(E.mul('wbuf', per), first), 'warp_lane')}]")
-        out.dedent()
-        out("else:")
-        out.indent()
-        for r in ctx.reduces:
-            for acc, ident in zip(ctx.acc_var[r], self.identity(ctx.g[r])):
-                out(f"{acc} = {ident}")
-        out.dedent()
+        p = 1 << (len(butterfly(w)))          # the second butterfly's lanes: w rounded up to a power of two
+        at = E.mod("warp_lane", p) if p < WARP else "warp_lane"
+        out(f"warp_pos = {ix(at)}  # each aligned group of {p} lanes takes the task's warp totals, so every lane "
+            "ends with the total")
+        with out.block(f"if warp_pos < {w}:  # lanes past the {w} totals take the identity" if p > w else None):
+            for r in ctx.reduces:
+                for (view, per), acc in zip(views[r], ctx.acc_var[r]):
+                    out(f"{acc} = {view}[{E.add(E.add(E.mul('wbuf', per), first), 'warp_pos')}]")
+        if p > w:
+            out("else:")
+            out.indent()
+            for r in ctx.reduces:
+                for acc, ident in zip(ctx.acc_var[r], self.identity(ctx.g[r])):
+                    out(f"{acc} = {ident}")
+            out.dedent()
         self.butterfly(butterfly(w), "fold the partner's warp total")
 
     def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
@@ -279,9 +286,14 @@ class ReductionEmitter:
                 out.dedent()
 
     # -- the task's completion ---------------------------------------------------------------
-    def finish_tasks(self, totals, m, tc, task_idx, part):
-        """The task's first thread: complete each reduce, store it, run the epilogue, store its values.
+    def finish_tasks(self, totals, m, tc, task_idx, part, first=True):
+        """Complete each reduce, run the epilogue, keep or store the task's values.
 
+        Run by the task's first thread only (``first`` True: the caller put the code under that
+        condition), or -- where the plan keeps per-task values in registers (``plan/task_registers.py``:
+        the shuffle left the total in every lane) -- by every lane, with ``first`` the condition under
+        which only the first lane stores to shared or global memory; each lane keeps the register
+        values in its own slot of the current task-loop trip.
         ``totals`` holds the expressions of the task's totals (:meth:`combine_lanes`; None: the reduce
         was split over blocks and its complete value is read back from the result buffer); ``tc`` is the task coordinate (for a
         Regional value's slot) and ``part`` the block's split part (only part 0 stores outputs).
@@ -295,9 +307,34 @@ class ReductionEmitter:
             ctx.result_var[r] = self.complete(r, totals, task_idx, scope)
         for n in ctx.stage.epilogue:
             self.values.value(n, task_idx, scope)
-        for n in list(ctx.reduces) + list(ctx.stage.epilogue):
-            self.store_task_value(n, m, tc, task_idx, part, scope)
+        values = list(ctx.reduces) + list(ctx.stage.epilogue)
+        for n in values:
+            if kept_per_task(ctx.k, ctx.g, n):
+                self.keep_task_value(n, task_idx, scope)
+        stored = [n for n in values if self.stores_task_value(n)]
+        if stored:
+            with ctx.out.block(f"if {first}:  # the task's first lane stores" if first is not True else None):
+                for n in stored:
+                    self.store_task_value(n, m, tc, task_idx, part, scope)
         ctx.phase = "element"
+
+    def task_value(self, n: str, task_idx, scope: Scope) -> str:
+        """The variable holding per-task value ``n`` in the epilogue (computed by :meth:`finish_tasks`)."""
+        val = self.ctx.result_var.get(n) or scope.get((n, tuple(str(x) for x in task_idx)))
+        return val if val is not None else self.values.value(n, task_idx, scope)
+
+    def keep_task_value(self, n: str, task_idx, scope: Scope):
+        """Every lane keeps per-task value ``n`` in its register slot of this task-loop trip."""
+        ctx = self.ctx
+        later = ", ".join(map(str, ctx.kw.values[n].read_later))
+        ctx.out(f"{ctx.kw.local_array(n)}[{ctx.outer}] = {self.task_value(n, task_idx, scope)}  # kept in every "
+                f"lane's registers for stage(s) {later} (the shuffle left the total in each lane)")
+
+    def stores_task_value(self, n: str) -> bool:
+        """Does :meth:`store_task_value` write ``n`` anywhere (a Regional slot, an output, a Global value)?"""
+        kw = self.ctx.kw
+        v = kw.values.get(n)
+        return v is not None and (v.space == "shared" or ((v.output or v.space == "global") and n not in kw.result_of))
 
     def complete(self, r: str, totals, task_idx, scope: Scope) -> str:
         """A variable holding reduce ``r``'s complete value: the tree's total combined with the init
@@ -331,9 +368,7 @@ class ReductionEmitter:
         out, kw = ctx.out, ctx.kw
         node = ctx.g[n]
         v = kw.values.get(n)
-        val = ctx.result_var.get(n) or scope.get((n, tuple(str(x) for x in task_idx)))
-        if val is None:
-            val = self.values.value(n, task_idx, scope)
+        val = self.task_value(n, task_idx, scope)
         split_result = n in kw.result_of
         if v.space == "shared":
             out(f"{kw.shared_view(n)}[{self.slots.slot_of(m, tc)}] = {kw.store(node.dtype, val)}"
@@ -347,5 +382,4 @@ class ReductionEmitter:
                 out(f"    {line}")
             else:
                 out(line)
-        if v.space == "register" and n in kw.read_later:
-            ctx.fail(f"{n} is computed once per task but kept in registers for a later stage")
+

@@ -28,7 +28,7 @@ INTRINSICS = ("u32", "ldg", "stg", "ldg2", "stg2", "ldg4", "stg4", "ldg8", "stg8
 #: names the kernel's own structure uses (and the module's imports): never given to a graph node
 RESERVED_NAMES = {"tid", "bid", "grid", "smem", "outer", "inner", "it", "e", "row", "col", "lane", "lane_c",
                "row_in_block", "row_lane", "block_slot", "part", "within", "tile", "stride", "row_ok", "col_ok",
-               "total", "rnd", "p", "k", "n", "h", "a", "b", "acc", "math", "np", "cuda", "range", "abs", "bool", "int", "float",
+               "total", "rnd", "wbuf", "warp_lane", "warp_id", "warp_pos", "p", "k", "n", "h", "a", "b", "acc", "math", "np", "cuda", "range", "abs", "bool", "int", "float",
                "min", "max", "len", "print", "True", "False", "None",
                "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                "uint64", "bool_"} | set(HELPERS) | set(INTRINSICS)

@@ -63,6 +63,10 @@ class StageContext:
     #: LoopEmitter.write_flat and TaskLoopEmitter.name_iteration when they open the element loop,
     #: cleared by ReductionEmitter.finish_tasks (the epilogue runs once per task, not per iteration).
     it: Optional[Expr] = None
+    #: the thread's trip of the task loop (vertical packing: ``outer``, or 0 with one trip), as an
+    #: expression: it indexes the register slots of per-task values kept for later stages.  Written by
+    #: TaskLoopEmitter.each_task as each task opens; None in a flat stage.
+    outer: Optional[Expr] = None
     #: domain dim -> the variable (or constant) holding that dim's index at the current element.
     #: Written by LoopEmitter.domain_vars (TaskLoopEmitter empties it as each task opens); read by
     #: TaskLoopEmitter to find a task's index.

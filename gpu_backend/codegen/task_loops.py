@@ -16,7 +16,9 @@ A *task* is one row (``rows``), or one column of a column reduction
    (``mapping.vector > 1``, planned by ``astitch_sim/plan/row_vectors.py``) takes
    one vector per trip instead, every trip's loads first (:meth:`TaskLoopEmitter.write_vector_trips`).
 4. **After the task.**  The reduction tree, then the task's first thread
-   completes the reduces and runs the epilogue -- or, for a task split over
+   completes the reduces and runs the epilogue (every lane does, where the plan
+   keeps a per-task value in registers for a later stage: ``plan/task_registers.py``;
+   the first lane alone stores to shared or global memory) -- or, for a task split over
    blocks, hands its partial to the split combine, and the combine (a second
    task loop after a grid barrier) and the epilogue (a third one) follow.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from astitch_sim.ir.reducers import reduce_inputs
+from astitch_sim.plan.task_registers import kept_per_task
 from astitch_sim.plan.vocabulary import ReduceScheme
 
 from astitch_sim.plan.row_vectors import MAX_TRIPS
@@ -153,6 +156,7 @@ class TaskLoopEmitter:
         with ctx.out.block(f"for outer in range({T}):  # vertical packing: {T} task(s) per slot" if T > 1 else None):
             outer = "outer" if T > 1 else 0
             ctx.dvars = {}
+            ctx.outer = outer
             tc, ok = lanes.open_task(outer)
             yield outer, tc, ok
 
@@ -282,11 +286,22 @@ class TaskLoopEmitter:
             task_idx = self.task_index()
             if ctx.reduces:
                 totals = self.reductions.combine_lanes(red_scratch, lanes.step, lanes.rows_kind, outer)
-                with self.first_thread(lanes, ok, "  # the task's first thread in this block"):
-                    if not split:
-                        self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0)
-                    else:
-                        self.reductions.split_partial(totals, task_idx, part)
+                if not split and self.every_lane_finishes():
+                    with ctx.out.block(f"if {ok}:  # every lane of the task completes it" if ok is not True
+                                       else None):
+                        self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0, first=lanes.first)
+                else:
+                    with self.first_thread(lanes, ok, "  # the task's first thread in this block"):
+                        if not split:
+                            self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0)
+                        else:
+                            self.reductions.split_partial(totals, task_idx, part)
+
+    def every_lane_finishes(self) -> bool:
+        """Does every lane complete the task (the plan keeps one of its per-task values in registers for a
+        later stage: ``plan/task_registers.py``), not only its first thread?"""
+        ctx = self.ctx
+        return any(kept_per_task(ctx.k, ctx.g, n) for n in list(ctx.reduces) + list(ctx.stage.epilogue))
 
     def write_split_passes(self, lanes: TaskLanes, part: Expr):
         """A task split over blocks: sum the partials after a grid barrier (grid_barrier combine), then,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Optional
 from astitch_sim.ir import indexed
 from astitch_sim.ir.graph import shape_str
 from astitch_sim.ir.ops import compare_scalar
+from astitch_sim.plan.task_registers import kept_per_task, same_task_threads
 from astitch_sim.plan.vector_width import SCATTER, SCALAR_DTYPES, UNIFORM, through
 
 from . import exprs as E
@@ -159,9 +160,15 @@ class ValueEmitter:
         return self.assign(scope, key, n, ctx.kw.load(node.dtype, ref), comment)
 
     def kept_register(self, n: str, v) -> str:
-        """A value an earlier stage left in this thread's registers (computed there, or a kept input it loaded)."""
+        """A value an earlier stage left in this thread's registers (computed there, or a kept input it loaded;
+        a per-task value: in the slot of the task-loop trip, ``plan/task_registers.py``)."""
         ctx = self.ctx
         at = v.stage if v.stage >= 0 else v.loaded_in
+        if kept_per_task(ctx.k, ctx.g, n):
+            if ctx.outer is None or not same_task_threads(ctx.k.stages[at].mapping, ctx.m):
+                ctx.fail(f"{n} is kept per task in the registers of stage {at}'s lanes, but this stage does not "
+                         "give each task to the same threads")
+            return f"{ctx.kw.local_array(n)}[{ctx.outer}]"
         if ctx.it is None:
             ctx.fail(f"{n} is kept in registers by stage {at} but read outside a domain loop")
         if ctx.k.stages[at].mapping != ctx.m:

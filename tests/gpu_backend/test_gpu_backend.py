@@ -393,14 +393,23 @@ def test_source_is_valid_python_for_every_workload_and_strategy():
 
 
 def test_source_follows_the_plan_spaces():
-    plan = asim.compile(asim.workload("layernorm", **TINY["layernorm"]), "astitch", "H100")
+    g = asim.workload("layernorm", **TINY["layernorm"])
+    plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree")       # the tree: mean and rstd in shared memory
     src = gpu_backend.generate_source(plan)
     k = plan.kernels[0]
+    assert any(v.space == "shared" for v in k.values.values())
     for n, v in k.values.items():
         if v.space == "shared":
             assert re.search(rf"s_{re.escape(n.replace('.', '_'))} = smem\[{v.offset}:{v.offset + v.nbytes}\]", src), n
     assert f"cuda.shared.array({k.shared_bytes // 8}, float64).view(uint8)" in src
     assert "cuda.local.array(" in src                      # xc stays in registers across stages
+    # the shuffle: every lane keeps mean and rstd in registers, one slot per task trip; nothing in shared memory
+    plan = asim.compile(g, "astitch", "H100")
+    src = gpu_backend.generate_source(plan)
+    k = plan.kernels[0]
+    for n in ("mean", "rstd"):
+        assert k.values[n].space == "register" and "s_" + n not in src
+        assert f"r_{n} = cuda.local.array({k.stages[k.values[n].stage].mapping.task_iterations}, float32)" in src
 
 
 def test_float32_literals_are_typed():
@@ -602,9 +611,10 @@ def test_shared_bytes_reused_without_a_barrier_is_reported():
     synchronises the block first) in the shared bytes of select_n.9 (last read in stage 1, with no barrier
     after stages 1 and 2), a fast thread could overwrite what a slow one still reads.  The compiler never
     plans that (it reuses a slot only across a barrier); here we write such a plan by hand, and generation
-    refuses it.  (grad_layernorm served here before its sibling reductions came to share stages.)"""
+    refuses it.  (grad_layernorm served here before its sibling reductions came to share stages; the paper's trees keep
+    select_n.9 in shared memory -- after a shuffle it stays in registers.)"""
     g = asim.from_hlo_file(FIXTURES.parent / "models" / "xent_integer_labels.hlo")
-    plan = asim.compile(g, "astitch", "H100", never_behind=False)   # the raw stitch plan
+    plan = asim.compile(g, "astitch", "H100", never_behind=False, reduce_scheme="tree")   # raw, trees: select_n.9 Regional
     gpu_backend.generate_source(plan)                     # as planned: fine
     d = json.loads(plan.to_json())
     k = d["kernels"][0]

@@ -19,7 +19,9 @@ from astitch_sim.plan.vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Sch
 
 @pytest.fixture(scope="module")
 def plan():
-    return asim.compile(asim.workload("layernorm", rows=64, cols=256), "astitch", "H100")
+    """The paper's tree (``reduce_scheme="tree"``): the rows' mean and rstd live in shared memory behind block
+    barriers -- what the edits below break.  (Under the default shuffle they stay in registers, no barrier.)"""
+    return asim.compile(asim.workload("layernorm", rows=64, cols=256), "astitch", "H100", reduce_scheme="tree")
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ SCHEMES = ("shuffle", "tree")
 def remap(plan: Plan, block: int, grid: int, tpr: int, splits: int = 1, combine: str = "none",
           scheme: str = "shuffle") -> Plan:
     """``plan`` with every rows stage re-mapped (block x grid, ``tpr`` threads per row), rebuilt by the
-    compiler's own ``assemble_kernel`` (values, barriers, scheme, scratch), then given ``scheme``."""
+    compiler's own ``assemble_kernel`` preferring ``scheme`` (scheme, values, barriers, scratch)."""
     kernels = []
     for k in plan.kernels:
         if k.kind != "generated":
@@ -47,9 +47,8 @@ def remap(plan: Plan, block: int, grid: int, tpr: int, splits: int = 1, combine:
                 m = ThreadMapping("flat", m.domain, m.groups, block=block, grid=grid)
             stages.append(Stage(s.dominant, list(s.ops), m, list(s.epilogue)))
         kernels.append(assemble_kernel(plan.graph, k.name, stages, plan.gpu, set(k.outputs),
-                                       stitch=len(stages) > 1, plan_vectors=False))
-    from astitch_sim.plan.reduce_scheme import with_preference
-    return Plan(plan.graph, plan.strategy, plan.gpu, with_preference(kernels, scheme), list(plan.notes)).validate()
+                                       stitch=len(stages) > 1, plan_vectors=False, reduce_scheme=scheme))
+    return Plan(plan.graph, plan.strategy, plan.gpu, kernels, list(plan.notes)).validate()
 
 
 def close(got, want, tol=1e-5):

@@ -80,10 +80,17 @@ def test_no_task_splitting_keeps_each_long_row_in_one_block():
 
 def test_no_regional_stitching_keeps_values_out_of_shared_memory():
     g = asim.workload("layernorm", rows=512, cols=768)
-    assert any(v.space == "shared" for v in asim.compile(g, "astitch", "V100").kernels[0].values.values())
-    plan = asim.compile(g, "astitch", "V100", regional_stitching=False)
+    # the paper's tree leaves a row's total on its first lane: mean and rstd cross stages in shared memory
+    tree = asim.compile(g, "astitch", "V100", reduce_scheme="tree")
+    assert any(v.space == "shared" for v in tree.kernels[0].values.values())
+    plan = asim.compile(g, "astitch", "V100", regional_stitching=False, reduce_scheme="tree")
     assert not any(v.space == "shared" for k in plan.kernels for v in k.values.values())
     assert plan.kernels[0].global_barriers > 0
+    # the shuffle leaves it in every lane: registers, neither shared memory nor a barrier, Regional on or off
+    for shuffle in (asim.compile(g, "astitch", "V100"), asim.compile(g, "astitch", "V100", regional_stitching=False)):
+        k = shuffle.kernels[0]
+        assert k.values["mean"].space == k.values["rstd"].space == "register" and k.global_barriers == 0
+        assert all(s.barrier_after == "none" for s in k.stages)
 
 
 def test_no_register_reuse_recomputes_instead_of_keeping_values_in_registers():
@@ -104,11 +111,12 @@ def test_no_register_reuse_recomputes_instead_of_keeping_values_in_registers():
 
 def test_no_vertical_packing_refuses_a_grid_barrier_over_more_than_one_wave():
     g = asim.workload("softmax", rows=75000, cols=32)      # 128 rows per block (8 lanes x 4-element vectors)
-    capped = asim.compile(g, "astitch", "V100", regional_stitching=False)
+    # the paper's tree: the row max and sum cross stages in memory (a shuffle keeps them in every lane's registers)
+    capped = asim.compile(g, "astitch", "V100", regional_stitching=False, reduce_scheme="tree")
     wave = asim.gpu("V100").blocks_per_wave(capped.kernels[0].block, capped.kernels[0].shared_bytes,
                                             capped.kernels[0].registers_per_thread)
     assert capped.kernels[0].global_barriers and capped.kernels[0].grid <= wave
-    plan = asim.compile(g, "astitch", "V100", regional_stitching=False, vertical_packing=False)
+    plan = asim.compile(g, "astitch", "V100", regional_stitching=False, vertical_packing=False, reduce_scheme="tree")
     assert len(plan.kernels) > 1 and all(k.global_barriers == 0 for k in plan.kernels)
     assert all(k.grid > wave for k in plan.kernels)
     assert "vertical packing off" in plan.kernels[0].notes[0]

@@ -233,13 +233,16 @@ def test_row_reduce_under_xla():
 def test_regional_value_shared_traffic():
     """layernorm 4x32 under astitch: one block, 4 rows x 8 lanes x one 4-element vector.
 
-    mean and n.bcast (stage 0 epilogue) and rstd (stage 1) are Regional: one
-    float per row stored by the row's first thread (16 bytes each); mean is read
-    by every element of stage 1 (128 x 4 = 512 bytes), rstd by every element of
-    stage 2, n.bcast once per row by stage 1's epilogue (16).  A warp reads one
-    address (its row's value): no bank conflicts.  A row's 8 lanes lie in one warp, so its reductions
-    shuffle in registers (no shared memory); under the what-if tree each reduction tree
-    moves 4 rows x 15 writes and 14 reads of floats on top.
+    Under the what-if tree, mean and n.bcast (stage 0 epilogue) and rstd (stage 1)
+    are Regional: one float per row stored by the row's first thread (16 bytes
+    each); mean is read by every element of stage 1 (128 x 4 = 512 bytes), rstd by
+    every element of stage 2, n.bcast once per row by stage 1's epilogue (16).  A warp
+    reads one address (its row's value): no bank conflicts.  Each reduction tree moves
+    4 rows x 15 writes and 14 reads of floats on top, and a block barrier follows
+    stages 0 and 1.  Under the default shuffle a row's 8 lanes lie in one warp: the
+    butterfly leaves every lane with the row's total, each lane computes the epilogue
+    and keeps mean, n.bcast and rstd in its registers (plan/task_registers.py): no
+    shared byte, no block barrier; the reads become register reads.
     """
     g = asim.workload("layernorm", rows=4, cols=32)
     tree = asim.simulate(asim.compile(g, "astitch", "H100", reduce_scheme="tree"), workload_inputs(g, 0))
@@ -247,19 +250,22 @@ def test_regional_value_shared_traffic():
     tree_w, tree_r = 4 * 4 * 15, 4 * 4 * 14
     assert (tst[0].shared_bytes_written, tst[0].shared_bytes_read) == (tree_w + 16 + 16, tree_r)
     assert (tst[1].shared_bytes_written, tst[1].shared_bytes_read) == (tree_w + 16, tree_r + 512 + 16)
+    assert (tst[2].shared_bytes_written, tst[2].shared_bytes_read) == (0, 512)
+    assert all(s.shared_bank_conflicts == 0 for s in tst)
+    assert [s.block_barriers for s in tst] == [1, 1, 0]
+    assert tst[1].register_reuse == 128 and tst[2].register_reuse == 128     # x, then xc, per element
     res, _ = run(g, "astitch")
     st = res.stats.kernels[0].stages
-    assert (st[0].shared_bytes_written, st[0].shared_bytes_read) == (16 + 16, 0)
-    assert (st[1].shared_bytes_written, st[1].shared_bytes_read) == (16, 512 + 16)
-    assert (st[2].shared_bytes_written, st[2].shared_bytes_read) == (0, 512)
-    assert all(s.shared_bank_conflicts == 0 for s in st)
-    assert st[2].register_reuse == 128            # xc kept in registers from stage 1, read once per element
-    assert [s.block_barriers for s in st] == [1, 1, 0]
+    assert all((s.shared_bytes_written, s.shared_bytes_read, s.block_barriers) == (0, 0, 0) for s in st)
+    # stage 1 reads x and mean at each of its 128 elements and n.bcast once per row (its epilogue);
+    # stage 2 reads xc and rstd at each element
+    assert (st[1].register_reuse, st[2].register_reuse) == (128 + 128 + 4, 128 + 128)
     # x is read once, by stage 0, which keeps it in registers for stage 1 (hierarchical data reuse of the
     # load; stage 2 has xc in registers); gamma and beta are read by stage 2; out is written once
     assert [s.global_bytes_read for s in st] == [512, 0, 128 + 128]
-    assert st[1].register_reuse == 128
     assert res.stats.global_bytes_written == 512
+    for got, want in zip(res.outputs, asim.reference(g, workload_inputs(g, 0)), strict=True):
+        close(got, want)
 
 
 def test_a_broadcast_read_by_a_warp_costs_one_sector():
@@ -371,7 +377,7 @@ def test_stats_totals_and_waves():
 def test_overlapping_shared_slots_give_wrong_values():
     """Put rstd on mean's shared slot while mean is still needed: the plan lies, the output shows it."""
     g = asim.workload("layernorm", rows=4, cols=32)
-    plan = asim.compile(g, "astitch", "H100")
+    plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree")      # the tree: mean and rstd are Regional
     vals = plan.kernels[0].values
     plan = plan.with_value(0, "n.bcast", offset=vals["mean"].offset)   # n.bcast and mean written to one slot
     x = workload_inputs(g, 0)
@@ -381,9 +387,11 @@ def test_overlapping_shared_slots_give_wrong_values():
 
 @pytest.mark.wrong_values
 def test_register_value_read_by_another_thread_gives_wrong_values():
-    """Stage 2 reads xc from registers; remap stage 2 so other threads run those elements."""
+    """Stage 2 reads xc from registers; remap stage 2 so other threads run those elements.  (Under the tree:
+    rstd is Regional, read by the right block; under the shuffle it would sit in registers too, and the
+    validator refuses a per-task register value read by other threads: plan/task_registers.py.)"""
     g = asim.workload("layernorm", rows=4, cols=64)
-    plan = asim.compile(g, "astitch", "H100")
+    plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree")
     s2 = plan.kernels[0].stages[2]
     m = s2.mapping
     assert plan.kernels[0].values["xc"].space == "register"
@@ -413,7 +421,7 @@ def test_bad_inputs_are_astitch_errors():
 
 def test_missing_barrier_is_refused_without_trace():
     g = asim.workload("layernorm", rows=4, cols=32)
-    plan = asim.compile(g, "astitch", "H100").with_stage(0, 0, barrier_after="none")
+    plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree").with_stage(0, 0, barrier_after="none")
     with pytest.raises(AStitchError, match="no block barrier"):
         asim.simulate(plan, workload_inputs(g, 0))
 
@@ -444,8 +452,9 @@ ENTRY e {
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16", "f64", "s32", "s8", "pred"])
 def test_regional_values_of_every_width(dtype):
-    """A row max (row or, for pred) kept in shared memory and read back by every element of the row:
-    2-byte bf16 is stored as its 16 high bits, 1-byte pred as a byte, f64 in 8-byte slots."""
+    """A row max (row or, for pred) kept in shared memory (the what-if tree) and read back by every element of
+    the row: 2-byte bf16 is stored as its 16 high bits, 1-byte pred as a byte, f64 in 8-byte slots.  Under
+    the default shuffle every lane keeps it in registers: the same values, no shared byte."""
     if dtype == "bf16":        # (built from HLO: the builder's bf16 scalar constants come out as [1])
         g = asim.from_hlo(BF16_ROWMAX)
     else:
@@ -454,7 +463,7 @@ def test_regional_values_of_every_width(dtype):
         red = g.reduce(x, 1, "or" if dtype == "pred" else "max", name="m")
         m = g.broadcast(red, (6, 64), (0,))
         g.set_outputs(g.add_node("xor" if dtype == "pred" else "subtract", (x, m), name="y"), red)
-    plan = asim.compile(g, "astitch", "H100")
+    plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree")
     assert plan.kernels[0].values["m"].space == "shared"
     inputs = asim.random_inputs(g, 3)
     res = asim.simulate(plan, inputs)
@@ -463,6 +472,13 @@ def test_regional_values_of_every_width(dtype):
     st = res.stats.kernels[0].stages
     size = {"bf16": 2, "f16": 2, "f64": 8, "s32": 4, "s8": 1, "pred": 1}[dtype]
     assert st[1].shared_bytes_read == size * 6 * 64
+    shuffle = asim.compile(g, "astitch", "H100")
+    assert shuffle.kernels[0].values["m"].space == "register"
+    res = asim.simulate(shuffle, inputs)
+    for got, want in zip(res.outputs, asim.reference(g, inputs), strict=True):
+        np.testing.assert_array_equal(got, want)
+    st = res.stats.kernels[0].stages
+    assert st[1].shared_bytes_read == 0 and st[1].register_reuse >= 6 * 64
 
 
 def _adam_count_update():

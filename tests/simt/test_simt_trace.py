@@ -54,7 +54,7 @@ def test_trace_of_a_vector_add():
 
 
 def test_trace_follows_the_plan_through_every_space():
-    res, g, _ = sim("layernorm", rows=4, cols=32)
+    res, g, _ = sim("layernorm", rows=4, cols=32, reduce_scheme="tree")     # the tree: mean is Regional
     tr = res.trace
     mean = tr.by_node("mean")
     assert len(mean.filter(kind="write")) == 4 and len(mean.filter(kind="read")) == 4 * 32
@@ -69,13 +69,18 @@ def test_trace_follows_the_plan_through_every_space():
     keys = [(e.stage, ("elements", "combine", "epilogue").index(e.phase), e.iteration, e.access) for e in ev]
     assert keys == sorted(keys)
     assert ev[0].node == "x" and ev[-1].node == "out" and ev[-1].element == (1, 7)
+    # the shuffle leaves every lane with the row's total: each thread reads mean from its own registers
+    res, _, _ = sim("layernorm", rows=4, cols=32)
+    mean = res.trace.by_node("mean")
+    assert {(e.space, e.kind, e.stage) for e in mean} == {("register", "read", 1)} and len(mean) == 4 * 32
+    assert {(e.block, e.thread) for e in mean} == {(0, t) for t in range(32)} and res.races == []
 
 
 def test_missing_block_barrier_is_a_race():
     """The teaching exercise: drop the barrier between the mean and its readers."""
     def drop(plan):
         return plan.with_stage(0, 0, barrier_after="none")
-    res, g, x = sim("layernorm", plan_edit=drop, rows=4, cols=32)
+    res, g, x = sim("layernorm", plan_edit=drop, rows=4, cols=32, reduce_scheme="tree")   # mean in shared memory
     assert len(res.races) == 4 * 7                    # each row: its 7 other lanes read what lane 0 wrote
     r = res.races[0]
     assert isinstance(r, Race) and (r.kernel, r.stage, r.node, r.space) == (0, 1, "mean", "shared")
@@ -107,14 +112,16 @@ def test_valid_plans_have_no_races():
 def test_divergent_barriers_are_reported():
     """layernorm 5x11 (11 is odd: scalar, not vectors): 16 threads per row but 11 columns, and the second
     block holds one row:
-    threads without work must still reach every barrier: the stage barriers, and under the what-if
-    tree the reduction trees' barriers (16 lanes shuffle inside a warp: no reduction barrier)."""
-    for scheme, barriers in (("tree", {"tree", "block"}), ("shuffle", {"block"})):
-        res, _, _ = sim("layernorm", rows=5, cols=11, reduce_scheme=scheme)
-        div = res.divergent_barriers
-        assert div and {d.barrier for d in div} == barriers
-        d = next(d for d in div if d.block == 1 and d.barrier == "block")
-        assert (d.waiting, d.finished) == (11, 53) and "must not return early" in str(d)
+    threads without work must still reach every barrier: under the what-if tree the stage barriers
+    and the reduction trees' barriers.  Under the shuffle, 16 lanes shuffle inside a warp and keep
+    the rows' mean and rstd in registers: no barrier at all, nothing to diverge on."""
+    res, _, _ = sim("layernorm", rows=5, cols=11, reduce_scheme="tree")
+    div = res.divergent_barriers
+    assert div and {d.barrier for d in div} == {"tree", "block"}
+    d = next(d for d in div if d.block == 1 and d.barrier == "block")
+    assert (d.waiting, d.finished) == (11, 53) and "must not return early" in str(d)
+    res, _, _ = sim("layernorm", rows=5, cols=11)
+    assert res.divergent_barriers == [] and all(s.barrier_after == "none" for s in res.plan.kernels[0].stages)
 
 
 def test_trace_refuses_big_kernels():

@@ -97,7 +97,7 @@ grader = otter.Notebook("03_stitch_schemes.ipynb") if Path("tests").is_dir() els
 
 # %%
 g = asim.workload("layernorm", rows=2, cols=16)
-plan = asim.compile(g, strategy="astitch", gpu="V100")
+plan = asim.compile(g, strategy="astitch", gpu="V100", reduce_scheme="tree")   # the paper's reduction trees
 print(plan)
 
 # %%
@@ -269,10 +269,27 @@ test_q2_x_loads(x_loads)
 #
 # A one-to-many value is **computed once** and kept where all of its consumers can reach it:
 # - element level: `mean` of a row is computed by one thread and read by the row's sixteen -- through
-#   shared memory (Regional), because they share a block;
+#   shared memory (Regional), because they share a block (after a shuffle: by every lane, in registers);
 # - operator level: `xc` has two consumers (`xc_sq` in stage 1, `xhat` in stage 2); it is computed once and
 #   kept in the thread's registers for both (Local), instead of being recomputed or reloaded;
 # - loads: `x` is read by stages 0 and 1; it is loaded once and kept in registers for the second reader.
+#
+# **Registers instead of shared memory.** The plan above asks for the paper's reduction trees
+# (`reduce_scheme="tree"`): the tree leaves a row's total on the row's first thread only, so that thread
+# computes `mean` and must hand it to the others through shared memory. By default every strategy reduces
+# with warp shuffles instead (notebook 8's puzzle 2): the xor butterfly leaves **every** lane of the row
+# holding the total. Then each lane computes `mean` itself and keeps it in its own registers for the next
+# stage -- Local, no shared memory, no block barrier -- as long as the next stage gives each row to the same
+# threads (`astitch_sim/plan/task_registers.py`). `print` the default plan and compare:
+
+# %%
+shuffle_plan = asim.compile(g, strategy="astitch", gpu="V100")
+print({n: shuffle_plan.kernels[0].values[n].scheme.value for n in ("mean", "rstd")},
+      "| block barriers:", shuffle_plan.kernels[0].block_barriers, "(tree:", plan.kernels[0].block_barriers, ")")
+print(shuffle_plan.kernels[0].values["mean"].why)
+
+# %% [markdown]
+# The exercises below read the tree plan's trace (the paper's schemes).
 #
 # When the consumers are in **other blocks**, only global memory reaches them: the Global scheme. Figure 7's
 # `power.1` is produced per row by the stage-0 mapping but consumed per column by the column reduction of

@@ -109,7 +109,9 @@ print(source)
 # - `r_xc`: the Local value `xc`, kept in the thread's registers from stage 1 to stage 2;
 # - the reduction trees: `red0` scratch in shared memory, halving with a barrier per step. They are the paper's
 #   scheme, asked for here with `reduce_scheme="tree"`; by default every strategy now reduces with warp
-#   shuffles (`shfl_xor`), which need no barrier inside a warp: compile without it and compare the sources.
+#   shuffles (`shfl_xor`), which need no barrier inside a warp and leave every lane with the row's total, so
+#   every lane computes `mean` and keeps it in `r_mean` (registers): no `s_mean`, no `if lane == 0` around
+#   it, no block barrier between the stages. Compile without it and compare the sources.
 
 # %% [raw]
 # # BEGIN QUESTION

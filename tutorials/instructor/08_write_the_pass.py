@@ -116,10 +116,12 @@ for n in ln:
 # 5. launch sizing, registers, never-behind-XLA: the project's (notebook 5).
 #
 # A plan records every decision, so your functions can be compared with the planner's. We look at the raw
-# stitch plans (`never_behind=False`: no XLA kernels swapped in where they would be cheaper, notebook 5):
+# stitch plans (`never_behind=False`: no XLA kernels swapped in where they would be cheaper, notebook 5),
+# with the paper's shared-memory reduction trees (`reduce_scheme="tree"`), for which the paper's scheme
+# rules below were written:
 
 # %%
-ln_plan = asim.compile(ln, "astitch", "V100", never_behind=False)
+ln_plan = asim.compile(ln, "astitch", "V100", never_behind=False, reduce_scheme="tree")
 print(ln_plan)
 
 
@@ -311,7 +313,11 @@ for g in (ln, sm):
 # for a **per-row value** (a reduce's result, or an epilogue value) when every reader block reads only rows
 # its own block reduced; **global** -- global memory and a grid barrier, otherwise. A per-element value is
 # never regional here (shared memory holds a block's per-row values, not its elements), and a reduce split
-# over several blocks (task splitting) always meets in global memory.
+# over several blocks (task splitting) always meets in global memory. (These are the rules for the paper's
+# reduction trees, which leave a row's total on its first thread. After the default warp shuffles every
+# lane holds it, and the planner keeps a per-row value in registers -- local -- when every reader gives each
+# row to the same threads: notebook 3, `astitch_sim/plan/task_registers.py`. Your `choose_scheme` is
+# checked against the tree plans.)
 #
 # The **block-locality check** decides between regional and global. A `ThreadMapping` says where every element
 # of its domain goes: `m.locate(flat_indices)` returns `(block, thread, iteration)` arrays;
@@ -523,8 +529,10 @@ test_q3_packing(packed_owner)
 # with `__shfl_xor_sync(mask, v, h)`: lane `j` receives lane `j ^ h`'s value. Adding it, for `h` halving from
 # half the warp's lanes down to 1, leaves **every** lane with the warp's total -- no shared memory, no barrier
 # (an *xor butterfly*). A row of `W` warps then passes its `W` warp totals through shared memory (one block
-# barrier): every warp reads them into its lanes `0..W-1` (zero in the others) and runs a second butterfly
-# over `P` lanes (`W` rounded up to a power of two). `astitch_sim/plan/reduce_scheme.py` records this choice per
+# barrier): in every warp each aligned group of `P` lanes (`W` rounded up to a power of two) reads them into
+# its lanes `0..W-1` (zero in the others) and runs a second butterfly over `P` lanes -- so again every lane of
+# the row ends with its total, and each lane can use it from its own registers in the stages that follow
+# (notebook 3). `astitch_sim/plan/reduce_scheme.py` records this choice per
 # stage, and the SIMT model (`astitch_sim/simt/reduce.py`) adds the float32 values in exactly this order.
 #
 # In numpy a warp is an array whose last axis holds its lanes; this `shfl_xor` is the exchange:
@@ -645,8 +653,10 @@ for rows, cols in ((300, 21), (200, 2001)):
 # What the decisions you wrote are worth, predicted by the SIMT model on a V100 (a cost model, not a GPU):
 # the astitch plan of three graphs against XLA's, and against the same pass with Regional stitching switched
 # off (every per-row value through global memory and a grid barrier, as if the block-locality check always
-# failed) and with Global stitching off (a kernel ends wherever your scheme said global). The title counts
-# the stitch kernels your exercise 1 groups as the planner does.
+# failed) and with Global stitching off (a kernel ends wherever your scheme said global), all with the
+# paper's reduction trees as above (with the default shuffles layernorm's and softmax's per-row values stay
+# in registers, and switching Regional off changes nothing for them). The title counts the stitch kernels
+# your exercise 1 groups as the planner does.
 
 # %%
 graphs = {"layernorm 64x256": ln, "softmax 32x512": sm,
@@ -657,7 +667,7 @@ variants = {"xla": ("xla", {}), "astitch": ("astitch", {"never_behind": False}),
 times, agree, total = {}, 0, 0
 for label, g in graphs.items():
     inputs = asim.random_inputs(g)
-    plans = {v: asim.compile(g, s, "V100", **opts) for v, (s, opts) in variants.items()}
+    plans = {v: asim.compile(g, s, "V100", reduce_scheme="tree", **opts) for v, (s, opts) in variants.items()}
     times[label] = {v: asim.simulate(p, inputs).stats.predicted_us for v, p in plans.items()}
     a, t = compare_groups(plans["astitch"])
     agree, total = agree + a, total + t

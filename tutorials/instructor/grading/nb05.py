@@ -97,7 +97,7 @@ def q4_races(race_node, race_count):
     answered(race_node, "race_node")
     count = integer(race_count, "race_count")
     g = asim.workload("layernorm", rows=4, cols=32)
-    plan = asim.compile(g, "astitch", "V100").with_stage(0, 0, barrier_after="none")
+    plan = asim.compile(g, "astitch", "V100", reduce_scheme="tree").with_stage(0, 0, barrier_after="none")
     races = asim.simulate(plan, asim.random_inputs(g), trace=True).races
     node = word(race_node, "race_node", {n.name for n in g}, "the layernorm graph's node names (print(small))")
     truth_node = races[0].node

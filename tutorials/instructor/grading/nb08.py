@@ -157,8 +157,10 @@ def hidden_graphs() -> list:
 
 @lru_cache(maxsize=None)
 def hidden_plans() -> tuple:
-    """The astitch plans (the raw stitch plans: ``never_behind=False``) of every hidden graph."""
-    return tuple(asim.compile(g, "astitch", GPU, never_behind=False) for g in hidden_graphs())
+    """The astitch plans (the raw stitch plans: ``never_behind=False``) of every hidden graph, with the paper's
+    reduction trees (``reduce_scheme="tree"``), whose per-row values cross stages as the notebook's scheme
+    rules say (after a shuffle the planner keeps them in registers instead: ``plan/task_registers.py``)."""
+    return tuple(asim.compile(g, "astitch", GPU, never_behind=False, reduce_scheme="tree") for g in hidden_graphs())
 
 
 def stitch_kernels(plans=None):
@@ -250,7 +252,8 @@ def rebuilt(plan, index: int, stages: list, schemes=None):
     from dataclasses import fields
     k = plan.kernels[index]
     new = assemble_kernel(plan.graph, k.name, [_stripped(s) for s in stages], plan.gpu, set(k.outputs),
-                          stitch=True, keep_inputs=True, schemes=schemes)
+                          stitch=True, keep_inputs=True, schemes=schemes,
+                          reduce_scheme=plan.options.get("reduce_scheme", "shuffle"))
     changes = {f.name: getattr(new, f.name) for f in fields(new)}
     computed = {n for st in new.stages for n in list(st.ops) + list(st.epilogue)}
     changes.update(registers_per_thread=k.registers_per_thread, notes=list(k.notes),
