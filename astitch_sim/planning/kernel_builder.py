@@ -216,13 +216,21 @@ def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str,
         return False
     if tuple(graph[node].shape) != tuple(producer.mapping.domain):
         return False
+    read = _sampled_read_of(graph, consumer, node, needed_later, memo)
+    if read is None or read is True:
+        return bool(read)
+    ids, index = read
+    return bool(np.array_equal(ravel(index, producer.mapping.domain), ids))
+
+
+def _sampled_read_of(graph, consumer: Stage, node: str, needed_later: set, memo):
+    """How ``consumer``'s sampled elements read ``node``: ``(ids, index)``; True if they do not read it at
+    all; None if the index is not known before run time (an indexed op)."""
     _, r = _sampled_reads(graph, consumer, needed_later, memo)
     if node not in r:
         return True
     ids, index = r[node]
-    if index is None:
-        return False
-    return bool(np.array_equal(ravel(index, producer.mapping.domain), ids))
+    return None if index is None else (ids, index)
 
 
 def reads_own_task(graph, producer: Stage, consumer: Stage, node: str, needed_later: set,
@@ -232,12 +240,10 @@ def reads_own_task(graph, producer: Stage, consumer: Stage, node: str, needed_la
     and read ``node`` only at the task of the element it is at (a broadcast along the reduced dims)."""
     if not same_task_threads(producer.mapping, consumer.mapping):
         return False
-    _, r = _sampled_reads(graph, consumer, needed_later, memo)
-    if node not in r:
-        return True
-    ids, index = r[node]
-    if index is None:
-        return False
+    read = _sampled_read_of(graph, consumer, node, needed_later, memo)
+    if read is None or read is True:
+        return bool(read)
+    ids, index = read
     tshape = task_shape(graph, producer)
     tasks = ravel(index, tshape) if tshape else np.zeros(len(ids), np.int64)
     return bool(np.array_equal(tasks, consumer.mapping.task_of(ids)))

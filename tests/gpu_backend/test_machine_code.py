@@ -54,6 +54,7 @@ from astitch_sim.frontends.workloads import list_workloads
 from gpu_backend.machine import toolchain
 from random_graphs import cases as random_cases
 from anchor import TESTS_FILE
+from toolchain_gate import require_disassembler
 
 FIXTURES = Path(TESTS_FILE).parent / "fixtures"
 CI_GPUS = ("H100",)
@@ -321,11 +322,7 @@ def test_instruction_mix_against_the_simt_model():
     barriers, grid barriers and warp shuffles agree one for one; shared loads too, up to the Regional
     broadcast re-reads ptxas hoists (the model counts one per element, ``mix_vs_model.explain`` names them).
     """
-    if not toolchain.available() or not toolchain.find().nvdisasm:
-        msg = f"NVIDIA toolchain or nvdisasm missing: {toolchain.missing_reason() or 'no nvdisasm'}"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI installs the test extra)")
-        pytest.skip(msg)
+    require_disassembler()
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.mix_vs_model", "layernorm", "astitch", "H100",
                         "rows=64", "cols=768"], capture_output=True, text=True, env=env, timeout=900)

@@ -27,6 +27,7 @@ from astitch_sim.plan.plan import Plan, Stage
 from astitch_sim.plan.task_registers import kept_per_task
 from astitch_sim.planning.kernel_builder import assemble_kernel
 from gpu_backend.launch.plans import execute
+from toolchain_gate import require_disassembler
 
 #: (workload, rows, cols, block, grid, lanes per row, what it exercises)
 LAYOUTS = [
@@ -132,12 +133,7 @@ def test_no_main_body_barrier_in_the_machine_code():
     """ptxas + nvdisasm (the test extra), in a fresh process without the simulator: the stitched layernorm's
     SASS has no BAR under the shuffle, the stage barriers under the tree (``sass_profile`` counts the main
     body's barrier instructions)."""
-    from gpu_backend.machine import toolchain
-    if not toolchain.available() or not toolchain.find().nvdisasm:
-        msg = f"NVIDIA toolchain or nvdisasm missing: {toolchain.missing_reason() or 'no nvdisasm'}"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI installs the test extra)")
-        pytest.skip(msg)
+    require_disassembler()
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     r = subprocess.run([sys.executable, "-c", SASS_BARS], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -8,7 +8,6 @@ tests run the SIMT model on real plans, one of them compiled by ptxas (astitch's
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from math import ceil
 from types import SimpleNamespace
@@ -23,6 +22,7 @@ from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.simt import cost
 from astitch_sim.simt.cost import constants, predict, saturating_warps, warp_bytes_in_flight
 from astitch_sim.simt.stats import KernelStats, StageStats
+from toolchain_gate import require_disassembler
 
 V100, H100 = GPUS["V100"], GPUS["H100"]
 
@@ -224,12 +224,7 @@ def test_astitch_layernorm_64x30000_spills_on_h100_and_is_charged():
     records the bytes and the SASS count, and the SIMT model charges both terms from them (the issue term may
     be 0: not issue-bound).  (Softmax at this shape spilled too until row vectors and the launch search gave
     it 512-thread blocks and room for 122 registers.)"""
-    from gpu_backend.machine import toolchain
-    if not toolchain.available() or not toolchain.find().nvdisasm:
-        msg = f"NVIDIA toolchain or nvdisasm missing: {toolchain.missing_reason() or 'no nvdisasm'}"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " (CI installs the test extra)")
-        pytest.skip(msg)
+    require_disassembler()
     from benchmarks.applied_plans import apply_all
     g = asim.workload("layernorm", rows=64, cols=30000)
     ((plan, err),) = apply_all([asim.compile(g, "astitch", "H100")])
