@@ -92,11 +92,12 @@ def _cells(nb) -> list:
     return [(c.cell_type, c.source.strip()) for c in nb.cells]
 
 
-def out_of_sync(release: bool = True) -> list:
+def out_of_sync(release: bool = True, assigned=None) -> list:
     """Sources whose .ipynb is missing, differs from the .py, or carries outputs; with ``release``, student
-    notebooks or public tests in tutorials/ that differ from what otter assign makes of the masters."""
+    notebooks or public tests in tutorials/ that differ from what otter assign makes of the masters
+    (``assigned``: see :func:`build_release`)."""
     import nbformat
-    bad = release_out_of_sync() if release else []
+    bad = release_out_of_sync(assigned) if release else []
     for py in sources():
         ipynb = py.with_suffix(".ipynb")
         if not ipynb.exists():
@@ -120,16 +121,19 @@ def sync() -> None:
     write_release()
 
 
-def build_release() -> dict:
+def build_release(assigned=None) -> dict:
     """``{path relative to tutorials/: text}``: the student release otter assign makes of the masters -- each
     student notebook (solutions stripped, hidden tests gone, a ``grader.check`` per question; cell ids from
-    the content, no outputs) and the public tests in ``tests/``."""
+    the content, no outputs) and the public tests in ``tests/``.  ``assigned(name)``, if given, is the folder
+    otter assign already made of master ``name`` (the tests make one per notebook and share it); else each
+    master is assigned here, in a temporary folder."""
     import nbformat
     out = {}
     with tempfile.TemporaryDirectory(prefix="astitch-release-") as tmp:
-        tut = stage_copy(Path(tmp), wheel=False)
+        tut = stage_copy(Path(tmp), wheel=False) if assigned is None else None
         for py in sources():
-            built = assign(tut / py.with_suffix(".ipynb").name, Path(tmp) / "dist" / py.stem)
+            built = assigned(py.stem) if assigned is not None else \
+                assign(tut / py.with_suffix(".ipynb").name, Path(tmp) / "dist" / py.stem)
             nb = nbformat.read(built / "student" / f"{py.stem}.ipynb", as_version=4)
             seen: dict = {}
             for cell in nb.cells:
@@ -161,8 +165,8 @@ def write_release() -> None:
     print(f"wrote the student release: {len(files)} files in tutorials/ (notebooks) and tutorials/tests/")
 
 
-def release_out_of_sync() -> list:
-    files = build_release()
+def release_out_of_sync(assigned=None) -> list:
+    files = build_release(assigned)
     bad = [f"tutorials/{rel}: not what otter assign makes of the masters (run python tutorials/build.py sync)"
            for rel, text in files.items() if not (TUTORIALS / rel).exists() or (TUTORIALS / rel).read_text() != text]
     bad += [f"tutorials/{rel}: no master makes it (run python tutorials/build.py sync)"

@@ -151,6 +151,7 @@ def _row_max_graph(dtype):
     return g
 
 
+@pytest.mark.slow      # 7-10 s of Numba's real compiler: the full tier (random graphs type-check in both)
 def test_register_values_type_check_with_numbas_real_compiler_for_every_dtype(tmp_path):
     """Numba's real compiler (not the simulator) accepts the every-lane epilogue and the per-row register arrays
     for each register type, in one warp and across warps; the simulator runs them exactly."""

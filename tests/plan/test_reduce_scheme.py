@@ -284,6 +284,7 @@ def dtype_graph(dt):
     return g
 
 
+@pytest.mark.slow      # 7-10 s of Numba's real compiler: the full tier (random graphs type-check in both)
 def test_shuffles_type_check_with_numbas_real_compiler_for_every_register_type(tmp_path):
     """Numba shuffles only 32/64-bit signed ints and floats: the others go through ``SHUFFLE_AS``. Numba's
     real compiler (not the simulator) must accept every generated shuffle, in one warp and across warps."""

@@ -262,6 +262,7 @@ def test_split_rows_read_in_vectors_match_the_reference():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow      # 7-10 s of Numba's real compiler: the full tier (random graphs type-check in both)
 def test_row_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     """Row-vector kernels (stitched warp-per-row layernorm, 8-lane DIEN softmax rows, a split row, f16/bf16
     vectors, scalar loads of an odd slice inside vector rows) pass Numba's real type inference and lowering
