@@ -562,24 +562,28 @@ class KernelRun:
         *every* lane of the task, each lane's slot of its task-loop trip.  The consumer thread reads its own
         slot: the value of the task its lanes held in that trip -- the right one only if the plan gives the
         task to the same threads (row of the block ``thread // threads_per_row``, trip ``iteration //
-        inner_iterations``)."""
+        inner_iterations``).
+
+        The slots are numbered ``(block * R + row) * span + trip`` (``R`` rows per block at most), a range of
+        about the kernel's tasks times its trips, so a table indexed by slot answers every consumer element
+        (the consumer's keys are computed on the geometry's broadcastable block/thread/iteration arrays, not
+        on domain-sized copies); a slot the producer never wrote reads as uninitialised memory."""
         pm, cm = pg.mapping, cg.mapping
         span = max(pm.task_iterations, cm.task_iterations) + 1
-        T = self.kernel.block
+        R = -(-self.kernel.block // max(1, min(pm.threads_per_row, cm.threads_per_row)))
 
-        def keys(gm, m):
-            row = gm.full(gm.thread) // max(1, m.threads_per_row)
-            return (gm.full(gm.block) * T + row) * span + gm.full(gm.iteration) // max(1, m.inner_iterations)
-        pk = keys(pg, pm)
+        def keys(gm, m):                         # the block's part and the lane's part, added once at the end
+            lane = np.asarray(gm.thread, dtype=np.int64) // max(1, m.threads_per_row) * span + \
+                np.asarray(gm.iteration, dtype=np.int64) // max(1, m.inner_iterations)
+            return np.asarray(gm.block, dtype=np.int64) * (R * span) + lane
+        pk = pg.full(keys(pg, pm))
         pv = np.broadcast_to(pval, pg.shape).ravel() if pg.shape else np.asarray(pval).reshape(1)
-        order = np.argsort(pk, kind="stable")
-        pk, pv = pk[order], pv[order]
         ck = keys(cg, cm)
-        pos = np.clip(np.searchsorted(pk, ck), 0, max(pk.size - 1, 0))
-        found = pk[pos] == ck
-        out = uninitialised(ck.shape, pv.dtype)
-        out[found] = pv[pos[found]]
-        return out.reshape(cg.shape)
+        size = int(max(pk.max(initial=0), np.max(ck, initial=0))) + 1
+        table = uninitialised(size, pv.dtype)
+        table[pk[::-1]] = pv[::-1]              # the first value the producer left in a slot, as a sort would find
+        out = table[ck]
+        return np.ascontiguousarray(np.broadcast_to(out, cg.shape)) if cg.shape else out.reshape(())
 
     def read_reduce_result(self, ev, name, idx, mask):
         """An epilogue reads its stage's reduce: registers (the task's first thread holds the result;
