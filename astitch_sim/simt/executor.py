@@ -91,6 +91,21 @@ from ..plan.task_registers import kept_per_task
 from ..plan.vocabulary import Barrier, Combine, ReduceScheme, Space
 
 
+#: consumer elements whose per-task register slots are looked up at once (:meth:`_task_register_lookup`)
+LOOKUP_CHUNK = 1 << 22
+
+
+def _squeeze_constant(a: np.ndarray) -> np.ndarray:
+    """``a`` with every axis along which it does not change cut to extent 1 (a row's lanes all name the row's
+    slot: the slot numbers then vary along the task dims only, not over the whole domain)."""
+    for ax in range(a.ndim):
+        if a.shape[ax] > 1:
+            first = a.take([0], axis=ax)
+            if np.array_equal(np.broadcast_to(first, a.shape), a):
+                a = first
+    return a
+
+
 @dataclass
 class SimResult:
     """What ``simulate`` returns.
@@ -565,25 +580,42 @@ class KernelRun:
         inner_iterations``).
 
         The slots are numbered ``(block * R + row) * span + trip`` (``R`` rows per block at most), a range of
-        about the kernel's tasks times its trips, so a table indexed by slot answers every consumer element
-        (the consumer's keys are computed on the geometry's broadcastable block/thread/iteration arrays, not
-        on domain-sized copies); a slot the producer never wrote reads as uninitialised memory."""
+        about the kernel's tasks times its trips, so a table indexed by slot answers the consumer's elements,
+        a slab of :data:`LOOKUP_CHUNK` of them at a time (an 8192x32000 consumer needs no 2 GB array of slot
+        numbers); a slot the producer never wrote reads as uninitialised memory."""
         pm, cm = pg.mapping, cg.mapping
         span = max(pm.task_iterations, cm.task_iterations) + 1
         R = -(-self.kernel.block // max(1, min(pm.threads_per_row, cm.threads_per_row)))
 
-        def keys(gm, m):                         # the block's part and the lane's part, added once at the end
-            lane = np.asarray(gm.thread, dtype=np.int64) // max(1, m.threads_per_row) * span + \
-                np.asarray(gm.iteration, dtype=np.int64) // max(1, m.inner_iterations)
-            return np.asarray(gm.block, dtype=np.int64) * (R * span) + lane
-        pk = pg.full(keys(pg, pm))
+        def keys(block, thread, iteration, m):   # the block's part and the lane's part, added once at the end
+            lane = np.asarray(thread, dtype=np.int64) // max(1, m.threads_per_row) * span + \
+                np.asarray(iteration, dtype=np.int64) // max(1, m.inner_iterations)
+            return _squeeze_constant(np.asarray(block, dtype=np.int64) * (R * span)), _squeeze_constant(lane)
+        pb, pl = keys(pg.block, pg.thread, pg.iteration, pm)
+        pk = pg.full(pb + pl)
         pv = np.broadcast_to(pval, pg.shape).ravel() if pg.shape else np.asarray(pval).reshape(1)
-        ck = keys(cg, cm)
-        size = int(max(pk.max(initial=0), np.max(ck, initial=0))) + 1
-        table = uninitialised(size, pv.dtype)
+        table = uninitialised(max(int(pk.max(initial=0)) + 1, self.kernel.grid * R * span), pv.dtype)
         table[pk[::-1]] = pv[::-1]              # the first value the producer left in a slot, as a sort would find
-        out = table[ck]
-        return np.ascontiguousarray(np.broadcast_to(out, cg.shape)) if cg.shape else out.reshape(())
+        cb, cl = keys(cg.block, cg.thread, cg.iteration, cm)
+        shape = np.broadcast_shapes(cb.shape, cl.shape)
+        if int(np.prod(shape)) <= LOOKUP_CHUNK or not cg.shape:
+            # a row's lanes share its slot: the slots vary along the task dims only, and so does the value
+            return self._gather(table, cb + cl, pv.dtype).reshape(shape) if cg.shape else \
+                self._gather(table, cb + cl, pv.dtype).reshape(())
+        out = np.empty(cg.shape, pv.dtype)
+        rows = max(1, LOOKUP_CHUNK // max(1, int(np.prod(cg.shape[1:]))))
+        for a in range(0, cg.shape[0], rows):
+            sl = slice(a, min(a + rows, cg.shape[0]))
+            b, ln = (x[sl] if x.ndim and x.shape[0] > 1 else x for x in (cb, cl))
+            out[sl] = self._gather(table, b + ln, pv.dtype)
+        return out
+
+    @staticmethod
+    def _gather(table, ck, dtype):
+        """``table[ck]``; a slot past the table (past the kernel's grid) was never written: uninitialised."""
+        if ck.size and int(ck.max()) >= table.size:
+            table = np.concatenate([table, uninitialised(int(ck.max()) + 1 - table.size, dtype)])
+        return table[ck]
 
     def read_reduce_result(self, ev, name, idx, mask):
         """An epilogue reads its stage's reduce: registers (the task's first thread holds the result;
