@@ -580,9 +580,11 @@ class KernelRun:
         inner_iterations``).
 
         The slots are numbered ``(block * R + row) * span + trip`` (``R`` rows per block at most), a range of
-        about the kernel's tasks times its trips, so a table indexed by slot answers the consumer's elements,
-        a slab of :data:`LOOKUP_CHUNK` of them at a time (an 8192x32000 consumer needs no 2 GB array of slot
-        numbers); a slot the producer never wrote reads as uninitialised memory."""
+        about the kernel's tasks times its trips, so a table indexed by slot answers the consumer's elements.
+        The slot numbers keep the geometry's broadcast shapes, cut to the dims they vary along (a row's lanes
+        all name the row's slot), so the value comes back shaped like a Regional read's, not domain-sized;
+        past :data:`LOOKUP_CHUNK` elements it is gathered a slab at a time.  A slot the producer never wrote
+        reads as uninitialised memory."""
         pm, cm = pg.mapping, cg.mapping
         span = max(pm.task_iterations, cm.task_iterations) + 1
         R = -(-self.kernel.block // max(1, min(pm.threads_per_row, cm.threads_per_row)))
@@ -599,9 +601,7 @@ class KernelRun:
         cb, cl = keys(cg.block, cg.thread, cg.iteration, cm)
         shape = np.broadcast_shapes(cb.shape, cl.shape)
         if int(np.prod(shape)) <= LOOKUP_CHUNK or not cg.shape:
-            # a row's lanes share its slot: the slots vary along the task dims only, and so does the value
-            return self._gather(table, cb + cl, pv.dtype).reshape(shape) if cg.shape else \
-                self._gather(table, cb + cl, pv.dtype).reshape(())
+            return self._gather(table, cb + cl, pv.dtype).reshape(shape)
         out = np.empty(cg.shape, pv.dtype)
         rows = max(1, LOOKUP_CHUNK // max(1, int(np.prod(cg.shape[1:]))))
         for a in range(0, cg.shape[0], rows):
