@@ -458,12 +458,12 @@ class KernelRun:
         node = self.graph[name]
         strides = layout_strides(node)
         # a stride-1 term is the index itself (no domain-sized copy: at 50M elements each copy is 400 MB)
-        terms = [(lambda a, st: a if st == 1 else a * st)(np.asarray(idx[d], dtype=np.int64), strides[d])
-                 for d in range(node.rank)]
+        index = [np.asarray(idx[d], dtype=np.int64) for d in range(node.rank)]
+        terms = [a if st == 1 else a * st for a, st in zip(index, strides, strict=True)]
         extra = {}
         if tuple(node.layout) != tuple(range(node.rank - 1, -1, -1)):
             rm = row_major_strides(node.shape)
-            extra["logical"] = sum(np.asarray(idx[d], dtype=np.int64) * rm[d] for d in range(node.rank))
+            extra["logical"] = sum(a * st for a, st in zip(index, rm, strict=True))
         return Access("global", kind, name, itemsize(node.dtype), self.mem.base[name], terms, mask,
                       dedup=dedup, identity=identity, extra=extra)
 
