@@ -589,16 +589,16 @@ class KernelRun:
         span = max(pm.task_iterations, cm.task_iterations) + 1
         R = -(-self.kernel.block // max(1, min(pm.threads_per_row, cm.threads_per_row)))
 
-        def keys(block, thread, iteration, m):   # the block's part and the lane's part, added once at the end
-            lane = np.asarray(thread, dtype=np.int64) // max(1, m.threads_per_row) * span + \
-                np.asarray(iteration, dtype=np.int64) // max(1, m.inner_iterations)
-            return _squeeze_constant(np.asarray(block, dtype=np.int64) * (R * span)), _squeeze_constant(lane)
-        pb, pl = keys(pg.block, pg.thread, pg.iteration, pm)
+        def keys(g, m):             # the block's part and the lane's part, added once at the end
+            lane = g.floor_div("thread", max(1, m.threads_per_row)) * span + \
+                g.floor_div("iteration", max(1, m.inner_iterations))
+            return _squeeze_constant(np.asarray(g.block, dtype=np.int64) * (R * span)), _squeeze_constant(lane)
+        pb, pl = keys(pg, pm)
         pk = pg.full(pb + pl)
         pv = np.broadcast_to(pval, pg.shape).ravel() if pg.shape else np.asarray(pval).reshape(1)
         table = uninitialised(max(int(pk.max(initial=0)) + 1, self.kernel.grid * R * span), pv.dtype)
         table[pk[::-1]] = pv[::-1]              # the first value the producer left in a slot, as a sort would find
-        cb, cl = keys(cg.block, cg.thread, cg.iteration, cm)
+        cb, cl = keys(cg, cm)
         shape = np.broadcast_shapes(cb.shape, cl.shape)
         if int(np.prod(shape)) <= LOOKUP_CHUNK or not cg.shape:
             return self._gather(table, cb + cl, pv.dtype).reshape(shape)

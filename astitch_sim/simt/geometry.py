@@ -198,6 +198,20 @@ class Geometry:
         self.__dict__["iteration"] = v
 
     # -- derived arrays -----------------------------------------------------------
+    def floor_div(self, name: str, d: int) -> np.ndarray:
+        """``getattr(self, name) // d`` (``name``: block, thread or iteration), as small as the geometry allows.
+
+        A separable component is ``a0 + a1`` (task part, reduced part); when ``d`` divides every ``a0``,
+        ``(a0 + a1) // d == a0 // d + a1 // d`` exactly, and the quotient of ``a1`` is often 0 (a row's lanes,
+        ``thread // threads_per_row``): the result then varies over the task dims only, where the full
+        component (``a0 + a1`` over the whole domain) would be domain-sized."""
+        if self.separable:
+            a0, a1 = self._comps[("block", "thread", "iteration").index(name)]
+            if not (a0 % d).any():
+                q1 = a1 // d
+                return a0 // d if not q1.any() else a0 // d + q1
+        return np.asarray(getattr(self, name), dtype=np.int64) // d
+
     def full(self, a) -> np.ndarray:
         """``a`` broadcast to the domain and flattened (domain order)."""
         return np.broadcast_to(a, self.shape).ravel() if self.shape else np.asarray(a).reshape(1)
@@ -230,6 +244,12 @@ class Geometry:
             b, t, it = self.line("Y")
             self._cache["W_Y"] = (b * self.iters + it // self.vector) * self.wpb + t // WARP
         return self._cache["W_Y"]
+
+    def split_lines(self) -> tuple:
+        """A separable geometry's ``(block, thread, iteration)`` as two lines that add up: ``(over the task
+        dims, over the reduced dims)``, each a triple of flattened arrays (the origin in the first)."""
+        p0, p1 = self.parts
+        return tuple(tuple(self.flat_part(c[k], dims) for c in self._comps) for k, dims in ((0, p0), (1, p1)))
 
     def block_parts(self) -> tuple:
         """Block id as ``B_X[x] + B_Y[y]`` (flattened over the X and Y grids)."""
@@ -346,5 +366,6 @@ class EpilogueGeometry:
         self._cache: dict = {}
 
     full = Geometry.full
+    floor_div = Geometry.floor_div
     W = Geometry.W
     count = Geometry.count

@@ -55,6 +55,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir.flatindex import distinct
+from . import periodic
 from .geometry import support
 from .pairs import TABLE_MAX, TABLE_PER_KEY, PairSet, count_distinct_keys, pairs_by_owner
 from ..plan.vocabulary import Space
@@ -310,8 +311,27 @@ def count(geom, acc: Access) -> dict:
         if out is not None:
             PATHS["separable"] += 1
             return out
+    elif acc.space != Space.REGISTER:
+        out = _count_periodic(geom, acc)
+        if out is not None:
+            PATHS["periodic"] = PATHS.get("periodic", 0) + 1
+            return out
     PATHS["dense"] += 1
-    return _count_dense(geom, acc)
+    return count_dense(geom, acc)
+
+
+def _count_periodic(geom, acc):
+    """Rows packed several to a warp: the separable count over one block's rows, plus the partly filled last
+    block counted on its own (``periodic.py``); None where the periods do not repeat."""
+    sp = periodic.split(geom, acc)
+    if sp is None:
+        return None
+    view, F_X, F_Y, mx, my, rest = sp
+    out = _count_separable(view, acc, F_X, F_Y, mx, my)
+    if out is None or rest is None:
+        return out
+    more = count_lanes(acc, rest.W, rest.F, rest.sel, lambda: rest.block, lambda: rest.iteration, view.vector)
+    return {k: out[k] + more[k] for k in out}
 
 
 def _count_separable(geom, acc, F_X, F_Y, mx, my):
@@ -397,6 +417,9 @@ def _dedup_separable(geom, F_X, F_Y, selx, sely):
     if all_distinct(F_X) and all_distinct(F_Y) and (
             _gap_ok(F_X, F_Y) or _gap_ok(F_Y, F_X)):
         return F_X.size * F_Y.size
+    # X lines that share no block, or no element: each line's pairs are the first line's, moved
+    if _gap_ok(B_X, B_Y) or _gap_ok(F_X, F_Y):
+        return F_X.size * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     return None
 
 
@@ -810,21 +833,28 @@ def count_flat_outer(geom, acc, vector: int = 1):
     return out
 
 
-def _count_dense(geom, acc):
+def count_dense(geom, acc):
+    """Every lane access of the domain counted (the definition the fast paths shortcut)."""
+    sel = geom.full(acc.mask) if acc.mask is not None else None
+    if acc.space == Space.REGISTER or (sel is not None and not sel.any()) or geom.size == 0:
+        n = int(sel.sum()) if sel is not None else geom.size
+        return {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    return count_lanes(acc, geom.W, acc.flat(geom), sel, lambda: geom.full(geom.block),
+                       lambda: geom.full(geom.iteration), getattr(geom, "vector", 1))
+
+
+def count_lanes(acc, W, F, sel, block, iteration, vector: int) -> dict:
+    """The counters of lane accesses given as flat arrays: warp instruction ``W`` and element ``F`` of each
+    (``sel``: which take part; ``block()``, ``iteration()``: their block and loop trip, asked for only when
+    needed; ``vector``: the mapping's vector width)."""
     s = acc.itemsize
-    W = geom.W
-    F = None
-    sel = None
-    if acc.mask is not None:
-        sel = geom.full(acc.mask)
-    n = int(sel.sum()) if sel is not None else geom.size
+    n = int(sel.sum()) if sel is not None else W.size
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0 or acc.space == Space.REGISTER:
         return out
-    F = acc.flat(geom)
-    if getattr(geom, "vector", 1) > 1 and acc.space == Space.GLOBAL and \
-            lane_class(F, geom.vector, acc.base // s if acc.base % s == 0 else 1) == "scattered":
-        W = W * geom.vector + geom.full(geom.iteration) % geom.vector     # one instruction per element
+    if vector > 1 and acc.space == Space.GLOBAL and \
+            lane_class(F, vector, acc.base // s if acc.base % s == 0 else 1) == "scattered":
+        W = W * vector + iteration() % vector     # one instruction per element
     if sel is not None:
         W, F = W[sel], F[sel]
     A = F * s                     # byte addresses, computed in place (each temporary is domain-sized)
@@ -834,7 +864,7 @@ def _count_dense(geom, acc):
         out["sectors"], out["requests"] = distinct_pairs(W, A)
         del A
         if acc.dedup and not acc.identity:
-            B = geom.full(geom.block)
+            B = block()
             if sel is not None:
                 B = B[sel]
             out["bytes"] = s * distinct_pairs(B, F)[0]

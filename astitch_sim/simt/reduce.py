@@ -66,6 +66,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     v = np.transpose(np.broadcast_to(values, geom.shape), list(p0) + list(p1))
     every_task = np.array_equal(task, np.arange(T))
     runs = _contiguous_runs(pos)
+    source, holes = _sources(pos, width)
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
@@ -75,11 +76,12 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), len(pos))
         rows = slice(a * per_lead, b * per_lead) if every_task else task[a * per_lead:b * per_lead]
         n = vb.shape[0]
-        if runs is None:                                # scattered positions: one fancy-indexed scatter
-            dense = np.full((n, width), ident, dtype=values.dtype)
-            dense[np.ix_(np.arange(n), pos)] = vb       # (np.ix_: several times faster than [:, pos])
-        elif every_task and runs == [(0, 0, width)]:
+        if every_task and runs == [(0, 0, width)]:
             dense = vb                                  # already in place, no holes: nothing to copy
+        elif runs is None or len(runs) > FEW_RUNS:      # scattered positions (a row's vectors dealt to its lanes):
+            dense = np.take(vb, source, axis=1)         # one gather along the row, 20x faster than a run-by-run
+            if holes is not None:                       # copy or a fancy-indexed scatter for 32-element rows
+                dense[:, holes] = ident
         else:                                           # e.g. one run per split of a row: block copies, and the
             dense = np.empty((n, width), dtype=values.dtype)     # identity only in the holes between runs
             end = 0
@@ -91,8 +93,22 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         yield rows, dense.reshape(n, S, I, lanes)
 
 
-#: at most this many contiguous runs of positions are copied run by run (more: one fancy-indexed scatter)
+#: at most this many contiguous runs of positions are listed (more: the positions are taken as scattered)
 MAX_RUNS = 64
+#: at most this many runs are copied run by run (block copies); more are gathered with one ``np.take``
+FEW_RUNS = 8
+
+
+def _sources(pos: np.ndarray, width: int) -> tuple:
+    """For each layout position, the input column it comes from (a hole: column 0, overwritten), and the
+    holes' mask (None when every position is filled)."""
+    source = np.zeros(width, dtype=np.int64)
+    source[pos] = np.arange(pos.size)
+    if pos.size == width:
+        return source, None
+    holes = np.ones(width, dtype=bool)
+    holes[pos] = False
+    return source, holes
 
 
 def _contiguous_runs(pos: np.ndarray):

@@ -1,0 +1,154 @@
+"""Rows packed several to a warp: count one block's rows and multiply.
+
+The separable count (``memory.py``) rests on one fact: in a ``rows`` mapping whose
+rows take a multiple of 32 lanes, a warp instruction never spans two rows, so every
+row repeats the first row's pattern (its start address aside) and one row per
+alignment class is counted.  Row vectors (issue 27) break that fact for short rows:
+softmax <750000,32> gives each row 8 lanes of 4-element vectors, so one warp
+serves 4 rows, and every access fell back to the dense count over all 24M lane
+accesses (seconds per access, most of a simulation of the paper's DIEN shape).
+
+A coarser repetition survives.  A block serves ``rows_per_block`` consecutive
+tasks in each trip (its *period*); the next period is the same block shape one
+block (or one trip) later: its ``(block, thread, iteration)`` are the first
+period's plus offsets, and an address term that is affine along the tasks moves
+by an offset too.  So a period plays the separable count's row (``X`` = which
+period, ``Y`` = the period's own tasks x the row) and :func:`memory._count_separable`
+counts one period per alignment class.  What is checked, not assumed:
+
+* every period is a translate of the first (block, thread and iteration, and each
+  address term over the task dims), thread offsets whole warps and iteration
+  offsets whole vectors, so each period's warp instructions are the first's,
+  renumbered;
+* the periods' warp instructions are disjoint (renumbered far enough apart);
+* the tasks after the last whole period (a partly filled last block) are counted
+  densely on their own few elements and added -- only when their warp
+  instructions and blocks are disjoint from the periods' (then every counter
+  adds up: sectors and requests per warp instruction, distinct (block, element)
+  pairs per block, bank conflicts per warp instruction).
+
+Anything else (a term or mask over both task and row dims, a mapping whose periods
+are not translates) answers None and the caller counts densely, as before.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from .geometry import WARP, support
+
+
+def _translate_offsets(line: np.ndarray, P: int, n: int):
+    """``line[p*P + j] == line[j] + off[p]`` for the ``n`` whole periods: ``off`` (or None if not)."""
+    A = line[:n * P].reshape(n, P)
+    off = A[:, 0] - A[0, 0]
+    if not np.array_equal(A - off[:, None], np.broadcast_to(A[0], A.shape)):
+        return None
+    return off
+
+
+def split(geom, acc):
+    """``(view, F_X, F_Y, mx, my, rest)`` for :func:`memory._count_separable` over the periods of ``geom``
+    (``view``: what that count asks of a geometry), ``rest``: the lane arrays of the tasks after the last whole
+    period (:func:`rest_arrays`), or None when the periods do not repeat (module docstring)."""
+    m = geom.mapping
+    if not geom.separable or geom.X is not None or m.kind != "rows":
+        return None
+    p0, p1 = geom.parts
+    R = int(np.prod([geom.shape[k] for k in p0])) if p0 else 1
+    C = int(np.prod([geom.shape[k] for k in p1])) if p1 else 1
+    P = m.rows_per_block
+    n = R // P
+    if n < 2:
+        return None
+    lines0, lines1 = geom.split_lines()
+    offs = [_translate_offsets(a, P, n) for a in lines0]
+    if any(o is None for o in offs):
+        return None
+    d_b, d_t, d_it = offs
+    V = geom.vector
+    if (d_t % WARP).any() or (d_it % V).any():
+        return None
+    d_W = (d_b * geom.iters + d_it // V) * geom.wpb + d_t // WARP
+    period = [(a[:P, None] + b[None, :]).ravel() for a, b in zip(lines0, lines1)]
+    W_Y = (period[0] * geom.iters + period[2] // V) * geom.wpb + period[1] // WARP
+    if not _apart(d_W, W_Y):
+        return None
+    terms = _terms(geom, acc, p0, p1, P, n)
+    if terms is None:
+        return None
+    F_X, F_Y, rows_of, cols_of = terms
+    masks = _mask(geom, acc.mask, p0, p1, P, n)
+    if masks is None:
+        return None
+    my, mask_rows, mask_cols = masks
+    view = SimpleNamespace(W_Y=W_Y, vector=V, mapping=m,
+                           block_parts=lambda: (lines0[0][:n * P:P], period[0] - lines0[0][0]))
+    rest = None
+    if n * P < R:
+        tasks = np.arange(n * P, R)
+        b, t, it = ((a[tasks, None] + c[None, :]).ravel() for a, c in zip(lines0, lines1))
+        W = (b * geom.iters + it // V) * geom.wpb + t // WARP
+        hi_W = int(d_W.max()) + int(W_Y.max())
+        hi_b = int(lines0[0][:n * P].max()) + int(lines1[0].max())
+        if int(W.min()) <= hi_W or int(b.min()) <= hi_b:
+            return None                       # the partial block's warps or block meet a whole period's
+        F = (rows_of(tasks)[:, None] + cols_of[None, :]).ravel()
+        sel = None
+        if mask_rows is not None or mask_cols is not None:
+            r = mask_rows[tasks] if mask_rows is not None else np.ones(tasks.size, bool)
+            c = mask_cols if mask_cols is not None else np.ones(C, bool)
+            sel = (r[:, None] & c[None, :]).ravel()
+        rest = SimpleNamespace(W=W, F=F, block=b, iteration=it, sel=sel)
+    return view, F_X, F_Y, None, my, rest
+
+
+def _apart(d_W: np.ndarray, W_Y: np.ndarray) -> bool:
+    """Distinct period offsets spaced more than one period's range of warp instructions apart."""
+    if W_Y.size == 0:
+        return True
+    gaps = np.diff(np.sort(d_W))
+    return bool(gaps.size == 0 or int(gaps.min()) > int(W_Y.max() - W_Y.min()))
+
+
+def _terms(geom, acc, p0, p1, P, n):
+    """The access's element index as ``F_X`` (per period) + ``F_Y`` (over one period's tasks x the row), and,
+    for the tasks after the whole periods, ``rows_of(tasks)`` + ``cols_of``; None if a term mixes the dims."""
+    R = geom.part_shape(p0)
+    row_sum = np.zeros(int(np.prod(R)), np.int64)
+    col_sum = np.zeros(int(np.prod(geom.part_shape(p1))), np.int64)
+    for t in acc.terms:
+        s = set(support(t, geom.rank))
+        if s <= set(p1):
+            col_sum = col_sum + geom.flat_part(t, p1)
+        elif s <= set(p0):
+            row_sum = row_sum + geom.flat_part(t, p0)
+        else:
+            return None
+    off = _translate_offsets(row_sum, P, n)
+    if off is None:
+        return None
+    F_X = row_sum[0] + off
+    F_Y = ((row_sum[:P] - row_sum[0])[:, None] + col_sum[None, :]).ravel()
+    return F_X, F_Y, (lambda tasks: row_sum[tasks]), col_sum
+
+
+def _mask(geom, mask, p0, p1, P, n):
+    """``(my, mask_rows, mask_cols)``: the mask over one period (the same in every period), and its task and
+    row parts for the tasks after the whole periods; ``(None, None, None)`` for no mask; None if it mixes the
+    dims or differs between periods."""
+    if mask is None:
+        return None, None, None
+    s = set(support(mask, geom.rank))
+    C = int(np.prod(geom.part_shape(p1)))
+    if s <= set(p1):
+        cols = geom.flat_part(mask, p1).astype(bool)
+        return np.broadcast_to(cols[None, :], (P, C)).ravel(), None, cols
+    if s <= set(p0):
+        rows = geom.flat_part(mask, p0).astype(bool)
+        A = rows[:n * P].reshape(n, P)
+        if not (A == A[:1]).all():
+            return None
+        return np.broadcast_to(rows[:P, None], (P, C)).ravel(), rows, None
+    return None
