@@ -44,8 +44,10 @@ element (``register_reuse``); registers have no addresses and no bandwidth.
 How it stays fast: for a separable geometry (``geometry.py``) whose access
 index is a sum of a part over ``X`` and a part over ``Y`` coordinates, every
 ``X`` line behaves the same up to its start address modulo 32 (sectors) or 128
-(banks), so we count one ``Y`` line per alignment class and multiply.  Anything
-else falls back to the dense count over every element (same definitions).
+(banks), so we count one ``Y`` line per alignment class and multiply.  Rows packed several
+to a warp (short rows in vectors) repeat per block trip instead of per row: ``periodic.py``
+counts one block's rows the same way.  Anything else falls back to the dense count over
+every element (same definitions).
 """
 from __future__ import annotations
 
