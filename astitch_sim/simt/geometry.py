@@ -59,6 +59,25 @@ def support(a, rank: int) -> tuple:
     return tuple(k for k, s in enumerate(shape) if s != 1)
 
 
+def additive_parts(a, dims_a, rank: int):
+    """``a`` (broadcastable, full rank) as ``a_A + a_B``, ``a_A`` varying over ``dims_a`` only and ``a_B`` over
+    the other dims, or None if it is not such a sum.  An index through a reshape is often one array over
+    several dims (``(d0 * 512 + d1) * 3072`` for a ``[16384, 3072]`` tensor read as ``[32, 512, 3072]``) that is
+    still a sum per dim; split, each part stays as small as its dims.  Checked on every element of ``a``."""
+    a = np.asarray(a)
+    shape = np.shape(a)
+    other = [k for k in range(rank) if k not in dims_a and shape[k] != 1]
+    mine = [k for k in range(rank) if k in dims_a and shape[k] != 1]
+    if not other or not mine:
+        return (a, np.zeros((1,) * rank, a.dtype)) if not other else (np.zeros((1,) * rank, a.dtype), a)
+    at0 = lambda dims: a[tuple(slice(0, 1) if k in dims else slice(None) for k in range(rank))]  # noqa: E731
+    part_a = at0(other)                     # varies over dims_a (the other dims at 0)
+    part_b = at0(mine) - a.reshape(-1)[0]   # varies over the other dims, minus the corner counted in part_a
+    if not np.array_equal(part_a + part_b, a):
+        return None
+    return part_a, part_b
+
+
 def row_major_strides(shape) -> list:
     strides, acc = [0] * len(shape), 1
     for d in range(len(shape) - 1, -1, -1):

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..ir.flatindex import distinct
 from . import periodic
-from .geometry import support
+from .geometry import additive_parts, support
 from .pairs import TABLE_MAX, TABLE_PER_KEY, PairSet, count_distinct_keys, pairs_by_owner
 from ..plan.vocabulary import Space
 
@@ -265,7 +265,11 @@ def _split(geom, acc):
         elif s <= Y:
             fy.append(t)
         else:
-            return None
+            parts = additive_parts(t, geom.X, geom.rank)
+            if parts is None:
+                return None
+            fx.append(parts[0])
+            fy.append(parts[1])
     mx = my = None
     if acc.mask is not None:
         s = set(support(acc.mask, geom.rank))
@@ -292,6 +296,24 @@ def _gap_ok(values: np.ndarray, other: np.ndarray) -> bool:
         return True
     u = distinct(values)
     return u.size == values.size and int(np.diff(u).min()) > int(other.max() - other.min())
+
+
+def sums_distinct(P: np.ndarray, Q: np.ndarray) -> bool:
+    """Every ``P[i] + Q[j]`` distinct, shown when ``P`` is an arithmetic progression ``a + q*i``, ``i < n``:
+    write ``Q = q*hi + lo`` (``0 <= lo < q``); two sums meet only with equal ``lo`` and ``hi`` values fewer
+    than ``n`` apart.  (A reshape's split index: ``P`` the middle dim's ``d1*3072``, ``Q`` the outer and inner
+    dims' ``d0*512*3072 + d2``.)  False when it cannot tell."""
+    u = distinct(P)
+    if u.size < 2 or Q.size == 0:
+        return u.size == P.size
+    steps = np.diff(u)
+    q = int(steps[0])
+    if u.size != P.size or not (steps == q).all():
+        return False
+    order = np.lexsort((Q // q, Q % q))
+    lo, hi = (Q % q)[order], (Q // q)[order]
+    same = lo[1:] == lo[:-1]
+    return bool(((hi[1:] - hi[:-1])[same] >= u.size).all())
 
 
 def _distinct(a: np.ndarray) -> int:
@@ -417,7 +439,7 @@ def _dedup_separable(geom, F_X, F_Y, selx, sely):
         return _distinct(B_X) * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     # element depends on both: injective -> every lane access is a distinct element
     if all_distinct(F_X) and all_distinct(F_Y) and (
-            _gap_ok(F_X, F_Y) or _gap_ok(F_Y, F_X)):
+            _gap_ok(F_X, F_Y) or _gap_ok(F_Y, F_X) or sums_distinct(F_X, F_Y) or sums_distinct(F_Y, F_X)):
         return F_X.size * F_Y.size
     # X lines that share no block, or no element: each line's pairs are the first line's, moved
     if _gap_ok(B_X, B_Y) or _gap_ok(F_X, F_Y):

@@ -27,8 +27,9 @@ counts one period per alignment class.  What is checked, not assumed:
   adds up: sectors and requests per warp instruction, distinct (block, element)
   pairs per block, bank conflicts per warp instruction).
 
-Anything else (a term or mask over both task and row dims, a mapping whose periods
-are not translates) answers None and the caller counts densely, as before.
+Anything else (a term over both task and row dims that is not a sum of a part over
+each, a mask over both, a mapping whose periods are not translates) answers None and
+the caller counts densely, as before.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .geometry import WARP, support
+from .geometry import WARP, additive_parts, support
 
 
 def _translate_offsets(line: np.ndarray, P: int, n: int):
@@ -125,7 +126,11 @@ def _terms(geom, acc, p0, p1, P, n):
         elif s <= set(p0):
             row_sum = row_sum + geom.flat_part(t, p0)
         else:
-            return None
+            parts = additive_parts(t, p0, geom.rank)
+            if parts is None:
+                return None
+            row_sum = row_sum + geom.flat_part(parts[0], p0)
+            col_sum = col_sum + geom.flat_part(parts[1], p1)
     off = _translate_offsets(row_sum, P, n)
     if off is None:
         return None

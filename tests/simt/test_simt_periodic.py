@@ -1,4 +1,5 @@
-"""Rows packed several to a warp are counted one block's rows at a time (``simt/periodic.py``), exactly.
+"""Rows packed several to a warp are counted one block's rows at a time (``simt/periodic.py``), exactly; and an
+index through a reshape is split per dim (``geometry.additive_parts``, ``memory.sums_distinct``).
 
 Every counter of the periodic path is compared with the dense count (the definition: every lane access of
 the domain), on rows mappings with 1-16 lanes per row, vectors, split rows, vertical packing, a partly filled
@@ -8,6 +9,7 @@ softmax, whose simulation the path exists for.
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
@@ -50,6 +52,7 @@ def _accesses(g):
         "strided": [rows * (C + 3), col * 2],
         "transposed": [col * int(np.prod(g.shape[:-1])), rows],
         "one term over both": [rows * C + col],
+        "not a sum": [(rows * 7 + col * 13) % 101],
     }, {
         "none": None,
         "columns": col % 3 > 0,
@@ -71,17 +74,18 @@ def test_periodic_count_equals_the_dense_count(monkeypatch, name, space, itemsiz
 
 
 def test_the_periodic_path_is_taken_where_it_should_be(monkeypatch):
-    """Not a vacuous comparison: the row, a broadcast row vector and a per-row value take the path, with and
-    without the partly filled last block; a term over both task and row dims does not."""
+    """Not a vacuous comparison: the row (as two terms, or as one over both task and row dims), a broadcast row
+    vector and a per-row value take the path, with and without the partly filled last block; an index that is
+    not a sum of a task part and a row part does not."""
     for name in ("dien-like, partial last block", "vertical packing, whole periods", "two task dims"):
         g = _geometry(monkeypatch, name)
         terms, _ = _accesses(g)
-        for tname in ("the row", "row vector (gamma)", "per-row value"):
+        for tname in ("the row", "one term over both", "row vector (gamma)", "per-row value"):
             monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
             memory.count(g, Access("global", "read", "x", 4, 0, terms[tname], dedup=True))
             assert memory.PATHS.get("periodic") == 1, (name, tname)
         monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
-        memory.count(g, Access("global", "read", "x", 4, 0, terms["one term over both"], dedup=True))
+        memory.count(g, Access("global", "read", "x", 4, 0, terms["not a sum"], dedup=True))
         assert memory.PATHS["dense"] == 1 and not memory.PATHS.get("periodic")
 
 
@@ -103,3 +107,38 @@ def test_dien_softmax_counts_are_the_dense_counts(monkeypatch):
             np.testing.assert_array_equal(a, b)
         if strategy == "astitch":
             assert taken > 0
+
+
+@settings(deadline=None)
+@given(st.integers(-50, 50), st.integers(1, 40), st.integers(1, 12),
+       st.lists(st.integers(-2000, 2000), min_size=1, max_size=40, unique=True))
+def test_sums_distinct_is_never_wrong(a, q, n, Q):
+    """``memory.sums_distinct`` (a progression plus a set): whenever it says every sum is distinct, they are
+    (checked by listing them); and for the reshape-split index it is built for it says so."""
+    P, Q = a + q * np.arange(n), np.array(Q)
+    sums = (P[:, None] + Q[None, :]).ravel()
+    if memory.sums_distinct(P, Q):
+        assert np.unique(sums).size == sums.size
+
+
+def test_sums_distinct_sees_a_reshaped_index():
+    d0, d1, d2 = np.arange(32), np.arange(512), np.arange(3072)
+    assert memory.sums_distinct(d1 * 3072, (d0[:, None] * 512 * 3072 + d2[None, :]).ravel())
+    assert not memory.sums_distinct(d1 * 3072, (d0[:, None] * 511 * 3072 + d2[None, :]).ravel())
+
+
+@settings(deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.booleans(), st.integers(0, 5))
+def test_additive_parts_add_up_or_decline(n0, n1, n2, additive, seed):
+    """``geometry.additive_parts(a, dims)``: parts over ``dims`` and over the rest whose sum is ``a``, or None
+    exactly when no such parts exist."""
+    rng = np.random.default_rng(seed)
+    f, g = rng.integers(-9, 9, (n0, 1, n2)), rng.integers(-9, 9, (1, n1, 1))
+    a = f + g if additive else f * g + rng.integers(-9, 9, (n0, n1, n2))
+    parts = geometry.additive_parts(a, (1,), 3)
+    if parts is None:
+        assert not additive
+        return
+    pa, pb = parts
+    assert set(geometry.support(pa, 3)) <= {1} and set(geometry.support(pb, 3)) <= {0, 2}
+    np.testing.assert_array_equal(np.broadcast_to(pa + pb, a.shape), a)
