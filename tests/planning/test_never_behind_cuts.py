@@ -38,7 +38,7 @@ def test_argmax_accuracy_takes_the_scope_cut_before_the_sum(argmax, gpu):
     assert any(e.rule == EndRule.STITCH_CUT and "never-behind" in e.why for e in first.ends), first.ends
     # the decision, with its prices, in the plan notes and on the first cut kernel
     note = next(n for n in plan.notes if n.startswith("never behind XLA: the scope cut before"))
-    assert "the epilogue of the stage before reduce_sum.7" in note and "chosen" in note
+    assert "cut before reduce_sum.7 (with the epilogue before it) into 2 kernel(s)" in note and "chosen" in note
     assert "over the stitched stitch.0:reduce_sum.7" in note and "more global bytes" in note and " us" in note
     assert any(n.startswith("never behind XLA: the scope cut before") for n in first.notes)
     assert note in str(plan)

@@ -130,7 +130,7 @@ def scope_cuts(graph, gpu, groups: list, kernels: list, build, byte_cap: float, 
         ks = build(at, down, launches=True)
         us, nbytes = total_price(graph, gpu, ks)
         order = tuple(sorted(at))
-        starts = tuple(("the epilogue of the stage before " if j in down else "") + groups[j].dominant.name
+        starts = tuple(groups[j].dominant.name + (" (with the epilogue before it)" if j in down else "")
                        for j in order)
         out.append(ScopeCut(order, starts, ks, us, nbytes))
     return sorted(out, key=lambda c: (c.bytes > byte_cap, c.us))

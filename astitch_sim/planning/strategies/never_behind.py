@@ -409,7 +409,8 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
 def _worse(a: Cost, x: Cost) -> str:
     """What makes ``a`` not admitted against XLA's ``x``: 'more global bytes and more time'..."""
     more_bytes = a.bytes > x.bytes if a.us == x.us else a.more_bytes_than(x)
-    return " and ".join(w for w, bad in (("more global bytes", more_bytes), ("more time", a.us > x.us),
+    bytes_word = f"more global bytes ({_mib(a.bytes - x.bytes)} over XLA's)"      # MiB totals can hide a few KiB
+    return " and ".join(w for w, bad in ((bytes_word, more_bytes), ("more time", a.us > x.us),
                                          ("more launches", a.launches > x.launches)) if bad)
 
 
