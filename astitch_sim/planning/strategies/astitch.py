@@ -50,9 +50,12 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    candidate's predicted time.  ``launch_search=False``: the rules alone.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
-   global bytes, take longer or launch more kernels, XLA's kernels are used
-   there instead, and the plan's notes say why.  Only with the paper's
-   decisions: under a what-if switch the raw stitch plan is shown.
+   global bytes, take longer or launch more kernels, the scope cut at a stage
+   boundary is priced (:mod:`.astitch_cuts`, the best stitch inside the scope;
+   not the paper's) and the fastest cut never-behind admits is used, else XLA's
+   kernels, and the plan's notes say why.  Only with the paper's decisions:
+   under a what-if switch the raw stitch plan is shown (``launch_search=False``:
+   never-behind without cut plans).
 
 What-if switches (``asim.compile(g, "astitch", gpu, **options)``, see
 :mod:`.options`): each step above that is a *decision* can be switched off --
@@ -523,13 +526,13 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
     def build_cut(at, down=frozenset(), launches=False):
         """The cut plan; ``launches``: each kernel's launch searched (else the rules' launch: a quick price)."""
         if down not in moved:
-            moved[down] = _epilogues_moved_down(graph, groups, down, escapes)
+            moved[down] = _epilogues_moved_down(groups, down, escapes)
         ends: list = []
         ks = _cut_into_kernels(graph, gpu, moved[down], names, escapes, index, opts, ends,
                                search if launches else None, at)
         record_scope_ends(graph, ks, names, escapes, ends, no_global)
         return ks
-    movable = {j for j in range(1, len(groups)) if _movable_epilogue(graph, groups, j, escapes)}
+    movable = {j for j in range(1, len(groups)) if _movable_epilogue(groups, j, escapes)}
     found: list = []
 
     def cut_plans() -> list:
@@ -541,7 +544,7 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
     return kernels, cut_plans
 
 
-def _movable_epilogue(graph, groups: list, j: int, escapes: set) -> list:
+def _movable_epilogue(groups: list, j: int, escapes: set) -> list:
     """The epilogue ops of ``groups[j - 1]`` that only the ops of ``groups[j]``'s stage read (none an escape, none
     read by its epilogue), in order: cut before group ``j``, they may run there as Local ops of its stage instead
     of being stored by the kernel before the cut and read back (``models/argmax_accuracy``: the compare and
@@ -557,12 +560,12 @@ def _movable_epilogue(graph, groups: list, j: int, escapes: set) -> list:
     return out
 
 
-def _epilogues_moved_down(graph, groups: list, down: frozenset, escapes: set) -> list:
+def _epilogues_moved_down(groups: list, down: frozenset, escapes: set) -> list:
     """``groups`` with, before each group index of ``down``, the movable epilogue of the group before it
     (:func:`_movable_epilogue`) moved into it as Local ops (copies of the two groups; the rest shared)."""
     out = list(groups)
     for j in sorted(down):
-        ops = _movable_epilogue(graph, out, j, escapes)
+        ops = _movable_epilogue(out, j, escapes)
         prev, nxt = copy(out[j - 1]), copy(out[j])
         prev.epilogue = [n for n in prev.epilogue if n not in ops]
         nxt.ops = ops + list(nxt.ops)
