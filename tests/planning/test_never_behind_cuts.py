@@ -42,6 +42,8 @@ def test_argmax_accuracy_takes_the_scope_cut_before_the_sum(argmax, gpu):
     assert "over the stitched stitch.0:reduce_sum.7" in note and "more global bytes" in note and " us" in note
     assert any(n.startswith("never behind XLA: the scope cut before") for n in first.notes)
     assert note in str(plan)
+    again = asim.Plan.from_json(plan.to_json())                      # the decision travels with the plan
+    assert note in again.notes and again.kernels[0].ends == first.ends
     got = asim.simulate(plan, inputs)
     for a, b in zip(got.outputs, asim.reference(g, inputs), strict=True):
         np.testing.assert_array_equal(a, b)
