@@ -42,6 +42,9 @@ rule                      the kernel ends at ``node`` because                   
                           stage that reads a Global value
 ``read_before_computed``  a later stage reads from memory a value a stage of this        astitch
                           kernel would compute its own copy of after it
+``stitch_cut``            never-behind's search inside the scope cut it before the next  astitch
+                          stage: the cut plan is predicted faster, or the only stitch
+                          its byte rule admits
 ``never_behind``          XLA's kernel kept: stitching these ops would cost more         astitch
 ``search_illegal``        stitching the next kernel in is illegal (no schedule keeps     fusionstitching
                           every crossing value in registers or shared memory)
@@ -74,6 +77,7 @@ class EndRule(Word):
     SCOPE_END = "scope_end"
     GLOBAL_CUT = "global_cut"
     READ_BEFORE_COMPUTED = "read_before_computed"
+    STITCH_CUT = "stitch_cut"
     NEVER_BEHIND = "never_behind"
     SEARCH_ILLEGAL = "search_illegal"
     SEARCH_CHOICE = "search_choice"
@@ -113,6 +117,8 @@ SOURCES = {
     ("AStitch", EndRule.GLOBAL_CUT): "paper Section 4.2: Global stitching needs a grid barrier with every block "
                                      "resident; without it the kernel ends there",
     ("AStitch", EndRule.READ_BEFORE_COMPUTED): "astitch_sim/planning/strategies/astitch.py _reads_before_computed",
+    ("AStitch", EndRule.STITCH_CUT): "astitch_sim/planning/strategies/astitch_cuts.py (the best stitch inside the "
+                                     "scope; issue 28, not the paper's)",
     ("AStitch", EndRule.NEVER_BEHIND): "astitch_sim/planning/strategies/never_behind.py (XLA's fusion is in AStitch's "
                                        "search space)",
     ("FusionStitching", EndRule.SCOPE_END): "Zheng et al. 2020: fusion patterns are runs of XLA kernels between "

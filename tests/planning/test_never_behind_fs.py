@@ -35,8 +35,9 @@ def _bytes_trade(ratio=1.03):
     """fusionstitching's faster plan moves more global bytes than astitch's (it re-reads an input its stages
     could share); astitch's stitcher keeps the plan with fewer bytes, within ``ratio`` of fusionstitching's time
     (3% where first recorded; per-row values kept in registers after a shuffle, issue 27, made
-    fusionstitching's re-reading plans cheaper: the larger ratios below are what was measured then).  Issue 28's
-    "search for the best stitch inside the scope" would let astitch take the faster plan too."""
+    fusionstitching's re-reading plans cheaper: the larger ratios below are what was measured then).  The search
+    inside the scope (``strategies/astitch_cuts.py``) does not reach it: fusionstitching's plan is the same one
+    kernel, re-reading the input in a later stage where astitch's keeps it in registers, not a cut."""
     def check(where, stats, plans):
         a, f = stats["astitch"], stats["fusionstitching"]
         assert a.global_bytes < f.global_bytes, where
@@ -46,21 +47,16 @@ def _bytes_trade(ratio=1.03):
     return check
 
 
-def _never_behind_bytes(where, stats, plans):
-    """astitch's stitched kernel is faster than fusionstitching's plan but stores a value for its grid barrier
-    that XLA's kernels do not move; never-behind refuses any bytes beyond a split's combine, so XLA's kernels
-    are used (issue 28: "search for the best stitch inside the scope" is left)."""
-    assert any("XLA's boundaries kept" in n and "more global bytes" in n for n in plans["astitch"].notes), where
-    assert stats["raw"].predicted_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
-
-
 def _stages_reload_an_input(where, stats, plans):
     """astitch's stitched kernel is not behind fusionstitching's (no grid barrier, within TIME_SLACK), but
     never-behind refuses it for its global bytes: its stages map the same input differently (a flat stage for
     the elementwise outputs, row stages for the reductions), and each stage loads the input again, more bytes
-    than XLA's kernels move, so XLA's kernels are used.  Left for issue 28: stages reading one tensor under
-    compatible mappings should share the load, and never-behind should compare predicted time."""
-    assert any("XLA's boundaries kept" in n and "more global bytes" in n for n in plans["astitch"].notes), where
+    than XLA's kernels move.  Since the search inside the scope (``strategies/astitch_cuts.py``) never-behind
+    takes the scope cut into two kernels instead of XLA's four (about 1.5x fusionstitching's time, from 2.5x),
+    but a cut still loads the input in each kernel.  Left for issue 28: stages reading one tensor under
+    compatible mappings should share the load (then the one stitched kernel is admitted)."""
+    notes = plans["astitch"].notes
+    assert any("cut before" in n and "chosen" in n and "more global bytes" in n for n in notes), where
     k = next(k for k in plans["raw"].generated if len(k.stages) > 1)
     assert not k.global_barriers, where
     g = plans["raw"].graph
@@ -68,6 +64,8 @@ def _stages_reload_an_input(where, stats, plans):
     assert kst.global_bytes_read >= 2 * sum(g[n].nbytes for n in k.inputs), where
     assert stats["raw"].global_bytes > stats["astitch"].global_bytes, where
     assert stats["raw"].predicted_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
+    got = stats["astitch"].predicted_us / stats["fusionstitching"].predicted_us
+    assert got <= 1.50, f"{where}: astitch {got:.3f}x fusionstitching's time, recorded 1.50x (measured 1.48-1.49x)"
 
 
 def _faster_launch_refused_for_bytes(where, stats, plans):
@@ -120,7 +118,9 @@ PAPER_SOFTMAX = paper_case("softmax")
 
 def _gap_not_yet_explained(ratio):
     """Behind since row vectors (issue 27), the L2 model and the launch search (issue 28) met in one tree: no
-    reason found yet (issue 28 stays open for it).  Recorded, not excused: the check holds the gap to what was
+    reason found yet (issue 28 stays open for it).  Not a missing cut: in each case fusionstitching's plan has as
+    many kernels as astitch's (and astitch's stitched kernels are admitted by never-behind, so no cut plan is
+    priced).  Recorded, not excused: the check holds the gap to what was
     measured then (``ratio``, astitch's predicted time over fusionstitching's, rounded up), so a case that falls
     further behind fails, and one that recovers fails too (drop it from KNOWN_BEHIND)."""
     def check(where, stats, plans):
@@ -141,7 +141,6 @@ KNOWN_BEHIND = {
     # 95.93/81.70 us, 100.7/134.2 MB; the Transformer softmax <64,30000> 23.42/23.07 us, 15.4/30.7 MB
     ("models/llama_rmsnorm", "A100"): _bytes_trade(1.18),
     (PAPER_SOFTMAX, "A100"): _bytes_trade(1.02),
-    **{("models/argmax_accuracy", gpu): _never_behind_bytes for gpu in GPUS},
     **{("stablehlo/chlo", gpu): _stages_reload_an_input for gpu in GPUS},
     # measured at the merge (astitch / fusionstitching predicted us): bool_ops A100 6.63/6.54, convert_bf16_layernorm
     # V100 5.95/5.63 and A100 3.80/3.62, rmsnorm V100 5.90/5.61, softmax V100 8.30/6.97, transformer_ffn 22.52/21.70,

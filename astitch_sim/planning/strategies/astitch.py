@@ -50,9 +50,12 @@ The pass, per memory-intensive cluster (the ops between matrix products):
    candidate's predicted time.  ``launch_search=False``: the rules alone.
 8. **Never behind XLA** (:mod:`.never_behind`).  Each stitch scope is priced
    against XLA's kernels for the same ops; where stitching would move more
-   global bytes, take longer or launch more kernels, XLA's kernels are used
-   there instead, and the plan's notes say why.  Only with the paper's
-   decisions: under a what-if switch the raw stitch plan is shown.
+   global bytes, take longer or launch more kernels, the scope cut at a stage
+   boundary is priced (:mod:`.astitch_cuts`, the best stitch inside the scope;
+   not the paper's) and the fastest cut never-behind admits is used, else XLA's
+   kernels, and the plan's notes say why.  Only with the paper's decisions:
+   under a what-if switch the raw stitch plan is shown (``launch_search=False``:
+   never-behind without cut plans).
 
 What-if switches (``asim.compile(g, "astitch", gpu, **options)``, see
 :mod:`.options`): each step above that is a *decision* can be switched off --
@@ -69,7 +72,7 @@ different threads is recomputed (cheap) or stored globally (expensive).
 """
 from __future__ import annotations
 
-from copy import deepcopy
+from copy import copy, deepcopy
 from dataclasses import replace
 from math import ceil
 
@@ -84,6 +87,7 @@ from ...plan.mapping import ThreadMapping
 from ...plan.plan import Kernel, Plan, Stage
 from ...plan.kernel_end import EndRule
 from .astitch_ends import record_scope_ends
+from .astitch_cuts import scope_cuts
 from .astitch_launch import Launch, Search, choose_cut, choose_launch, xla_scope_bytes
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper, xla_partition
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
@@ -483,8 +487,12 @@ class _GridExceedsWave(Exception):
         self.grid, self.wave = grid, wave
 
 
-def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions, xla_bytes=None) -> list:
-    """One stitch scope -> one kernel (or several, where a what-if switch forbids Global stitching).
+def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStitchOptions, xla_bytes=None,
+                   cut_search: bool = False):
+    """One stitch scope -> ``(kernels, cut_plans)``: one kernel (or several, where a what-if switch forbids Global
+    stitching), and with ``cut_search`` a function giving the scope's best cut plans
+    (:func:`.astitch_cuts.scope_cuts`, searched when first asked: the candidates never-behind prices besides the
+    stitched kernels and XLA's; None without it).
     ``xla_bytes`` (names -> bytes, :func:`.astitch_launch.xla_scope_bytes`): the launch search's byte cap."""
     groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     cuts: list = []                       # why each kernel but the last ends (astitch_ends.py)
@@ -509,20 +517,77 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
                                    "wave) would deadlock, so no Global stitching: the kernel ends at each "
                                    "Global value")
     record_scope_ends(graph, kernels, names, escapes, cuts, no_global)     # why each kernel ends (astitch_ends.py)
-    return kernels
+    if not (cut_search and search):
+        return kernels, None
+
+    moved: dict = {}                      # down -> the groups with those epilogues moved (kept alive: the
+                                          # launch search's cache is keyed by the groups' ids)
+
+    def build_cut(at, down=frozenset(), launches=False):
+        """The cut plan; ``launches``: each kernel's launch searched (else the rules' launch: a quick price)."""
+        if down not in moved:
+            moved[down] = _epilogues_moved_down(groups, down, escapes)
+        ends: list = []
+        ks = _cut_into_kernels(graph, gpu, moved[down], names, escapes, index, opts, ends,
+                               search if launches else None, at)
+        record_scope_ends(graph, ks, names, escapes, ends, no_global)
+        return ks
+    movable = {j for j in range(1, len(groups)) if _movable_epilogue(groups, j, escapes)}
+    found: list = []
+
+    def cut_plans() -> list:
+        """The scope's cut plans, searched on first call (never-behind asks only for parts it would otherwise
+        hand to XLA's kernels)."""
+        if not found:
+            found.append(scope_cuts(graph, gpu, groups, kernels, build_cut, search.byte_cap, movable))
+        return found[0]
+    return kernels, cut_plans
+
+
+def _movable_epilogue(groups: list, j: int, escapes: set) -> list:
+    """The epilogue ops of ``groups[j - 1]`` that only the ops of ``groups[j]``'s stage read (none an escape, none
+    read by its epilogue), in order: cut before group ``j``, they may run there as Local ops of its stage instead
+    of being stored by the kernel before the cut and read back (``models/argmax_accuracy``: the compare and
+    convert of each row's argmax, summed by the next stage)."""
+    prev, nxt = groups[j - 1], groups[j]
+    theirs = {n.name for n in nxt.ops}
+    out: list = []
+    for n in reversed(prev.epilogue):
+        users = {u.name for u in n.users}
+        if n.name in escapes or not users or not users <= theirs | {m.name for m in out}:
+            continue
+        out.insert(0, n)
+    return out
+
+
+def _epilogues_moved_down(groups: list, down: frozenset, escapes: set) -> list:
+    """``groups`` with, before each group index of ``down``, the movable epilogue of the group before it
+    (:func:`_movable_epilogue`) moved into it as Local ops (copies of the two groups; the rest shared)."""
+    out = list(groups)
+    for j in sorted(down):
+        ops = _movable_epilogue(out, j, escapes)
+        prev, nxt = copy(out[j - 1]), copy(out[j])
+        prev.epilogue = [n for n in prev.epilogue if n not in ops]
+        nxt.ops = ops + list(nxt.ops)
+        out[j - 1], out[j] = prev, nxt
+    return out
 
 
 def _cut_into_kernels(graph, gpu, groups: list, names: set, escapes: set, index: int, opts, cuts=None,
-                      search=None) -> list:
+                      search=None, at=frozenset()) -> list:
     """Kernels over consecutive runs of ``groups``; without Global stitching a run ends before the first
     stage that would read a Global value of an earlier stage (the kernel boundary is the grid barrier).
     ``cuts`` (a list) gets, per kernel, the :class:`~astitch_sim.plan.kernel_end.EndRule` word of the cut after it;
-    ``search`` (a :class:`.astitch_launch.Search`, or None): each kernel's launch is priced (:mod:`.astitch_launch`)."""
+    ``search`` (a :class:`.astitch_launch.Search`, or None): each kernel's launch is priced (:mod:`.astitch_launch`);
+    ``at``: group indices that start a new kernel besides those (a cut plan, :mod:`.astitch_cuts`)."""
     kernels, start = [], 0
     cuts = [] if cuts is None else cuts
     while start < len(groups):
         end = start + _reads_before_computed(groups[start:])
         rule = EndRule.READ_BEFORE_COMPUTED
+        forced = min((j for j in at if start < j < end), default=None)
+        if forced is not None:
+            end, rule = forced, EndRule.STITCH_CUT
         while True:
             part = groups[start:end]
             k, cut = _build_kernel(graph, gpu, part, _part_escapes(graph, groups, part, names, escapes),
@@ -815,6 +880,12 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     kernels, scope_index, stitch_scopes = [], [], []
     xla_bytes = None                      # the launch search's byte cap, XLA's kernels priced once
     xla = None                            # XLA's plan of the graph: the byte cap's and never-behind's
+    alternatives = []                     # per stitch scope: its cut plans, on demand (astitch_cuts.py)
+    changed = opts.changed()
+    switched = {k: v for k, v in changed.items() if k not in AStitchOptions.INPUTS}
+    # step 8 runs for the paper's decisions only: a what-if switch shows what the decision it turns off is
+    # worth, not XLA's plan (or a cut of the scope) in its place
+    apply_never_behind = opts.never_behind and not (switched.keys() - AStitchOptions.PRICED_WITH)
     for kind, names in ordered:
         if kind == "library":
             kernels.append(library_kernel(graph, [n for n in graph if n.name in names], len(kernels)))
@@ -832,22 +903,21 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
         if xla_bytes is None and _searches(opts):
             xla = xla_partition(graph, gpu)             # built once: never-behind compares with it too
             xla_bytes = xla_scope_bytes(graph, gpu, xla)
-        built = _build_kernels(graph, gpu, names, escapes, len(kernels), opts, xla_bytes)
+        built, scope_cut_plans = _build_kernels(graph, gpu, names, escapes, len(kernels), opts, xla_bytes,
+                                                cut_search=apply_never_behind)
         kernels.extend(built)
         scope_index.extend([len(stitch_scopes) - 1] * len(built))
+        alternatives.append(scope_cut_plans)
     notes = [f"astitch: {len(scopes)} stitch scope(s) from {len(clusters)} memory-intensive cluster(s), "
              f"{len(libs)} library kernel(s)"]
-    changed = opts.changed()
-    switched = {k: v for k, v in changed.items() if k not in AStitchOptions.INPUTS}
     if switched:
         notes.append("what-if: " + ", ".join(f"{k}={v}" for k, v in switched.items()))
     if "assumed_registers" in changed:
         notes.append(f"assumed {opts.assumed_registers} registers per thread (not the paper's 32) when sizing waves")
     plan = Plan(graph, "astitch", gpu, kernels, notes, options=changed)
-    # step 8: XLA's kernels wherever stitching would cost more (never_behind.py) -- for the paper's decisions
-    # only: a what-if switch shows what the decision it turns off is worth, not XLA's plan in its place
-    if opts.never_behind and not (switched.keys() - AStitchOptions.PRICED_WITH):
-        plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes, xla=xla)
+    # step 8: per part, the fastest of the stitched kernels, their cut plans and XLA's kernels (never_behind.py)
+    if apply_never_behind:
+        plan = keep_xla_where_cheaper(plan, scope_index, stitch_scopes, xla=xla, alternatives=alternatives)
     elif opts.never_behind:
         plan.notes.append(f"{NEVER_BEHIND_NOTE}: not applied -- what-if switches show the raw stitch plan of "
                           "the decisions they leave on")

@@ -8,7 +8,8 @@ Global stitching is not allowed (``global_cut``): the what-if ``global_stitching
 barrier over more blocks than one wave when vertical packing is off; the kernel then ends
 before the first stage that would read a Global value (``astitch._cut_into_kernels``).  A scope is also
 cut before a group that reads from memory a value a later group of the same kernel would compute its own
-copy of (``read_before_computed``, ``astitch._reads_before_computed``).
+copy of (``read_before_computed``, ``astitch._reads_before_computed``), and where never-behind's search
+inside the scope chose a cut plan (``stitch_cut``, ``astitch_cuts.py``).
 :func:`record_scope_ends` is called on the kernels of one scope, as ``astitch._build_kernels``
 makes them; the never-behind step records its own reason when it puts XLA's kernels back.
 """
@@ -49,6 +50,10 @@ def record_scope_ends(graph, kernels: list, scope: set, escapes: set, cuts: list
                 why = (f"no Global stitching ({no_global}): the next stage (dominant {nxt.stages[0].dominant}, now "
                        f"{nxt.name}) would read a value of this kernel across blocks after a grid barrier, so the "
                        "kernel ends here")
+            elif cuts[i] is EndRule.STITCH_CUT:
+                why = (f"the stitch scope cut before the next stage (dominant {nxt.stages[0].dominant}, now "
+                       f"{nxt.name}): never-behind's search inside the scope priced this cut plan against the "
+                       "stitched kernels and XLA's and kept it (the plan notes give the prices)")
             else:
                 why = (f"the next stage (dominant {nxt.stages[0].dominant}, now {nxt.name}) reads from memory a "
                        "value a stage of this kernel would compute its own copy of after it")

@@ -184,9 +184,9 @@ def choose_cut(graph, gpu, build, stitched: list):
     kernels' ends) is None when the stitched kernels are kept.  Chosen as :func:`choose_launch` chooses:
     predicted faster by more than :data:`MIN_GAIN`, and no more global bytes; the first kernel's note
     says what both cost."""
-    a_us, a_bytes = _total(graph, gpu, stitched)
+    a_us, a_bytes = total_price(graph, gpu, stitched)
     cut = build(True)
-    c_us, c_bytes = _total(graph, gpu, cut)
+    c_us, c_bytes = total_price(graph, gpu, cut)
     take = c_us < a_us * (1 - MIN_GAIN) and c_bytes <= a_bytes
     barriers = sum(k.global_barriers for k in stitched)
     words = (f"{len(stitched)} kernel(s) with {barriers} grid barrier(s) {a_us:.2f} us, {_kib(a_bytes)}; cut at the "
@@ -200,7 +200,9 @@ def choose_cut(graph, gpu, build, stitched: list):
     return kernels, None
 
 
-def _total(graph, gpu, kernels) -> tuple:
+def total_price(graph, gpu, kernels) -> tuple:
+    """(predicted us, global bytes less split combines' memsets) of ``kernels`` together, from the static
+    estimate (:func:`_price` summed): how a scope's kernels are priced against its cut plans."""
     us = nbytes = 0.0
     for k in kernels:
         u, b = _price(graph, gpu, k)

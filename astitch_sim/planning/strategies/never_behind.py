@@ -36,7 +36,12 @@ This step, run after the stitch plan is built, puts XLA's kernels back there.
    splitting is not refused for the few hundred bytes that make it possible,
    and nothing else (a stitched kernel that re-reads a tensor is refused
    however fast).  On a tie in time, bytes decide with no allowance.
-   Otherwise XLA's kernels replace them, and the plan's notes
+   Otherwise its scopes' *cut plans* are priced (:mod:`.astitch_cuts`: the
+   scope cut at a stage boundary -- the best stitch inside the scope), under
+   the same rule, and the fastest admitted one is kept: its kernels end with
+   ``stitch_cut`` and the plan note names the cut, its price, and what the
+   stitched kernels and XLA's cost.  Only when none is admitted XLA's kernels
+   replace them, and the plan's notes
    (``print(plan)``, ``plan.notes``, the JSON) say why, with the numbers;
    a kept part's note says how many bytes the allowance admitted.  Plan
    totals are sums over kernels, so choosing per part makes the whole plan
@@ -57,7 +62,7 @@ plan itself, not XLA's kernels in its place (a plan note says so).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from ...plan import notes
@@ -158,14 +163,18 @@ class Part:
 
 def _estimated(plan: Plan) -> list:
     """Per-kernel cost from the static estimate (library kernels: identical in both plans, priced 0)."""
+    return _estimated_kernels(plan.graph, plan.gpu, plan.kernels)
+
+
+def _estimated_kernels(graph, gpu, kernels) -> list:
     out = []
-    for k in plan.kernels:
+    for k in kernels:
         if k.kind == "library":
             out.append(Cost(0.0, 0.0, 1))
             continue
-        ks = kernel_counters(plan.graph, k)
-        predict_kernel(SimpleNamespace(gpu=plan.gpu), k, ks)
-        out.append(Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(plan.graph, k)))
+        ks = kernel_counters(graph, k)
+        predict_kernel(SimpleNamespace(gpu=gpu), k, ks)
+        out.append(Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(graph, k)))
     return out
 
 
@@ -175,6 +184,32 @@ def _measured(plan: Plan, inputs) -> list:
     res = simulate(plan, inputs)
     return [Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(plan.graph, k))
             for ks, k in zip(res.stats.kernels, plan.kernels, strict=True)]
+
+
+def _cut_costs(stitch: Plan, scope_index: list, alternatives: list, inputs) -> list:
+    """Per scope, per cut plan: the per-kernel costs of its kernels (``[[ [Cost] ]]``, as ``alternatives``).
+
+    ``inputs`` None: the static estimate.  Else measured on the SIMT model: trial ``t`` is the stitched plan
+    with every scope that has a ``t``-th cut plan cut so, run once (each cut kernel priced beside the others'
+    kernels, as :func:`_measured` prices the stitched ones)."""
+    graph, gpu = stitch.graph, stitch.gpu
+    if inputs is None:
+        return [[_estimated_kernels(graph, gpu, c.kernels) for c in cuts] for cuts in alternatives]
+    out = [[None] * len(cuts) for cuts in alternatives]
+    for t in range(max((len(c) for c in alternatives), default=0)):
+        kernels, where = [], []
+        for i, k in enumerate(stitch.kernels):
+            s = scope_index[i]
+            cut = alternatives[s][t] if s is not None and t < len(alternatives[s]) else None
+            if cut is None:
+                kernels.append(k)
+            elif i == scope_index.index(s):        # the scope's first kernel: its cut plan in its place
+                where.append((s, len(kernels), len(cut.kernels)))
+                kernels.extend(cut.kernels)
+        costs = _measured(Plan(graph, stitch.strategy, gpu, kernels, []), inputs)
+        for s, at, n in where:
+            out[s][t] = costs[at:at + n]
+    return out
 
 
 def _parts(stitch: Plan, scope_index: list, scopes: list, xla: Plan):
@@ -232,13 +267,55 @@ def _ordered(graph, kernels: list):
     return None if order is None else [kernels[i][1] for i in order]
 
 
-def _decide(parts, stitched_cost, xla_cost):
-    """Which parts XLA's kernels replace, with both prices: ``[(part, stitched, xla, replaced)]``."""
+@dataclass
+class Decision:
+    """One part's choice: the stitched kernels' price, XLA's, whether XLA's replace them, and the cut plan
+    chosen in their place (``(scope, ScopeCut, Cost of the part with it)``, or None); ``tried``: every cut
+    plan priced for the part, ``(scope, ScopeCut, Cost of the part with it)``."""
+    part: Part
+    stitched: Cost
+    xla: Cost
+    replaced: bool
+    cut: tuple | None = None
+    tried: list = field(default_factory=list)
+
+
+def _decisions(parts, stitch: Plan, xla: Plan, scope_index: list, alternatives: list, inputs) -> list:
+    """Each part decided (:func:`_decide`): first between its stitched kernels and XLA's; then, for the parts that
+    would take XLA's, with their scopes' cut plans too (searched only for them: on every fixture and catalog
+    graph a cut was chosen only where the stitched kernels were refused, and a search for every scope of the GPT
+    training step tripled its planning time).  ``inputs`` None: the static estimate; else the SIMT model."""
+    if inputs is None:
+        sc, xc = _estimated(stitch), _estimated(xla)
+    else:
+        sc, xc = _measured(stitch, inputs), _measured(xla, inputs)
+    first = _decide(parts, sc, xc)
+    wanted = {s for d in first if d.replaced for s in d.part.scopes}
+    cuts = [a() if a is not None and s in wanted else [] for s, a in enumerate(alternatives)]
+    if not any(cuts):
+        return first
+    return _decide(parts, sc, xc, scope_index, cuts, _cut_costs(stitch, scope_index, cuts, inputs))
+
+
+def _decide(parts, stitched_cost, xla_cost, scope_index=(), alternatives=(), cut_cost=()):
+    """Per part (module docstring, step 3): its stitched kernels if admitted; else the fastest admitted of its
+    scopes' cut plans (``alternatives[s]``, per-kernel costs ``cut_cost[s]``); else XLA's kernels."""
     out = []
     for p in parts:
         a = sum((stitched_cost[i] for i in p.stitched), Cost())
         x = sum((xla_cost[j] for j in p.xla), Cost())
-        out.append((p, a, x, not a.no_worse_than(x)))
+        if a.no_worse_than(x):
+            out.append(Decision(p, a, x, False))
+            continue
+        tried = []
+        for s in sorted(p.scopes):
+            if s >= len(alternatives):
+                continue
+            rest = sum((stitched_cost[i] for i in p.stitched if scope_index[i] != s), Cost())
+            for c, costs in zip(alternatives[s], cut_cost[s], strict=True):
+                tried.append((s, c, rest + sum(costs, Cost())))
+        best = min((t for t in tried if t[2].no_worse_than(x)), key=lambda t: (t[2].us, t[2].bytes), default=None)
+        out.append(Decision(p, a, x, best is None, best, tried))
     return out
 
 
@@ -253,15 +330,20 @@ def _graph_elements(graph) -> int:
     return sum(n.size for n in graph)
 
 
-def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs=None, xla=None) -> Plan:
-    """``stitch`` with XLA's kernels wherever they cost less than the stitched ones (module docstring).
+def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs=None, xla=None,
+                           alternatives=None) -> Plan:
+    """``stitch`` with XLA's kernels wherever they cost less than the stitched ones (module docstring), or a
+    scope's cut plan where that is the fastest admitted.
 
     ``scope_index[i]``: the stitch scope kernel ``i`` was built for (None for a library kernel);
     ``scopes``: the scopes' op names.  ``inputs`` (parameter order): what the SIMT model runs
     on when counters must be exact (default: seeded inputs from :func:`~astitch_sim.frontends.workloads.workload_inputs`).
     ``xla``: XLA's plan of the graph, when the caller has built it already (the launch search's byte cap).
+    ``alternatives[s]``: a function giving scope ``s``'s cut plans (:class:`.astitch_cuts.ScopeCut`,
+    ``astitch._build_kernels``), or None.
     """
     graph, gpu = stitch.graph, stitch.gpu
+    alternatives = alternatives or [None] * len(scopes)
     if xla is None:
         xla = xla_partition(graph, gpu)
     parts = _parts(stitch, scope_index, scopes, xla)
@@ -274,61 +356,97 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
             if inputs is None:
                 from ...frontends.workloads import workload_inputs
                 inputs = workload_inputs(graph, 0)
-            decisions = _decide(parts, _measured(stitch, inputs), _measured(xla, inputs))
+            decisions = _decisions(parts, stitch, xla, scope_index, alternatives, inputs)
             how = "simulated on the SIMT model"
         except AStitchError:      # a plan the SIMT model cannot run on seeded inputs: use the estimate
             decisions = None
     if decisions is None:
-        decisions = _decide(parts, _estimated(stitch), _estimated(xla))
-    replaced = [d for d in decisions if d[3]]
-    if not replaced:
-        total_a = sum((a for _, a, _, _ in decisions), Cost())
-        total_x = sum((x for _, _, x, _ in decisions), Cost())
+        decisions = _decisions(parts, stitch, xla, scope_index, alternatives, None)
+    if not any(d.replaced or d.cut for d in decisions):
+        total_a = sum((d.stitched for d in decisions), Cost())
+        total_x = sum((d.xla for d in decisions), Cost())
         stitch.notes.append(f"{NOTE_PREFIX}: kept every stitched kernel ({how}: {total_a.describe()} where XLA's "
                             f"kernels for the same ops need {total_x.describe()}){_allowed(total_a, total_x)}")
         return stitch
-    chosen = _mixed(stitch, xla, decisions)
+    chosen = _mixed(stitch, xla, decisions, scope_index)
     if chosen is None:                # parts not separable: decide the whole plan at once
-        whole = [Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
-                      [j for j, k in enumerate(xla.kernels) if k.kind != "library"])]
-        a = sum((d[1] for d in decisions), Cost())
-        x = sum((d[2] for d in decisions), Cost())
-        decisions = [(whole[0], a, x, True)]
-        chosen = _mixed(stitch, xla, decisions)
+        whole = Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
+                     [j for j, k in enumerate(xla.kernels) if k.kind != "library"])
+        a = sum((d.stitched for d in decisions), Cost())
+        x = sum((d.xla for d in decisions), Cost())
+        decisions = [Decision(whole, a, x, True)]
+        chosen = _mixed(stitch, xla, decisions, scope_index)
         if chosen is None:            # pragma: no cover - XLA's own plan is always in dependency order
             raise AssertionError("never behind: XLA's plan is not in dependency order")
     notes = list(stitch.notes)
-    for p, a, x, rep in decisions:
+    for d in decisions:
+        p, a, x = d.part, d.stitched, d.xla
         names = ", ".join(xla.kernels[j].name for j in p.xla)
-        if rep:
+        stitched = ", ".join(stitch.kernels[i].name for i in p.stitched) or "no kernel"
+        if d.replaced:
             for j in p.xla:
                 xla.kernels[j].notes.insert(0, f"{NOTE_PREFIX}: XLA's kernel, kept because stitching these ops "
                                                f"would cost more (stitched {a.describe()}; XLA {x.describe()})")
-            stitched = ", ".join(stitch.kernels[i].name for i in p.stitched) or "no kernel"
-            more_bytes = a.bytes > x.bytes if a.us == x.us else a.more_bytes_than(x)
-            worse = [w for w, bad in (("more global bytes", more_bytes), ("more time", a.us > x.us),
-                                      ("more launches", a.launches > x.launches)) if bad]
+            worse = _worse(a, x)
             for j in p.xla:              # why each kernel ends: this step's reason, then XLA's (kernel_end.py)
-                xla.kernels[j].ends.insert(0, never_behind_end(xla.kernels[j], stitched, " and ".join(worse)))
+                xla.kernels[j].ends.insert(0, never_behind_end(xla.kernels[j], stitched, worse))
             notes.append(f"{NOTE_PREFIX}: XLA's boundaries kept for {names}: stitching them ({stitched}) would "
-                         f"cost {' and '.join(worse)} ({how}: stitched {a.describe()}; XLA {x.describe()})")
+                         f"cost {worse} ({how}: stitched {a.describe()}; XLA {x.describe()})" + _tried([d]))
+        elif d.cut is not None:
+            s, c, cost = d.cut
+            now = ", ".join(k.name for k in c.kernels)
+            text = (f"{c.describe()} ({now}) chosen: {how}, {cost.describe()}, over the stitched {stitched} "
+                    f"({a.describe()}: {_worse(a, x)}) and XLA's {names or 'no kernels'} ({x.describe()})"
+                    f"{_allowed(cost, x)}")
+            c.kernels[0].notes.append(f"{NOTE_PREFIX}: {text}")
+            notes.append(f"{NOTE_PREFIX}: {text}" + _tried([d], skip=c))
         elif p.stitched:
-            stitched = ", ".join(stitch.kernels[i].name for i in p.stitched)
             notes.append(f"{NOTE_PREFIX}: {stitched} kept ({how}: {a.describe()}; XLA's {names or 'no kernels'}: "
                          f"{x.describe()}){_allowed(a, x)}")
     return Plan(graph, stitch.strategy, gpu, chosen, notes, options=dict(stitch.options), search=stitch.search)
 
 
-def _mixed(stitch: Plan, xla: Plan, decisions) -> list | None:
-    """The kernels of the mixed plan in dependency order (None: a replaced part reads what no kernel writes)."""
-    drop = {i for p, _, _, rep in decisions if rep for i in p.stitched}
+def _worse(a: Cost, x: Cost) -> str:
+    """What makes ``a`` not admitted against XLA's ``x``: 'more global bytes and more time'..."""
+    more_bytes = a.bytes > x.bytes if a.us == x.us else a.more_bytes_than(x)
+    bytes_word = f"more global bytes ({_mib(a.bytes - x.bytes)} over XLA's)"      # MiB totals can hide a few KiB
+    return " and ".join(w for w, bad in ((bytes_word, more_bytes), ("more time", a.us > x.us),
+                                         ("more launches", a.launches > x.launches)) if bad)
+
+
+def _tried(decisions, skip=None) -> str:
+    """The cut plans priced and not chosen, for a note: '; also priced: the scope cut before ... (1 kernel(s),
+    ...; not admitted: more time)'."""
+    rows = []
+    for d in decisions:
+        for _, c, cost in d.tried:
+            if c is skip:
+                continue
+            verdict = "" if cost.no_worse_than(d.xla) else f"; not admitted: {_worse(cost, d.xla)}"
+            rows.append(f"{c.describe()}: {cost.describe()}{verdict}")
+    return f"; also priced: {'; '.join(rows)}" if rows else ""
+
+
+def _mixed(stitch: Plan, xla: Plan, decisions, scope_index=()) -> list | None:
+    """The kernels of the mixed plan in dependency order (None: a replaced part reads what no kernel writes).
+    A chosen cut plan takes its scope's place; XLA's kernels take their part's."""
+    drop = {i for d in decisions if d.replaced for i in d.part.stitched}
     placed = []
+    for d in decisions:
+        if d.cut is None:
+            continue
+        s, c, _ = d.cut
+        mine = [i for i in d.part.stitched if scope_index[i] == s]
+        drop |= set(mine)
+        for n, k in enumerate(c.kernels):
+            placed.append((min(mine) - 0.5 + n / (2 * len(c.kernels) + 1), k))
     for i, k in enumerate(stitch.kernels):
         if i not in drop:
             placed.append((float(i), k))
-    for p, a, x, rep in decisions:
-        if not rep:
+    for d in decisions:
+        if not d.replaced:
             continue
+        p = d.part
         at = min(p.stitched) if p.stitched else 0
         for n, j in enumerate(p.xla):
             placed.append((at - 0.5 + n / (2 * len(p.xla) + 1), xla.kernels[j]))
