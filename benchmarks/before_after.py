@@ -57,7 +57,10 @@ def measure_cases(gpu: str, cases: list, fixture_inputs) -> list:
     """``measure`` on a given case list (see :func:`case_list`), fixtures' inputs from ``fixture_inputs(path)``.
     It imports nothing but ``astitch_sim``, so an old commit's package can run it."""
     import astitch_sim as asim
-    from astitch_sim.frontends.workloads import workload_inputs
+    try:                        # before the frontends/ layout (d359c2b and older) the catalog lived at the top
+        from astitch_sim.workloads import workload_inputs
+    except ImportError:
+        from astitch_sim.frontends.workloads import workload_inputs
     rows = []
     for case in cases:
         label = case["case"]
