@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil
 
-from .vector_width import choose_width
+from .vector_width import accessed_dtypes, choose_width
 
 #: most vector trips per lane along one row (each trip one vector per tensor read contiguously)
 MAX_TRIPS = 8
@@ -144,11 +144,12 @@ def vectorize_rows(graph, stages, gpu, stored) -> None:
 
 
 def _bytes(graph, rows, stored) -> int:
-    """Bytes of the widest element the row stages read or write (what the vector width was sized by)."""
+    """Bytes of the widest element the row stages access in vectors (what the vector width was sized by, so
+    that ``width x bytes`` is the widest access: 128 bits at most)."""
     from ..ir.dtypes import itemsize
-    names = {o.name for s in rows for n in s.ops for o in graph[n].operands} | {n for s in rows for n in s.ops}
-    sizes = [itemsize(graph[n].dtype) for n in names if graph[n].rank and graph[n].dtype != "pred"]
-    return max(sizes, default=4)
+    dtypes = set().union(*(accessed_dtypes(graph, s.ops, s.mapping.domain, [n for n in stored if n in s.ops])
+                           for s in rows))
+    return max((itemsize(d) for d in dtypes), default=4)
 
 
 def carried_register_cap(stages, gpu, default: int) -> tuple:

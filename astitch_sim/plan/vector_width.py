@@ -131,13 +131,19 @@ def lane_reads(graph, ops, domain, width: int) -> list:
     return sorted(out, key=lambda r: (r[0], str(r[1])))
 
 
+def accessed_dtypes(graph, ops, domain, stored) -> set:
+    """The dtypes of the tensors a stage stores (``stored``) or reads contiguously along its vectors: what
+    the vector width is sized by."""
+    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2) if st not in (UNIFORM, SCATTER)]
+    return {graph[n].dtype for n in names}
+
+
 def choose_width(graph, ops, domain, stored) -> tuple:
     """``(vector, why)``: the widest vector (at most :data:`VECTOR_BYTES` for every tensor it covers)
     that divides the innermost extent; ``stored`` are the tensors the stage writes."""
     if not domain:
         return 1, "a scalar domain"
-    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2) if st not in (UNIFORM, SCATTER)]
-    dtypes = {graph[n].dtype for n in names}
+    dtypes = accessed_dtypes(graph, ops, domain, stored)
     if not dtypes:
         return 1, "nothing read or written contiguously"
     if dtypes & set(SCALAR_DTYPES):

@@ -2,10 +2,13 @@
 strategy, recorded in the Plan, followed by the SIMT model and the code generator (CUDA simulator)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import astitch_sim as asim
+from anchor import TESTS_FILE
 from astitch_sim.frontends.workloads import workload_inputs
 from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.plan.plan import Plan, Stage
@@ -108,6 +111,21 @@ def test_dtype_sets_the_row_width():
     for dtype, want in (("f16", 8), ("bf16", 8), ("f64", 2), ("f32", 4)):
         (st,) = _rows(asim.compile(_row_sum((4, 64), dtype), "astitch", "H100", never_behind=False))
         assert st.mapping.vector == want, dtype
+
+
+def test_the_plan_names_the_real_access_width():
+    """A bf16 layer norm computes in f32 but reads and writes bf16: eight 2-byte elements are a 128-bit access,
+    and the plan says 128, never 256 (the width is sized by the tensors accessed in vectors, and so is the label)."""
+    import re
+    path = Path(TESTS_FILE).parent / "fixtures" / "hlo" / "convert_bf16_layernorm.hlo"
+    g = asim.from_hlo(path.read_text())
+    for strategy in asim.STRATEGIES:
+        plan = asim.compile(g, strategy, "A100")
+        bits = [int(b) for k in plan.generated for st in k.stages
+                for b in re.findall(r"(\d+)-bit vectors", st.mapping.vector_why)]
+        assert all(b <= 128 for b in bits), (strategy, bits)
+        if strategy in ("astitch", "fusionstitching"):       # their row kernels read in vectors
+            assert bits, strategy
 
 
 def test_locate_puts_a_row_vector_on_one_lane():
