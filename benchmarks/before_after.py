@@ -56,9 +56,10 @@ def measure(gpu: str, only: str = "") -> list:
 def measure_cases(gpu: str, cases: list, fixture_inputs) -> list:
     """``measure`` on a given case list (see :func:`case_list`), fixtures' inputs from ``fixture_inputs(path)``.
     It imports nothing but ``astitch_sim``, so an old commit's package can run it."""
+    import importlib
     import astitch_sim as asim
-    try:                        # before the frontends/ layout (d359c2b and older) the catalog lived at the top
-        from astitch_sim.workloads import workload_inputs
+    try:            # before the frontends/ layout (d359c2b and older) the catalog lived at the package's top
+        workload_inputs = importlib.import_module("astitch_sim.workloads").workload_inputs
     except ImportError:
         from astitch_sim.frontends.workloads import workload_inputs
     rows = []
