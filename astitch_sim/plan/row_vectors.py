@@ -85,8 +85,17 @@ def _scalar(stages, why: str) -> None:
             s.mapping = made[id(s.mapping)]
 
 
-def vectorize_rows(graph, stages, gpu, stored) -> None:
-    """Give a kernel's row stages their vector width, lanes per row and launch shape (in place)."""
+def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> None:
+    """Give a kernel's row stages their vector width, lanes per row and launch shape (in place).
+
+    The width is sized by the tensors a stage accesses in global memory.  A value an earlier stage of the
+    same kernel computed is read from the lane's registers when every stage shares the row mapping and the
+    lane's elements fit the register budget for carried values -- ``carried_cap`` (None: the default budget
+    of a vectored row kernel, :func:`carried_register_cap`; 0: no value crosses a stage in registers, a
+    what-if or a hand-placed plan).  Then its dtype does not narrow the vectors: a bf16 layer norm that keeps
+    its f32 row in registers reads and writes bf16 eight at a time, as one that recomputes the f32 row from
+    its bf16 input does.  Where the lane's elements would not fit, a carried value may go through global
+    memory, and the width counts it."""
     rows = [s for s in stages if s.mapping.kind == "rows"]
     if not rows:
         return
@@ -101,21 +110,56 @@ def vectorize_rows(graph, stages, gpu, stored) -> None:
         return
     if not m.groups[1] or m.groups[1][-1] != len(m.domain) - 1:
         return _scalar(stages, f"the row (dims {m.groups[1]}) does not run along the innermost dim")
+    # read at the very element the lane computed (a domain-shaped value: a slice or a view of another shape may
+    # read an element another lane holds, which goes through global memory)
+    computed = {n for s in rows for n in s.ops if tuple(graph[n].shape) == tuple(m.domain)}
+    width, whys = _sized(graph, rows, m, stored, ())
+    if carried_cap != 0 and len(rows) > 1:
+        wider, wider_whys = _sized(graph, rows, m, stored, computed)
+        if wider > width:
+            new = _vectored(graph, rows, m, wider, wider_whys, gpu, stored, computed)
+            if not isinstance(new, str) and new.elements_per_thread <= _carried_cap(new, gpu, carried_cap):
+                for s in rows:
+                    s.mapping = new
+                return
+    new = _vectored(graph, rows, m, width, whys, gpu, stored, ())
+    if isinstance(new, str):
+        return _scalar(stages, new)
+    for s in rows:
+        s.mapping = new
+
+
+def _sized(graph, rows, m, stored, on_chip) -> tuple:
+    """The widest vector every row stage allows, and the stages' reasons, ``on_chip`` values not counted."""
     width, whys = None, []
     for s in rows:
-        w, why = choose_width(graph, s.ops, m.domain, [n for n in stored if n in s.ops])
+        w, why = choose_width(graph, s.ops, m.domain, [n for n in stored if n in s.ops],
+                              on_chip=set(on_chip) - set(s.ops))
         if why:
             whys.append(why)
         width = w if width is None else min(width, w)
+    return width, whys
+
+
+def _carried_cap(m, gpu, carried_cap) -> int:
+    """The register budget :func:`carried_register_cap` will give a vectored row kernel of ``m``'s block."""
+    if carried_cap is not None:
+        return carried_cap
+    return min(gpu.max_registers_for_block(m.block), ROW_REGISTERS) - REGISTER_HEADROOM
+
+
+def _vectored(graph, rows, m, width, whys, gpu, stored, on_chip):
+    """The row mapping with ``width``-element vectors (lanes, block, grid and the reason), or why it stays
+    scalar (a string)."""
     while width > 1 and m.chunk % width:
         width //= 2
     if width == 1:
-        return _scalar(stages, "; ".join(dict.fromkeys(whys)) or "no width divides the row")
+        return "; ".join(dict.fromkeys(whys)) or "no width divides the row"
     vectors = ceil(m.chunk / width)
     single = m.rows_per_block == 1
     if single and m.splits == 1 and vectors < WARP:
-        return _scalar(stages, f"one row per block, as planned: {vectors} vectors of {width} would leave "
-                               f"{WARP - vectors} of the block's {WARP} lanes idle; a lane per element instead")
+        return (f"one row per block, as planned: {vectors} vectors of {width} would leave "
+                f"{WARP - vectors} of the block's {WARP} lanes idle; a lane per element instead")
     tpr = lanes_per_row(vectors, m.block, m.splits, m.threads_per_row, single)
     block = tpr if single else m.block
     rpb = block // tpr
@@ -134,21 +178,21 @@ def vectorize_rows(graph, stages, gpu, stored) -> None:
              f"{tpr} lanes per row, {WARP // tpr} rows per warp")
     if single:
         shape += " (one row per block, as planned)"
-    words = [f"{width * 8 * _bytes(graph, rows, stored)}-bit vectors along the row ({m.chunk} = {vectors} x {width}): "
-             f"{shape}, {trips} trip(s) per lane"]
+    words = [f"{width * 8 * _bytes(graph, rows, stored, on_chip)}-bit vectors along the row ({m.chunk} = "
+             f"{vectors} x {width}): {shape}, {trips} trip(s) per lane"]
+    if on_chip:
+        words.append("values carried in registers from an earlier stage do not narrow them")
     words += list(dict.fromkeys(whys))
-    new = replace(m, block=block, threads_per_row=tpr, grid=grid, per_thread=width, vector=width,
-                  vector_why="; ".join(words))
-    for s in rows:
-        s.mapping = new
+    return replace(m, block=block, threads_per_row=tpr, grid=grid, per_thread=width, vector=width,
+                   vector_why="; ".join(words))
 
 
-def _bytes(graph, rows, stored) -> int:
+def _bytes(graph, rows, stored, on_chip=()) -> int:
     """Bytes of the widest element the row stages access in vectors (what the vector width was sized by, so
     that ``width x bytes`` is the widest access: 128 bits at most)."""
     from ..ir.dtypes import itemsize
-    dtypes = set().union(*(accessed_dtypes(graph, s.ops, s.mapping.domain, [n for n in stored if n in s.ops])
-                           for s in rows))
+    dtypes = set().union(*(accessed_dtypes(graph, s.ops, s.mapping.domain, [n for n in stored if n in s.ops],
+                                           set(on_chip) - set(s.ops)) for s in rows))
     return max((itemsize(d) for d in dtypes), default=4)
 
 

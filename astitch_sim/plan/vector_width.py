@@ -131,19 +131,21 @@ def lane_reads(graph, ops, domain, width: int) -> list:
     return sorted(out, key=lambda r: (r[0], str(r[1])))
 
 
-def accessed_dtypes(graph, ops, domain, stored) -> set:
-    """The dtypes of the tensors a stage stores (``stored``) or reads contiguously along its vectors: what
-    the vector width is sized by."""
-    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2) if st not in (UNIFORM, SCATTER)]
+def accessed_dtypes(graph, ops, domain, stored, on_chip=()) -> set:
+    """The dtypes of the tensors a stage stores (``stored``) or reads contiguously along its vectors from
+    global memory (not ``on_chip``: values it reads from registers): what the vector width is sized by."""
+    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2)
+                            if st not in (UNIFORM, SCATTER) and n not in on_chip]
     return {graph[n].dtype for n in names}
 
 
-def choose_width(graph, ops, domain, stored) -> tuple:
+def choose_width(graph, ops, domain, stored, on_chip=()) -> tuple:
     """``(vector, why)``: the widest vector (at most :data:`VECTOR_BYTES` for every tensor it covers)
-    that divides the innermost extent; ``stored`` are the tensors the stage writes."""
+    that divides the innermost extent; ``stored`` are the tensors the stage writes, ``on_chip`` the values
+    it reads from registers (not memory accesses: they do not size the vector)."""
     if not domain:
         return 1, "a scalar domain"
-    dtypes = accessed_dtypes(graph, ops, domain, stored)
+    dtypes = accessed_dtypes(graph, ops, domain, stored, on_chip)
     if not dtypes:
         return 1, "nothing read or written contiguously"
     if dtypes & set(SCALAR_DTYPES):

@@ -553,7 +553,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     position = {n.name: i for i, n in enumerate(graph)}
     if plan_vectors:
         vectorize(graph, stages, gpu, escapes)
-        vectorize_rows(graph, stages, gpu, escapes)
+        vectorize_rows(graph, stages, gpu, escapes,
+                       carried_cap=0 if schemes or not stitch else register_values_cap)
         if register_values_cap is None:
             register_cap, why = carried_register_cap(stages, gpu, register_cap)
             if why:

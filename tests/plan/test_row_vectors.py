@@ -128,6 +128,25 @@ def test_the_plan_names_the_real_access_width():
             assert bits, strategy
 
 
+def test_values_carried_in_registers_do_not_narrow_the_vectors():
+    """The bf16 layer norm keeps its f32 row in registers for the second stage under astitch: the vectors are
+    sized by what goes to memory (bf16: 8 per 128-bit access), as under fusionstitching, which converts the
+    input again instead.  Without register reuse no value may stay in registers, and the f32 ones size it."""
+    path = Path(TESTS_FILE).parent / "fixtures" / "hlo" / "convert_bf16_layernorm.hlo"
+    g = asim.from_hlo(path.read_text())
+    (a,), (f,) = (asim.compile(g, s, "A100").generated for s in ("astitch", "fusionstitching"))
+    assert a.stages[0].mapping.vector == f.stages[0].mapping.vector == 8
+    assert "values carried in registers from an earlier stage do not narrow them" in a.stages[0].mapping.vector_why
+    carried = [v for n, v in a.values.items() if v.stage == 0 and 1 in v.read_later and g[n].dtype == "f32"]
+    assert carried and all(v.space == Space.REGISTER for v in carried)
+    (off,) = asim.compile(g, "astitch", "A100", register_reuse=False, never_behind=False).generated
+    assert off.stages[0].mapping.vector == 4       # no value may stay in registers: the f32 ones size the vector
+    x = asim.random_inputs(g)
+    res = asim.simulate(asim.compile(g, "astitch", "A100"), x)
+    for got, want in zip(res.outputs, asim.reference(g, x), strict=True):     # bf16 outputs: a rounding apart
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
 def test_locate_puts_a_row_vector_on_one_lane():
     m = ThreadMapping("rows", (4, 40), ((0,), (1,)), block=32, grid=1, threads_per_row=8, per_thread=4, vector=4)
     m.check()
