@@ -142,10 +142,14 @@ def _sized(graph, rows, m, stored, on_chip) -> tuple:
 
 
 def _carried_cap(m, gpu, carried_cap) -> int:
-    """The register budget :func:`carried_register_cap` will give a vectored row kernel of ``m``'s block."""
-    if carried_cap is not None:
-        return carried_cap
-    return min(gpu.max_registers_for_block(m.block), ROW_REGISTERS) - REGISTER_HEADROOM
+    """The register budget :func:`carried_register_cap` will give a vectored row kernel of ``m``'s block (at
+    least; it never gives less than its default)."""
+    return _row_register_limit(gpu, m.block) - REGISTER_HEADROOM if carried_cap is None else carried_cap
+
+
+def _row_register_limit(gpu, block: int) -> int:
+    """Registers per thread a vectored row kernel of ``block`` threads plans for."""
+    return min(gpu.max_registers_for_block(block), ROW_REGISTERS)
 
 
 def _vectored(graph, rows, m, width, whys, gpu, stored, on_chip):
@@ -204,7 +208,7 @@ def carried_register_cap(stages, gpu, default: int) -> tuple:
     if len(stages) < 2 or not rows:
         return default, ""
     block = rows[0].mapping.block
-    limit = min(gpu.max_registers_for_block(block), ROW_REGISTERS)
+    limit = _row_register_limit(gpu, block)
     cap = limit - REGISTER_HEADROOM
     if cap <= default:
         return default, ""

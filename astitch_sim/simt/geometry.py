@@ -70,7 +70,8 @@ def additive_parts(a, dims_a, rank: int):
     mine = [k for k in range(rank) if k in dims_a and shape[k] != 1]
     if not other or not mine:
         return (a, np.zeros((1,) * rank, a.dtype)) if not other else (np.zeros((1,) * rank, a.dtype), a)
-    at0 = lambda dims: a[tuple(slice(0, 1) if k in dims else slice(None) for k in range(rank))]  # noqa: E731
+    def at0(dims):
+        return a[tuple(slice(0, 1) if k in dims else slice(None) for k in range(rank))]
     part_a = at0(other)                     # varies over dims_a (the other dims at 0)
     part_b = at0(mine) - a.reshape(-1)[0]   # varies over the other dims, minus the corner counted in part_a
     if not np.array_equal(part_a + part_b, a):

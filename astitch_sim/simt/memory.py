@@ -335,7 +335,7 @@ def count(geom, acc: Access) -> dict:
         if out is not None:
             PATHS["separable"] += 1
             return out
-    elif acc.space != Space.REGISTER:
+    else:
         out = _count_periodic(geom, acc)
         if out is not None:
             PATHS["periodic"] = PATHS.get("periodic", 0) + 1

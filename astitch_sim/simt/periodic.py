@@ -33,6 +33,7 @@ the caller counts densely, as before.
 """
 from __future__ import annotations
 
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -50,9 +51,52 @@ def _translate_offsets(line: np.ndarray, P: int, n: int):
 
 
 def split(geom, acc):
-    """``(view, F_X, F_Y, mx, my, rest)`` for :func:`memory._count_separable` over the periods of ``geom``
-    (``view``: what that count asks of a geometry), ``rest``: the lane arrays of the tasks after the last whole
-    period (:func:`rest_arrays`), or None when the periods do not repeat (module docstring)."""
+    """``(view, F_X, F_Y, mx, my, rest)`` for the separable count (``memory.py``) over the periods of ``geom``
+    (``view``: what that count asks of a geometry; ``rest``: the lane arrays -- ``W``, ``F``, ``block``,
+    ``iteration``, ``sel`` -- of the tasks after the last whole period, or None), or None when the periods do
+    not repeat (module docstring).  What depends on the geometry alone is worked out once per geometry
+    (:func:`_periods`); each access adds its own index terms and mask."""
+    per = _periods(geom)
+    if per is None:
+        return None
+    p0, p1 = geom.parts
+    terms = _terms(geom, acc, p0, p1, per.P, per.n)
+    if terms is None:
+        return None
+    F_X, F_Y, rows_of, cols_of = terms
+    masks = _mask(geom, acc.mask, p0, p1, per.P, per.n)
+    if masks is None:
+        return None
+    my, mask_rows, mask_cols = masks
+    rest = None
+    if per.rest is not None:
+        tasks = per.rest.tasks
+        F = (rows_of(tasks)[:, None] + cols_of[None, :]).ravel()
+        sel = None
+        if mask_rows is not None or mask_cols is not None:
+            r = mask_rows[tasks] if mask_rows is not None else np.ones(tasks.size, bool)
+            c = mask_cols if mask_cols is not None else np.ones(per.C, bool)
+            sel = (r[:, None] & c[None, :]).ravel()
+        rest = SimpleNamespace(W=per.rest.W, F=F, block=per.rest.block, iteration=per.rest.iteration, sel=sel)
+    return per.view, F_X, F_Y, None, my, rest
+
+
+#: per geometry, its periods (or None): every access of a stage shares them
+_PERIODS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NONE = object()
+
+
+def _periods(geom):
+    """The periods of a rows geometry packing several rows to a warp -- ``P`` tasks each, ``n`` whole ones --
+    with the separable count's view of one period and the partly filled last block's lane arrays; None when
+    they do not repeat, or when the last block's warps or block meet a whole period's."""
+    got = _PERIODS.get(geom, _NONE)
+    if got is _NONE:
+        got = _PERIODS[geom] = _find_periods(geom)
+    return got
+
+
+def _find_periods(geom):
     m = geom.mapping
     if not geom.separable or geom.X is not None or m.kind != "rows":
         return None
@@ -76,16 +120,8 @@ def split(geom, acc):
     W_Y = (period[0] * geom.iters + period[2] // V) * geom.wpb + period[1] // WARP
     if not _apart(d_W, W_Y):
         return None
-    terms = _terms(geom, acc, p0, p1, P, n)
-    if terms is None:
-        return None
-    F_X, F_Y, rows_of, cols_of = terms
-    masks = _mask(geom, acc.mask, p0, p1, P, n)
-    if masks is None:
-        return None
-    my, mask_rows, mask_cols = masks
-    view = SimpleNamespace(W_Y=W_Y, vector=V, mapping=m,
-                           block_parts=lambda: (lines0[0][:n * P:P], period[0] - lines0[0][0]))
+    parts = (lines0[0][:n * P:P], period[0] - lines0[0][0])
+    view = SimpleNamespace(W_Y=W_Y, vector=V, mapping=m, block_parts=lambda: parts)
     rest = None
     if n * P < R:
         tasks = np.arange(n * P, R)
@@ -95,14 +131,8 @@ def split(geom, acc):
         hi_b = int(lines0[0][:n * P].max()) + int(lines1[0].max())
         if int(W.min()) <= hi_W or int(b.min()) <= hi_b:
             return None                       # the partial block's warps or block meet a whole period's
-        F = (rows_of(tasks)[:, None] + cols_of[None, :]).ravel()
-        sel = None
-        if mask_rows is not None or mask_cols is not None:
-            r = mask_rows[tasks] if mask_rows is not None else np.ones(tasks.size, bool)
-            c = mask_cols if mask_cols is not None else np.ones(C, bool)
-            sel = (r[:, None] & c[None, :]).ravel()
-        rest = SimpleNamespace(W=W, F=F, block=b, iteration=it, sel=sel)
-    return view, F_X, F_Y, None, my, rest
+        rest = SimpleNamespace(tasks=tasks, W=W, block=b, iteration=it)
+    return SimpleNamespace(P=P, n=n, C=C, view=view, rest=rest)
 
 
 def _apart(d_W: np.ndarray, W_Y: np.ndarray) -> bool:

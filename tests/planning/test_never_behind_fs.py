@@ -83,8 +83,7 @@ def _loop_kernels_keep_xlas_launch(where, stats, plans):
     XLA launches it, with XLA's code -- fairness (tests/planning/test_fairness.py): a flat graph is the same kernel
     under xla and astitch, so any ratio between them is stitching's.  fusionstitching's own launch search (its
     design) picks another grid for the same code and is faster by that alone."""
-    xla = asim.compile(plans["astitch"].graph, "xla", plans["astitch"].gpu.name)
-    launches = {(k.grid, k.block, k.registers_per_thread) for k in xla.generated}
+    launches = _xla_launches(plans["astitch"])
     assert all((k.grid, k.block, k.registers_per_thread) in launches for k in plans["astitch"].generated), where
     assert any("fastest of" in n for k in plans["fusionstitching"].generated for n in k.notes), where
 
@@ -96,14 +95,13 @@ def _loop_kernel_launches(where, stats, plans):
     kernel (a transpose of gqa_attention: 28.0 us at XLA's 1024 x 256 against 19.7 at 256 x 1024).  Checked:
     those kernels have XLA's launches, and with each taking the faster of its own time and fusionstitching's for
     the kernel with the same outputs, astitch's plan is no slower than fusionstitching's."""
-    xla = asim.compile(plans["astitch"].graph, "xla", plans["astitch"].gpu.name)
-    launches = {(k.grid, k.block, k.registers_per_thread) for k in xla.generated}
+    launches = _xla_launches(plans["astitch"])
     theirs = {frozenset(k.outputs): ks.predicted_us
               for k, ks in zip(plans["fusionstitching"].kernels, stats["fusionstitching"].kernels, strict=True)}
     total, loops = 0.0, 0
     for k, ks in zip(plans["astitch"].kernels, stats["astitch"].kernels, strict=True):
         us = ks.predicted_us
-        if k.kind != "library" and len(k.stages) == 1 and not k.stages[0].reduces and not k.global_barriers:
+        if k.kind != "library" and _is_loop_kernel(k):
             assert (k.grid, k.block, k.registers_per_thread) in launches, f"{where}: {k.name} is not XLA's launch"
             us, loops = min(us, theirs.get(frozenset(k.outputs), us)), loops + 1
         total += us
@@ -127,8 +125,19 @@ def keepdims_stages(plan) -> list:
     return out
 
 
+def _is_loop_kernel(k) -> bool:
+    """One stage, no reduce, no grid barrier: nothing stitched."""
+    return len(k.stages) == 1 and not k.stages[0].reduces and not k.global_barriers
+
+
 def _all_loop_kernels(plan) -> bool:
-    return all(len(k.stages) == 1 and not k.stages[0].reduces and not k.global_barriers for k in plan.generated)
+    return all(_is_loop_kernel(k) for k in plan.generated)
+
+
+def _xla_launches(plan) -> set:
+    """``(grid, block, registers)`` of every generated kernel of XLA's plan of ``plan``'s graph on its GPU."""
+    xla = asim.compile(plan.graph, "xla", plan.gpu.name)
+    return {(k.grid, k.block, k.registers_per_thread) for k in xla.generated}
 
 
 def paper_case(name: str) -> str:
