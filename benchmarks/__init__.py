@@ -33,3 +33,5 @@ torch.compile), ``sanitizer`` (compute-sanitizer on sample kernels), ``gpu_probe
 has), ``crosscheck`` (predicted against measured, a third held out).  ``benchmarks/README.md`` says how to run the GPU
 suite on a lent machine and how to read the results.
 """
+
+from gpu_backend import numba_compat as _numba_compat  # noqa: E402,F401  (restores NumPy aliases numba-cuda looks up)

@@ -345,6 +345,23 @@ def _crosscheck(results: dict, mode: str, max_elements: int) -> dict:
     return cc
 
 
+def step_verdict(rec: dict) -> str:
+    """One step's result in a word or a line: ok, FAILED (why), not started, or cut off mid-step."""
+    if rec.get("skipped"):
+        return "skipped: " + rec["skipped"]
+    if rec.get("in_progress"):
+        done = len(rec.get("rows") or [])
+        return f"cut off by the command's time limit ({done} done, kept)"
+    if rec.get("ok"):
+        return "ok"
+    return "FAILED" + (f": {rec['error'][:100]}" if rec.get("error") else "")
+
+
+def _catalog_plan_count() -> int:
+    import astitch_sim as asim
+    return len(asim.WORKLOADS) * len(asim.STRATEGIES)
+
+
 def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) -> list:
     from benchmarks.gpu_probe import summary_lines
     sim = merged["mode"] == "simulator"
@@ -358,21 +375,25 @@ def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) 
     st = merged["steps"]
     L += ["## Steps", "", "| step | result | seconds |", "|---|---|---|"]
     for name, rec in st.items():
-        res = ("skipped: " + rec["skipped"]) if rec.get("skipped") else \
-              "ok" if rec.get("ok") else ("FAILED" + (f": {rec['error'][:100]}" if rec.get("error") else ""))
-        L.append(f"| {name} | {res} | {rec.get('seconds', '-')} |")
+        L.append(f"| {name} | {step_verdict(rec)} | {rec.get('seconds', '-')} |")
     if st.get("probe"):
         L += ["", "## Probe", ""] + summary_lines(st["probe"])
     corr = st.get("correctness")
     if corr and corr.get("rows"):
         ok = sum(1 for r in corr["rows"] if r.get("ok"))
+        failed = corr.get("failed") or [f"{r['workload']}/{r['strategy']}" for r in corr["rows"] if not r.get("ok")]
         L += ["", "## Correctness (every catalog plan, every strategy, after apply_compiler)", "",
               f"{ok}/{len(corr['rows'])} plans match the numpy reference"
-              + (f"; failed: {', '.join(corr.get('failed') or [])}" if corr.get("failed") else "") + "."]
+              + (f"; failed: {', '.join(failed)}" if failed else "") + "."]
+        if corr.get("in_progress"):
+            L += ["", f"**Cut off**: the command's time limit ended this step after {len(corr['rows'])} of "
+                      f"{_catalog_plan_count()} plans; the plans not listed in `session.json` were not run."]
     san = st.get("sanitizer")
     if san:
         L += ["", "## compute-sanitizer", ""]
-        for tool, r in (san.get("tools") or {"dry run": san.get("plain") or {}}).items():
+        if san.get("skipped"):
+            L.append(f"- not run: {san['skipped']}")
+        for tool, r in (san.get("tools") or ({"dry run": san["plain"]} if san.get("plain") else {})).items():
             L.append(f"- {tool}: {r.get('verdict') or r.get('skipped')} ({r.get('ran', 0)}/{r.get('cases', '?')} "
                      "plans ran)")
     cp = st.get("copy")

@@ -106,6 +106,7 @@ forces the simulator suite on a GPU machine.
 """
 from __future__ import annotations
 
+from . import numba_compat  # noqa: F401  (first: restores NumPy aliases numba-cuda looks up when compiling)
 from .codegen.generate import GeneratedModule, KernelSpec, ParamSpec, generate_source
 from .launch.plans import PreparedPlan, compile_plan, prepare, run, simulator
 

@@ -49,6 +49,14 @@ def time_host(call, reps, warmup) -> dict:
                 e2e_us_samples=e2e, reps=len(e2e), method=f"host wall clock on the CPU ({SIM_NOTE})")
 
 
+def flush_l2(torch, cache, sink) -> None:
+    """Evict the L2 by *reading* ``cache`` (a buffer larger than the L2) into the 0-d ``sink``: a flush by
+    writing would leave dirty lines whose write-back lands in the timed kernel.  ``torch.sum`` takes ``out=``
+    only with the dim named (``torch.sum(cache, out=sink)`` is a TypeError in torch 2.11 and later: it made
+    every torch baseline of the first GPU window fail at its first timed run)."""
+    torch.sum(cache, 0, out=sink)
+
+
 def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
     cache = torch.ones(flush_bytes // 4, dtype=torch.float32, device="cuda")
     sink = torch.empty((), dtype=torch.float32, device="cuda")      # flush by reading (no dirty L2 lines)
@@ -61,7 +69,7 @@ def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
     attempts = 0
     while len(totals) < reps and attempts < 3 * reps + 10:
         attempts += 1
-        torch.sum(cache, out=sink)
+        flush_l2(torch, cache, sink)
         pre.record()
         torch.cuda._sleep(sleep_cycles)
         t0 = time.perf_counter()
@@ -79,7 +87,7 @@ def time_torch(torch, fn, args, reps, warmup, flush_bytes, clock_ghz) -> dict:
         enqueue.append(host)
     e2e = []
     for _ in range(reps):
-        torch.sum(cache, out=sink)
+        flush_l2(torch, cache, sink)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn(*args)

@@ -40,6 +40,13 @@ def fmt_value(v, fmt="{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def table_cell(text: str, limit: int = 120) -> str:
+    """``text`` fit for one Markdown table cell: one line (an error's message often spans several), no bare
+    ``|``, at most ``limit`` characters."""
+    one = " ".join(str(text).split()).replace("|", "\\|")
+    return one if len(one) <= limit else one[:limit - 1] + "…"
+
+
 def write_markdown(results: dict, path: str) -> None:
     prov = results["provenance"]
     sim = results["mode"] == "simulator"
@@ -87,7 +94,7 @@ def write_markdown(results: dict, path: str) -> None:
                 L.append(f"| {r['name']} | - | skipped: {r['skipped']} | | | | | |")
                 continue
             if r.get("error"):
-                L.append(f"| {r['name']} | - | error: {r['error'][:120]} | | | | | |")
+                L.append(f"| {r['name']} | - | error: {table_cell(r['error'])} | | | | | |")
                 continue
             v = r.get("validation") or {}
             nk = len(r["kernels"]) if r.get("kernels") else "-"

@@ -173,3 +173,24 @@ def test_held_out_third_is_whole_cases_and_seeded():
     assert len(cases) == 3 and {s.case for s in held} == set(cases)
     assert not {s.case for s in fit} & set(cases) and len(fit) + len(held) == len(samples)
     assert crosscheck.split_cases(samples)[2] == cases
+
+
+def test_a_step_cut_off_mid_way_is_reported_as_cut_off_with_what_it_kept(tmp_path):
+    """The first GPU window's correctness step was ended by the command's time limit after 47 plans; the
+    render said FAILED, and the sanitizer that never started read 'dry run: None'."""
+    import json
+
+    from benchmarks import gpu_session as gs
+    rows = [{"workload": "layernorm", "strategy": s, "ok": True} for s in ("xla", "astitch")]
+    part = tmp_path / "p1"
+    part.mkdir()
+    session = {"format": gs.FORMAT, "mode": "gpu", "part": "1/1", "planned": ["correctness", "sanitizer"],
+               "provenance": {"device": "NVIDIA H200"},
+               "steps": {"correctness": {"ok": None, "in_progress": True, "rows": rows},
+                         "sanitizer": {"ok": None, "skipped": "not started: 1 s spent, estimate 300 s"}}}
+    (part / "session.json").write_text(json.dumps(session))
+    gs.render([part], tmp_path / "out", calibrate=False)
+    md = (tmp_path / "out" / "session.md").read_text()
+    assert "| correctness | cut off by the command's time limit (2 done, kept) |" in md
+    assert "2/2 plans match" in md and "**Cut off**" in md
+    assert "- not run: not started" in md and "dry run" not in md and "FAILED" not in md

@@ -7,6 +7,8 @@ They run in Numba's CUDA simulator and on the CPU; none needs a GPU.
 """
 from __future__ import annotations
 
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -302,3 +304,56 @@ def test_l2_flush_reads_and_leaves_the_buffer_clean():
     clock.flush()
     assert np.array_equal(clock.flush_buf.copy_to_host(), before)        # nothing written: no dirty lines
     assert np.all(before == 1.0)
+
+
+# -- what the first GPU window (2026-11-27, H200) found ------------------------------------------------------
+
+def test_numpy_aliases_numba_cuda_looks_up_are_restored(monkeypatch):
+    """numba-cuda 0.30.4 looks up ``np.row_stack`` when it compiles; NumPy 2.5 removed it, and on the
+    window's image every kernel compilation failed with an AttributeError until the alias was put back."""
+    import numpy as np
+
+    from gpu_backend import numba_compat
+    monkeypatch.delattr(np, "row_stack", raising=False)
+    assert not hasattr(np, "row_stack")
+    assert numba_compat.restore_numpy_aliases() == ["row_stack"]
+    assert np.row_stack is np.vstack
+    assert numba_compat.restore_numpy_aliases() == []          # present already: nothing to do
+
+
+def test_the_alias_shim_runs_before_anything_the_runbook_compiles():
+    """A child that imports only ``benchmarks`` (as ``python -m benchmarks.gpu_session`` does) or only
+    ``gpu_backend`` sees the alias restored, on a NumPy that lacks it."""
+    import subprocess
+    code = ("import numpy as np\n"
+            "if hasattr(np, 'row_stack'): del np.row_stack\n"
+            "import {mod}\n"
+            "assert np.row_stack is np.vstack, 'not restored'\n")
+    for mod in ("benchmarks", "gpu_backend"):
+        r = subprocess.run([sys.executable, "-c", code.format(mod=mod)], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+        assert r.returncode == 0, f"import {mod}: {r.stderr[-600:]}"
+
+
+def test_l2_flush_of_the_torch_baselines_runs_on_this_torch():
+    """``torch.sum(cache, out=sink)`` is a TypeError (torch 2.11 on the window, 2.13 here): every torch
+    baseline failed at its first timed run.  The flush reads the buffer into a 0-d sink."""
+    torch = _torch()
+    from benchmarks.gpu_bench.baseline_runs import flush_l2
+    cache = torch.arange(1000, dtype=torch.float32)
+    sink = torch.empty((), dtype=torch.float32)
+    before = cache.clone()
+    flush_l2(torch, cache, sink)
+    assert float(sink) == float(before.sum())
+    assert torch.equal(cache, before)                          # read, not written
+
+
+def test_an_error_spanning_lines_stays_in_its_table_cell():
+    """torch's TypeError message spans lines: pasted raw, it broke results.md's tables."""
+    from benchmarks.gpu_bench.report import table_cell
+    msg = "TypeError: sum() received an invalid combination\n * (Tensor input | dim)\n" + "x" * 300
+    cell = table_cell(msg)
+    assert "\n" not in cell and "\\| dim" in cell
+    assert not re.search(r"(?<!\\)\|", cell)        # every bar escaped: the row keeps its columns
+    assert len(cell) <= 120 and cell.endswith("…")
+    assert table_cell("short") == "short"
