@@ -130,6 +130,23 @@ class ThreadMapping(Sealable):
         return ceil(self.rows / self.threads_per_row) if self.kind == "columns" else 0
 
     @property
+    def busy_blocks(self) -> int:
+        """Blocks of the grid that have work under this mapping; the others skip the stage.
+
+        A stitched kernel's grid is sized for its largest stage, so a smaller stage leaves blocks idle:
+        a column reduction of 768 columns in a 16384-block kernel has 24 tiles of 32 columns, and
+        unless its reduced dim is split (``splits``), 24 blocks do all of it.  The cost model charges
+        such a stage on these blocks alone (:func:`astitch_sim.simt.cost.imbalance_terms`)."""
+        parts = ceil(self.cols / self.chunk) if self.kind != "flat" else 1     # splits that get a chunk
+        if self.kind == "rows":           # row r -> slot r % slots -> block (slot // rows_per_block) * splits + part
+            need = ceil(min(self.rows, self.slots) / self.rows_per_block) * parts
+        elif self.kind == "columns":      # tile t -> slot t % slots -> block slot * splits + part
+            need = min(self.tiles, self.slots) * parts
+        else:                             # vector c -> global thread c % (grid * block)
+            need = ceil(ceil(self.size / max(1, self.vector)) / self.block)
+        return max(1, min(self.grid, need))
+
+    @property
     def task_iterations(self) -> int:
         """Outer loop trips per block: vertical packing (1 means no packing)."""
         if self.kind == "rows":

@@ -11,7 +11,7 @@ The formula
 -----------
 A kernel costs::
 
-    predicted = launch + memset + waves * t_block + grid_barriers * t_grid_barrier
+    predicted = launch + memset + waves * t_block + grid_barriers * t_grid_barrier + imbalance
 
 ``waves = ceil(grid / blocks_per_wave)`` (residency from threads, registers and
 shared memory: :meth:`astitch_sim.hardware.gpus.GPU.occupancy`).  Every block of a
@@ -97,6 +97,15 @@ law ratio: ``max + (1 - min(1, R/S)) * min``.  This is how TVM's recomputation
 shows: its recomputing kernels run a handful of blocks (Figure 7: 8 blocks),
 too few to hide the repeated ``power`` behind the loads.
 
+*Load imbalance* (:func:`imbalance_terms`).  ``t_block`` spreads every stage's
+work over the whole grid.  A stitched kernel's grid is sized by its largest
+stage, so a smaller stage may leave most blocks idle (a column reduction of 24
+column tiles, its rows not split, in a 16384-block kernel: 24 blocks do it all,
+with few warps to keep DRAM busy).  Such a stage is priced again on its busy
+blocks alone (:attr:`ThreadMapping.busy_blocks`), and what that outlasts the
+spread-out charge is the kernel's ``imbalance_us``.  Found on a GPU: the
+layer-norm backward above measured 3.6 ms where the spread-out model said 90 us.
+
 *Fixed costs* -- a kernel launch per kernel; a memset (a launch plus its bytes)
 before a kernel whose reductions combine with atomics; a grid barrier
 (``grid_barrier_us``, the paper measured 2.5-2.7 us on V100) per barrier point;
@@ -160,7 +169,8 @@ count ``grid / min(grid, blocks_per_wave)``; the whole-wave rounding is its own
 term, ``tail_us``.  ``overlap_us`` is negative (time hidden by overlapping
 memory and compute); ``recompute_us`` is the share of the on-chip time spent on
 recomputed flops (TVM) -- counted in the total, not hidden from it.  ``spill_us``
-and ``issue_us`` appear only for kernels with ptxas's numbers.
+and ``issue_us`` appear only for kernels with ptxas's numbers; ``imbalance_us`` only
+for kernels with a stage that leaves blocks idle.
 
 The constants
 -------------
@@ -299,44 +309,99 @@ def block_barriers_per_block(kernel) -> int:
 
 def stage_terms(gpu: GPU, ks, kernel=None) -> list:
     """Per-block cost terms (us) of each stage of a generated kernel: a list of dicts.  ``kernel`` (the
-    plan's) gives each stage's mapping, hence the bytes its warps keep in flight (:func:`warp_bytes_in_flight`)."""
+    plan's) gives each stage's mapping, hence the bytes its warps keep in flight (:func:`warp_bytes_in_flight`).
+    Every stage's work is spread over the whole grid here; a stage that keeps blocks idle pays the
+    difference in :func:`imbalance_terms`."""
     c = constants(gpu)
     occ = residency(gpu, ks)
-    grid, wpb = max(1, ks.grid), occ.warps_per_block
-    concurrent = min(grid, occ.blocks_per_wave)
+    grid = max(1, ks.grid)
+    return [_stage_terms(c, occ, s, _stage_mapping(kernel, s), grid, grid, first=i == 0)
+            for i, s in enumerate(ks.stages)]
+
+
+def _stage_terms(c: dict, occ, s, mapping, grid: int, blocks: int, first: bool) -> dict:
+    """The per-block terms of stage ``s`` on a kernel of ``grid`` blocks when ``blocks`` of them (the grid,
+    or the stage's busy blocks) share its data: its bytes, flops and atomics.  The reduction machinery
+    (shared memory, shuffles, block barriers) runs in every block, idle or not -- the generated code
+    guards the element accesses, not the reduction -- so it stays spread over the grid."""
+    wpb = occ.warps_per_block
+    concurrent = min(blocks, occ.blocks_per_wave)
     resident_warps = concurrent * wpb
     bw = c["measured_bandwidth_gbs"] * 1e3                      # bytes per us
-    per_sm = min(occ.blocks_per_sm, ceil(concurrent / c["sms"]))  # blocks sharing one SM
+    per_sm = min(occ.blocks_per_sm, ceil(concurrent / c["sms"]))  # blocks sharing one SM (for the data)
+    grid_sm = min(occ.blocks_per_sm, ceil(min(grid, occ.blocks_per_wave) / c["sms"]))
     alu_sm = c["fp32_gflops"] * 1e3 / c["sms"]                 # flops per us per SM
     sfu_sm = alu_sm * c["expensive_rate"]
     clock = c["clock_ghz"] * 1e3                                # cycles per us
-    out = []
     l2_bw = c["l2_bandwidth_gbs"] * 1e3                        # bytes per us, for L2 hits (simt/l2.py)
-    for i, s in enumerate(ks.stages):
-        sat = saturating_warps(c, warp_bytes_in_flight(c, _stage_mapping(kernel, s), s))
-        overlap = min(1.0, resident_warps / sat)
-        dram_bytes, l2_bytes = l2.split_bytes(s)
-        memory = dram_bytes / grid * max(resident_warps, sat) / (wpb * bw)
-        l2_hits = l2_bytes / grid * max(resident_warps, sat) / (wpb * l2_bw)
-        expensive = s.expensive_flops / grid * per_sm / sfu_sm
-        alu = (s.flops - s.expensive_flops) / grid * per_sm / alu_sm
-        shared = ((s.shared_bytes_read + s.shared_bytes_written) / c["shared_bytes_per_clock"]
-                  + s.shared_bank_conflicts + s.shuffles / c["shuffles_per_clock"]) / grid * per_sm / clock
-        on_chip = alu + expensive + shared
-        recompute = 0.0
-        if s.flops:
-            recompute = (alu + expensive) * min(1.0, s.recomputed_flops / s.flops)
-        out.append(dict(
-            memory_us=memory,
-            l2_us=l2_hits,
-            compute_us=alu + expensive - recompute,
-            recompute_us=recompute,
-            shared_us=shared,
-            overlap_us=-overlap * min(memory + l2_hits, on_chip),
-            block_barrier_us=stage_block_barriers(s) / grid * c["block_barrier_ns"] / 1e3,
-            atomic_us=s.atomics / grid * concurrent / (c["atomic_per_clock"] * clock),
-            block_start_us=c["block_start_ns"] / 1e3 if i == 0 else 0.0,
-        ))
+    sat = saturating_warps(c, warp_bytes_in_flight(c, mapping, s))
+    overlap = min(1.0, resident_warps / sat)
+    dram_bytes, l2_bytes = l2.split_bytes(s)
+    memory = dram_bytes / blocks * max(resident_warps, sat) / (wpb * bw)
+    l2_hits = l2_bytes / blocks * max(resident_warps, sat) / (wpb * l2_bw)
+    expensive = s.expensive_flops / blocks * per_sm / sfu_sm
+    alu = (s.flops - s.expensive_flops) / blocks * per_sm / alu_sm
+    shared = ((s.shared_bytes_read + s.shared_bytes_written) / c["shared_bytes_per_clock"]
+              + s.shared_bank_conflicts + s.shuffles / c["shuffles_per_clock"]) / grid * grid_sm / clock
+    on_chip = alu + expensive + shared
+    recompute = 0.0
+    if s.flops:
+        recompute = (alu + expensive) * min(1.0, s.recomputed_flops / s.flops)
+    return dict(
+        memory_us=memory,
+        l2_us=l2_hits,
+        compute_us=alu + expensive - recompute,
+        recompute_us=recompute,
+        shared_us=shared,
+        overlap_us=-overlap * min(memory + l2_hits, on_chip),
+        block_barrier_us=stage_block_barriers(s) / grid * c["block_barrier_ns"] / 1e3,
+        atomic_us=s.atomics / blocks * concurrent / (c["atomic_per_clock"] * clock),
+        block_start_us=c["block_start_ns"] / 1e3 if first else 0.0,
+    )
+
+
+# -- load imbalance: a stage whose work falls on a few of the kernel's blocks --------------------------------
+
+def busy_blocks(kernel, s, grid: int) -> int:
+    """Blocks that do stage ``s``'s work (:attr:`ThreadMapping.busy_blocks`); the grid without a plan."""
+    m = _stage_mapping(kernel, s)
+    return grid if m is None else max(1, min(grid, m.busy_blocks))
+
+
+def imbalance_terms(gpu: GPU, kernel, ks) -> list:
+    """Per stage, the time (us) by which its busy blocks outlast what :func:`stage_terms` charged it.
+
+    :func:`stage_terms` spreads a stage's bytes and flops over the whole grid, as if every block did an
+    equal share.  In a stitched kernel a stage can need fewer blocks than the grid its largest stage sized:
+    a column reduction of 768 columns (24 tiles of 32) in a 16384-block layer-norm backward, its 16384
+    reduced rows not split, runs on 24 blocks of 4 warps while 16360 blocks skip it.  Those 96 warps keep
+    a sliver of DRAM's bandwidth busy (Little's law again), and the kernel lasts until they finish:
+    measured on an H200, 3.6 ms against the 90 us the spread-out estimate said
+    (``benchmarks/results/2026-11-27-h200``).  So for a stage with ``A < grid`` busy blocks::
+
+        t_A      = the stage's terms with its work on A blocks (A resident at most a wave at a time)
+        critical = ceil(A / blocks_per_wave) * t_A
+        extra    = max(0, critical - (grid / min(grid, blocks_per_wave)) * t_stage)
+
+    (``t_stage``: its spread-out per-block time, already charged once per fractional wave).  The extra is
+    the kernel's ``imbalance_us``, like the grid barriers a kernel-level term; stages that use the whole
+    grid get 0."""
+    if ks.kind == "library" or not ks.stages:
+        return []
+    c = constants(gpu)
+    occ = residency(gpu, ks)
+    grid = max(1, ks.grid)
+    frac = grid / min(grid, occ.blocks_per_wave)
+    out = []
+    for s in ks.stages:
+        m = _stage_mapping(kernel, s)
+        busy = busy_blocks(kernel, s, grid)
+        if busy >= grid:
+            out.append(0.0)
+            continue
+        spread = sum(_stage_terms(c, occ, s, m, grid, grid, first=False).values())
+        on_busy = sum(_stage_terms(c, occ, s, m, grid, busy, first=False).values())
+        out.append(max(0.0, ceil(busy / occ.blocks_per_wave) * on_busy - frac * spread))
     return out
 
 
@@ -453,6 +518,9 @@ def predict_kernel(plan, kernel, ks) -> None:
         if not per_stage:
             terms["block_start_us"] = block * frac
         terms["tail_us"] = (ks.waves - frac) * block
+        imbalance = sum(imbalance_terms(gpu, kernel, ks))
+        if imbalance:                                        # only where a stage leaves blocks idle
+            terms["imbalance_us"] = imbalance
         terms["grid_barrier_us"] = grid_barrier_count(kernel, ks) * c["grid_barrier_us"]
     ks.breakdown = {k: float(v) for k, v in terms.items()}
     ks.predicted_us = float(sum(terms.values()))

@@ -27,6 +27,12 @@ the barrier has completed (``grid_barrier_us``).  That is only possible when all
 blocks are resident at once -- :func:`check_grid_barrier` refuses the rest with
 the reason (a deadlock) and the fix (vertical packing).
 
+Idle blocks
+-----------
+A stage whose work falls on a few blocks of its kernel (:func:`cost.imbalance_terms`) keeps those
+blocks running after the others have finished: the kernel's span ends ``KernelSpan.imbalance_us``
+after its blocks' uniform work, and the SMs show idle (``.``) meanwhile, as the prediction charges.
+
 What a Timeline keeps
 ---------------------
 Kernels run back to back; before each, a gap for its launch (and the memset of
@@ -83,6 +89,8 @@ class KernelSpan:
     busy_us: float                  # block-time spent working, summed over all blocks
     grid_barriers: int = 0
     truncated: bool = False         # middle waves' entries were not stored
+    imbalance_us: float = 0.0       # the kernel's end waits this long past its blocks' uniform work: a stage
+                                    # whose work falls on a few blocks (cost.imbalance_terms); SMs idle meanwhile
 
     @property
     def duration_us(self) -> float:
@@ -274,12 +282,14 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
                 entries = [BlockEntry(i, int(sm[j]), int(b), float(st[j]), float(en[j]), spans[b])
                            for j, b in enumerate(kept)]
             truncated = len(kept) < grid
+        imbalance = sum(cost.imbalance_terms(gpu, kernel, ks)) if ks.kind != "library" else 0.0
+        end += imbalance                      # the few busy blocks of an imbalanced stage finish last
         tl.entries.extend(entries)
         tl.kernels.append(KernelSpan(
             kernel=i, name=ks.name, start_us=start, end_us=end, launch_gap_us=gap, grid=grid, block=ks.block,
             blocks_per_sm=occ.blocks_per_sm, blocks_per_wave=per_wave, waves=ks.waves,
             block_us=(end - start) / ks.waves, busy_us=busy, grid_barriers=int(sum(barriers)),
-            truncated=truncated))
+            truncated=truncated, imbalance_us=imbalance))
         t = end
     return tl
 

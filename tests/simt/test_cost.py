@@ -242,3 +242,75 @@ def test_block_barriers_from_the_plan_are_what_the_simt_model_counts(name, shape
     assert got == want
     if reduce_scheme == "tree":
         assert sum(got) > sum(k.block_barriers for k in plan.generated)     # more than the stage boundaries
+
+
+# ---------------------------------------------------------------------------
+# load imbalance: a stage whose work falls on a few blocks (the first GPU window's finding)
+# ---------------------------------------------------------------------------
+
+def _static(g, plan):
+    from astitch_sim.planning.strategies.fs_cost import kernel_counters
+    stats = [kernel_counters(plan.graph, k) for k in plan.kernels]
+    predict(plan, stats)
+    return stats
+
+
+def test_a_column_stage_left_on_24_blocks_is_priced_as_the_gpu_ran_it():
+    """Layer-norm backward 16384x768 on an H200: unsplit, its dgamma/dbeta column stage runs on 24 of the
+    kernel's blocks (measured: 3617 us, benchmarks/results/2026-11-27-h200).  Spread over the grid the model
+    said 90 us and the launch search chose that launch; charged on its busy blocks it is over 10x the split
+    launches, which the search now picks (the column stage split over the blocks the grid has anyway)."""
+    from astitch_sim.simt.cost import busy_blocks, imbalance_terms
+    g = asim.workload("layernorm_backward", rows=16384, cols=768)
+    default = asim.compile(g, "astitch", "H200")
+    (k,) = default.kernels
+    col = [s for s in k.stages if s.mapping.kind == "columns"]
+    assert col and all(s.mapping.splits > 1 for s in col)
+    (ks,) = _static(g, default)
+    assert ks.predicted_us < 150 and ks.breakdown.get("imbalance_us", 0) < 0.05 * ks.predicted_us
+    note = next(n for n in k.notes if n.startswith("launch search"))
+    unsplit = float(note.split("block 128 x grid 16384, no split ")[1].split(" us")[0])
+    assert unsplit > 10 * ks.predicted_us
+    # the same kernel without task splitting: 24 busy blocks of 1024 threads
+    nosplit = asim.compile(g, "astitch", "H200", task_splitting=False)
+    (k2,) = nosplit.kernels
+    (ks2,) = _static(g, nosplit)
+    stage = next(i for i, s in enumerate(k2.stages) if s.mapping.kind == "columns")
+    assert busy_blocks(k2, ks2.stages[stage], ks2.grid) == 24 < ks2.grid
+    extra = imbalance_terms(nosplit.gpu, k2, ks2)
+    assert extra[stage] > 0 and all(x == 0 for i, x in enumerate(extra) if i != stage)
+    assert ks2.breakdown["imbalance_us"] == pytest.approx(sum(extra))
+    assert sum(ks2.breakdown.values()) == pytest.approx(ks2.predicted_us)
+    assert ks2.predicted_us > 2 * ks.predicted_us
+
+
+def test_imbalance_charges_the_busy_blocks_data_not_the_reduction_every_block_runs():
+    """Idle blocks still run a stage's reduction (shuffles, barriers): that stays spread; only the bytes and
+    flops move onto the busy blocks.  One busy block of 264 reading 20 KB costs a few microseconds, not the
+    264 blocks' shuffles on one block."""
+    from astitch_sim.plan.mapping import ThreadMapping
+    from astitch_sim.simt.cost import imbalance_terms
+    H100 = GPUS["H100"]
+    lone = ThreadMapping("rows", (1, 512), ((0,), (1,)), block=1024, grid=264, threads_per_row=512)
+    k = SimpleNamespace(stages=[SimpleNamespace(mapping=lone)], machine=None)
+    base = dict(elements=512, shuffles=264 * 32 * 9, shuffle_barriers=264, shared_bytes_read=540_000)
+    quiet = kernel(264, 1024, [base])
+    busy = kernel(264, 1024, [dict(base, global_bytes_read=20_000, global_sectors_read=625, flops=8_000)])
+    assert imbalance_terms(H100, k, quiet) == [pytest.approx(0.0, abs=1e-9)]
+    (extra,) = imbalance_terms(H100, k, busy)
+    assert 0 < extra < 5.0
+    everywhere = ThreadMapping("rows", (264 * 2, 512), ((0,), (1,)), block=1024, grid=264, threads_per_row=512)
+    k_all = SimpleNamespace(stages=[SimpleNamespace(mapping=everywhere)], machine=None)
+    assert imbalance_terms(H100, k_all, busy) == [0.0]
+
+
+def test_the_timeline_ends_when_the_imbalanced_stage_does():
+    from astitch_sim.simt.schedule import build_timeline
+    g = asim.workload("layernorm_backward", rows=16384, cols=768)
+    plan = asim.compile(g, "astitch", "H200", task_splitting=False)
+    stats = _static(g, plan)
+    tl = build_timeline(plan, stats)
+    (span,) = tl.kernels
+    assert span.imbalance_us == pytest.approx(stats[0].breakdown["imbalance_us"]) and span.imbalance_us > 0
+    assert span.launch_gap_us + span.duration_us == pytest.approx(stats[0].predicted_us)
+    assert tl.utilisation(include_gaps=False) < 0.5          # the SMs idle while 24 blocks finish
