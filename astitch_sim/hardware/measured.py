@@ -73,6 +73,37 @@ def _is_gpu_run(results: dict) -> tuple[bool, str]:
     return True, device
 
 
+def _merged_parts(path: str, results: dict):
+    """The files a render merged into ``path`` (its ``merged_from``), found on disk, or None.
+
+    A GPU window split over several device commands leaves one results.json per part and a merged one
+    beside them (``python -m benchmarks.gpu_session --render``); read both and every time counts twice.
+    The entries were written relative to where the render ran (a checkout's root), so each is looked for
+    from the current folder and from every folder above ``path``."""
+    entries = results.get("merged_from")
+    if not entries:
+        return None
+    out = []
+    for entry in entries:
+        candidates = [entry] if os.path.isabs(entry) else [entry] + [
+            os.path.join(up, entry) for up in _ancestors(os.path.dirname(os.path.abspath(path)))]
+        hit = next((c for c in candidates if os.path.isfile(c)), None)
+        if hit is None:
+            return None
+        out.append(hit)
+    return out
+
+
+def _ancestors(folder: str) -> list:
+    out = []
+    while True:
+        out.append(folder)
+        up = os.path.dirname(folder)
+        if up == folder:
+            return out
+        folder = up
+
+
 def gpu_measurements(root: str = "benchmarks/results") -> Measurements:
     """Every GPU-measured plan time in the ``results.json`` files under ``root`` (recursively).
 
@@ -84,39 +115,42 @@ def gpu_measurements(root: str = "benchmarks/results") -> Measurements:
         raise AStitchError(f"{root!r} is not a directory: pass the benchmarks/results folder of a checkout "
                            "(e.g. '../benchmarks/results' from tutorials/)")
     out = Measurements(root=root)
-    for dirpath, _, files in sorted(os.walk(root)):
-        for name in sorted(files):
-            if name != "results.json":
-                continue
-            path = os.path.join(dirpath, name)
-            try:
-                with open(path) as f:
-                    results = json.load(f)
-            except (OSError, json.JSONDecodeError) as e:
-                out.skipped.append((path, f"unreadable ({type(e).__name__}: {e})"))
-                continue
-            ok, why = _is_gpu_run(results) if isinstance(results, dict) else (False, "not a JSON object")
-            if not ok:
-                out.skipped.append((path, why))
-                continue
-            prov = results["provenance"]
-            before = len(out.rows)
-            for case in results.get("cases", []):
-                for run in case.get("runs", []):
-                    us = run.get("gpu_us")
-                    if run.get("kind") != "plan" or not us:
-                        continue
-                    if not (run.get("validation") or {}).get("ok", False):
-                        out.skipped.append((path, f"{case.get('key')} {run.get('strategy')}: output did not "
-                                                  "validate against the reference"))
-                        continue
-                    out.rows.append(Measurement(
-                        workload=case.get("workload", ""), shape=dict(case.get("shape") or {}),
-                        strategy=run.get("strategy", run.get("name", "")), gpu_us=float(us),
-                        device=why, preset=results.get("gpu_preset", ""), date=str(prov.get("date", "")),
-                        commit=str(prov.get("git_commit", "")), source=path))
-            if len(out.rows) > before:
-                out.files.append(path)
-            else:
-                out.skipped.append((path, "a GPU run, but no validated plan timing in it"))
+    paths = [os.path.join(d, n) for d, _, files in sorted(os.walk(root)) for n in sorted(files) if n == "results.json"]
+    found = {os.path.realpath(p) for p in paths}
+    for path in paths:
+        try:
+            with open(path) as f:
+                results = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            out.skipped.append((path, f"unreadable ({type(e).__name__}: {e})"))
+            continue
+        parts = _merged_parts(path, results) if isinstance(results, dict) else None
+        if parts and all(os.path.realpath(q) in found for q in parts):
+            out.skipped.append((path, f"merges {len(parts)} results files read on their own (each with its "
+                                      "own provenance): " + ", ".join(parts)))
+            continue
+        ok, why = _is_gpu_run(results) if isinstance(results, dict) else (False, "not a JSON object")
+        if not ok:
+            out.skipped.append((path, why))
+            continue
+        prov = results["provenance"]
+        before = len(out.rows)
+        for case in results.get("cases", []):
+            for run in case.get("runs", []):
+                us = run.get("gpu_us")
+                if run.get("kind") != "plan" or not us:
+                    continue
+                if not (run.get("validation") or {}).get("ok", False):
+                    out.skipped.append((path, f"{case.get('key')} {run.get('strategy')}: output did not "
+                                              "validate against the reference"))
+                    continue
+                out.rows.append(Measurement(
+                    workload=case.get("workload", ""), shape=dict(case.get("shape") or {}),
+                    strategy=run.get("strategy", run.get("name", "")), gpu_us=float(us),
+                    device=why, preset=results.get("gpu_preset", ""), date=str(prov.get("date", "")),
+                    commit=str(prov.get("git_commit", "")), source=path))
+        if len(out.rows) > before:
+            out.files.append(path)
+        else:
+            out.skipped.append((path, "a GPU run, but no validated plan timing in it"))
     return out

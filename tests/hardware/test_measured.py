@@ -7,6 +7,7 @@ import os
 import pytest
 
 import astitch_sim as asim
+from astitch_sim.hardware.gpus import GPUS
 from anchor import TESTS_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(TESTS_FILE)))
@@ -35,7 +36,7 @@ def test_every_gpu_measurement_in_the_repository_has_its_provenance():
     assert bool(found) == bool(found.rows)
     for m in found.rows:
         assert m.gpu_us > 0 and m.device and "simulator" not in m.device.lower(), m
-        assert m.preset in asim.GPUS and m.commit and m.workload and m.strategy in asim.STRATEGIES, m
+        assert m.preset in GPUS and m.commit and m.workload and m.strategy in asim.STRATEGIES, m
         assert m.source in found.files
     if found.rows:
         assert f"{len(found.rows)} GPU measurement(s)" in str(found)
@@ -69,3 +70,26 @@ def test_a_gpu_file_without_valid_plan_timings_is_not_a_measurement(tmp_path):
 def test_a_wrong_path_is_an_error_not_an_empty_answer(tmp_path):
     with pytest.raises(asim.AStitchError, match="not a directory"):
         asim.gpu_measurements(str(tmp_path / "nope"))
+
+
+def test_a_rendered_window_counts_each_time_once(tmp_path, monkeypatch):
+    """A window of several device commands leaves parts/p*/results.json and the render's merged results.json
+    (whose merged_from names the parts, relative to the checkout the render ran in): each plan time once,
+    from the part that measured it, with that part's provenance."""
+    win = tmp_path / "benchmarks" / "results" / "2026-11-27-h200"
+    results_file(win / "parts" / "p2")
+    results_file(win / "parts" / "p3", runs=[{"kind": "plan", "name": "astitch", "strategy": "astitch",
+                                              "gpu_us": 99.0, "validation": {"ok": True}}])
+    merged = json.loads((win / "parts" / "p2" / "results.json").read_text())
+    merged["merged_from"] = ["benchmarks/results/2026-11-27-h200/parts/p2/results.json",
+                             "benchmarks/results/2026-11-27-h200/parts/p3/results.json"]
+    (win / "results.json").write_text(json.dumps(merged))
+    monkeypatch.chdir(tmp_path / "benchmarks")          # not the checkout root: the parts are found from the file
+    found = asim.gpu_measurements(str(tmp_path / "benchmarks" / "results"))
+    assert sorted(m.gpu_us for m in found.rows) == [20.0, 40.0, 99.0]
+    assert any("merges 2 results files" in why for _, why in found.skipped)
+    # a merged file whose parts are not committed is read itself
+    for part in ("p2", "p3"):
+        (win / "parts" / part / "results.json").unlink()
+    found = asim.gpu_measurements(str(tmp_path / "benchmarks" / "results"))
+    assert sorted(m.gpu_us for m in found.rows) == [20.0, 40.0]
