@@ -1,43 +1,68 @@
-"""The GPU window's runbook: one command per device call, each under 9 minutes, then a render step here.
+"""The GPU window's runbook: a window of device time cut into device commands (parts), then a render step here.
 
-    python -m benchmarks.gpu_session --plan --parts 5                 # what each part runs (no GPU)
-    python -m benchmarks.gpu_session --out $OUT/p1 --part 1/5 --commit <hash>     # on the GPU machine
-    ...
-    python -m benchmarks.gpu_session --render p1 p2 p3 p4 p5 --out benchmarks/results/<date>-<device>   # here
-    python -m benchmarks.gpu_session --simulator --out /tmp/dry       # the whole runbook, no GPU (CI)
+    python -m benchmarks.gpu_session --plan                          # the window's parts and what is left (no GPU)
+    python -m benchmarks.gpu_session --plan --skip-done benchmarks/results/2026-11-27-h200/parts
+    python -m benchmarks.gpu_session --part 1/2 --out $OUT/p1 --commit <hash> [--skip-done ...]   # on the GPU
+    python -m benchmarks.gpu_session --render p1 p2 --out benchmarks/results/<date>-<device>      # here
+    python -m benchmarks.gpu_session --simulator --out /tmp/dry      # every step, no GPU (CI)
 
-A lent GPU comes for about 30 minutes, at most 10 minutes per command, on a bare
-image (nothing to install; the repository travels, ``../shared`` does not).  The
-window's work is a list of *steps* (:func:`steps`), each with an estimated duration
-on an H100/H200 (:data:`ESTIMATE_S`: estimates from the audit's dry runs and the
-simulator, **not measured on a GPU**), cut into N contiguous parts of nearly equal
-estimated length (:func:`partition`):
+A lent GPU comes with about 15 minutes of device time, machine start included (a start
+costs 35-60 s, and none starts with under 4 minutes left), at most 10 minutes per
+command, on a bare image (nothing to install; the repository travels, ``../shared``
+does not).  The window's work is a list of *steps* (:func:`steps`), in the order of
+what they are worth, each with a duration (:data:`ESTIMATE_S`: measured on the H200 on
+2026-11-27 where :data:`MEASURED_S` has the step, an estimate elsewhere):
 
-``probe``        driver, versions, where NVVM / libdevice / the device runtime come from,
-                 a plain kernel, a grid-sync kernel, CUDA events (:mod:`benchmarks.gpu_probe`);
-``copy``         memcpy, a 4-byte and a 128-bit Numba copy (:mod:`benchmarks.copy_bandwidth`);
-``correctness``  every catalog plan under every strategy after apply_compiler against the
-                 numpy reference (:mod:`benchmarks.gpu_correctness`);
-``sanitizer``    compute-sanitizer memcheck and racecheck on a sample with a stitched
-                 cooperative kernel (:mod:`benchmarks.sanitizer`);
-``suite:<case>`` one suite case: every strategy's plan after apply_compiler against
-                 ``jax.jit``, ``torch.compile``, eager torch (:mod:`benchmarks.gpu_bench`).
+``probe``, ``copy``         first (seconds): driver, versions, where NVVM / libdevice / the device
+                            runtime come from, a plain, a grid-sync kernel, CUDA events
+                            (:mod:`benchmarks.gpu_probe`) -- if they fail nothing else can run, fix
+                            here; then memcpy, a 4-byte and a 128-bit Numba copy
+                            (:mod:`benchmarks.copy_bandwidth`), the ceiling every "% of copy" of the
+                            window's suite uses, so it is measured on the same machine;
+``suite:<case>``            the window's purpose, numbers only a GPU gives: every strategy's plan
+                            after apply_compiler against ``jax.jit``, ``torch.compile``, eager torch
+                            (:mod:`benchmarks.gpu_bench`); every run is validated against the
+                            reference, so a case also checks its plans at the suite's size;
+``correctness:<workload>``  every strategy's plan of one catalog workload at catalog size, after
+                            apply_compiler, against the numpy reference (:mod:`benchmarks.gpu_correctness`):
+                            workloads and shapes the suite lacks; 15-80 s each, so they fill a part;
+``sanitizer:<tool>``        last: compute-sanitizer memcheck or racecheck on a sample with stitched
+                            cooperative kernels (:mod:`benchmarks.sanitizer`): up to 200 s each (the
+                            tool's cap; never measured), a yes/no about races that no device changes,
+                            and a tool cut off gives no verdict.  A window it does not fit leaves it
+                            for the next, where ``--skip-done`` moves it up as the rest is done.
+
+:func:`window_plan` keeps, in that order, the steps that fit ``--window-s`` (900 s) less
+one machine start (:data:`START_S`) and :data:`CALL_S` per device command -- a step that
+does not fit is passed over for a later one that does -- and cuts them into N
+contiguous parts of at most :data:`PART_LIMIT_S` each (:func:`partition`), N the count
+that plans the most work (:data:`DEFAULT_PARTS` for a 900 s window).  What does not fit
+is printed as left for a later window.  ``--skip-done DIR...`` drops the steps an
+earlier window's parts (any ``session.json`` / ``results.json`` under DIR) finished: a
+suite case whose every run was timed (or skipped by design) and validated, a workload
+whose every strategy matched, a sanitizer tool found clean; failed steps run again, and
+probe and copy always run.  It is for the same GPU model only (the run tool's ``kind``
+picks it): a part on another GPU records a warning that the render prints.  ``--plan``
+here and ``--part K/N`` there must be given the same ``--window-s``, ``--skip-done``,
+``--cases`` and ``--workloads``: the plan is computed again on each side.
 
 A part writes into ``--out``: ``session.json`` (provenance, every step's record,
 rewritten after each step and each checked plan) and, when it has suite steps,
 gpu_bench's ``results.json`` / ``results.md`` (rewritten after each case).  A part
-cut off by the command's time limit leaves what it finished; steps it did not
-reach are listed as such.  Before a step whose estimate would overrun
-``--budget-s`` the part stops and says so (run that step in a later call).
+cut off by the command's time limit leaves what it finished (a correctness step
+keeps the plans it checked); steps it did not reach are listed as such.  Before a
+step whose estimate would overrun ``--budget-s`` the part stops and says so.
 
-``--render`` (on the CPU) merges parts: ``results.json`` / ``results.md`` (the copy
-bandwidth of whichever part measured it; every case's share of it recomputed),
-``session.md`` (probe, correctness, sanitizer, copy, the headline, the cross-check),
+``--render`` (on the CPU) merges parts, of one window or of several (a step or case
+recorded twice: the first folder given wins, so list the newest first):
+``results.json`` / ``results.md`` (the copy bandwidth of whichever part measured it;
+every case's share of it recomputed), ``session.md`` (probe, one correctness table over
+every correctness step, sanitizer, copy, the headline, the cross-check),
 ``crosscheck.json`` (:mod:`benchmarks.crosscheck`: the cost model fitted on two thirds
 of the cases, judged on the held-out third).
 
-``--simulator`` runs every part in Numba's CUDA simulator at tiny sizes, the
-baselines on the CPU where installed, then the render step: the whole pipeline,
+``--simulator`` runs every step (no window) in Numba's CUDA simulator at tiny sizes,
+the baselines on the CPU where installed, then the render step: the whole pipeline,
 no GPU number (every time is labelled the simulator's).
 """
 from __future__ import annotations
@@ -45,6 +70,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import sys
 import time
@@ -54,17 +80,65 @@ from typing import Optional
 
 from astitch_sim.errors import AStitchError
 
-FORMAT = "astitch-sim gpu_session 1"
+FORMAT = "astitch-sim gpu_session 2"        # 2: correctness and sanitizer are one step per workload / tool
 #: one device command is at most 10 minutes; a part is planned to end well inside it
 PART_LIMIT_S = 540
-DEFAULT_PARTS = 4
-#: estimated seconds per step on an H100/H200 -- estimates (the audit's dry runs, host-side costs measured on a
-#: 2-core VM, the simulator), NOT measured on a GPU; a suite case not listed takes DEFAULT_CASE_S
-ESTIMATE_S = {"probe": 60, "copy": 25, "correctness": 300, "sanitizer": 300,
-              "suite:adam_step_110M": 110, "suite:cross_entropy_8192x32000": 100,
-              "suite:attention_softmax_196608x512": 80, "suite:layernorm_8192x4096": 70}
-DEFAULT_CASE_S = 55
-NON_SUITE = ("probe", "copy", "correctness", "sanitizer")
+#: the device time a window has, machine start included (the first window's, 2026-11-27)
+WINDOW_S = 900
+#: one machine start (35-60 s seen); no machine starts with under MIN_START_S of device time left
+START_S = 60
+MIN_START_S = 240
+#: each device command's cost besides its steps: Python's start and imports (7 s measured: call 3's 214 s
+#: against its part's 207 s), the transfers, the gap until the next call (an estimate: the first window's
+#: 900 s less 682 s of command wall and a start leave ~50 s for each of its three calls)
+CALL_S = 45
+
+MEASURED_ON = "H200 on 2026-11-27"
+#: seconds each step took in the first window (benchmarks/results/2026-11-27-h200, NOTES.md): probe and copy
+#: from parts/p1/session.json; a correctness workload from its start to its last plan checked (planning,
+#: apply_compiler's ptxas runs, the reference, six runs: ``workload_seconds`` of its last row in
+#: parts/p1/session.json; log_softmax: its five plans, from its start to the time limit); a suite case its
+#: ``wall_s`` in parts/p2|p3/results.json (inputs, reference, apply_compiler, six plans, the baselines)
+MEASURED_S = {
+    "probe": 1.1, "copy": 4.6,
+    "correctness:layernorm": 31.8, "correctness:rmsnorm": 23.2, "correctness:batchnorm_train": 35.9,
+    "correctness:layernorm_backward": 48.4, "correctness:global_norm": 14.4, "correctness:softmax": 37.7,
+    "correctness:attention_softmax": 18.2, "correctness:log_softmax": 66.4,
+    "suite:layernorm_16384x768": 28.0, "suite:rmsnorm_4096x4096": 19.3, "suite:softmax_750000x32": 27.4,
+    "suite:bias_gelu_16384x3072": 25.6, "suite:layernorm_backward_16384x768": 25.6,
+    "suite:layernorm_8192x4096": 58.1, "suite:softmax_64x30000": 47.9, "suite:attention_softmax_196608x512": 35.5,
+    "suite:batchnorm_train_65536x64": 38.3, "suite:global_norm_1024x1024": 25.0,
+}
+#: the seconds a plan counts per step: a measurement (MEASURED_S) rounded up, plus what that run lacked;
+#: an estimate where nothing was measured
+ESTIMATE_S = {
+    "probe": 2, "copy": 5,
+    # correctness, measured
+    "correctness:layernorm": 32, "correctness:rmsnorm": 24, "correctness:batchnorm_train": 36,
+    "correctness:layernorm_backward": 49, "correctness:global_norm": 15, "correctness:softmax": 38,
+    "correctness:attention_softmax": 19,
+    "correctness:log_softmax": 76,          # measured 5 of 6 plans in 66 s; + the sixth at 9.4 s a plan (2.1 GB)
+    # correctness, estimates: ~5 s a plan like the measured ones, more for a large catalog shape (cross_entropy
+    # is log_softmax's 2.1 GB; bias_gelu 0.4 GB, swiglu 0.5 GB)
+    "correctness:cross_entropy": 80, "correctness:bias_gelu": 40, "correctness:swiglu": 45,
+    "correctness:adam_step": 35, "correctness:paper_fig7": 25, "correctness:row_reduce": 30,
+    "correctness:column_reduce": 35,
+    # suite, measured with every baseline timed (call 3)
+    "suite:layernorm_8192x4096": 59, "suite:softmax_64x30000": 48, "suite:attention_softmax_196608x512": 36,
+    "suite:batchnorm_train_65536x64": 39, "suite:global_norm_1024x1024": 25,
+    # suite, measured in call 2 without torch's timings (the flush bug) + 5 s for them (estimate), and where the
+    # correctness step before had cached apply_compiler (0.1 s) + 16 s, its mean on a cold cache (7 cases, 10-25 s)
+    "suite:layernorm_16384x768": 49, "suite:rmsnorm_4096x4096": 41, "suite:softmax_750000x32": 33,
+    "suite:bias_gelu_16384x3072": 31, "suite:layernorm_backward_16384x768": 47,
+    # suite, estimates (never run): Adam's 110M parameters, cross-entropy's 1 GB of logits, Figure 7's tiny graph
+    "suite:adam_step_110M": 110, "suite:cross_entropy_8192x32000": 100, "suite:paper_fig7": 35,
+    # sanitizer, estimates: the tool's cap (sanitizer.TIMEOUT_S, 200 s) + the child's start; never measured
+    "sanitizer:memcheck": 205, "sanitizer:racecheck": 205,
+}
+DEFAULT_CASE_S = 55             # a suite case not listed above
+DEFAULT_WORKLOAD_S = 40         # a catalog workload not listed above (six plans at ~6 s)
+#: steps --skip-done never drops: seconds, and the window's suite needs this machine's copy bandwidth
+ALWAYS = ("probe", "copy")
 
 
 def log(msg: str) -> None:
@@ -73,26 +147,62 @@ def log(msg: str) -> None:
 
 @dataclass(frozen=True)
 class Step:
-    name: str              # "probe", "copy", "correctness", "sanitizer" or "suite:<case key>"
+    name: str              # "probe", "copy", "suite:<case key>", "correctness:<workload>", "sanitizer:<tool>"
     estimate_s: float
+    measured_s: float = 0.0     # the part of the estimate measured on a GPU (MEASURED_S), 0 if none
+
+    @property
+    def kind(self) -> str:
+        return self.name.split(":", 1)[0]
+
+    @property
+    def arg(self) -> str:
+        return self.name.split(":", 1)[1] if ":" in self.name else ""
 
 
-def steps(cases: Optional[list] = None) -> list:
-    """Every step of the window, in order (``cases``: suite case keys or workload names; default all)."""
+def estimate(name: str) -> float:
+    if name in ESTIMATE_S:
+        return ESTIMATE_S[name]
+    kind = name.split(":", 1)[0]
+    if kind == "sanitizer":
+        from benchmarks.sanitizer import TIMEOUT_S
+        return TIMEOUT_S + 5
+    return DEFAULT_WORKLOAD_S if kind == "correctness" else DEFAULT_CASE_S
+
+
+def make_step(name: str) -> Step:
+    e = estimate(name)
+    return Step(name, e, min(MEASURED_S.get(name, 0.0), e))
+
+
+def steps(cases: Optional[list] = None, workloads: Optional[list] = None) -> list:
+    """Every step of a window, in the order of what they are worth (the module's docstring says why).
+
+    ``cases``: suite case keys or workload names (default all); ``workloads``: catalog workloads for the
+    correctness steps (default all)."""
+    import astitch_sim as asim
+    from benchmarks.sanitizer import TOOLS
     from benchmarks.suite import select
-    out = [Step(n, ESTIMATE_S[n]) for n in NON_SUITE]
     try:
         chosen = select(cases)
     except SystemExit as e:
         raise AStitchError(f"--cases: {e}") from None
-    return out + [Step(f"suite:{c.key}", ESTIMATE_S.get(f"suite:{c.key}", DEFAULT_CASE_S)) for c in chosen]
+    unknown = sorted(set(workloads or ()) - set(asim.WORKLOADS))
+    if unknown:
+        raise AStitchError(f"--workloads: unknown {unknown}; catalog: {', '.join(asim.WORKLOADS)}")
+    names = (list(ALWAYS) + [f"suite:{c.key}" for c in chosen]
+             + [f"correctness:{w}" for w in asim.WORKLOADS if not workloads or w in workloads]
+             + [f"sanitizer:{t}" for t in TOOLS])
+    return [make_step(n) for n in names]
 
 
 def partition(all_steps: list, n: int) -> list:
     """``n`` contiguous slices of ``all_steps`` whose largest estimated total is as small as it can be."""
     if n < 1:
         raise AStitchError(f"--part: N must be at least 1, got {n}")
-    n = min(n, len(all_steps))
+    if not all_steps:
+        return [[] for _ in range(n)]
+    m = min(n, len(all_steps))
 
     def cut(cap):
         parts, cur, load = [], [], 0.0
@@ -107,29 +217,165 @@ def partition(all_steps: list, n: int) -> list:
     lo, hi = max(s.estimate_s for s in all_steps), sum(s.estimate_s for s in all_steps)
     while hi - lo > 1:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if len(cut(mid)) > n else (lo, mid)
+        lo, hi = (mid, hi) if len(cut(mid)) > m else (lo, mid)
     parts = cut(hi)
     return parts + [[] for _ in range(n - len(parts))]
+
+
+def seconds(part: list) -> float:
+    return sum(s.estimate_s for s in part)
+
+
+def capacity(window_s: float, n: int) -> float:
+    """Seconds of steps a window of ``window_s`` holds in ``n`` device commands (one machine start)."""
+    return window_s - START_S - n * CALL_S
+
+
+def parts_for_window(window_s: float) -> int:
+    """The fewest device commands of at most PART_LIMIT_S each that can use all of a window's time."""
+    if window_s < MIN_START_S:
+        raise AStitchError(f"--window-s {window_s:.0f}: no machine starts with under {MIN_START_S} s of device "
+                           "time left")
+    return max(1, math.ceil((window_s - START_S) / (PART_LIMIT_S + CALL_S)))
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    window_s: float         # 0: no window (every step, in n parts)
+    parts: list             # N lists of Steps, one per device command
+    left: list              # the steps that do not fit: for a later window
+    capacity_s: float       # the seconds of steps the window holds with N commands
+
+    @property
+    def n(self) -> int:
+        return len(self.parts)
+
+    @property
+    def planned_s(self) -> float:
+        return sum(seconds(p) for p in self.parts)
+
+
+def window_plan(all_steps: list, window_s: float = WINDOW_S, n: Optional[int] = None) -> WindowPlan:
+    """The steps of ``all_steps`` (in order) that fit a window of ``window_s`` seconds, in ``n`` parts.
+
+    A step that does not fit is passed over for a later one that does.  ``n`` None: the count of parts that
+    plans the most work (the fewest of equals).  ``window_s`` 0: no window, every step in ``n`` parts."""
+    if not window_s:
+        n = n or DEFAULT_PARTS
+        return WindowPlan(0, partition(all_steps, n), [], math.inf)
+    if n is None:
+        plans = [window_plan(all_steps, window_s, k) for k in range(1, parts_for_window(window_s) + 1)]
+        return max(plans, key=lambda p: (p.planned_s, -p.n))
+    if n < 1:
+        raise AStitchError(f"--part: N must be at least 1, got {n}")
+    cap = capacity(window_s, n)
+    chosen, left = [], []
+    for s in all_steps:
+        trial = chosen + [s]
+        if seconds(trial) <= cap and max(seconds(p) for p in partition(trial, n)) <= PART_LIMIT_S:
+            chosen = trial
+        else:
+            left.append(s)
+    return WindowPlan(window_s, partition(chosen, n), left, cap)
+
+
+#: the parts a default window is planned in: follows from WINDOW_S, START_S, CALL_S and PART_LIMIT_S
+DEFAULT_PARTS = parts_for_window(WINDOW_S)
 
 
 def parse_part(spec: str) -> tuple:
     try:
         k, n = (int(v) for v in spec.split("/"))
     except ValueError:
-        raise AStitchError(f"--part wants K/N (e.g. 1/5), got {spec!r}") from None
+        raise AStitchError(f"--part wants K/N (e.g. 1/2), got {spec!r}") from None
     if not 1 <= k <= n:
         raise AStitchError(f"--part wants K/N with 1 <= K <= N, got {spec!r}")
     return k, n
 
 
-def plan_text(all_steps: list, n: int) -> str:
-    lines = [f"{n} parts (estimated seconds on an H100/H200: estimates, not measured on a GPU; "
-             f"each part must stay under {PART_LIMIT_S} s):"]
-    for k, part in enumerate(partition(all_steps, n), 1):
-        total = sum(s.estimate_s for s in part)
+def _split(part: list) -> str:
+    m = sum(s.measured_s for s in part)
+    return f"{m:.0f} m + {seconds(part) - m:.0f} e"
+
+
+def plan_text(plan: WindowPlan, skipped: Optional[dict] = None) -> str:
+    n = plan.n
+    if plan.window_s:
+        lines = [f"A {plan.window_s:.0f} s window: one machine start (~{START_S} s) and {n} device command(s) "
+                 f"(~{CALL_S} s each besides the steps) leave {plan.capacity_s:.0f} s; "
+                 f"{plan.planned_s:.0f} s planned in {n} part(s):"]
+    else:
+        lines = [f"No window limit: every step in {n} part(s):"]
+    lines.append(f"  (seconds: m = measured on the {MEASURED_ON}, e = estimated; each part must stay under "
+                 f"{PART_LIMIT_S} s)")
+    for k, part in enumerate(plan.parts, 1):
+        total = seconds(part)
         flag = "" if total <= PART_LIMIT_S else f"  OVER {PART_LIMIT_S} s: use more parts"
-        lines.append(f"  part {k}/{n} ~{total:.0f} s{flag}: " + ", ".join(s.name for s in part))
+        lines.append(f"  part {k}/{n} ~{total:.0f} s ({_split(part)}){flag}: " + ", ".join(s.name for s in part))
+    if plan.left:
+        lines.append(f"  left for a later window ~{seconds(plan.left):.0f} s ({_split(plan.left)}): "
+                     + ", ".join(s.name for s in plan.left))
+    else:
+        lines.append("  left for a later window: nothing")
+    if skipped:
+        lines.append(f"  done in an earlier window on {', '.join(skipped['devices']) or 'an unnamed device'} "
+                     f"(--skip-done {' '.join(skipped['dirs'])}), not planned: "
+                     + (", ".join(skipped["steps"]) or "nothing"))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# --skip-done: what an earlier window finished
+# ---------------------------------------------------------------------------
+
+def _case_done(case: dict) -> bool:
+    """A suite case every run of which was timed (or skipped by design) and, where checked, valid."""
+    return not case.get("error") and all(not r.get("error") and (r.get("validation") or {}).get("ok", True)
+                                         for r in case.get("runs", []))
+
+
+def _correctness_records(steps_rec: dict) -> list:
+    return [rec for name, rec in steps_rec.items() if name.split(":", 1)[0] == "correctness"]
+
+
+def _sanitizer_records(steps_rec: dict) -> list:
+    return [(name, rec) for name, rec in steps_rec.items() if name.split(":", 1)[0] == "sanitizer"]
+
+
+def done_steps(dirs: list, mode: str = "gpu") -> dict:
+    """The steps the parts under ``dirs`` (any ``session.json`` / ``results.json`` below them) finished.
+
+    Returns ``{"steps": [names], "devices": [...], "dirs": [...]}``; only records of ``mode`` count."""
+    import astitch_sim as asim
+    done, devices, matched = set(), set(), set()
+    for d in dirs:
+        d = Path(d)
+        sessions = sorted(d.rglob("session.json")) if d.is_dir() else []
+        if not sessions:
+            raise AStitchError(f"--skip-done {d}: no session.json under it (give the folder of a window's parts)")
+        for f in sessions:
+            s = json.loads(f.read_text())
+            if s.get("mode") != mode:
+                continue
+            prov = s.get("provenance")
+            devices |= {p.get("device") for p in (prov if isinstance(prov, list) else [prov]) if p and p.get("device")}
+            for rec in _correctness_records(s.get("steps", {})):
+                matched |= {(r["workload"], r["strategy"]) for r in rec.get("rows") or [] if r.get("ok")}
+            for _, rec in _sanitizer_records(s.get("steps", {})):
+                done |= {f"sanitizer:{tool}" for tool, r in (rec.get("tools") or {}).items() if r.get("ok")}
+        for f in sorted(d.rglob("results.json")):
+            r = json.loads(f.read_text())
+            if r.get("mode") == mode:
+                done |= {f"suite:{c['key']}" for c in r.get("cases", []) if _case_done(c)}
+    done |= {f"correctness:{w}" for w in asim.WORKLOADS if all((w, s) in matched for s in asim.STRATEGIES)}
+    return {"steps": sorted(done), "devices": sorted(devices), "dirs": [str(d) for d in dirs]}
+
+
+def drop_done(all_steps: list, done: dict) -> tuple:
+    """(the steps still to run, the names dropped): ``done`` from :func:`done_steps`; ALWAYS steps stay."""
+    names = set(done["steps"])
+    keep = [s for s in all_steps if s.name in ALWAYS or s.name not in names]
+    return keep, [s.name for s in all_steps if s not in keep]
 
 
 # ---------------------------------------------------------------------------
@@ -169,16 +415,14 @@ class Session:
 
 
 def run_part(part_steps: list, out_dir, simulator: bool, commit: Optional[str] = None, label: str = "1/1",
-             workloads: Optional[list] = None, baselines=None, budget_s: float = PART_LIMIT_S,
-             argv: Optional[list] = None) -> dict:
-    """Run ``part_steps`` into ``out_dir``; returns the session dict."""
-    import astitch_sim as asim
+             baselines=None, budget_s: float = PART_LIMIT_S, argv: Optional[list] = None,
+             skipped: Optional[dict] = None) -> dict:
+    """Run ``part_steps`` in their order into ``out_dir``; returns the session dict.
+
+    The part's suite cases run together (one gpu_bench run, one results.json) where the first of them stands.
+    ``skipped``: what ``--skip-done`` dropped (:func:`done_steps`), recorded; a device other than the one
+    those steps ran on is a warning."""
     from benchmarks import gpu_bench as gb
-    from benchmarks.gpu_correctness import SIM_SHAPES
-    if workloads:
-        unknown = sorted(set(workloads) - set(asim.WORKLOADS))
-        if unknown:
-            raise AStitchError(f"--workloads: unknown {unknown}; catalog: {', '.join(asim.WORKLOADS)}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     mode = _choose_mode(simulator)
@@ -191,14 +435,22 @@ def run_part(part_steps: list, out_dir, simulator: bool, commit: Optional[str] =
                 "error": f"{type(e).__name__}: {e}"}
         log(f"provenance failed: {prov['error']}")
     preset = "H100" if simulator else (gb.detect_preset(prov.get("device") or "") or "H100")
-    session = Session(out_dir, {"format": FORMAT, "mode": "simulator" if simulator else "gpu", "part": label,
-                                "planned": [s.name for s in part_steps],
-                                "estimates_s": {s.name: s.estimate_s for s in part_steps},
-                                "gpu_preset": preset, "provenance": prov, **mode})
+    header = {"format": FORMAT, "mode": "simulator" if simulator else "gpu", "part": label,
+              "planned": [s.name for s in part_steps], "estimates_s": {s.name: s.estimate_s for s in part_steps},
+              "gpu_preset": preset, "provenance": prov, **mode}
+    if skipped:
+        header["skip_done"] = skipped
+        if skipped.get("devices") and prov.get("device") not in skipped["devices"]:
+            header["warnings"] = [f"--skip-done dropped steps done on {', '.join(skipped['devices'])}, but this "
+                                  f"part ran on {prov.get('device')}: those steps have no result on this device"]
+            log("WARNING: " + header["warnings"][0])
+    session = Session(out_dir, header)
     budget = float("inf") if simulator else budget_s
-    suite_keys = [s.name.split(":", 1)[1] for s in part_steps if s.name.startswith("suite:")]
+    suite_steps = [s for s in part_steps if s.kind == "suite"]
     for s in part_steps:
-        if s.name.startswith("suite:"):
+        if s.kind == "suite":
+            if s is suite_steps[0]:
+                _run_suite_steps(suite_steps, session, out_dir, simulator, preset, baselines, commit, argv, label)
             continue
         spent = time.monotonic() - t_start
         if spent + s.estimate_s > budget:
@@ -208,34 +460,50 @@ def run_part(part_steps: list, out_dir, simulator: bool, commit: Optional[str] =
         log(f"[{label}] {s.name} (estimate {s.estimate_s:.0f} s{', simulator' if simulator else ''})")
         t0 = time.monotonic()
         try:
-            rec = STEP_RUNNERS[s.name](session=session, simulator=simulator, preset=preset, prov=prov,
-                                       out_dir=out_dir, workloads=workloads or list(SIM_SHAPES))
+            rec = STEP_RUNNERS[s.kind](session=session, simulator=simulator, preset=preset, prov=prov,
+                                       out_dir=out_dir, name=s.name, arg=s.arg)
         except Exception as e:      # noqa: BLE001 - one step failing must not cost the others
             import traceback
             rec = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=6)}
+            kept = session.data["steps"].get(s.name) or {}
+            if kept.get("rows"):    # a correctness step keeps the plans it checked
+                rec["rows"] = kept["rows"]
         rec["seconds"] = round(time.monotonic() - t0, 1)
         session.record(s.name, rec)
         log(f"[{label}] {s.name}: {'ok' if rec.get('ok') else 'FAILED' if rec.get('ok') is False else 'done'} "
             f"in {rec['seconds']} s")
-    if suite_keys:
-        log(f"[{label}] suite: {', '.join(suite_keys)}")
-        t0 = time.monotonic()
-        try:
-            res = gb.run_suite(str(out_dir), simulator=simulator, gpu_preset=preset, only=suite_keys,
-                               baselines=list(gb.BASELINES if baselines is None else baselines), commit=commit,
-                               plot=False, argv=argv, apply_compiler=True, copy=False)
-            done = {c["key"] for c in res["cases"]}
-            rec = {"ok": all(not c.get("error") for c in res["cases"]), "cases": sorted(done),
-                   "results": "results.json"}
-        except Exception as e:      # noqa: BLE001
-            rec = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        rec["seconds"] = round(time.monotonic() - t0, 1)
-        for k in suite_keys:
-            session.record(f"suite:{k}", {**rec, "case": k})
     session.data["wall_s"] = round(time.monotonic() - t_start, 1)
     session.data["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     session.write()
     return session.data
+
+
+def _run_suite_steps(suite_steps, session, out_dir, simulator, preset, baselines, commit, argv, label) -> None:
+    """The part's suite cases in one gpu_bench run; each case's record: ok, its failed runs, its seconds."""
+    from benchmarks import gpu_bench as gb
+    keys = [s.arg for s in suite_steps]
+    log(f"[{label}] suite: {', '.join(keys)}")
+    t0 = time.monotonic()
+    try:
+        res = gb.run_suite(str(out_dir), simulator=simulator, gpu_preset=preset, only=keys,
+                           baselines=list(gb.BASELINES if baselines is None else baselines), commit=commit,
+                           plot=False, argv=argv, apply_compiler=True, copy=False)
+    except Exception as e:          # noqa: BLE001
+        for k in keys:
+            session.record(f"suite:{k}", {"ok": False, "case": k, "error": f"{type(e).__name__}: {e}",
+                                          "seconds": round(time.monotonic() - t0, 1)})
+        return
+    by_key = {c["key"]: c for c in res["cases"]}
+    for k in keys:
+        c = by_key.get(k)
+        if c is None:
+            session.record(f"suite:{k}", {"ok": False, "case": k, "error": "not in gpu_bench's results"})
+            continue
+        failed = [r["name"] for r in c["runs"] if r.get("error") or not (r.get("validation") or {}).get("ok", True)]
+        rec = {"ok": _case_done(c), "case": k, "results": "results.json", "seconds": round(c.get("wall_s", 0), 1)}
+        if c.get("error") or failed:
+            rec["error"] = c.get("error") or f"runs failed or wrong: {', '.join(failed)}"
+        session.record(f"suite:{k}", rec)
 
 
 def _probe(session, simulator, prov, **_):
@@ -258,20 +526,19 @@ def _copy(simulator, prov, **_):
     return rec
 
 
-def _correctness(session, simulator, preset, workloads, **_):
+def _correctness(session, simulator, preset, name, arg, **_):
+    """One catalog workload, every strategy; the plans checked so far are in session.json after each."""
     import astitch_sim as asim
     from benchmarks.gpu_correctness import check_all
-    names = workloads if simulator else list(asim.WORKLOADS)
 
     def record(rows):
-        session.data["steps"]["correctness"] = {"ok": None, "in_progress": True, "rows": rows}
-        session.write()
-    rows = check_all(names, list(asim.STRATEGIES), preset, simulator, record)
+        session.record(name, {"ok": None, "in_progress": True, "rows": rows})
+    rows = check_all([arg], list(asim.STRATEGIES), preset, simulator, record)
     return {"ok": all(r.get("ok") for r in rows), "rows": rows, "plans": len(rows),
             "failed": [f"{r['workload']}/{r['strategy']}" for r in rows if not r.get("ok")]}
 
 
-def _sanitizer(simulator, preset, **_):
+def _sanitizer(simulator, preset, arg, **_):
     import tempfile
 
     from benchmarks import sanitizer
@@ -281,10 +548,11 @@ def _sanitizer(simulator, preset, **_):
         if simulator:
             rec = sanitizer.run_plain(tmp / "child", sanitizer.SANITIZED_SIM, preset)
             return {"ok": rec["ok"], "plain": rec, "note": "CUDA simulator: the child ran without compute-sanitizer"}
-        tools = {t: sanitizer.run_tool(t, tmp / t, sanitizer.SANITIZED, preset) for t in sanitizer.TOOLS}
-    return {"ok": all(r.get("ok") for r in tools.values()), "tools": tools}
+        rec = sanitizer.run_tool(arg, tmp / arg, sanitizer.SANITIZED, preset)
+    return {"ok": bool(rec.get("ok")), "tools": {arg: rec}}
 
 
+#: a step's runner by its kind (the name before ':')
 STEP_RUNNERS = {"probe": _probe, "copy": _copy, "correctness": _correctness, "sanitizer": _sanitizer}
 
 
@@ -293,7 +561,9 @@ STEP_RUNNERS = {"probe": _probe, "copy": _copy, "correctness": _correctness, "sa
 # ---------------------------------------------------------------------------
 
 def render(part_dirs: list, out_dir, calibrate: bool = True, max_elements: int = 1 << 20) -> dict:
-    """Merge the parts in ``part_dirs`` into ``out_dir``: results.json/md, session.md, crosscheck.json."""
+    """Merge the parts in ``part_dirs`` into ``out_dir``: results.json/md, session.md, crosscheck.json.
+
+    A step or suite case recorded in two parts: the first folder given wins (list the newest window first)."""
     from benchmarks import gpu_bench as gb
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -314,8 +584,12 @@ def render(part_dirs: list, out_dir, calibrate: bool = True, max_elements: int =
         for name, rec in s["steps"].items():
             if name not in steps_all or (rec.get("ok") is not None and steps_all[name].get("ok") is None):
                 steps_all[name] = rec
+    for s in sessions:              # planned in a part, but the command ended before the part reached it
+        for name in s.get("planned", []):
+            steps_all.setdefault(name, {"ok": None, "not_reached": True})
     merged = {"format": FORMAT, "mode": mode, "parts": [s["part"] for s in sessions],
               "provenance": [s["provenance"] for s in sessions], "steps": steps_all,
+              "warnings": [w for s in sessions for w in s.get("warnings", [])],
               "rendered": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     results = None
     if result_files:
@@ -346,9 +620,11 @@ def _crosscheck(results: dict, mode: str, max_elements: int) -> dict:
 
 
 def step_verdict(rec: dict) -> str:
-    """One step's result in a word or a line: ok, FAILED (why), not started, or cut off mid-step."""
+    """One step's result in a word or a line: ok, FAILED (why), not started, not reached, or cut off mid-step."""
     if rec.get("skipped"):
         return "skipped: " + rec["skipped"]
+    if rec.get("not_reached"):
+        return "not reached: the command ended before it"
     if rec.get("in_progress"):
         done = len(rec.get("rows") or [])
         return f"cut off by the command's time limit ({done} done, kept)"
@@ -357,9 +633,48 @@ def step_verdict(rec: dict) -> str:
     return "FAILED" + (f": {rec['error'][:100]}" if rec.get("error") else "")
 
 
+def merged_correctness(steps_all: dict) -> dict:
+    """Every correctness step's plans in one table (the old single step and one step per workload alike).
+
+    A plan checked in two records: the first wins.  Returns rows, the catalog's plans not checked (by
+    workload) and the steps a time limit cut off (with how many plans each kept)."""
+    import astitch_sim as asim
+    seen, cut = {}, []
+    for name, rec in steps_all.items():
+        if name.split(":", 1)[0] != "correctness":
+            continue
+        for r in rec.get("rows") or []:
+            seen.setdefault((r["workload"], r["strategy"]), r)
+        if rec.get("in_progress"):
+            cut.append((name, len(rec.get("rows") or [])))
+    missing = {}
+    for w in asim.WORKLOADS:
+        n = sum((w, s) not in seen for s in asim.STRATEGIES)
+        if n:
+            missing[w] = n
+    return {"rows": list(seen.values()), "missing": missing, "cut": cut}
+
+
 def _catalog_plan_count() -> int:
     import astitch_sim as asim
     return len(asim.WORKLOADS) * len(asim.STRATEGIES)
+
+
+def _sanitizer_lines(st: dict) -> list:
+    L = []
+    for name, rec in _sanitizer_records(st):
+        tool = name.split(":", 1)[1] if ":" in name else ""
+        who = f"{tool}: " if tool else ""
+        if rec.get("skipped") or rec.get("not_reached"):
+            L.append(f"- {who}not run: {rec.get('skipped') or 'the command ended before it'}")
+            continue
+        runs = rec.get("tools") or ({f"{tool} dry run".strip(): rec["plain"]} if rec.get("plain") else {})
+        if not runs and rec.get("error"):
+            L.append(f"- {who}FAILED: {rec['error'][:100]}")
+        for t, r in runs.items():
+            L.append(f"- {t}: {r.get('verdict') or r.get('skipped')} ({r.get('ran', 0)}/{r.get('cases', '?')} "
+                     "plans ran)")
+    return L
 
 
 def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) -> list:
@@ -369,6 +684,7 @@ def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) 
     L = [f"# GPU window: {p0.get('device')}", ""]
     if sim:
         L += ["**CUDA simulator dry run: no number below is a GPU measurement.**", ""]
+    L += [f"**Warning**: {w}" for w in merged.get("warnings", [])] + ([""] if merged.get("warnings") else [])
     L += [f"- parts {', '.join(merged['parts'])}; commit `{p0.get('git_commit')}`; sources `{p0.get('source_digest')}`",
           f"- first part {p0.get('date')}, driver {p0.get('driver')}, CUDA driver {p0.get('cuda_driver_version')}, "
           f"command `{p0.get('command')}`", ""]
@@ -376,26 +692,24 @@ def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) 
     L += ["## Steps", "", "| step | result | seconds |", "|---|---|---|"]
     for name, rec in st.items():
         L.append(f"| {name} | {step_verdict(rec)} | {rec.get('seconds', '-')} |")
-    if st.get("probe"):
+    if st.get("probe") and not st["probe"].get("not_reached"):
         L += ["", "## Probe", ""] + summary_lines(st["probe"])
-    corr = st.get("correctness")
-    if corr and corr.get("rows"):
-        ok = sum(1 for r in corr["rows"] if r.get("ok"))
-        failed = corr.get("failed") or [f"{r['workload']}/{r['strategy']}" for r in corr["rows"] if not r.get("ok")]
-        L += ["", "## Correctness (every catalog plan, every strategy, after apply_compiler)", "",
-              f"{ok}/{len(corr['rows'])} plans match the numpy reference"
+    corr = merged_correctness(st)
+    if corr["rows"]:
+        rows = corr["rows"]
+        ok = sum(1 for r in rows if r.get("ok"))
+        failed = [f"{r['workload']}/{r['strategy']}" for r in rows if not r.get("ok")]
+        L += ["", "## Correctness (catalog plans, every strategy, after apply_compiler)", "",
+              f"{ok}/{len(rows)} plans match the numpy reference"
               + (f"; failed: {', '.join(failed)}" if failed else "") + "."]
-        if corr.get("in_progress"):
-            L += ["", f"**Cut off**: the command's time limit ended this step after {len(corr['rows'])} of "
-                      f"{_catalog_plan_count()} plans; the plans not listed in `session.json` were not run."]
-    san = st.get("sanitizer")
+        if corr["missing"]:
+            L += ["", f"Not checked: {sum(corr['missing'].values())} of {_catalog_plan_count()} catalog plans ("
+                      + ", ".join(f"{w} ({n})" for w, n in corr["missing"].items()) + ")."]
+        for name, n in corr["cut"]:
+            L += ["", f"**Cut off**: the command's time limit ended `{name}` after {n} plans (kept above)."]
+    san = _sanitizer_lines(st)
     if san:
-        L += ["", "## compute-sanitizer", ""]
-        if san.get("skipped"):
-            L.append(f"- not run: {san['skipped']}")
-        for tool, r in (san.get("tools") or ({"dry run": san["plain"]} if san.get("plain") else {})).items():
-            L.append(f"- {tool}: {r.get('verdict') or r.get('skipped')} ({r.get('ran', 0)}/{r.get('cases', '?')} "
-                     "plans ran)")
+        L += ["", "## compute-sanitizer", ""] + san
     cp = st.get("copy")
     if cp and cp.get("memcpy_us") is not None:
         unit = " (simulator wall clock)" if sim else ""
@@ -419,13 +733,12 @@ def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) 
 
 def dry_run(out_dir, parts: int = DEFAULT_PARTS, cases=None, workloads=None, baselines=None, commit=None,
             argv=None) -> dict:
-    """Every part in the simulator into ``out_dir/pK``, then the render step into ``out_dir``."""
+    """Every step (no window) in the simulator, in ``parts`` parts into ``out_dir/pK``, then the render step."""
     out_dir = Path(out_dir)
-    all_steps = steps(cases)
     dirs = []
-    for k, part_steps in enumerate(partition(all_steps, parts), 1):
+    for k, part_steps in enumerate(window_plan(steps(cases, workloads), 0, parts).parts, 1):
         d = out_dir / f"p{k}"
-        run_part(part_steps, d, True, commit, f"{k}/{parts}", workloads, baselines, argv=argv)
+        run_part(part_steps, d, True, commit, f"{k}/{parts}", baselines, argv=argv)
         dirs.append(d)
     return render(dirs, out_dir)
 
@@ -435,13 +748,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu_session", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--out", help="folder for this part's files (or the render's)")
-    ap.add_argument("--part", metavar="K/N", help="run the K-th of N parts (one device command each)")
-    ap.add_argument("--plan", action="store_true", help="print what each part runs and its estimate, run nothing")
-    ap.add_argument("--parts", type=int, default=DEFAULT_PARTS, help="N for --plan and --simulator")
-    ap.add_argument("--simulator", action="store_true", help="the whole runbook in Numba's CUDA simulator, then render")
+    ap.add_argument("--part", metavar="K/N", help="run the K-th of the window plan's N parts (one device command)")
+    ap.add_argument("--plan", action="store_true", help="print the window's parts, their estimates and what is "
+                                                        "left for a later window; run nothing")
+    ap.add_argument("--parts", type=int, help="N for --plan (default: the count that plans the most work) and "
+                                              f"--simulator (default {DEFAULT_PARTS})")
+    ap.add_argument("--window-s", type=float, default=WINDOW_S,
+                    help=f"device time of the window, machine start included (default {WINDOW_S}; 0: no limit, "
+                         "every step)")
+    ap.add_argument("--skip-done", nargs="+", metavar="DIR",
+                    help="drop the steps an earlier window's parts under DIR finished (same GPU model only)")
+    ap.add_argument("--simulator", action="store_true", help="every step in Numba's CUDA simulator, then render")
     ap.add_argument("--render", nargs="+", metavar="PART_DIR", help="merge these parts' folders into --out (CPU)")
     ap.add_argument("--cases", nargs="+", help="suite cases (keys or workload names; default all)")
-    ap.add_argument("--workloads", nargs="+", help="simulator only: catalog workloads for the correctness step")
+    ap.add_argument("--workloads", nargs="+", help="catalog workloads for the correctness steps (default all)")
     ap.add_argument("--baselines", nargs="*", help="default: jax.jit torch.eager torch.native torch.compile")
     ap.add_argument("--commit", help="git commit to record (the device machine has no .git)")
     ap.add_argument("--budget-s", type=float, default=PART_LIMIT_S,
@@ -449,9 +769,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-calibrate", action="store_true", help="--render without the cross-check")
     a = ap.parse_args(argv)
     try:
-        all_steps = steps(a.cases)              # bad --cases fail here, before anything expensive
+        all_steps = steps(a.cases, a.workloads)     # bad --cases / --workloads fail here, before anything expensive
+        skipped = None
+        if a.skip_done and not a.render:
+            skipped = done_steps(a.skip_done, "simulator" if a.simulator else "gpu")
+            all_steps, skipped["steps"] = drop_done(all_steps, skipped)
         if a.plan:
-            print(plan_text(all_steps, a.parts))
+            print(plan_text(window_plan(all_steps, a.window_s, a.parts), skipped))
             return 0
         if not a.out:
             raise AStitchError("--out is required (the folder this part, the dry run or the render writes)")
@@ -461,15 +785,19 @@ def main(argv=None) -> int:
             return 0 if r else 1
         cmd = ["-m", "benchmarks.gpu_session"] + argv
         if a.simulator:
-            dry_run(a.out, a.parts, a.cases, a.workloads, a.baselines, a.commit, cmd)
+            if a.skip_done:
+                raise AStitchError("--skip-done is for --plan and --part (the dry run runs every step)")
+            dry_run(a.out, a.parts or DEFAULT_PARTS, a.cases, a.workloads, a.baselines, a.commit, cmd)
             print((Path(a.out) / "session.md").read_text())
             return 0
         if not a.part:
             raise AStitchError("give --part K/N (one device command per part; --plan shows them), --simulator "
                                "or --render")
         k, n = parse_part(a.part)
-        part_steps = partition(all_steps, n)[k - 1]
-        run_part(part_steps, a.out, False, a.commit, f"{k}/{n}", a.workloads, a.baselines, a.budget_s, cmd)
+        plan = window_plan(all_steps, a.window_s, n)
+        if plan.left:
+            log(f"[{k}/{n}] left for a later window: {', '.join(s.name for s in plan.left)}")
+        run_part(plan.parts[k - 1], a.out, False, a.commit, f"{k}/{n}", a.baselines, a.budget_s, cmd, skipped)
         return 0
     except AStitchError as e:
         print(f"error: {e}", file=sys.stderr)

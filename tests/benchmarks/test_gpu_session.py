@@ -15,6 +15,8 @@ import pytest
 from anchor import TESTS_FILE
 
 ROOT = Path(TESTS_FILE).resolve().parent.parent
+#: the first GPU window's parts (committed): what --skip-done reads in the README's commands
+FIRST_WINDOW = ROOT / "benchmarks" / "results" / "2026-11-27-h200" / "parts"
 
 
 def _collected(out: str) -> set:
@@ -71,16 +73,17 @@ def test_the_runbook_dry_runs_every_part_in_the_simulator_and_renders(tmp_path):
         assert prov["git_commit"] and prov["date"] and prov["source_digest"] and prov["versions"]["numpy"]
         assert s["finished"]
         steps.update(s["steps"])
-    assert set(steps) == {"probe", "copy", "correctness", "sanitizer", "suite:paper_fig7",
-                          "suite:global_norm_1024x1024"}
+    assert set(steps) == {"probe", "copy", "correctness:paper_fig7", "sanitizer:memcheck", "sanitizer:racecheck",
+                          "suite:paper_fig7", "suite:global_norm_1024x1024"}
     assert all(rec.get("ok") for rec in steps.values()), {k: v.get("error") for k, v in steps.items()}
     probe = steps["probe"]
     assert probe["grid_sync"]["ok"] and probe["plain"]["ok"] and probe["toolchain"]["where"]["ptxas"]
     assert all(steps["copy"][f"{k}_valid"] for k in ("memcpy", "scalar", "vec128"))
-    rows = steps["correctness"]["rows"]
+    rows = steps["correctness:paper_fig7"]["rows"]
     assert [(r["workload"], r["strategy"]) for r in rows] == [("paper_fig7", s) for s in asim.STRATEGIES]
     assert all(r["ok"] and r["compiler"]["applied"] for r in rows)
-    assert steps["sanitizer"]["plain"]["ran"] == steps["sanitizer"]["plain"]["cases"] > 0
+    for tool in ("memcheck", "racecheck"):
+        assert steps[f"sanitizer:{tool}"]["plain"]["ran"] == steps[f"sanitizer:{tool}"]["plain"]["cases"] > 0
     # the render step: merged results with provenance, every case, no GPU number
     res = json.loads((out / "results.json").read_text())
     assert res["mode"] == "simulator" and res["provenance"]["git_commit"]
@@ -100,6 +103,7 @@ def test_the_runbook_dry_runs_every_part_in_the_simulator_and_renders(tmp_path):
     assert len(cc["held_out_cases"]) == 1 and "SIMULATOR" in cc["banner"]
     md = (out / "session.md").read_text()
     assert "CUDA simulator dry run" in md and "held out" in md
+    assert "6/6 plans match" in md and "- memcheck dry run:" in md and "- racecheck dry run:" in md
 
 
 def test_a_part_cut_off_keeps_the_steps_it_finished(tmp_path, monkeypatch):
@@ -110,14 +114,17 @@ def test_a_part_cut_off_keeps_the_steps_it_finished(tmp_path, monkeypatch):
     def killed(**_):
         raise KeyboardInterrupt("the device command's time limit")
     monkeypatch.setitem(gs.STEP_RUNNERS, "sanitizer", killed)
-    part = [gs.Step("copy", 1), gs.Step("sanitizer", 1)]
+    part = [gs.Step("copy", 1), gs.Step("sanitizer:memcheck", 1)]
     try:
         gs.run_part(part, tmp_path / "p1", simulator=True, label="1/2")
     except KeyboardInterrupt:
         pass
     s = json.loads((tmp_path / "p1" / "session.json").read_text())
-    assert s["planned"] == ["copy", "sanitizer"]
-    assert s["steps"]["copy"]["ok"] and s["steps"]["copy"]["vec128_valid"] and "sanitizer" not in s["steps"]
+    assert s["planned"] == ["copy", "sanitizer:memcheck"]
+    assert s["steps"]["copy"]["ok"] and s["steps"]["copy"]["vec128_valid"] and "sanitizer:memcheck" not in s["steps"]
+    gs.render([tmp_path / "p1"], tmp_path / "out", calibrate=False)      # planned, never reached: said so
+    assert "| sanitizer:memcheck | not reached: the command ended before it | - |" in \
+        (tmp_path / "out" / "session.md").read_text()
 
 
 def test_bad_runbook_arguments_fail_before_anything_runs(capsys):
@@ -129,24 +136,60 @@ def test_bad_runbook_arguments_fail_before_anything_runs(capsys):
 
 
 def test_every_planned_part_fits_one_device_command():
+    """The default window's plan, fresh and after the first window (--skip-done): each part under the limit,
+    together inside the window with a machine start and each call's cost, steps in order, each once."""
     from benchmarks import gpu_session as gs
-    all_steps = gs.steps()
-    parts = gs.partition(all_steps, gs.DEFAULT_PARTS)
-    assert [s for p in parts for s in p] == all_steps            # every step once, in order
-    assert all(sum(s.estimate_s for s in p) <= gs.PART_LIMIT_S for p in parts)
+    fresh = gs.steps()
+    later, _ = gs.drop_done(fresh, gs.done_steps([FIRST_WINDOW]))
+    for all_steps in (fresh, later):
+        plan = gs.window_plan(all_steps, gs.WINDOW_S)
+        planned = [s for p in plan.parts for s in p]
+        assert sorted(planned + plan.left, key=all_steps.index) == all_steps        # every step once
+        assert planned == sorted(planned, key=all_steps.index)                      # in order
+        assert all(gs.seconds(p) <= gs.PART_LIMIT_S for p in plan.parts)
+        assert plan.n == gs.DEFAULT_PARTS
+        assert gs.START_S + plan.n * gs.CALL_S + plan.planned_s <= gs.WINDOW_S
+        for s in plan.left:                                       # what is left does not fit beside them
+            trial = sorted(planned + [s], key=all_steps.index)
+            assert gs.seconds(trial) > plan.capacity_s or \
+                max(gs.seconds(p) for p in gs.partition(trial, plan.n)) > gs.PART_LIMIT_S, s.name
     assert gs.PART_LIMIT_S <= 540                                  # 9 minutes: the 10-minute limit with room
 
 
+def _readme_plan(text):
+    """The plan the README's window commands run: their --skip-done folders, the default window."""
+    from benchmarks import gpu_session as gs
+    m = re.search(r"--part 1/\d+ --out \$OUT/p1 --skip-done (\S+(?: \S+)*?) --commit", text)
+    assert m, "benchmarks/README.md has no window command with --skip-done"
+    dirs = [ROOT / d for d in m.group(1).split()]
+    all_steps, _ = gs.drop_done(gs.steps(), gs.done_steps(dirs))
+    return gs.window_plan(all_steps, gs.WINDOW_S), m.group(1)
+
+
+def _step_cell(cell: str) -> list:
+    """``probe, copy; suite: `a`, `b`; correctness: `w``` -> the step names, in order."""
+    names = []
+    for seg in cell.split(";"):
+        kind, _, items = seg.rpartition(":") if ":" in seg else ("", "", seg)
+        names += [f"{kind.strip()}:{x.strip(' `')}" if kind.strip() else x.strip(" `") for x in items.split(",")]
+    return names
+
+
 def test_the_readme_states_each_parts_estimate_from_the_plan():
+    """The README's table: one row per part (what it runs, minutes as --plan has them) and what is left."""
     from benchmarks import gpu_session as gs
     text = (ROOT / "benchmarks" / "README.md").read_text()
-    parts = gs.partition(gs.steps(), gs.DEFAULT_PARTS)
-    for k, part in enumerate(parts, 1):
-        m = re.search(rf"^\| {k}/{gs.DEFAULT_PARTS} \|.*\| ~([\d.]+) min \|$", text, re.M)
-        assert m, f"benchmarks/README.md has no row for part {k}/{gs.DEFAULT_PARTS}"
-        minutes = sum(s.estimate_s for s in part) / 60
-        assert abs(float(m.group(1)) - minutes) <= 0.5, (k, m.group(1), minutes)
-        assert f"--part {k}/{gs.DEFAULT_PARTS} --out $OUT/p{k}" in text
+    plan, skip = _readme_plan(text)
+    n = plan.n
+    rows = [(f"{k}/{n}", part) for k, part in enumerate(plan.parts, 1)] + [("later", plan.left)]
+    for label, part in rows:
+        m = re.search(rf"^\| {label} \| ([^|]*) \|.*\| ~([\d.]+) min[^|]*\|$", text, re.M)
+        assert m, f"benchmarks/README.md has no row for {label}"
+        assert _step_cell(m.group(1)) == [s.name for s in part], label
+        assert abs(float(m.group(2)) - gs.seconds(part) / 60) <= 0.1, (label, m.group(2), gs.seconds(part) / 60)
+    for k in range(1, n + 1):
+        assert f"--part {k}/{n} --out $OUT/p{k} --skip-done {skip} --commit <hash>" in text
+    assert not re.search(rf"^\| {n + 1}/", text, re.M)
 
 
 def test_calibration_fits_constants_the_cost_model_adds_later(monkeypatch):
@@ -194,3 +237,249 @@ def test_a_step_cut_off_mid_way_is_reported_as_cut_off_with_what_it_kept(tmp_pat
     assert "| correctness | cut off by the command's time limit (2 done, kept) |" in md
     assert "2/2 plans match" in md and "**Cut off**" in md
     assert "- not run: not started" in md and "dry run" not in md and "FAILED" not in md
+
+
+# -- the 15-minute window: measured estimates, the plan, --skip-done, steps per workload and tool -----------------
+
+def test_the_measured_seconds_are_the_first_windows_numbers():
+    """MEASURED_S is what benchmarks/results/2026-11-27-h200 recorded; every estimate covers its measurement."""
+    import json
+
+    from benchmarks import gpu_session as gs
+    from benchmarks.sanitizer import TIMEOUT_S, TOOLS
+    p1 = json.loads((FIRST_WINDOW / "p1" / "session.json").read_text())
+    got = {n: p1["steps"][n]["seconds"] for n in ("probe", "copy")}
+    got.update({f"correctness:{r['workload']}": r["workload_seconds"] for r in p1["steps"]["correctness"]["rows"]
+                if r.get("workload_seconds")})
+    for p in ("p2", "p3"):
+        got.update({f"suite:{c['key']}": c["wall_s"] for c in json.loads((FIRST_WINDOW / p / "results.json")
+                                                                          .read_text())["cases"]})
+    # log_softmax never finished: its 66 s are read from the time limit, not from a record
+    assert set(gs.MEASURED_S) - set(got) == {"correctness:log_softmax"} and set(got) <= set(gs.MEASURED_S)
+    assert all(abs(gs.MEASURED_S[k] - v) <= 0.051 for k, v in got.items()), got
+    names = {s.name for s in gs.steps()}
+    assert set(gs.MEASURED_S) <= names and set(gs.ESTIMATE_S) <= names     # no stale key
+    assert all(gs.ESTIMATE_S[k] >= v for k, v in gs.MEASURED_S.items())
+    assert gs.make_step("copy").measured_s == 4.6 and gs.make_step("suite:paper_fig7").measured_s == 0
+    assert all(gs.estimate(f"sanitizer:{t}") >= TIMEOUT_S for t in TOOLS)  # never measured: its cap bounds it
+
+
+def test_the_window_plan_fills_the_window_in_order_and_says_what_is_left():
+    from astitch_sim.errors import AStitchError
+    from benchmarks import gpu_session as gs
+    S = gs.Step
+    work = [S("a", 300), S("b", 300), S("c", 200), S("d", 100), S("e", 20), S("huge", gs.PART_LIMIT_S + 1)]
+    plan = gs.window_plan(work, 900, 2)
+    assert plan.capacity_s == 900 - gs.START_S - 2 * gs.CALL_S
+    assert [[s.name for s in p] for p in plan.parts] == [["a"], ["b", "d", "e"]]   # c does not fit, d and e do
+    assert [s.name for s in plan.left] == ["c", "huge"] and plan.planned_s == 720
+    one = gs.window_plan(work, 900, 1)                          # one command: at most PART_LIMIT_S of steps
+    assert [s.name for s in one.parts[0]] == ["a", "c", "e"]
+    assert gs.window_plan(work, 900).n == 2                     # the count that plans the most work
+    assert gs.parts_for_window(900) == gs.DEFAULT_PARTS == 2 and gs.parts_for_window(1800) == 3
+    free = gs.window_plan(work, 0, 3)                           # no window: every step
+    assert [s for p in free.parts for s in p] == work and not free.left and free.n == 3
+    with pytest.raises(AStitchError, match="no machine starts"):
+        gs.window_plan(work, gs.MIN_START_S - 1)
+
+
+def test_steps_come_in_the_order_of_what_they_are_worth():
+    import astitch_sim as asim
+    from astitch_sim.errors import AStitchError
+    from benchmarks import gpu_session as gs
+    names = [s.name for s in gs.steps()]
+    kinds = [n.split(":")[0] for n in names]
+    assert names[:2] == ["probe", "copy"]
+    assert kinds == sorted(kinds, key=["probe", "copy", "suite", "correctness", "sanitizer"].index)
+    assert [n for n in names if n.startswith("correctness:")] == [f"correctness:{w}" for w in asim.WORKLOADS]
+    assert names[-2:] == ["sanitizer:memcheck", "sanitizer:racecheck"]
+    picked = [s.name for s in gs.steps(["paper_fig7"], ["softmax", "layernorm"])]
+    assert picked == ["probe", "copy", "suite:paper_fig7", "correctness:layernorm", "correctness:softmax",
+                      "sanitizer:memcheck", "sanitizer:racecheck"]
+    with pytest.raises(AStitchError, match="sofmax"):
+        gs.steps(workloads=["sofmax"])
+
+
+def test_skip_done_drops_what_the_first_window_finished():
+    """The first window: five cases with every baseline, seven workloads all matching; its first call's 90
+    failed plans (numpy's lost alias) and the five cases whose torch baselines failed count for nothing."""
+    from benchmarks import gpu_session as gs
+    done = gs.done_steps([FIRST_WINDOW])
+    assert done["devices"] == ["NVIDIA H200"]
+    assert set(done["steps"]) == {
+        "suite:layernorm_8192x4096", "suite:softmax_64x30000", "suite:attention_softmax_196608x512",
+        "suite:batchnorm_train_65536x64", "suite:global_norm_1024x1024"} | {
+        f"correctness:{w}" for w in ("layernorm", "rmsnorm", "batchnorm_train", "layernorm_backward", "global_norm",
+                                     "softmax", "attention_softmax")}
+    kept, dropped = gs.drop_done(gs.steps(), done)
+    kept = [s.name for s in kept]
+    assert kept[:2] == ["probe", "copy"] and set(dropped) == set(done["steps"])
+    assert "suite:layernorm_16384x768" in kept and "correctness:log_softmax" in kept     # 5 of its 6 plans
+
+
+def test_skip_done_counts_only_what_finished_well(tmp_path):
+    import json
+
+    import astitch_sim as asim
+    from astitch_sim.errors import AStitchError
+    from benchmarks import gpu_session as gs
+
+    def part(name, mode, steps, cases=None):
+        d = tmp_path / "w" / name
+        d.mkdir(parents=True)
+        (d / "session.json").write_text(json.dumps({"mode": mode, "provenance": {"device": "NVIDIA H100"},
+                                                    "steps": steps}))
+        if cases is not None:
+            (d / "results.json").write_text(json.dumps({"mode": mode, "cases": cases}))
+    rows = [{"workload": w, "strategy": s, "ok": (w, s) != ("rmsnorm", "astitch")}
+            for w in ("softmax", "rmsnorm") for s in asim.STRATEGIES]
+    part("p1", "gpu", {"correctness:softmax": {"ok": True, "rows": rows[:6]},
+                       "correctness:rmsnorm": {"ok": False, "rows": rows[6:]},
+                       "sanitizer:memcheck": {"ok": True, "tools": {"memcheck": {"ok": True}}},
+                       "sanitizer:racecheck": {"ok": False, "tools": {"racecheck": {"ok": False}}}},
+         [{"key": "paper_fig7", "runs": [{"name": "astitch", "validation": {"ok": True}},
+                                         {"name": "torch.native", "skipped": "no fused op"}]},
+          {"key": "global_norm_1024x1024", "runs": [{"name": "astitch", "validation": {"ok": False}}]},
+          {"key": "softmax_64x30000", "runs": [{"name": "torch.eager", "error": "TypeError"}]}])
+    part("p2", "simulator", {"correctness:layernorm": {"ok": True, "rows": [
+        {"workload": "layernorm", "strategy": s, "ok": True} for s in asim.STRATEGIES]}})
+    done = gs.done_steps([tmp_path / "w"])
+    assert done["steps"] == ["correctness:softmax", "sanitizer:memcheck", "suite:paper_fig7"]
+    assert done["devices"] == ["NVIDIA H100"]
+    assert gs.done_steps([tmp_path / "w"], "simulator")["steps"] == ["correctness:layernorm"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AStitchError, match="no session.json"):
+        gs.done_steps([tmp_path / "empty"])
+
+
+def test_part_k_of_n_runs_the_kth_part_of_the_plan_printed_here(tmp_path, monkeypatch, capsys):
+    from benchmarks import gpu_session as gs
+    ran = {}
+    monkeypatch.setattr(gs, "run_part", lambda part_steps, *a: ran.update(steps=[s.name for s in part_steps],
+                                                                           skipped=a[-1]))
+    skip = ["--skip-done", str(FIRST_WINDOW)]
+    assert gs.main(["--plan"] + skip) == 0
+    out = capsys.readouterr().out
+    plan = gs.window_plan(gs.drop_done(gs.steps(), gs.done_steps([FIRST_WINDOW]))[0])
+    for k, part in enumerate(plan.parts, 1):
+        assert gs.main(["--part", f"{k}/{plan.n}", "--out", str(tmp_path / f"p{k}")] + skip) == 0
+        assert ran["steps"] == [s.name for s in part] and ran["skipped"]["devices"] == ["NVIDIA H200"]
+        assert f"part {k}/{plan.n} ~{gs.seconds(part):.0f} s" in out and ", ".join(ran["steps"]) in out
+    assert plan.left and "left for a later window ~" in out and ", ".join(s.name for s in plan.left) in out
+    assert "not planned: suite:layernorm_8192x4096" in out
+    assert gs.main(["--plan", "--window-s", "0"]) == 0
+    assert "left for a later window: nothing" in capsys.readouterr().out
+    assert gs.main(["--plan", "--window-s", "200"]) == 2
+    assert "no machine starts" in capsys.readouterr().err
+    assert gs.main(["--simulator", "--out", str(tmp_path / "dry")] + skip) == 2
+
+
+def test_a_part_runs_its_steps_in_order_and_records_each_suite_case(tmp_path, monkeypatch):
+    from benchmarks import gpu_bench as gb
+    from benchmarks import gpu_session as gs
+    order = []
+    monkeypatch.setitem(gs.STEP_RUNNERS, "probe", lambda **kw: order.append("probe") or {"ok": True})
+    monkeypatch.setitem(gs.STEP_RUNNERS, "correctness", lambda name, **kw: order.append(name) or {"ok": True})
+
+    def run_suite(out_dir, only, **kw):
+        order.append(("suite", tuple(only)))
+        return {"cases": [{"key": "paper_fig7", "wall_s": 12.34, "runs": [{"name": "astitch",
+                                                                           "validation": {"ok": True}}]},
+                          {"key": "global_norm_1024x1024", "wall_s": 5.0,
+                           "runs": [{"name": "torch.eager", "error": "TypeError: sum()"}]}]}
+    monkeypatch.setattr(gb, "run_suite", run_suite)
+    part = [gs.make_step(n) for n in ("probe", "suite:paper_fig7", "suite:global_norm_1024x1024",
+                                      "correctness:softmax")]
+    s = gs.run_part(part, tmp_path / "p1", simulator=True)
+    assert order == ["probe", ("suite", ("paper_fig7", "global_norm_1024x1024")), "correctness:softmax"]
+    assert s["steps"]["suite:paper_fig7"] == {"ok": True, "case": "paper_fig7", "results": "results.json",
+                                              "seconds": 12.3}
+    failed = s["steps"]["suite:global_norm_1024x1024"]
+    assert failed["ok"] is False and "torch.eager" in failed["error"] and failed["seconds"] == 5.0
+
+
+def test_a_correctness_step_cut_off_keeps_the_plans_it_checked(tmp_path, monkeypatch):
+    import json
+
+    from benchmarks import gpu_correctness
+    from benchmarks import gpu_session as gs
+    why = [KeyboardInterrupt("the device command's time limit"), RuntimeError("boom")]
+
+    def check_all(workloads, strategies, preset, simulator, record):
+        record([{"workload": workloads[0], "strategy": strategies[0], "ok": True}])
+        raise why.pop(0)
+    monkeypatch.setattr(gpu_correctness, "check_all", check_all)
+    part = [gs.make_step("correctness:softmax"), gs.make_step("correctness:rmsnorm")]
+    with pytest.raises(KeyboardInterrupt):
+        gs.run_part(part, tmp_path / "p1", simulator=True)
+    s = json.loads((tmp_path / "p1" / "session.json").read_text())
+    assert s["steps"] == {"correctness:softmax": {"ok": None, "in_progress": True, "rows": [
+        {"workload": "softmax", "strategy": "unfused", "ok": True}]}}
+    s = gs.run_part(part[1:], tmp_path / "p2", simulator=True)        # an error: FAILED, what it checked kept
+    rec = s["steps"]["correctness:rmsnorm"]
+    assert rec["ok"] is False and "boom" in rec["error"] and rec["rows"][0]["workload"] == "rmsnorm"
+
+
+def _write_part(d, steps, device="NVIDIA H200", planned=None):
+    import json
+
+    from benchmarks import gpu_session as gs
+    d.mkdir(parents=True)
+    (d / "session.json").write_text(json.dumps({"format": gs.FORMAT, "mode": "gpu", "part": "1/1",
+                                                "planned": planned or list(steps),
+                                                "provenance": {"device": device}, "steps": steps}))
+    return d
+
+
+def test_render_merges_every_correctness_step_into_one_table(tmp_path):
+    """The first window's one cut-off step and a later window's steps per workload: one table; a plan in
+    both is taken from the first folder given."""
+    import astitch_sim as asim
+    from benchmarks import gpu_session as gs
+
+    def rows(w, n=6, bad=()):
+        return [{"workload": w, "strategy": s, "ok": s not in bad} for s in list(asim.STRATEGIES)[:n]]
+    old = _write_part(tmp_path / "old", {"correctness": {"ok": None, "in_progress": True,
+                                                         "rows": rows("layernorm") + rows("log_softmax", 5, ["xla"])}})
+    new = _write_part(tmp_path / "new", {"correctness:log_softmax": {"ok": True, "rows": rows("log_softmax")},
+                                         "correctness:cross_entropy": {"ok": False,
+                                                                       "rows": rows("cross_entropy", bad=["astitch"])},
+                                         "correctness:swiglu": {"ok": None, "in_progress": True,
+                                                                "rows": rows("swiglu", 2)}})
+    gs.render([new, old], tmp_path / "out", calibrate=False)
+    md = (tmp_path / "out" / "session.md").read_text()
+    assert md.count("## Correctness") == 1
+    assert "19/20 plans match the numpy reference; failed: cross_entropy/astitch." in md
+    assert "Not checked: 70 of 90 catalog plans (" in md and "swiglu (4)" in md and "log_softmax" not in \
+        md.split("Not checked")[1].split("\n")[0]
+    assert "**Cut off**: the command's time limit ended `correctness:swiglu` after 2 plans" in md
+    assert "**Cut off**: the command's time limit ended `correctness` after 11 plans" in md
+    gs.render([old, new], tmp_path / "out2", calibrate=False)       # the old folder first: its plan wins
+    md = (tmp_path / "out2" / "session.md").read_text()
+    assert "19/20 plans match the numpy reference; failed: log_softmax/xla, cross_entropy/astitch." not in md
+    assert "18/20 plans match the numpy reference; failed: log_softmax/xla, cross_entropy/astitch." in md
+
+
+def test_render_lists_each_sanitizer_tool(tmp_path):
+    from benchmarks import gpu_session as gs
+    d = _write_part(tmp_path / "p1", {
+        "sanitizer:memcheck": {"ok": True, "tools": {"memcheck": {"ok": True, "verdict": "clean", "ran": 8,
+                                                                  "cases": 8}}},
+        "sanitizer:racecheck": {"ok": None, "skipped": "not started: 400 s spent, estimate 205 s, budget 540 s"}})
+    gs.render([d], tmp_path / "out", calibrate=False)
+    md = (tmp_path / "out" / "session.md").read_text()
+    assert "- memcheck: clean (8/8 plans ran)" in md
+    assert "- racecheck: not run: not started: 400 s spent" in md
+
+
+def test_a_part_on_another_gpu_than_the_skipped_steps_warns(tmp_path, monkeypatch):
+    from benchmarks import gpu_bench as gb
+    from benchmarks import gpu_session as gs
+    skipped = {"steps": ["suite:paper_fig7"], "devices": ["NVIDIA H200"], "dirs": [str(FIRST_WINDOW)]}
+    s = gs.run_part([], tmp_path / "p1", simulator=True, skipped=skipped)       # the simulator: another device
+    assert s["skip_done"] == skipped and "NVIDIA H200" in s["warnings"][0]
+    gs.render([tmp_path / "p1"], tmp_path / "out", calibrate=False)
+    assert "**Warning**: --skip-done dropped steps done on NVIDIA H200" in (tmp_path / "out" / "session.md").read_text()
+    real = gb.provenance
+    monkeypatch.setattr(gb, "provenance", lambda *a, **k: {**real(*a, **k), "device": "NVIDIA H200"})
+    assert "warnings" not in gs.run_part([], tmp_path / "p2", simulator=True, skipped=skipped)
