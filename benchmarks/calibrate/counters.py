@@ -9,6 +9,8 @@ from math import prod
 import astitch_sim as asim
 from astitch_sim.plan.machine import resident_resources
 
+from benchmarks.gpu_bench.provenance import plan_signature
+
 from .common import log
 from .model import Sample
 
@@ -113,6 +115,11 @@ def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=
                 continue
             t0 = time.time()
             plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements)
+            measured_sig = run.get("plan_signature")
+            if measured_sig and measured_sig != plan_signature(plan):
+                log(f"  skip {case['key']} {run['name']}: the plan measured ({measured_sig}) is not the plan the "
+                    f"code compiles now ({plan_signature(plan)}): the planner changed since the run")
+                continue
             if len(plan.kernels) != len(run.get("kernels", [])):
                 log(f"  warning {case['key']} {run['name']}: the plan now has {len(plan.kernels)} kernels, the "
                     f"measured one had {len(run.get('kernels', []))}: the compiler changed since the run; "

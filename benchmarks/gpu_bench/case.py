@@ -72,6 +72,8 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
             rec["runs"].append({"kind": "plan", "name": strategy, "strategy": strategy,
                                 "error": f"compile: {type(e).__name__}: {e}"})
             log(f"  {case.key} / {strategy}: compile FAILED: {e}")
+    from .provenance import plan_signature
+    signatures = {s: plan_signature(p) for s, p in plans.items()}       # what the planner decided, before ptxas
     compiler = {s: {"applied": False} for s in plans}
     if settings.get("apply_compiler") and plans:        # what AStitch ships: ptxas-checked register caps
         from benchmarks.applied_plans import apply_for_case
@@ -81,6 +83,7 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
         try:
             run = run_plan(plan, inputs, validator, names, clock)
             run["compiler"] = compiler[strategy]
+            run["plan_signature"] = signatures[strategy]
             v = run["validation"]
             log(f"    {len(plan.kernels)} kernel(s), first run {run['first_run_s']:.1f}s, "
                 f"{'valid' if v['ok'] else 'WRONG'} (rel err {v['max_rel_l2']:.1e}), "

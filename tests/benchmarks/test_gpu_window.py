@@ -357,3 +357,24 @@ def test_an_error_spanning_lines_stays_in_its_table_cell():
     assert not re.search(r"(?<!\\)\|", cell)        # every bar escaped: the row keeps its columns
     assert len(cell) <= 120 and cell.endswith("…")
     assert table_cell("short") == "short"
+
+
+def test_calibration_leaves_out_a_measurement_of_a_plan_the_planner_no_longer_draws():
+    """The window measured layernorm backward's astitch plan with its column stage on 24 blocks (3.6 ms); the
+    planner now splits that stage.  Fitting the new plan's counters to the old plan's time would teach the
+    cost model nonsense: a run records its plan's signature, and calibration compares it with today's."""
+    import astitch_sim as asim
+    from benchmarks.calibrate.counters import samples_from_results
+    from benchmarks.gpu_bench.provenance import plan_signature
+    shape = {"rows": 64, "cols": 96}
+    sig = plan_signature(asim.compile(asim.workload("layernorm", **shape), strategy="xla", gpu="H200"))
+    assert sig == plan_signature(asim.compile(asim.workload("layernorm", **shape), strategy="xla", gpu="H200"))
+
+    def results(signature):
+        run = {"kind": "plan", "name": "xla", "strategy": "xla", "gpu_us": 10.0, "validation": {"ok": True},
+               "kernels": [], "plan_signature": signature}
+        return {"gpu_preset": "H200", "cases": [{"key": "ln", "workload": "layernorm", "shape": shape,
+                                                 "runs": [run]}]}
+    assert len(samples_from_results(results(sig))) == 1
+    assert samples_from_results(results("0123456789abcdef")) == []
+    assert len(samples_from_results(results(None))) == 1          # older results: no signature, kept
