@@ -7,6 +7,8 @@ Public API (see docs/architecture.md)::
     outs = asim.reference(g, inputs)          # numpy truth
     plan = asim.compile(g, strategy="astitch", gpu="H100")
     res = asim.simulate(plan, inputs)
+    us = asim.estimate(plan)                  # the cost model's static estimate (no values computed)
+    found = asim.gpu_measurements("benchmarks/results")   # GPU times committed, with provenance
 
 The package's folders follow the pipeline (docs/architecture.md): ``ir/`` <- ``frontends/``, ``passes/``
 <- ``plan/`` (with ``hardware/``) <- ``simt/``, ``figures/`` <- ``planning/`` <- ``compiler.compile``.
@@ -25,7 +27,7 @@ from .plan.vocabulary import Barrier, Combine, Scheme, Space
 from .ir.reference import random_inputs, reference
 from .frontends.workloads import WORKLOADS, list_workloads, workload
 from .frontends import workloads  # noqa: F401  (asim.workloads.workload_inputs, as the tutorials and the README use it)
-from .compiler import STRATEGIES, compile
+from .compiler import STRATEGIES, compile, estimate
 from .planning.strategies.options import AStitchOptions
 from .planning.strategies.xla_options import XlaOptions
 from .simt import SimResult, simulate
@@ -35,6 +37,6 @@ from . import figures
 __all__ = ["AStitchError", "Graph", "Node", "GPU", "gpu", "from_hlo", "from_hlo_file", "from_stablehlo", "from_torch",
            "torch_inputs", "ThreadMapping", "OPS",
            "Kernel", "Plan", "Stage", "Value", "Space", "Scheme", "Barrier", "Combine", "random_inputs", "reference", "WORKLOADS", "list_workloads",
-           "workload", "STRATEGIES", "compile", "AStitchOptions", "XlaOptions", "simulate", "SimResult", "gpu_measurements",
+           "workload", "STRATEGIES", "compile", "estimate", "AStitchOptions", "XlaOptions", "simulate", "SimResult", "gpu_measurements",
            "figures"]
 __version__ = "0.1.0"

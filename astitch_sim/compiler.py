@@ -1,4 +1,5 @@
-"""``compile(graph, strategy, gpu, **options)``: the one entry point to every strategy."""
+"""``compile(graph, strategy, gpu, **options)``: the one entry point to every strategy; ``estimate(plan)``: the
+cost model's static estimate of a compiled plan (what the strategies' searches price candidates with)."""
 from __future__ import annotations
 
 from .errors import AStitchError
@@ -10,6 +11,7 @@ from .passes.unit_dims import canonicalize_unit_dims
 from .plan.vocabulary import ReduceScheme
 from .passes.zero_size import eliminate_zero_size
 
+from .planning.strategies.fs_cost import estimate_us
 from .planning.strategies.registry import REGISTRY, strategy_named
 
 #: the names of the registered strategies, in the order comparisons show them (strategies/registry.py)
@@ -108,3 +110,24 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
         plan.options = {**plan.options, "reduce_scheme": str(prefer)}
     plan.notes[:0] = zero_notes + reduce_notes + unit_notes
     return plan.seal().validate()
+
+
+def estimate(plan) -> float:
+    """The cost model's **static estimate** of ``plan`` on its GPU preset, in microseconds: each generated
+    kernel's counters estimated from its structure (bytes per stage, flops, barriers, atomics;
+    ``strategies/fs_cost.py``) and priced by the SIMT model's own formula (``simt/cost.py``).
+
+    A prediction, not a measurement, and not a simulation: no value is computed, so it takes milliseconds
+    at any size (a GPT-size layernorm included), where ``asim.simulate(plan, inputs).stats.predicted_us``
+    counts exactly by running the plan.  The two use the same formula; only the counts differ (the static
+    counts charge transposed access as if coalesced).  The strategies' searches price their candidates
+    this way, and the explorer and notebook 6 set it beside GPU measurements (``asim.gpu_measurements``).
+
+    Library kernels (a GEMM the plan hands to a vendor library) have no static counters: a plan with one
+    raises AStitchError (simulate it instead).
+    """
+    library = [k.name for k in plan.kernels if k.kind == "library"]
+    if library:
+        raise AStitchError(f"the static estimate prices generated kernels only; this plan calls a library for "
+                           f"{', '.join(library)}: use asim.simulate(plan, inputs).stats.predicted_us")
+    return float(sum(estimate_us(plan.graph, plan.gpu, k) for k in plan.kernels))

@@ -13,7 +13,6 @@ need only the compiler (Graph, Kernel, Thread mapping, Code) are instant at any 
 from __future__ import annotations
 
 import glob
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import streamlit as st
 
 import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
+from astitch_sim.hardware.measured import plan_signature
 
 REPO = Path(__file__).resolve().parents[2]
 HLO_DIRS = [REPO / "tests" / "fixtures" / "hlo"]
@@ -161,36 +161,71 @@ def runs(source: Source, gpu: str, variants: list, what: str) -> dict | None:
     return out
 
 
+#: where a checkout keeps the GPU runs' results (``python -m benchmarks.gpu_session`` writes them)
+RESULTS = REPO / "benchmarks" / "results"
+
+
 @st.cache_data(show_spinner=False)
-def gpu_measurements() -> list:
-    """Committed GPU results (``benchmarks/results/**/results.json`` whose provenance names a GPU)."""
-    found = []
-    for path in glob.glob(str(REPO / "benchmarks" / "results" / "**" / "results.json"), recursive=True):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
-        device = str(data.get("provenance", {}).get("device", ""))
-        if not device or device.startswith("none"):
-            continue
-        data["_path"] = os.path.relpath(path, REPO)
-        found.append(data)
-    return found
+def gpu_measurements():
+    """Every GPU-measured plan time committed under ``benchmarks/results``, read by ``asim.gpu_measurements``
+    (the project's one reader: each time once -- a window's merged results.json is skipped where its parts are
+    read -- and simulator runs refused).  None when there is no such folder (the app runs outside a checkout)."""
+    if not RESULTS.is_dir():
+        return None
+    return asim.gpu_measurements(str(RESULTS))
 
 
-def measured_for(source: Source, gpu_measured: list) -> list:
-    """Rows ``(device, date, strategy, gpu_us, file)`` for this workload and shape, if any were measured."""
+def shape_text(shape: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in shape.items())
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def predicted(workload: str, shape: tuple, strategy: str, preset: str) -> tuple:
+    """``(us, signature, error)``: the cost model's static estimate (``asim.estimate``) of the plan compiled
+    today for this workload, shape, strategy and GPU preset (default options), and that plan's
+    ``plan_signature``; ``error`` (and None, "") when it does not compile now.  Milliseconds at GPU-suite sizes
+    (no values computed), so the measured table prices every row it shows."""
+    try:
+        plan = asim.compile(asim.workload(workload, **dict(shape)), strategy, preset)
+        return asim.estimate(plan), plan_signature(plan), ""
+    except asim.AStitchError as e:
+        return None, "", str(e)
+
+
+def measured_for(source: Source, found) -> list:
+    """One row per GPU measurement of this source's *workload*, at every shape measured (the explorer draws a
+    smaller shape than the GPU suite times), each beside the prediction for the same plan: same workload, shape,
+    strategy and GPU preset.  A row whose plan the planner no longer draws (its ``plan_signature`` differs from
+    today's plan's) gets no ratio: the prediction prices another plan."""
+    if source.kind != "workload" or not found:
+        return []
+    order = {s: i for i, s in enumerate(asim.STRATEGIES)}
+    mine = [m for m in found.rows if m.workload == source.name]
+    first = {}                                  # each window's shapes in the order its suite ran them
+    for m in mine:
+        first.setdefault((m.date[:10], m.device, shape_text(m.shape)), len(first))
+    mine.sort(key=lambda m: (first[(m.date[:10], m.device, shape_text(m.shape))], order.get(m.strategy, len(order))))
     rows = []
-    if source.kind != "workload":
-        return rows
-    for data in gpu_measured:
-        prov = data.get("provenance", {})
-        for case in data.get("cases", []):
-            if case.get("workload") != source.name or dict(case.get("shape") or {}) != dict(source.shape):
-                continue
-            for r in case.get("runs", []):
-                if r.get("kind") == "plan" and r.get("gpu_us"):
-                    rows.append((prov.get("device"), prov.get("date"), r.get("strategy"), float(r["gpu_us"]),
-                                 data["_path"]))
+    for m in mine:
+        us, signature, error = predicted(m.workload, tuple(m.shape.items()), m.strategy, m.preset)
+        if error:
+            ratio = f"cannot compile now: {error}"
+        elif m.plan_signature and signature != m.plan_signature:
+            ratio = "plan changed since measured"
+        else:
+            ratio = f"{us / m.gpu_us:.2f}x" + ("" if m.plan_signature else " (run recorded no plan signature)")
+        rows.append({"device": m.device, "date": m.date[:10], "preset": m.preset, "shape": shape_text(m.shape),
+                     "strategy": m.strategy, "measured us (GPU)": m.gpu_us,
+                     "predicted us (cost model, static estimate)": us, "predicted / GPU-measured": ratio,
+                     "file": os.path.relpath(m.source, REPO)})
     return rows
+
+
+def measured_workloads(found) -> dict:
+    """workload -> the shapes measured (as text), for every workload with a GPU measurement."""
+    out: dict = {}
+    for m in (found.rows if found else []):
+        shapes = out.setdefault(m.workload, [])
+        if shape_text(m.shape) not in shapes:
+            shapes.append(shape_text(m.shape))
+    return dict(sorted(out.items()))

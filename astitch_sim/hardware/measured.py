@@ -12,11 +12,15 @@ measurements.
     >>> found.rows          # [] until a GPU run is committed
     >>> print(found)        # says where it looked and what it skipped, and why
 
-The tutorials (notebook 6) and anyone comparing predicted with measured time
-use this instead of globbing JSON by hand.
+The tutorials (notebook 6), the explorer and anyone comparing predicted with
+measured time use this instead of globbing JSON by hand.  A measurement is of
+one plan: each run records its :func:`plan_signature`, so ``m.same_plan(plan)``
+says whether the plan compiled today is the one that was timed (a prediction of
+a plan the planner no longer draws is no comparison).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -38,6 +42,26 @@ class Measurement:
     date: str
     commit: str
     source: str                 # the results.json it came from
+    plan_signature: str = ""    # plan_signature() of the plan timed ("" where the run recorded none)
+
+    def same_plan(self, plan):
+        """True if ``plan`` is the plan this run timed (same :func:`plan_signature`), False if the planner
+        draws another one now, None if the run recorded no signature (it cannot be told)."""
+        if not self.plan_signature:
+            return None
+        return plan_signature(plan) == self.plan_signature
+
+
+def plan_signature(plan) -> str:
+    """A short digest of what a plan decided -- its kernels' launches and every stage's ops, thread mapping and
+    reduction scheme -- without its notes (which carry search timings).  ``benchmarks.gpu_bench`` records it
+    with each measured plan (before ``apply_compiler``), so a measurement can be matched with the plan compiled
+    today; ``benchmarks/gpu_bench/provenance.plan_signature`` calls this one."""
+    desc = [(k.name, k.kind, k.grid, k.block,
+             [(s.dominant, list(s.ops), list(s.epilogue), s.mapping.to_dict(), str(s.reduce_scheme),
+               str(s.barrier_after)) for s in k.stages])
+            for k in plan.kernels]
+    return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -148,7 +172,8 @@ def gpu_measurements(root: str = "benchmarks/results") -> Measurements:
                     workload=case.get("workload", ""), shape=dict(case.get("shape") or {}),
                     strategy=run.get("strategy", run.get("name", "")), gpu_us=float(us),
                     device=why, preset=results.get("gpu_preset", ""), date=str(prov.get("date", "")),
-                    commit=str(prov.get("git_commit", "")), source=path))
+                    commit=str(prov.get("git_commit", "")), source=path,
+                    plan_signature=str(run.get("plan_signature") or "")))
         if len(out.rows) > before:
             out.files.append(path)
         else:

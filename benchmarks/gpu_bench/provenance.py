@@ -111,14 +111,11 @@ def detect_preset(device_name: str) -> Optional[str]:
     return None
 
 
+
 def plan_signature(plan) -> str:
-    """A short digest of what a plan decided -- its kernels' launches and every stage's ops, thread mapping and
-    reduction scheme -- without its notes (which carry search timings).  ``gpu_bench`` records it with each
-    measured plan (before ``apply_compiler``); calibration compares it with the plan the code compiles today and
-    leaves out a measurement whose plan has changed since (``benchmarks/calibrate/counters.py``)."""
-    import json
-    desc = [(k.name, k.kind, k.grid, k.block,
-             [(s.dominant, list(s.ops), list(s.epilogue), s.mapping.to_dict(), str(s.reduce_scheme),
-               str(s.barrier_after)) for s in k.stages])
-            for k in plan.kernels]
-    return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """A short digest of what a plan decided (:func:`astitch_sim.hardware.measured.plan_signature`, the one
+    implementation: the library matches measurements with today's plans by it).  ``gpu_bench`` records it with
+    each measured plan (before ``apply_compiler``); calibration leaves out a measurement whose plan the
+    planner no longer draws (``benchmarks/calibrate/counters.py``)."""
+    from astitch_sim.hardware.measured import plan_signature as digest
+    return digest(plan)

@@ -75,13 +75,102 @@ def test_compare_lists_every_strategy_with_the_papers_kernel_counts():
     assert shown.startswith("search: ") and "chosen" in shown and "the winner" in shown
 
 
-def test_code_view_shows_the_generated_kernel_and_says_no_gpu_times_exist():
+def test_code_view_shows_the_generated_kernel_and_says_figure7_was_not_measured():
     at = app(view="Code", node="power.1")
     assert_clean(at)
     html = page_text(at)
     assert "def stitch_0_multiply_1(" in html and "class='row hl'" in html
-    assert "No GPU measurements exist" in html
+    assert "No GPU measurement of this case" in html and "no GPU run has timed paper_fig7" in html
     assert at.session_state["node"] == "power.1"
+
+
+# -- measured beside predicted (issue 29): the committed GPU runs, benchmarks/results/ --------------------------
+
+MEASURED = "measured us (GPU)"
+PREDICTED = "predicted us (cost model, static estimate)"
+
+
+def committed_measurements():
+    return asim.gpu_measurements(str(Path(APP).parents[1] / "benchmarks" / "results"))
+
+
+def measured_table(at):
+    tables = [d.value for d in at.dataframe if MEASURED in d.value.columns]
+    assert len(tables) == 1, [list(d.value.columns) for d in at.dataframe]
+    return tables[0]
+
+
+def test_code_view_shows_every_measured_shape_of_the_workload_beside_its_prediction():
+    """The explorer draws layernorm far below the sizes the GPU suite times: the table shows every measured
+    shape anyway, each time once (the window's merged results.json repeats its parts), with the device, the
+    date and the file, and beside it the cost model's prediction for the same plan -- same workload, shape,
+    strategy and GPU preset -- labelled a prediction, and their ratio."""
+    found = [m for m in committed_measurements().rows if m.workload == "layernorm"]
+    assert len(found) >= 12                                 # two shapes x six strategies on the H200
+    at = app(view="Code", workload="layernorm")
+    assert_clean(at)
+    df = measured_table(at)
+    assert len(df) == len(found)
+    assert not df.duplicated(["device", "date", "shape", "strategy"]).any()
+    assert {"rows=16384 cols=768", "rows=8192 cols=4096"} <= set(df["shape"])
+    assert {"device", "date", "shape", "strategy", MEASURED, PREDICTED, "predicted / GPU-measured", "file"} <= set(df)
+    assert set(df["device"]) == {m.device for m in found} and all("parts" in f for f in df["file"])
+    row = df[(df["shape"] == "rows=8192 cols=4096") & (df["strategy"] == "astitch")].iloc[0]
+    m = next(m for m in found if m.shape == {"rows": 8192, "cols": 4096} and m.strategy == "astitch")
+    plan = asim.compile(asim.workload("layernorm", rows=8192, cols=4096), "astitch", m.preset)
+    assert row[MEASURED] == m.gpu_us and row["date"] == m.date[:10]
+    assert abs(row[PREDICTED] - asim.estimate(plan)) < 1e-6
+    assert row["predicted / GPU-measured"] == f"{asim.estimate(plan) / m.gpu_us:.2f}x"
+    text = page_text(at)
+    assert "**Measured**" in text and "**Predicted**" in text and "static estimate" in text
+    assert "No GPU measurement" not in text and "no GPU so far" not in text
+
+
+def test_at_a_measured_shape_each_plan_time_is_counted_once():
+    """The window's merged results.json repeats the plan times of its parts: read once, through
+    asim.gpu_measurements, each strategy at the shape shown appears once, from the part that measured it."""
+    at = app(view="Code", workload="layernorm", shape="rows:16384,cols:768", gpu="H200")
+    assert_clean(at)
+    df = measured_table(at)
+    here = df[df["shape"] == "rows=16384 cols=768"] if "shape" in df else df
+    assert len(here) == len(asim.STRATEGIES), list(here["strategy"])
+    assert sorted(here["strategy"]) == sorted(asim.STRATEGIES)
+    assert not any(f.endswith("2026-11-27-h200/results.json") for f in df["file"])       # the merged file
+
+
+def test_a_measurement_of_a_plan_the_planner_no_longer_draws_gets_no_ratio():
+    """Layer-norm backward under astitch was timed (3.6 ms on the H200) with a plan the planner no longer draws:
+    its results file's plan_signature differs from today's plan's, so the row says so instead of a ratio."""
+    at = app(view="Code", workload="layernorm_backward")
+    assert_clean(at)
+    df = measured_table(at)
+    stale = df[(df["strategy"] == "astitch") & (df["shape"] == "rows=16384 cols=768")]
+    assert list(stale["predicted / GPU-measured"]) == ["plan changed since measured"]
+    others = df[df["strategy"] != "astitch"]["predicted / GPU-measured"]
+    assert len(others) >= 5 and all(r.endswith("x") for r in others)
+    assert "plan changed since measured" in page_text(at)
+
+
+def test_an_unmeasured_workload_says_which_workloads_were_measured():
+    at = app(view="Code", workload="swiglu")
+    assert_clean(at)
+    text = page_text(at)
+    assert "No GPU measurement of this case" in text and "no GPU run has timed swiglu" in text
+    for w in {m.workload for m in committed_measurements().rows}:
+        assert f"**{w}**" in text
+    assert "python -m benchmarks.gpu_session" in text
+    assert "has had no GPU" not in text and not [d for d in at.dataframe if MEASURED in d.value.columns]
+    at = app(view="Code", example="layernorm")              # an HLO module: GPU runs time catalog workloads
+    assert_clean(at)
+    assert "this graph is HLO" in page_text(at) and "**layernorm**" in page_text(at)
+
+
+def test_one_click_opens_a_measured_shape_on_its_gpu():
+    at = app(view="Code", workload="layernorm")
+    [b for b in at.button if b.label == "Explore layernorm at rows=8192 cols=4096 on H200"][0].click().run()
+    assert_clean(at)
+    assert qp(at, "shape") == "rows:8192,cols:4096" and qp(at, "gpu") == "H200"
+    assert (at.session_state["workload"], at.session_state["gpu"]) == ("layernorm", "H200")
 
 
 @pytest.mark.parametrize("view", VIEWS)

@@ -93,3 +93,40 @@ def test_a_rendered_window_counts_each_time_once(tmp_path, monkeypatch):
         (win / "parts" / part / "results.json").unlink()
     found = asim.gpu_measurements(str(tmp_path / "benchmarks" / "results"))
     assert sorted(m.gpu_us for m in found.rows) == [20.0, 40.0]
+
+
+def test_each_run_names_the_plan_it_timed_and_same_plan_tells_todays_plan_from_it(tmp_path):
+    """A measurement is of one plan: the run's plan_signature is carried into the row, and ``same_plan`` says
+    whether the plan compiled today is that one (None where the run recorded no signature)."""
+    from astitch_sim.hardware.measured import plan_signature
+    g = asim.workload("softmax", rows=64, cols=30000)
+    today = {s: asim.compile(g, s, "H100") for s in ("xla", "astitch")}
+    results_file(tmp_path / "w", runs=[
+        {"kind": "plan", "strategy": "xla", "gpu_us": 40.0, "validation": {"ok": True},
+         "plan_signature": plan_signature(today["xla"])},
+        {"kind": "plan", "strategy": "astitch", "gpu_us": 20.0, "validation": {"ok": True},
+         "plan_signature": plan_signature(today["xla"])},           # not astitch's plan
+        {"kind": "plan", "strategy": "tvm", "gpu_us": 30.0, "validation": {"ok": True}}])
+    xla, astitch, tvm = asim.gpu_measurements(str(tmp_path)).rows
+    assert xla.same_plan(today["xla"]) is True
+    assert astitch.same_plan(today["astitch"]) is False
+    assert tvm.plan_signature == "" and tvm.same_plan(today["xla"]) is None
+
+
+def test_the_signature_is_the_one_gpu_bench_records_and_the_stale_h200_point_is_found():
+    """``plan_signature`` here and in ``benchmarks/gpu_bench/provenance.py`` (which writes it into results.json)
+    are the same digest; with it the committed H200 window's layernorm-backward astitch point -- measured with a
+    plan the planner no longer draws (benchmarks/results/2026-11-27-h200/NOTES.md) -- is told apart."""
+    from astitch_sim.hardware.measured import plan_signature
+    from benchmarks.gpu_bench.provenance import plan_signature as recorded_by_gpu_bench
+    found = asim.gpu_measurements(os.path.join(REPO, "benchmarks", "results"))
+    h200 = [m for m in found.rows if m.preset == "H200" and m.date.startswith("2026-11-27")]
+    assert h200 and all(m.plan_signature for m in h200)
+    for m in h200:
+        if m.strategy in ("xla", "astitch"):
+            plan = asim.compile(asim.workload(m.workload, **m.shape), m.strategy, m.preset)
+            assert plan_signature(plan) == recorded_by_gpu_bench(plan)
+    (stale,) = [m for m in h200 if (m.workload, m.strategy, m.shape) ==
+                ("layernorm_backward", "astitch", {"rows": 16384, "cols": 768})]
+    assert stale.same_plan(asim.compile(asim.workload("layernorm_backward", rows=16384, cols=768), "astitch",
+                                        "H200")) is False

@@ -41,7 +41,7 @@
 # - run the kernels in Numba's CUDA simulator (no GPU needed) and check them against numpy and the SIMT
 #   model;
 # - say what has and has not been **measured**: a prediction is not a measurement; find out which GPU
-#   measurements a checkout holds.
+#   measurements a checkout holds, and set each beside the prediction for the same plan.
 #
 # **Prerequisites.** Notebooks 3 and 5; reading knowledge of CUDA (`threadIdx`, `__syncthreads`,
 # shared memory).
@@ -261,8 +261,10 @@ print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7
 # ## Measured against predicted
 #
 # The test that matters for a cost model is a GPU: run every plan, time it, compare with the prediction.
-# `python -m benchmarks.gpu_bench` does exactly that and writes `results.json` files under `benchmarks/results/`;
-# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU.
+# `python -m benchmarks.gpu_bench` does exactly that and writes `results.json` files under `benchmarks/results/`
+# (`python -m benchmarks.gpu_session` runs it in a GPU window, a few device commands, one file per command);
+# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU. The first
+# window, on one NVIDIA H200 (2026-11-27), is committed in `benchmarks/results/2026-11-27-h200/`.
 
 # %%
 # the repository's benchmarks/results, found from wherever inside the checkout this notebook runs
@@ -335,12 +337,36 @@ test_q3_measurements(n_measurements)
 # # END QUESTION
 
 # %% [markdown]
-# Every time in these notebooks is a *prediction* of the SIMT model's cost model, with constants that are
-# estimates until calibrated on a GPU (`astitch_sim/simt/cost.py`, `benchmarks/README.md`); `print(measured)`
-# says what GPU runs this checkout holds. When a GPU run is committed, the figure below plots measured against
-# predicted without any change.
+# Every other time in these notebooks is a *prediction* of the SIMT model's cost model, with constants that
+# are estimates not yet calibrated (`astitch_sim/simt/cost.py`; `benchmarks/README.md` says how a GPU window
+# calibrates them); `print(measured)` says what GPU runs this checkout holds.
 #
-# Predictions go stale when the compiler changes. Recompute one case live and compare with the file:
+# A measurement and a prediction compare only when they are of **the same plan**: the same workload, shape and
+# strategy, compiled for the GPU preset the run names (`m.preset`), and still the plan the planner draws today.
+# The GPU suite times real sizes (a BERT layernorm of 16384 x 768), where simulating every plan would take
+# minutes; `asim.estimate(plan)` prices a plan with the same cost formula from counters estimated from its
+# structure, in milliseconds. And a run records which plan it timed: `m.same_plan(plan)` is False where the
+# planner has changed since.
+
+# %%
+compared, changed = [], []          # (measurement, predicted us of the same plan today)
+for m in measured.rows:
+    plan_now = asim.compile(asim.workload(m.workload, **m.shape), m.strategy, gpu=m.preset)
+    (changed if m.same_plan(plan_now) is False else compared).append((m, asim.estimate(plan_now)))
+print(f"{len(compared)} measured plans beside their predictions, {len(changed)} measured with a plan the "
+      "planner no longer draws")
+print("predicted / measured, per case and strategy (above 1: the model predicts slower than the GPU ran):")
+for case in dict.fromkeys((m.workload, tuple(m.shape.items()), m.preset) for m, _ in compared):
+    name = f"{case[0]} {'x'.join(str(v) for _, v in case[1])} ({case[2]})"
+    print(f"  {name:<37}" + "  ".join(f"{m.strategy} {us / m.gpu_us:.2f}" for m, us in compared
+                                     if (m.workload, tuple(m.shape.items()), m.preset) == case))
+for m, us in changed:
+    print(f"  plan changed since measured: {m.workload} {m.shape} {m.strategy} -- measured {m.gpu_us:.0f} us "
+          f"with the plan of then; today's plan is predicted {us:.0f} us (not a comparison)")
+
+# %% [markdown]
+# Predictions go stale when the compiler changes, too. The left panel below reads the SIMT model's
+# predictions from the committed file; recompute one case live and compare:
 
 # %%
 fig7 = asim.workload("paper_fig7")
@@ -353,10 +379,11 @@ print(f"Figure 7, astitch, H100: file {pred[('paper Figure 7', 'astitch')]:.2f} 
 # ## Our numbers
 #
 # Left: the SIMT model's predicted time of the benchmark suite on the H100 preset (committed file), XLA
-# against AStitch. Right: measured GPU time against the prediction -- an empty panel that says so while no
-# measurement exists -- and the one thing measured in this notebook: the wall clock of the two simulators on
-# this CPU for the same kernel (what each is good for: the SIMT model for sizes, the CUDA simulator for the
-# real kernel code).
+# against AStitch. Middle: each GPU measurement against the cost model's prediction for the same plan, size and
+# GPU preset (`compared` above; the dotted diagonal is where they would agree; a plan changed since it was
+# measured is left out; in a checkout without GPU runs the panel says so). Right: the one thing measured in
+# this notebook, the wall clock of the two simulators on this CPU for the same kernel (what each is good for:
+# the SIMT model for sizes, the CUDA simulator for the real kernel code).
 
 # %%
 fig = figures.new_figure((13, 4.2))
@@ -371,19 +398,22 @@ ax1.set_xscale("log")
 ax1.set_xlabel("predicted us (SIMT model, H100 preset)")
 ax1.legend(fontsize=8)
 ax1.set_title("predictions (committed file)", fontsize=9)
-if measured.rows:
-    for m in measured.rows:
-        key = next((c for c in cases if any(r["case"] == c and r["workload"] == m.workload for r in rows)), None)
-        if key and (key, m.strategy) in pred:
-            ax2.loglog(pred[(key, m.strategy)], m.gpu_us, "o")
-    lo, hi = ax2.get_xlim()
-    ax2.plot([lo, hi], [lo, hi], color="grey", linestyle=":")
-    ax2.set_xlabel("predicted us")
-    ax2.set_ylabel(f"measured us ({', '.join(sorted({m.device for m in measured.rows}))})")
-    ax2.set_title("measured vs predicted", fontsize=9)
+if compared:
+    for strategy in asim.STRATEGIES:
+        points = [(us, m.gpu_us) for m, us in compared if m.strategy == strategy]
+        if points:
+            ax2.loglog(*zip(*points), "o", markersize=4, label=strategy)
+    ends = [v for m, us in compared for v in (us, m.gpu_us)]
+    ax2.plot([min(ends) / 1.5, max(ends) * 1.5], [min(ends) / 1.5, max(ends) * 1.5], color="grey", linestyle=":")
+    presets = ", ".join(sorted({m.preset for m, _ in compared}))
+    ax2.set_xlabel(f"predicted us (cost model, static estimate, {presets} preset)")
+    ax2.set_ylabel(f"measured us ({', '.join(sorted({m.device for m, _ in compared}))})")
+    ax2.legend(fontsize=6)
+    ax2.set_title(f"measured vs predicted: the same plan, size and preset\n({len(compared)} plans"
+                  + (f"; {len(changed)} changed since measured, left out" if changed else "") + ")", fontsize=8)
 else:
-    ax2.text(0.5, 0.5, "no GPU measurements\ncommitted yet\n(no GPU has been lent\nto this project)",
-             ha="center", va="center", fontsize=10, transform=ax2.transAxes)
+    ax2.text(0.5, 0.5, "no GPU measurements\nin this checkout\n(python -m benchmarks.gpu_session\nmeasures them)",
+             ha="center", va="center", fontsize=9, transform=ax2.transAxes)
     ax2.set_xticks([])
     ax2.set_yticks([])
     ax2.set_title("measured vs predicted", fontsize=9)

@@ -1,5 +1,6 @@
 """Code: the generated Numba-CUDA source of the selected kernel next to the plan printout, lines
-linked by node (godbolt-style), the plan JSON to download, and GPU times where any were measured."""
+linked by node (godbolt-style), the plan JSON to download, and the GPU-measured times of this workload beside
+the cost model's predictions for the same plans."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ import streamlit as st
 
 import gpu_backend
 
-from .. import compute, machine
+from .. import compute, machine, state
 from ..style import esc
 from . import kernel_picker, node_picker
 
@@ -161,15 +162,73 @@ def machine_pane(plan, i: int) -> None:
 
 
 def timings(ctx):
+    """GPU measurements of this workload (every shape the GPU suite timed), each beside the cost model's
+    prediction for the same plan -- labelled which is which -- or, where there is none, what was measured."""
     st.markdown("### Measured vs predicted")
-    rows = compute.measured_for(ctx.source, compute.gpu_measurements())
-    if not rows:
-        st.info("**No GPU measurements exist for this case.** No GPU has run these kernels yet (the project has "
-                "had no GPU so far); `python -m benchmarks.gpu_bench` measures them when one is available and commits "
-                "`benchmarks/results/.../results.json`, which this view will show here, labelled. Until then, the "
-                "only times are the SIMT model's **predictions** (Compare view).")
+    found = compute.gpu_measurements()
+    if found is None:
+        st.info("**No GPU measurements here:** this app runs outside a checkout (no `benchmarks/results` folder "
+                "beside it), so it cannot read the committed GPU runs. The only times shown are the SIMT model's "
+                "**predictions** (Compare view).")
         return
-    df = pd.DataFrame(rows, columns=["device", "date", "strategy", "measured us (GPU)", "file"])
-    st.dataframe(df, hide_index=True, width="stretch")
-    st.caption("Measured: GPU wall time of the plan's kernels (median), from the committed results file named. "
-               "Predicted times (SIMT model) are in the Compare view.")
+    rows = compute.measured_for(ctx.source, found)
+    if not rows:
+        unmeasured(ctx, found)
+        return
+    name = ctx.source.name
+    df = pd.DataFrame(rows)
+    st.dataframe(df, hide_index=True, width="stretch", column_config={
+        "measured us (GPU)": st.column_config.NumberColumn(format="%.1f", help="measured on the GPU named"),
+        "predicted us (cost model, static estimate)": st.column_config.NumberColumn(
+            format="%.1f", help="a prediction (asim.estimate), not a measurement"),
+        "predicted / GPU-measured": st.column_config.TextColumn(help="above 1x: the model predicts slower than the GPU ran")})
+    comparable = [r for r in rows if r["predicted / GPU-measured"].endswith("x")]
+    presets = sorted({r["preset"] for r in rows})
+    shown = compute.shape_text(dict(ctx.source.shape))
+    where = (f"The explorer shows {name} at {shown}, one of the measured shapes." if shown in {r["shape"] for r in rows}
+             else f"The explorer draws {name} at {shown}, smaller than the sizes the GPU suite times: the rows are "
+                  "at those sizes.")
+    st.caption(
+        f"**Measured**: the GPU time of each plan's kernels (median over repetitions, CUDA events, L2 flushed), as "
+        f"committed in the results file named, {len(rows)} plan time(s) of {name}, each counted once. "
+        f"**Predicted**: the cost model's static estimate (`asim.estimate`, no simulation) of the plan compiled "
+        f"today for the same workload, shape and strategy on the run's GPU preset ({', '.join(presets)}) with "
+        f"default options, whatever GPU and what-if switches the sidebar picks. {where} "
+        f"{len(comparable)} of {len(rows)} rows compare like with like"
+        + ("." if len(comparable) == len(rows) else
+           "; *plan changed since measured*: the planner now draws another plan than the one timed (its "
+           "`plan_signature` in the results file differs), so the two times are of different plans and no ratio "
+           "is given."))
+    shapes = list(dict.fromkeys((r["shape"], r["preset"]) for r in rows))
+    cols = st.columns(min(4, len(shapes)))
+    for i, (shape, preset) in enumerate(shapes):
+        cols[i % len(cols)].button(f"Explore {name} at {shape} on {preset}", key=f"measured:{shape}:{preset}",
+                                   on_click=open_measured, args=(name, shape, preset))
+
+
+def open_measured(name: str, shape: str, preset: str) -> None:
+    """Callback: show ``name`` at a measured shape on the run's GPU preset (the compiler-only views are instant
+    at any size; the simulating ones ask first)."""
+    state.set_shape(name, {k: int(v) for k, v in (part.split("=") for part in shape.split())})
+    st.session_state["gpu"] = preset
+
+
+def unmeasured(ctx, found) -> None:
+    """What is measured, said plainly, when this graph is not."""
+    measured = compute.measured_workloads(found)
+    if not measured:
+        st.info("**No GPU measurement is committed in this checkout** (`benchmarks/results` holds no GPU run). "
+                "`python -m benchmarks.gpu_session` is the runbook that measures the GPU suite on a GPU and commits "
+                "its results; this view then shows them here, each beside the cost model's prediction, labelled. "
+                "The SIMT model's **predictions** are in the Compare view.")
+        return
+    devices = sorted({m.device for m in found.rows})
+    dates = sorted({m.date[:10] for m in found.rows})
+    what = ("this graph is HLO, and GPU runs time catalog workloads" if ctx.source.kind != "workload"
+            else f"no GPU run has timed {ctx.source.name} yet, at any shape")
+    listed = "; ".join(f"**{w}** ({', '.join(shapes)})" for w, shapes in measured.items())
+    st.info(f"**No GPU measurement of this case:** {what}. Measured so far ({len(found.rows)} plan times on "
+            f"{', '.join(devices)}, {', '.join(dates)}): {listed}. Pick one of them in the sidebar to see its "
+            "GPU-measured times beside the cost model's predictions. `python -m benchmarks.gpu_session` is the "
+            "runbook that adds more (`benchmarks/README.md`, \"The GPU window: the runbook\"). Until then this "
+            "case's only times are the SIMT model's **predictions** (Compare view).")

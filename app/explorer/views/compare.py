@@ -81,7 +81,9 @@ def render(ctx):
         "max error": st.column_config.NumberColumn(format="%.1e", help="vs the numpy reference"),
         "flops": st.column_config.NumberColumn(format="%d")})
     st.caption(f"{ctx.source.label} on {ctx.gpu}. Times are **predictions of the SIMT model's cost model** "
-               "(uncalibrated; no GPU measurement). *max error*: simulated outputs against the numpy "
+               "(constants not yet calibrated), not measurements: GPU-measured times, where a GPU run has timed this "
+               "workload, are in the Code view (*Measured vs predicted*), each beside its prediction. *max error*: "
+               "simulated outputs against the numpy "
                "reference, |sim - ref| / (1 + |ref|).")
     time_per_kernel(runs, ctx)
     search_records(ctx, runs)

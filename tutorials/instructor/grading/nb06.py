@@ -53,8 +53,37 @@ def _results_dir() -> str:
                 "astitch-sim")
 
 
+def _counted_by_hand(root: str) -> dict:
+    """Counts a student might make by reading the results files instead of asking ``asim.gpu_measurements``:
+    every GPU run's plan timings in every results.json (a window's merged file repeats its parts), every timed
+    run of the files it reads (the jax.jit and torch baselines too), and the measured cases."""
+    found = asim.gpu_measurements(root)
+    every_file = with_baselines = 0
+    for d, _, files in os.walk(root):
+        if "results.json" not in files:
+            continue
+        path = os.path.join(d, "results.json")
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        device = str((doc.get("provenance") or {}).get("device") or "")
+        if doc.get("mode") == "simulator" or not device or device.lower().startswith("none"):
+            continue
+        runs = [r for c in doc.get("cases", []) for r in c.get("runs", []) if r.get("gpu_us")]
+        every_file += sum(1 for r in runs if r.get("kind") == "plan")
+        if path in found.files:
+            with_baselines += len(runs)
+    cases = len({(m.source, m.workload, tuple(sorted(m.shape.items()))) for m in found.rows})
+    return {"every_file": every_file, "with_baselines": with_baselines, "cases": cases}
+
+
 @exercise(wrong=[Derived(lambda env: len(env["rows"]), "prediction rows"),
-                 Derived(lambda env: len(env["cases"]), "predicted cases"), 1, -1])
+                 Derived(lambda env: len(env["cases"]), "predicted cases"), 1, -1,
+                 Derived(lambda env: _counted_by_hand(_results_dir())["every_file"], "the merged file counted too"),
+                 Derived(lambda env: _counted_by_hand(_results_dir())["with_baselines"], "baselines counted too"),
+                 Derived(lambda env: _counted_by_hand(_results_dir())["cases"], "measured cases")])
 def q3_measurements(n_measurements):
     got = integer(n_measurements, "n_measurements")
     root = _results_dir()
@@ -69,4 +98,13 @@ def q3_measurements(n_measurements):
             raise Wrong("that counts the SIMT model's predictions; a measurement is a time taken on a GPU")
     if got < 0:
         raise Wrong("a count cannot be negative")
+    by_hand = _counted_by_hand(root)
+    if got == by_hand["every_file"]:
+        raise Wrong("a GPU window's merged results.json repeats the plan timings of its parts (parts/p*/"
+                    "results.json): count each timing once, as asim.gpu_measurements does")
+    if got == by_hand["with_baselines"]:
+        raise Wrong("that counts the baselines (jax.jit, torch) too: count the timings of the project's plans, "
+                    "the rows asim.gpu_measurements returns")
+    if got == by_hand["cases"]:
+        raise Wrong("that counts the measured cases (a workload at a shape); each case times one plan per strategy")
     raise Wrong("that is not what asim.gpu_measurements finds in the checkout's benchmarks/results (print(measured))")
