@@ -9,7 +9,7 @@ a CPU's wall clock and say nothing about a GPU, so they are never returned as
 measurements.
 
     >>> found = gpu_measurements("benchmarks/results")
-    >>> found.rows          # [] until a GPU run is committed
+    >>> found.rows          # one Measurement per validated plan time (60 from the 2026-11-27 H200 window)
     >>> print(found)        # says where it looked and what it skipped, and why
 
 The tutorials (notebook 6), the explorer and anyone comparing predicted with

@@ -103,8 +103,8 @@ stage, so a smaller stage may leave most blocks idle (a column reduction of 24
 column tiles, its rows not split, in a 16384-block kernel: 24 blocks do it all,
 with few warps to keep DRAM busy).  Such a stage is priced again on its busy
 blocks alone (:attr:`ThreadMapping.busy_blocks`), and what that outlasts the
-spread-out charge is the kernel's ``imbalance_us``.  Found on a GPU: the
-layer-norm backward above measured 3.6 ms where the spread-out model said 90 us.
+spread-out charge is the kernel's ``imbalance_us``.  Found on a GPU: that
+layer-norm backward (16384x768) measured 3.6 ms where the spread-out model said 90 us.
 
 *Fixed costs* -- a kernel launch per kernel; a memset (a launch plus its bytes)
 before a kernel whose reductions combine with atomics; a grid barrier
@@ -379,7 +379,9 @@ def imbalance_terms(gpu: GPU, kernel, ks) -> list:
     measured on an H200, 3.6 ms against the 90 us the spread-out estimate said
     (``benchmarks/results/2026-11-27-h200``).  So for a stage with ``A < grid`` busy blocks::
 
-        t_A      = the stage's terms with its work on A blocks (A resident at most a wave at a time)
+        t_A      = the stage's terms with its data (bytes, flops, atomics) on A blocks, at most a wave of
+                   them resident at a time; its reduction machinery (shared memory, shuffles, barriers)
+                   stays spread over the grid, since idle blocks run it too
         critical = ceil(A / blocks_per_wave) * t_A
         extra    = max(0, critical - (grid / min(grid, blocks_per_wave)) * t_stage)
 
