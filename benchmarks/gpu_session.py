@@ -109,32 +109,29 @@ MEASURED_S = {
     "suite:layernorm_8192x4096": 58.1, "suite:softmax_64x30000": 47.9, "suite:attention_softmax_196608x512": 35.5,
     "suite:batchnorm_train_65536x64": 38.3, "suite:global_norm_1024x1024": 25.0,
 }
-#: the seconds a plan counts per step: a measurement (MEASURED_S) rounded up, plus what that run lacked;
-#: an estimate where nothing was measured
-ESTIMATE_S = {
-    "probe": 2, "copy": 5,
-    # correctness, measured
-    "correctness:layernorm": 32, "correctness:rmsnorm": 24, "correctness:batchnorm_train": 36,
-    "correctness:layernorm_backward": 49, "correctness:global_norm": 15, "correctness:softmax": 38,
-    "correctness:attention_softmax": 19,
-    "correctness:log_softmax": 76,          # measured 5 of 6 plans in 66 s; + the sixth at 9.4 s a plan (2.1 GB)
-    # correctness, estimates: ~5 s a plan like the measured ones, more for a large catalog shape (cross_entropy
-    # is log_softmax's 2.1 GB; bias_gelu 0.4 GB, swiglu 0.5 GB)
+#: what a measured run lacked, added to its measurement (MEASURED_S) rounded up: seconds
+LACKED_S = {
+    # log_softmax: 5 of its 6 plans measured in 66 s; + the sixth at ~9.4 s a plan (2.1 GB)
+    "correctness:log_softmax": 9,
+    # call 2 timed no torch baseline (the flush bug): + 5 s for them (estimate); where the correctness step before
+    # had cached apply_compiler (0.1 s), + 16 s, its mean on a cold cache (7 cases, 10-25 s)
+    "suite:layernorm_16384x768": 5 + 16, "suite:rmsnorm_4096x4096": 5 + 16, "suite:softmax_750000x32": 5,
+    "suite:bias_gelu_16384x3072": 5, "suite:layernorm_backward_16384x768": 5 + 16,
+}
+#: estimates of steps never measured
+UNMEASURED_S = {
+    # correctness: ~5 s a plan like the measured ones, more for a large catalog shape (cross_entropy is
+    # log_softmax's 2.1 GB; bias_gelu 0.4 GB, swiglu 0.5 GB)
     "correctness:cross_entropy": 80, "correctness:bias_gelu": 40, "correctness:swiglu": 45,
     "correctness:adam_step": 35, "correctness:paper_fig7": 25, "correctness:row_reduce": 30,
     "correctness:column_reduce": 35,
-    # suite, measured with every baseline timed (call 3)
-    "suite:layernorm_8192x4096": 59, "suite:softmax_64x30000": 48, "suite:attention_softmax_196608x512": 36,
-    "suite:batchnorm_train_65536x64": 39, "suite:global_norm_1024x1024": 25,
-    # suite, measured in call 2 without torch's timings (the flush bug) + 5 s for them (estimate), and where the
-    # correctness step before had cached apply_compiler (0.1 s) + 16 s, its mean on a cold cache (7 cases, 10-25 s)
-    "suite:layernorm_16384x768": 49, "suite:rmsnorm_4096x4096": 41, "suite:softmax_750000x32": 33,
-    "suite:bias_gelu_16384x3072": 31, "suite:layernorm_backward_16384x768": 47,
-    # suite, estimates (never run): Adam's 110M parameters, cross-entropy's 1 GB of logits, Figure 7's tiny graph
+    # suite: Adam's 110M parameters, cross-entropy's 1 GB of logits, Figure 7's tiny graph
     "suite:adam_step_110M": 110, "suite:cross_entropy_8192x32000": 100, "suite:paper_fig7": 35,
-    # sanitizer, estimates: the tool's cap (sanitizer.TIMEOUT_S, 200 s) + the child's start; never measured
+    # sanitizer: the tool's cap (sanitizer.TIMEOUT_S, 200 s) + the child's start
     "sanitizer:memcheck": 205, "sanitizer:racecheck": 205,
 }
+#: the seconds a plan counts per step: a measurement rounded up plus what that run lacked; an estimate elsewhere
+ESTIMATE_S = {**{k: math.ceil(v) + LACKED_S.get(k, 0) for k, v in MEASURED_S.items()}, **UNMEASURED_S}
 DEFAULT_CASE_S = 55             # a suite case not listed above
 DEFAULT_WORKLOAD_S = 40         # a catalog workload not listed above (six plans at ~6 s)
 #: steps --skip-done never drops: seconds, and the window's suite needs this machine's copy bandwidth

@@ -56,7 +56,7 @@ def plan_signature(plan) -> str:
     """A short digest of what a plan decided -- its kernels' launches and every stage's ops, thread mapping and
     reduction scheme -- without its notes (which carry search timings).  ``benchmarks.gpu_bench`` records it
     with each measured plan (before ``apply_compiler``), so a measurement can be matched with the plan compiled
-    today; ``benchmarks/gpu_bench/provenance.plan_signature`` calls this one."""
+    today (``benchmarks/calibrate`` leaves out the measurements whose plan changed)."""
     desc = [(k.name, k.kind, k.grid, k.block,
              [(s.dominant, list(s.ops), list(s.epilogue), s.mapping.to_dict(), str(s.reduce_scheme),
                str(s.barrier_after)) for s in k.stages])
@@ -105,8 +105,8 @@ def _merged_parts(path: str, results: dict):
     The entries were written relative to where the render ran (a checkout's root), so each is looked for
     from the current folder and from every folder above ``path``."""
     entries = results.get("merged_from")
-    if not entries:
-        return None
+    if not entries or not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return None                     # not a render's merge (or a hand-edited one): read the file itself
     out = []
     for entry in entries:
         candidates = [entry] if os.path.isabs(entry) else [entry] + [

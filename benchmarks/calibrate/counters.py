@@ -7,9 +7,8 @@ import time
 from math import prod
 
 import astitch_sim as asim
+from astitch_sim.hardware.measured import plan_signature
 from astitch_sim.plan.machine import resident_resources
-
-from benchmarks.gpu_bench.provenance import plan_signature
 
 from .common import log
 from .model import Sample

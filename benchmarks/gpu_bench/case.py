@@ -72,7 +72,7 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
             rec["runs"].append({"kind": "plan", "name": strategy, "strategy": strategy,
                                 "error": f"compile: {type(e).__name__}: {e}"})
             log(f"  {case.key} / {strategy}: compile FAILED: {e}")
-    from .provenance import plan_signature
+    from astitch_sim.hardware.measured import plan_signature
     signatures = {s: plan_signature(p) for s, p in plans.items()}       # what the planner decided, before ptxas
     compiler = {s: {"applied": False} for s in plans}
     if settings.get("apply_compiler") and plans:        # what AStitch ships: ptxas-checked register caps

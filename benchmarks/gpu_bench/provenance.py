@@ -110,12 +110,3 @@ def detect_preset(device_name: str) -> Optional[str]:
             return preset
     return None
 
-
-
-def plan_signature(plan) -> str:
-    """A short digest of what a plan decided (:func:`astitch_sim.hardware.measured.plan_signature`, the one
-    implementation: the library matches measurements with today's plans by it).  ``gpu_bench`` records it with
-    each measured plan (before ``apply_compiler``); calibration leaves out a measurement whose plan the
-    planner no longer draws (``benchmarks/calibrate/counters.py``)."""
-    from astitch_sim.hardware.measured import plan_signature as digest
-    return digest(plan)

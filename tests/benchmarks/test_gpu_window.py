@@ -365,7 +365,7 @@ def test_calibration_leaves_out_a_measurement_of_a_plan_the_planner_no_longer_dr
     cost model nonsense: a run records its plan's signature, and calibration compares it with today's."""
     import astitch_sim as asim
     from benchmarks.calibrate.counters import samples_from_results
-    from benchmarks.gpu_bench.provenance import plan_signature
+    from astitch_sim.hardware.measured import plan_signature
     shape = {"rows": 64, "cols": 96}
     sig = plan_signature(asim.compile(asim.workload("layernorm", **shape), strategy="xla", gpu="H200"))
     assert sig == plan_signature(asim.compile(asim.workload("layernorm", **shape), strategy="xla", gpu="H200"))
