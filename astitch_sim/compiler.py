@@ -8,6 +8,7 @@ from .hardware.gpus import gpu as get_gpu
 from .planning.reduce_preference import preferring
 from .passes.trivial_reduce import eliminate_trivial_reduces
 from .passes.unit_dims import canonicalize_unit_dims
+from .plan.plan import Plan
 from .plan.vocabulary import ReduceScheme
 from .passes.zero_size import eliminate_zero_size
 
@@ -126,6 +127,9 @@ def estimate(plan) -> float:
     Library kernels (a GEMM the plan hands to a vendor library) have no static counters: a plan with one
     raises AStitchError (simulate it instead).
     """
+    if not isinstance(plan, Plan):
+        raise AStitchError(f"estimate takes a Plan, got {type(plan).__name__}: compile one first, "
+                           "asim.estimate(asim.compile(graph, strategy, gpu))")
     library = [k.name for k in plan.kernels if k.kind == "library"]
     if library:
         raise AStitchError(f"the static estimate prices generated kernels only; this plan calls a library for "

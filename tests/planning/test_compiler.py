@@ -310,18 +310,18 @@ def test_astitch_dead_users_force_no_store():
 
 def test_estimate_prices_a_plan_without_running_it():
     """``asim.estimate``: the cost model's formula on counters estimated from the plan's structure -- close to
-    what simulating counts (same formula, counted counters), in milliseconds at a GPT size the simulation would
-    take seconds for, and refused (not guessed) where a kernel is a library call with no static counters."""
-    import time
+    what simulating counts (same formula, counted counters), at real sizes without running anything, and
+    refused (not guessed) where a kernel is a library call with no static counters, or where it is no plan."""
     g = asim.workload("layernorm", rows=1024, cols=768)
     for strategy in ("unfused", "xla", "astitch"):
         plan = asim.compile(g, strategy, "H200")
         est, sim = asim.estimate(plan), asim.simulate(plan, asim.random_inputs(g)).stats.predicted_us
         assert isinstance(est, float) and 0.8 * sim < est < 1.3 * sim, (strategy, est, sim)
     big = asim.compile(asim.workload("layernorm", rows=16384, cols=768), "astitch", "H200")
-    t = time.perf_counter()
     assert asim.estimate(big) > asim.estimate(asim.compile(g, "astitch", "H200"))      # 16x the rows costs more
-    assert time.perf_counter() - t < 0.5
     dots = asim.from_hlo_file(os.path.join(HERE, "fixtures", "hlo", "attention_batched_dot.hlo"))
     with pytest.raises(AStitchError, match="library"):
         asim.estimate(asim.compile(dots, "astitch", "H200"))
+    for not_a_plan in (None, g, "astitch"):
+        with pytest.raises(AStitchError, match="asim.compile"):
+            asim.estimate(not_a_plan)
