@@ -51,7 +51,7 @@ def compile(graph: Graph, strategy: str = "astitch", gpu="H100", **options):
     option                  default  when switched
     ======================  =======  ==================================================
     horizontal_packing      True     False: one row per block (the block as wide as the
-                                     row), as XLA does: <750000,32> -> 750000 blocks of 32
+                                     row), as the paper's XLA did: <750000,32> -> 750000 blocks of 32
     vertical_packing        True     False: the grid is never capped at one wave; a kernel
                                      whose grid exceeds a wave cannot hold a grid barrier,
                                      so it ends at each Global value instead

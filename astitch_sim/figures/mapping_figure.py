@@ -5,7 +5,7 @@ trip computes element (r, c)?" (:meth:`~astitch_sim.plan.mapping.ThreadMapping.l
 Drawn over the tensor -- as triton-viz draws a Triton program's loads -- the
 paper's schedules become visible at a glance:
 
-* one block per row (XLA's row reduction): one colour per row;
+* one block per row (the paper-era XLA's row reduction): one colour per row;
 * horizontal packing (AStitch on <750000,32>): the block's rows share one colour (128 rows of
   8 lanes x 4-element vectors on the V100);
 * task splitting (AStitch on <64,30000>): the colour changes at each split along a row;

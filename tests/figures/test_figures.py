@@ -95,12 +95,16 @@ def test_draw_plan_returns_a_figure_outside_pyplot(tmp_path):
 
 
 @pytest.mark.parametrize("shape, strategy", [((750000, 32), "xla"), ((750000, 32), "astitch"),
-                                             ((64, 30000), "astitch"), ((5, 7), "xla")])
+                                             ((64, 30000), "astitch"), ((5, 7), "xla"), ((750000, 32), "xla-2024")])
 def test_mapping_picture_cells_match_locate(shape, strategy):
-    """Each picture cell is coloured by the block ThreadMapping.locate gives for that element."""
+    """Each picture cell is coloured by the block ThreadMapping.locate gives for that element.  ``xla``: the
+    paper's XLA (one block per row); ``xla-2024``: today's, whose packed rows the horizontal-packing check
+    reads like astitch's."""
     g = asim.workload("softmax", rows=shape[0], cols=shape[1])
     rule = {"launch_search": False} if shape == (64, 30000) else {}    # the paper's split (the search drops it)
-    m = asim.compile(g, strategy, "V100", **rule).kernels[0].stages[0].mapping
+    if strategy == "xla":
+        rule = {"fusion_rules": "tf-2.6"}
+    m = asim.compile(g, strategy.split("-")[0], "V100", **rule).kernels[0].stages[0].mapping
     R, C = view_shape(m)
     rows, cols = np.arange(min(R, 40)), np.arange(0, C, max(1, C // 50))
     flat = flat_indices(m, rows, cols)
@@ -110,7 +114,8 @@ def test_mapping_picture_cells_match_locate(shape, strategy):
         assert np.array_equal(block, np.broadcast_to(rows[:, None], block.shape))
     elif shape == (750000, 32):
         # horizontal packing: the plan's rows per block share a block (row vectors: 8 lanes of 4 per
-        # 32-wide row, so 128 rows of a 1024-thread block), a row's lanes take vector-wide runs of columns
+        # 32-wide row, so 128 rows of astitch's 1024-thread block, 32 of today's XLA's 256), a row's lanes
+        # take vector-wide runs of columns
         assert m.rows_per_block > 1 and m.vector > 1
         assert np.array_equal(block[:, 0], rows // m.rows_per_block)
         lane = (cols // m.vector) % m.threads_per_row
@@ -168,7 +173,7 @@ def test_grid_barrier_timeline_and_many_wave_kernels():
     res = asim.simulate(asim.compile(g, "astitch", "V100", launch_search=False), asim.random_inputs(g))
     assert res.timeline.kernels[0].grid_barriers == 2
     assert isinstance(figures.draw_timeline(res.timeline, max_sms=4), Figure)
-    big = asim.workload("softmax", rows=20000, cols=32)        # xla: 20000 one-row blocks, many waves
-    res = asim.simulate(asim.compile(big, "xla", "V100"), asim.random_inputs(big))
+    big = asim.workload("softmax", rows=20000, cols=32)        # the paper's xla: 20000 one-row blocks, many waves
+    res = asim.simulate(asim.compile(big, "xla", "V100", fusion_rules="tf-2.6"), asim.random_inputs(big))
     assert any(k.truncated for k in res.timeline.kernels)
     assert isinstance(figures.draw_timeline(res.timeline), Figure)

@@ -71,9 +71,10 @@ def test_every_strategy_gets_the_same_row_vectors(strategy):
 
 
 def test_one_row_per_block_stays_one_row_per_block():
-    """XLA's rule and AStitch's what-if without horizontal packing: the block shrinks to the row's lanes."""
+    """The paper's XLA and AStitch's what-if without horizontal packing: the block shrinks to the row's lanes."""
     g = asim.workload("layernorm", rows=16384, cols=768)
-    for plan in (asim.compile(g, "xla", "H100"), asim.compile(g, "astitch", "H100", horizontal_packing=False)):
+    for plan in (asim.compile(g, "xla", "H100", fusion_rules="tf-2.6"),
+                 asim.compile(g, "astitch", "H100", horizontal_packing=False)):
         for st in _rows(plan):
             m = st.mapping
             assert (m.rows_per_block, m.block, m.threads_per_row, m.vector, m.trips) == (1, 32, 32, 4, 6)
@@ -373,3 +374,14 @@ def test_launch_search_note_names_the_block_the_kernel_runs(gpu):
                 or f"(launched with {k.block} threads) x grid {k.grid}," in chosen), (str(k.block), note)
     paper = next(n for _, n in notes).split("priced: ", 1)[1].split(";")[0]
     assert "(paper's rule)" in paper and "block 1024 (launched with 64 threads)" in paper, paper
+
+
+def test_todays_xla_keeps_its_packed_block_and_packs_more_rows():
+    """Today's XLA plans layernorm 16384x768's reductions as 4 rows of 64 threads in 256-thread blocks
+    (``common.xla_packed_rows``); read in 128-bit vectors a row needs one warp, so the block keeps its 256
+    threads and holds 8 rows -- the same packing rule as every strategy that packs rows."""
+    g = asim.workload("layernorm", rows=16384, cols=768)
+    for st in _rows(asim.compile(g, "xla", "H100")):
+        m = st.mapping
+        assert (m.rows_per_block, m.block, m.threads_per_row, m.vector, m.trips) == (8, 256, 32, 4, 6)
+        assert "one row per block" not in m.vector_why

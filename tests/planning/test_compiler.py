@@ -91,13 +91,42 @@ def test_tvm_recomputes_power_per_broadcast_element():
     assert len(factors) == 2                                  # in both consumer kernels
 
 
-def test_xla_row_reduction_one_block_per_row():
-    irregular = asim.compile(asim.workload("row_reduce", rows=750000, cols=32), "xla", "V100")
+def test_paper_era_xla_row_reduction_one_block_per_row():
+    """The paper's XLA (``fusion_rules="tf-2.6"``) gives every row a block as wide as the row."""
+    irregular = asim.compile(asim.workload("row_reduce", rows=750000, cols=32), "xla", "V100", fusion_rules="tf-2.6")
     (k,) = irregular.kernels
     assert (k.grid, k.block) == (750000, 32)
-    long = asim.compile(asim.workload("softmax", rows=64, cols=30000), "xla", "V100")
+    assert "a row reduction gives each row a block of its own" in str(irregular)
+    long = asim.compile(asim.workload("softmax", rows=64, cols=30000), "xla", "V100", fusion_rules="tf-2.6")
     reduce_kernels = [k for k in long.kernels if any(s.reduces for s in k.stages)]
     assert all((k.grid, k.block) == (64, 1024) for k in reduce_kernels)
+
+
+@pytest.mark.parametrize("rows, cols, lanes, per_block", [
+    (750000, 32, 32, 8),      # a warp per row (32 // 16 = 2 threads rounded up to a warp), 8 rows for 256 threads
+    (750000, 16, 16, 16),     # 16 divides a warp: 2 rows a warp, 16 rows a block
+    (16384, 768, 64, 4),      # ceil(768 / 16) = 48 -> 64 threads a row, 4 rows a block
+    (4, 1102, 96, 2),         # 69 -> 96 threads; 4 x 96 > 256: 256 // 96 = 2 rows a block
+    (3, 100, 32, 3),          # every row fits one block of whole warps
+    (3, 8, 8, 4),             # 3 rows of 8 lanes, padded to a warp
+    (512, 4096, 256, 1),      # 256 threads a row: no room for a second row
+    (64, 30000, 1024, 1),     # MinThreadsXRowReduction: at most 1024 threads a row
+])
+def test_todays_xla_packs_short_rows(rows, cols, lanes, per_block):
+    """OpenXLA's row-reduction launch (``common.xla_packed_rows``: 16 elements a thread, rows added until the
+    block has 256 threads), worked by hand from ``xla/service/gpu/fusions/reduction.cc``."""
+    from astitch_sim.planning.strategies.common import xla_packed_rows
+    assert xla_packed_rows(rows, cols, asim.gpu("H100")) == (lanes, per_block)
+
+
+def test_todays_xla_plan_packs_the_dien_rows():
+    """The default xla strategy plans <750000,32> as today's XLA launches it: 32-thread rows, 8 to a 256-thread
+    block (the row vectors then read each row as 8 lanes of 4, 32 rows a block), not 750000 blocks of 32."""
+    plan = asim.compile(asim.workload("row_reduce", rows=750000, cols=32), "xla", "V100")
+    (k,) = plan.kernels
+    m = k.stages[0].mapping
+    assert k.block == 256 and m.rows_per_block * m.threads_per_row == 256 and k.grid == -(-750000 // m.rows_per_block)
+    assert m.rows_per_block >= 8
 
 
 def test_astitch_packs_short_rows():

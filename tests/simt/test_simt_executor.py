@@ -199,8 +199,9 @@ def test_unfused_add_of_two_vectors():
 
 
 def test_row_reduce_under_xla():
-    """row_reduce 4x32 (sum of x*x per row) under xla: one 32-thread block per row (one row per block, a
-    lane per element: 8 vectors of 4 would leave 24 lanes idle, ``plan/row_vectors.py``).
+    """row_reduce 4x32 (sum of x*x per row) under the paper's xla (``fusion_rules="tf-2.6"``): one 32-thread
+    block per row (one row per block, a lane per element: 8 vectors of 4 would leave 24 lanes idle,
+    ``plan/row_vectors.py``).
 
     Reads: 4 rows x 32 floats = 512 bytes; each row is one warp of 128 contiguous
     bytes = 4 sectors -> 16 sectors, 4 requests.  Writes: one float per row by
@@ -214,7 +215,7 @@ def test_row_reduce_under_xla():
     g = asim.workload("row_reduce", rows=4, cols=32)
     x = workload_inputs(g, 0)
     for scheme in ("shuffle", "tree"):
-        res = asim.simulate(asim.compile(g, "xla", "H100", reduce_scheme=scheme), x)
+        res = asim.simulate(asim.compile(g, "xla", "H100", reduce_scheme=scheme, fusion_rules="tf-2.6"), x)
         close(res.outputs[0], asim.reference(g, x)[0])
         (ks,) = res.stats.kernels
         (st,) = ks.stages

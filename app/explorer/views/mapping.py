@@ -73,3 +73,8 @@ def render(ctx):
             st.markdown("  \n".join(facts))
     st.caption("Hover a cell for its element, block, thread and loop iteration. Colours cycle every 20 blocks. "
                "The same ThreadMapping.locate the simulator and the code generator use draws this picture.")
+    if "xla" in shown:
+        st.caption("Which XLA: today's XLA (the default rules, openxla-2024) packs a reduction's short rows "
+                   "into 256-thread blocks; the XLA the paper measured gave every row a block of its own "
+                   "(<750000,32>: 750000 blocks of 32 threads). Pick tf-2.6 under *Which XLA* in the sidebar "
+                   "to see the paper's.")

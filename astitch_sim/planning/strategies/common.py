@@ -37,12 +37,49 @@ def flat_mapping(shape, block: int, grid: int | None = None) -> ThreadMapping:
                          grid=min(need, grid or MAX_GRID))
 
 
-def xla_reduce_mapping(node, gpu, siblings=()) -> ThreadMapping:
-    """XLA's (2021) reduction mappings as the paper describes them.
+#: XLA's row-reduction tiling since 2022 (``xla/service/gpu/reduction_utils.cc`` ``GetReductionTiling``): each
+#: thread of a row reduction covers 16 elements of its row
+XLA_ROW_TILE = 16
+#: XLA's threads per block to aim for when a row needs fewer (``kThreadsPerBlockTarget``, "between 128 and 512
+#: threads, so we just go for 256")
+XLA_BLOCK_TARGET = 256
 
-    Row reduction: one block per row, the block as wide as the row (rounded up
-    to whole warps, at most 1024 threads): <750000,32> -> 750000 blocks of 32
-    threads; <64,30000> -> 64 blocks of 1024.  A reduction of a whole tensor
+
+def xla_packed_rows(rows: int, cols: int, gpu) -> tuple:
+    """``(threads per row, rows per block)`` of today's XLA for a row reduction of ``rows`` rows of ``cols``.
+
+    OpenXLA's reduction emitter (``xla/service/gpu/fusions/reduction.cc``, the constructor of its row
+    reduction; the same arithmetic in the MLIR emitter that replaced it): a row gets
+    ``min(1024, round_up(ceil(cols / 16), 32))`` threads (``MinThreadsXRowReduction`` is 1024 with ptxas 12.2 or
+    later, openxla/xla#4070), or exactly ``cols`` threads when ``cols`` divides a warp (``RowReductionGetRowsPerWarp``:
+    several rows per warp).  "If we're limited by the size of the x dimension", rows are added along y until the
+    block has 256 threads (``kThreadsPerBlockTarget``), or every row when fewer remain (then whole warps).  So
+    <750000,32> is 93750 blocks of 8 rows x 32 threads, <16384,768> 4096 blocks of 4 rows x 64 threads, and a row
+    of 4096 or more keeps a block of its own.  The paper's XLA (TF <= 2.6) had no y threads for row reductions:
+    ``num_threads_y = is_row_reduction ? 1 : kWarpSize``."""
+    warp = gpu.warp_size
+    if cols < warp and warp % cols == 0:
+        tpr = cols
+    else:
+        tpr = min(gpu.max_threads_per_block, round_up(ceil(cols / XLA_ROW_TILE), warp))
+    per_block = 1
+    if tpr * 2 <= XLA_BLOCK_TARGET:
+        if rows * tpr <= XLA_BLOCK_TARGET:
+            per_block = rows
+            while (tpr * per_block) % warp:
+                per_block += 1
+        else:
+            per_block = XLA_BLOCK_TARGET // tpr
+    return tpr, per_block
+
+
+def xla_reduce_mapping(node, gpu, siblings=(), packed_rows: bool = False) -> ThreadMapping:
+    """XLA's reduction mappings: today's (``packed_rows``, :func:`xla_packed_rows`) or the paper's (2021).
+
+    Row reduction, as the paper describes the XLA it measured: one block per row, the block as wide as the
+    row (rounded up to whole warps, at most 1024 threads): <750000,32> -> 750000 blocks of 32 threads;
+    <64,30000> -> 64 blocks of 1024.  Today's XLA packs short rows into 256-thread blocks
+    (:func:`xla_packed_rows`; long rows keep a block each).  A reduction of a whole tensor
     to one value is spread over many blocks combined with atomics (one block
     would leave the GPU idle; XLA does not do that).  Column reduction: tiles of 32
     columns x 32 row lanes; the reduced dim is split over blocks (partials
@@ -60,6 +97,10 @@ def xla_reduce_mapping(node, gpu, siblings=()) -> ThreadMapping:
             splits = prev_pow2(min(gpu.blocks_per_wave(tpr), ceil(m.cols / (8 * tpr))))
             return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=splits, threads_per_row=tpr,
                                  splits=splits, combine="atomic")
+        if packed_rows:
+            tpr, per_block = xla_packed_rows(m.rows, max(m.cols, 1), gpu)
+            return ThreadMapping("rows", x.shape, rs.groups, block=tpr * per_block,
+                                 grid=max(1, min(ceil(m.rows / per_block), MAX_GRID)), threads_per_row=tpr)
         return ThreadMapping("rows", x.shape, rs.groups, block=tpr, grid=max(1, min(m.rows, MAX_GRID)),
                              threads_per_row=tpr)
     return column_mapping(node, gpu, block=1024, fill_blocks=gpu.blocks_per_wave(1024) if atomic else 1,

@@ -358,7 +358,8 @@ def partition_plan(graph, gpu, policy) -> Plan:
             continue
         ops = sorted({n for r in g for n in members[r]}, key=position.get)
         if head.op == "reduce":
-            mapping = xla_reduce_mapping(head, gpu, [graph[r] for r in g])
+            mapping = xla_reduce_mapping(head, gpu, [graph[r] for r in g],
+                                         packed_rows=policy.rules is not None and policy.rules.packs_rows)
         else:
             mapping = flat_mapping(head.shape, LOOP_BLOCK)
         stage = Stage(dominant=g[-1], ops=ops, mapping=mapping)

@@ -43,7 +43,7 @@ class AStitchOptions(OptionSet):
 
     #: what each switch does when turned off (or, for the cap, lowered); the explorer shows these words
     HELP: ClassVar[dict] = {
-        "horizontal_packing": "off: one row per block (a block as wide as the row), as XLA maps row "
+        "horizontal_packing": "off: one row per block (a block as wide as the row), as the paper's XLA mapped row "
                               "reductions -- <750000,32> becomes 750000 blocks of 32 threads",
         "vertical_packing": "off: the grid is never capped at one wave by looping blocks over several "
                             "tasks; a kernel whose grid does not fit one wave cannot hold a grid barrier "
