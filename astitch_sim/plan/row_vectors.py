@@ -31,10 +31,11 @@ carried across stages becomes the block's register limit (at most :data:`ROW_REG
 The decision is made here, once, for every strategy's kernels (``kernel_builder.assemble_kernel``
 calls :func:`vectorize_rows` before it places values), and recorded on the
 :class:`~astitch_sim.plan.mapping.ThreadMapping` (``vector``, ``threads_per_row``, ``vector_why``).
-A stitched kernel gets vectors only when every stage has the same row mapping (stages share the
-thread -> element map that register reuse needs); a kernel mixing row stages with flat or column
-stages stays scalar and says why, as does a task split over blocks whose split is not a whole
-number of vectors.
+A stitched kernel gets vectors only when every row stage has the same row mapping (stages share the
+thread -> element map that register reuse needs).  A kernel mixing row stages with flat or column stages
+keeps the launch its planner chose for all of them: its row stages read in vectors with their planned lanes,
+rows per block and grid (:func:`_vectorize_in_launch`).  A task split over blocks whose split is not a whole
+number of vectors stays scalar and says why.
 """
 from __future__ import annotations
 
@@ -100,9 +101,6 @@ def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> N
     if not rows:
         return
     others = sorted({s.mapping.kind for s in stages if s.mapping.kind != "rows"})
-    if others:
-        return _scalar(stages, f"the kernel also has {' and '.join(others)} stages (one thread -> element map "
-                               "for every stage: vectors are planned for kernels of row stages only)")
     m = rows[0].mapping
     if any(s.mapping != m for s in rows):
         return _scalar(stages, "the kernel's row stages map their rows differently")
@@ -110,6 +108,8 @@ def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> N
         return
     if not m.groups[1] or m.groups[1][-1] != len(m.domain) - 1:
         return _scalar(stages, f"the row (dims {m.groups[1]}) does not run along the innermost dim")
+    if others:
+        return _vectorize_in_launch(graph, rows, m, stored, others)
     # read at the very element the lane computed (a domain-shaped value: a slice or a view of another shape may
     # read an element another lane holds, which goes through global memory)
     computed = {n for s in rows for n in s.ops if tuple(graph[n].shape) == tuple(m.domain)}
@@ -125,6 +125,33 @@ def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> N
     new = _vectored(graph, rows, m, width, whys, gpu, stored, ())
     if isinstance(new, str):
         return _scalar(stages, new)
+    for s in rows:
+        s.mapping = new
+
+
+def _vectorize_in_launch(graph, rows, m, stored, others) -> None:
+    """Row stages of a kernel that also has ``others`` (column or flat) stages: the kernel's launch is one
+    grid x block for every stage, planned for all of them, so the row stages keep their lanes, rows per block
+    and grid, and only read each row in vectors -- a lane takes ``vector`` consecutive elements per trip
+    (layer-norm backward's two row stages beside its dgamma/dbeta column stage: 128 lanes x 192 vectors of 4
+    instead of 128 lanes x 768 floats).  A value crosses from a row stage to a column stage through shared or
+    global memory, as before (the mappings differ); between the row stages the register budget stays the
+    default (:func:`carried_register_cap` widens it for kernels of row stages only)."""
+    width, whys = _sized(graph, rows, m, stored, ())
+    widest = width
+    while width > 1 and (m.chunk % width or ceil(m.chunk / width) < m.threads_per_row):
+        width //= 2            # whole vectors, and one for every planned lane (a narrower width idles none)
+    if width < widest and m.chunk % widest == 0:
+        whys = whys + [f"{m.chunk // widest} vectors of {widest} would leave some of the row's "
+                       f"{m.threads_per_row} planned lanes idle"]
+    kept = f"the kernel also has {' and '.join(others)} stages, so its launch stays as planned"
+    if width == 1:
+        return _scalar(rows, "; ".join(dict.fromkeys(whys + [kept])))
+    vectors = ceil(m.chunk / width)
+    words = [f"{width * 8 * _bytes(graph, rows, stored)}-bit vectors along the row ({m.chunk} = {vectors} x "
+             f"{width}): {kept}: {m.threads_per_row} lanes per row, {ceil(vectors / m.threads_per_row)} "
+             f"trip(s) per lane"] + list(dict.fromkeys(whys))
+    new = replace(m, per_thread=width, vector=width, vector_why="; ".join(words))
     for s in rows:
         s.mapping = new
 
@@ -205,7 +232,7 @@ def carried_register_cap(stages, gpu, default: int) -> tuple:
     stages read in vectors keeps a lane's share of its rows in registers: the block's register limit (at
     most :data:`ROW_REGISTERS`) less :data:`REGISTER_HEADROOM`, if more than ``default``."""
     rows = [s for s in stages if s.mapping.kind == "rows" and s.mapping.vector > 1]
-    if len(stages) < 2 or not rows:
+    if len(stages) < 2 or not rows or len(rows) < len(stages):      # kernels of row stages only
         return default, ""
     block = rows[0].mapping.block
     limit = _row_register_limit(gpu, block)

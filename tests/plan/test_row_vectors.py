@@ -100,12 +100,36 @@ def test_fallbacks_say_why():
     assert st.mapping.vector == 4 and "x is sliced from offset 3, not a multiple of 4" in st.mapping.vector_why
     (st,) = _rows(asim.compile(_row_sum((8, 8), transposed=True), "astitch", "H100", never_behind=False))
     assert st.mapping.vector == 4 and "y is read transposed" in st.mapping.vector_why
-    plan = asim.compile(asim.workload("layernorm_backward"), "astitch", "H100")   # row and column stages
-    mixed = [k for k in plan.kernels if k.kind == "generated" and {s.mapping.kind for s in k.stages} >= {"rows", "columns"}]
-    assert mixed
-    for st in mixed[0].stages:
-        if st.mapping.kind == "rows":
-            assert st.mapping.vector == 1 and "also has columns stages" in st.mapping.vector_why
+    plan = asim.compile(asim.workload("paper_fig7"), "astitch", "H100")          # row and column stages
+    (k,) = plan.kernels
+    (row,) = [st for st in k.stages if st.mapping.kind == "rows"]
+    assert row.mapping.vector == 1 and row.mapping.threads_per_row == 256
+    assert "64 vectors of 4 would leave some of the row's 256 planned lanes idle" in row.mapping.vector_why
+    assert "also has columns stages, so its launch stays as planned" in row.mapping.vector_why
+
+
+def test_row_stages_beside_a_column_stage_read_in_vectors_in_the_planned_launch():
+    """Layer-norm backward's stitched kernel: two row stages and the dgamma/dbeta column stage share one launch.
+    The row stages keep their lanes and grid and read each row in 128-bit vectors (192 per 768-row over 128
+    lanes: 2 trips); the column stage is untouched; the kernel's values cross stages as before."""
+    g = asim.workload("layernorm_backward", rows=16384, cols=768)
+    plan = asim.compile(g, "astitch", "H100")        # the launch search's 16384 blocks of 128 threads
+    (k,) = plan.kernels
+    rows = [st for st in k.stages if st.mapping.kind == "rows"]
+    cols = [st for st in k.stages if st.mapping.kind == "columns"]
+    assert len(rows) == 2 and cols
+    for st in rows:
+        m = st.mapping
+        assert (m.vector, m.per_thread, m.grid, m.block) == (4, 4, k.grid, k.block)
+        assert m.threads_per_row == 128 and m.trips == 2
+        assert "also has columns stages, so its launch stays as planned" in m.vector_why
+        assert "128-bit vectors along the row (768 = 192 x 4)" in m.vector_why
+    assert all(st.mapping.vector == 1 for st in cols)
+    assert "so its launch stays as planned: 128 lanes per row, 2 trip(s) per lane" in str(plan)
+    # the paper's launch (two rows of 512 lanes per 1024-thread block): 192 vectors would idle lanes
+    (paper,) = asim.compile(g, "astitch", "H100", launch_search=False).kernels
+    assert all(st.mapping.vector == 1 and "would leave some of the row's 512 planned lanes idle" in
+               st.mapping.vector_why for st in paper.stages if st.mapping.kind == "rows")
 
 
 def test_dtype_sets_the_row_width():
@@ -385,3 +409,25 @@ def test_todays_xla_keeps_its_packed_block_and_packs_more_rows():
         m = st.mapping
         assert (m.rows_per_block, m.block, m.threads_per_row, m.vector, m.trips) == (8, 256, 32, 4, 6)
         assert "one row per block" not in m.vector_why
+
+
+@pytest.mark.parametrize("shape", [dict(rows=8, cols=256), dict(rows=8, cols=136), dict(rows=12, cols=258)])
+def test_generated_row_vectors_beside_a_column_stage_match_the_reference(shape):
+    """Layer-norm backward in one stitched kernel of 32-thread blocks: its row stages read in vectors (4, 4 with a
+    partial last trip of 34 vectors over 32 lanes, 2) beside the scalar dgamma/dbeta column stage; the Numba
+    kernels (CUDA simulator) and the SIMT model both match the reference."""
+    pytest.importorskip("numba")
+    import gpu_backend
+    g = asim.workload("layernorm_backward", **shape)
+    x = workload_inputs(g, 0)
+    plan = asim.compile(g, "astitch", "H100", max_block_threads=32, task_splitting=False, never_behind=False)
+    (k,) = plan.kernels
+    kinds = [st.mapping.kind for st in k.stages]
+    assert "columns" in kinds and all(st.mapping.vector > 1 for st in k.stages if st.mapping.kind == "rows")
+    src = gpu_backend.generate_source(plan)
+    V = next(st.mapping.vector for st in k.stages if st.mapping.kind == "rows")
+    assert f"ldg{V}(" in src
+    for got, want in zip(gpu_backend.run(plan, x), asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
