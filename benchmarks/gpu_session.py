@@ -318,6 +318,9 @@ def plan_text(plan: WindowPlan, skipped: Optional[dict] = None) -> str:
         lines.append(f"  done in an earlier window on {', '.join(skipped['devices']) or 'an unnamed device'} "
                      f"(--skip-done {' '.join(skipped['dirs'])}), not planned: "
                      + (", ".join(skipped["steps"]) or "nothing"))
+        if skipped.get("stale"):
+            lines.append("  timed there with plans the planner no longer draws, so planned again: "
+                         + ", ".join(skipped["stale"]))
     return "\n".join(lines)
 
 
@@ -344,7 +347,7 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
 
     Returns ``{"steps": [names], "devices": [...], "dirs": [...]}``; only records of ``mode`` count."""
     import astitch_sim as asim
-    done, devices, matched = set(), set(), set()
+    done, devices, matched, stale = set(), set(), set(), set()
     for d in dirs:
         d = Path(d)
         sessions = sorted(d.rglob("session.json")) if d.is_dir() else []
@@ -363,9 +366,33 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
         for f in sorted(d.rglob("results.json")):
             r = json.loads(f.read_text())
             if r.get("mode") == mode:
-                done |= {f"suite:{c['key']}" for c in r.get("cases", []) if _case_done(c)}
+                for c in r.get("cases", []):
+                    changed = _plans_changed(c, r.get("gpu_preset", "H100"))
+                    if changed:
+                        stale.add(f"suite:{c['key']} ({', '.join(changed)})")
+                    elif _case_done(c):
+                        done.add(f"suite:{c['key']}")
     done |= {f"correctness:{w}" for w in asim.WORKLOADS if all((w, s) in matched for s in asim.STRATEGIES)}
-    return {"steps": sorted(done), "devices": sorted(devices), "dirs": [str(d) for d in dirs]}
+    done -= {s.split(" (")[0] for s in stale}           # a case measured once with today's plans is done
+    return {"steps": sorted(done), "devices": sorted(devices), "dirs": [str(d) for d in dirs],
+            "stale": sorted(stale)}
+
+
+def _plans_changed(case: dict, preset: str) -> list:
+    """The strategies whose plan for ``case`` the planner no longer draws: their recorded ``plan_signature``
+    differs from today's plan's (``astitch_sim.hardware.measured.plan_signature``).  Such a case is not done:
+    the next window times today's plans (a results file without signatures cannot be told, and counts as is)."""
+    import astitch_sim as asim
+    from astitch_sim.hardware.measured import plan_signature
+    signed = [r for r in case.get("runs", []) if r.get("plan_signature") and r.get("strategy")]
+    if not signed:
+        return []
+    try:
+        graph = asim.workload(case["workload"], **case.get("shape", {}))
+    except (KeyError, TypeError, asim.AStitchError):
+        return []                               # a workload this tree no longer has: nothing to re-run
+    return [r["strategy"] for r in signed
+            if plan_signature(asim.compile(graph, r["strategy"], preset)) != r["plan_signature"]]
 
 
 def drop_done(all_steps: list, done: dict) -> tuple:

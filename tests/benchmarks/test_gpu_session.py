@@ -302,12 +302,14 @@ def test_steps_come_in_the_order_of_what_they_are_worth():
 
 def test_skip_done_drops_what_the_first_window_finished():
     """The first window: five cases with every baseline, seven workloads all matching; its first call's 90
-    failed plans (numpy's lost alias) and the five cases whose torch baselines failed count for nothing."""
+    failed plans (numpy's lost alias) and the five cases whose torch baselines failed count for nothing, and
+    so does the attention softmax, whose xla and fusionstitching plans the planner no longer draws (today's XLA
+    packs its rows of 512: ``plan_signature``)."""
     from benchmarks import gpu_session as gs
     done = gs.done_steps([FIRST_WINDOW])
     assert done["devices"] == ["NVIDIA H200"]
     assert set(done["steps"]) == {
-        "suite:layernorm_8192x4096", "suite:softmax_64x30000", "suite:attention_softmax_196608x512",
+        "suite:layernorm_8192x4096", "suite:softmax_64x30000",
         "suite:batchnorm_train_65536x64", "suite:global_norm_1024x1024"} | {
         f"correctness:{w}" for w in ("layernorm", "rmsnorm", "batchnorm_train", "layernorm_backward", "global_norm",
                                      "softmax", "attention_softmax")}
@@ -315,6 +317,44 @@ def test_skip_done_drops_what_the_first_window_finished():
     kept = [s.name for s in kept]
     assert kept[:2] == ["probe", "copy"] and set(dropped) == set(done["steps"])
     assert "suite:layernorm_16384x768" in kept and "correctness:log_softmax" in kept     # 5 of its 6 plans
+    assert "suite:attention_softmax_196608x512" in kept
+    assert "suite:attention_softmax_196608x512 (xla, fusionstitching)" in done["stale"]
+    assert "suite:layernorm_backward_16384x768 (xla, astitch)" in done["stale"]
+    text = gs.plan_text(gs.window_plan(gs.drop_done(gs.steps(), done)[0]), done)
+    assert "plans the planner no longer draws, so planned again: " in text
+    assert "suite:softmax_750000x32 (xla)" in text
+
+
+def test_a_case_timed_with_todays_plans_is_done_and_one_with_a_changed_plan_is_not(tmp_path):
+    """``--skip-done`` weighs each timed plan's ``plan_signature`` against the plan compiled today: the same
+    digest, the case is done; another, it is planned again and said so (issue 28: the window's xla plans of
+    short rows)."""
+    import json
+
+    import astitch_sim as asim
+    from astitch_sim.hardware.measured import plan_signature
+    from benchmarks import gpu_session as gs
+    g = asim.workload("softmax", rows=4096, cols=32)
+    today = {s: plan_signature(asim.compile(g, s, "H100")) for s in ("xla", "astitch")}
+    d = tmp_path / "w" / "p1"
+    d.mkdir(parents=True)
+    (d / "session.json").write_text(json.dumps({"mode": "gpu", "provenance": {"device": "NVIDIA H100"}, "steps": {}}))
+
+    def results(xla_signature):
+        runs = [{"name": "xla", "strategy": "xla", "validation": {"ok": True}, "plan_signature": xla_signature},
+                {"name": "astitch", "strategy": "astitch", "validation": {"ok": True},
+                 "plan_signature": today["astitch"]}]
+        case = {"key": "softmax_4096x32", "workload": "softmax", "shape": {"rows": 4096, "cols": 32}, "runs": runs}
+        (d / "results.json").write_text(json.dumps({"mode": "gpu", "gpu_preset": "H100", "cases": [case]}))
+
+    results(today["xla"])
+    done = gs.done_steps([tmp_path / "w"])
+    assert done["steps"] == ["suite:softmax_4096x32"] and done["stale"] == []
+    paper = plan_signature(asim.compile(g, "xla", "H100", fusion_rules="tf-2.6"))
+    assert paper != today["xla"]
+    results(paper)
+    done = gs.done_steps([tmp_path / "w"])
+    assert done["steps"] == [] and done["stale"] == ["suite:softmax_4096x32 (xla)"]
 
 
 def test_skip_done_counts_only_what_finished_well(tmp_path):
