@@ -345,7 +345,10 @@ def _sanitizer_records(steps_rec: dict) -> list:
 def done_steps(dirs: list, mode: str = "gpu") -> dict:
     """The steps the parts under ``dirs`` (any ``session.json`` / ``results.json`` below them) finished.
 
-    Returns ``{"steps": [names], "devices": [...], "dirs": [...]}``; only records of ``mode`` count."""
+    Returns ``{"steps": [names], "devices": [...], "dirs": [...], "stale": [...]}``; only records of ``mode``
+    count.  A suite case is done when one results file timed every run of it, each with the plan the planner
+    draws today; ``stale`` lists the cases timed only with plans it no longer draws (:func:`_plans_changed`),
+    which run again."""
     import astitch_sim as asim
     done, devices, matched, stale = set(), set(), set(), set()
     for d in dirs:
@@ -373,7 +376,7 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
                     elif _case_done(c):
                         done.add(f"suite:{c['key']}")
     done |= {f"correctness:{w}" for w in asim.WORKLOADS if all((w, s) in matched for s in asim.STRATEGIES)}
-    done -= {s.split(" (")[0] for s in stale}           # a case measured once with today's plans is done
+    stale = {s for s in stale if s.split(" (")[0] not in done}     # timed again with today's plans elsewhere
     return {"steps": sorted(done), "devices": sorted(devices), "dirs": [str(d) for d in dirs],
             "stale": sorted(stale)}
 

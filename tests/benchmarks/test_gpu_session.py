@@ -523,3 +523,26 @@ def test_a_part_on_another_gpu_than_the_skipped_steps_warns(tmp_path, monkeypatc
     real = gb.provenance
     monkeypatch.setattr(gb, "provenance", lambda *a, **k: {**real(*a, **k), "device": "NVIDIA H200"})
     assert "warnings" not in gs.run_part([], tmp_path / "p2", simulator=True, skipped=skipped)
+
+
+def test_a_case_timed_again_with_todays_plans_in_a_later_window_is_done(tmp_path):
+    """Two windows: the first timed a case with a plan the planner no longer draws, the second with today's.
+    The case is done, and not listed as stale."""
+    import json
+
+    import astitch_sim as asim
+    from astitch_sim.hardware.measured import plan_signature
+    from benchmarks import gpu_session as gs
+    g = asim.workload("softmax", rows=4096, cols=32)
+    for window, rules in (("w1", {"fusion_rules": "tf-2.6"}), ("w2", {})):
+        d = tmp_path / window / "p1"
+        d.mkdir(parents=True)
+        (d / "session.json").write_text(json.dumps({"mode": "gpu", "provenance": {"device": "NVIDIA H100"},
+                                                    "steps": {}}))
+        run = {"name": "xla", "strategy": "xla", "validation": {"ok": True},
+               "plan_signature": plan_signature(asim.compile(g, "xla", "H100", **rules))}
+        case = {"key": "softmax_4096x32", "workload": "softmax", "shape": {"rows": 4096, "cols": 32}, "runs": [run]}
+        (d / "results.json").write_text(json.dumps({"mode": "gpu", "gpu_preset": "H100", "cases": [case]}))
+    assert gs.done_steps([tmp_path / "w1"])["stale"] == ["suite:softmax_4096x32 (xla)"]
+    both = gs.done_steps([tmp_path / "w1", tmp_path / "w2"])
+    assert both["steps"] == ["suite:softmax_4096x32"] and both["stale"] == []

@@ -37,7 +37,7 @@ def flat_mapping(shape, block: int, grid: int | None = None) -> ThreadMapping:
                          grid=min(need, grid or MAX_GRID))
 
 
-#: XLA's row-reduction tiling since 2022 (``xla/service/gpu/reduction_utils.cc`` ``GetReductionTiling``): each
+#: today's XLA's row-reduction tiling (``xla/service/gpu/reduction_utils.cc`` ``GetReductionTiling``): each
 #: thread of a row reduction covers 16 elements of its row
 XLA_ROW_TILE = 16
 #: XLA's threads per block to aim for when a row needs fewer (``kThreadsPerBlockTarget``, "between 128 and 512
@@ -55,7 +55,7 @@ def xla_packed_rows(rows: int, cols: int, gpu) -> tuple:
     several rows per warp).  "If we're limited by the size of the x dimension", rows are added along y until the
     block has 256 threads (``kThreadsPerBlockTarget``), or every row when fewer remain (then whole warps).  So
     <750000,32> is 93750 blocks of 8 rows x 32 threads, <16384,768> 4096 blocks of 4 rows x 64 threads, and a row
-    of 4096 or more keeps a block of its own.  The paper's XLA (TF <= 2.6) had no y threads for row reductions:
+    of more than 2048 elements (over 128 threads) keeps a block of its own.  The paper's XLA (TF <= 2.6) had no y threads for row reductions:
     ``num_threads_y = is_row_reduction ? 1 : kWarpSize``."""
     warp = gpu.warp_size
     if cols < warp and warp % cols == 0:
