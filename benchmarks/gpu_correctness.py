@@ -63,6 +63,7 @@ def check_all(workloads, strategies, preset: str, simulator: bool, record, apply
     import astitch_sim as asim
     import gpu_backend
     from astitch_sim.frontends.workloads import workload_inputs
+    from astitch_sim.hardware.measured import plan_signature
     from benchmarks.applied_plans import apply_all, compiler_record
 
     rows = []
@@ -81,7 +82,8 @@ def check_all(workloads, strategies, preset: str, simulator: bool, record, apply
             continue
         applied = apply_all(plans) if apply else [(None, "apply_compiler not asked for")] * len(plans)
         for strategy, before, (after, err) in zip(strategies, plans, applied, strict=True):
-            row = {"workload": name, "shape": shape or "catalog default", "strategy": strategy, "preset": preset}
+            row = {"workload": name, "shape": shape or "catalog default", "strategy": strategy, "preset": preset,
+                   "plan_signature": plan_signature(before)}      # what the planner decided (gpu_session --skip-done)
             plan = after if after is not None else before
             row["compiler"] = compiler_record(before, after) if after is not None else {"applied": False,
                                                                                           "error": err}

@@ -363,7 +363,8 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
             prov = s.get("provenance")
             devices |= {p.get("device") for p in (prov if isinstance(prov, list) else [prov]) if p and p.get("device")}
             for rec in _correctness_records(s.get("steps", {})):
-                matched |= {(r["workload"], r["strategy"]) for r in rec.get("rows") or [] if r.get("ok")}
+                matched |= {(r["workload"], r["strategy"]) for r in rec.get("rows") or []
+                            if r.get("ok") and not _row_plan_changed(r)}
             for _, rec in _sanitizer_records(s.get("steps", {})):
                 done |= {f"sanitizer:{tool}" for tool, r in (rec.get("tools") or {}).items() if r.get("ok")}
         for f in sorted(d.rglob("results.json")):
@@ -379,6 +380,21 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
     stale = {s for s in stale if s.split(" (")[0] not in done}     # timed again with today's plans elsewhere
     return {"steps": sorted(done), "devices": sorted(devices), "dirs": [str(d) for d in dirs],
             "stale": sorted(stale)}
+
+
+def _row_plan_changed(row: dict) -> bool:
+    """A correctness row whose plan the planner no longer draws (its ``plan_signature`` against today's plan of
+    the same workload, shape and preset); a row without a signature (the first window's) counts as is."""
+    if not row.get("plan_signature"):
+        return False
+    import astitch_sim as asim
+    from astitch_sim.hardware.measured import plan_signature
+    shape = row.get("shape") if isinstance(row.get("shape"), dict) else {}
+    try:
+        plan = asim.compile(asim.workload(row["workload"], **shape), row["strategy"], row.get("preset", "H100"))
+    except (KeyError, TypeError, asim.AStitchError):
+        return False
+    return plan_signature(plan) != row["plan_signature"]
 
 
 def _plans_changed(case: dict, preset: str) -> list:

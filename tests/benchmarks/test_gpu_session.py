@@ -546,3 +546,37 @@ def test_a_case_timed_again_with_todays_plans_in_a_later_window_is_done(tmp_path
     assert gs.done_steps([tmp_path / "w1"])["stale"] == ["suite:softmax_4096x32 (xla)"]
     both = gs.done_steps([tmp_path / "w1", tmp_path / "w2"])
     assert both["steps"] == ["suite:softmax_4096x32"] and both["stale"] == []
+
+
+def test_a_correctness_row_of_a_plan_the_planner_no_longer_draws_does_not_count(tmp_path):
+    """gpu_correctness records each checked plan's ``plan_signature``; ``--skip-done`` counts a workload's
+    correctness done only if every strategy's checked plan is still drawn (rows without one count as is)."""
+    import json
+
+    import astitch_sim as asim
+    from astitch_sim.hardware.measured import plan_signature
+    from benchmarks import gpu_session as gs
+    shape = {"rows": 64, "cols": 32}
+    g = asim.workload("softmax", **shape)
+
+    def window(name, xla_rules):
+        rows = []
+        for s in asim.STRATEGIES:
+            opts = xla_rules if s == "xla" else {}
+            rows.append({"workload": "softmax", "shape": shape, "strategy": s, "preset": "H100", "ok": True,
+                         "plan_signature": plan_signature(asim.compile(g, s, "H100", **opts))})
+        d = tmp_path / name / "p1"
+        d.mkdir(parents=True)
+        (d / "session.json").write_text(json.dumps({"mode": "gpu", "provenance": {"device": "NVIDIA H100"},
+                                                    "steps": {"correctness:softmax": {"ok": True, "rows": rows}}}))
+        return tmp_path / name
+
+    assert gs.done_steps([window("today", {})])["steps"] == ["correctness:softmax"]
+    assert gs.done_steps([window("paper", {"fusion_rules": "tf-2.6"})])["steps"] == []
+    unsigned = window("unsigned", {"fusion_rules": "tf-2.6"})
+    f = unsigned / "p1" / "session.json"
+    doc = json.loads(f.read_text())
+    for r in doc["steps"]["correctness:softmax"]["rows"]:
+        del r["plan_signature"]
+    f.write_text(json.dumps(doc))
+    assert gs.done_steps([unsigned])["steps"] == ["correctness:softmax"]
