@@ -69,10 +69,14 @@ warp hold all its loads).
 the executor counted sectors: DRAM and L2 move whole 32-byte sectors, so a
 warp that touches 4 bytes in each of 32 sectors costs 1024 bytes, not 128.
 This charges uncoalesced access (a column read, a transposed write) honestly.
-It also charges a sector per warp instruction for a broadcast read (a row's
-mean read by every warp), which L1 would mostly catch: a few percent on
-normalisations, the same for every strategy.  Counters without sectors
-(hand-made stats) fall back to bytes.
+A broadcast read (a row's mean read by every warp, a layernorm's ``gamma``
+read by every row) counts a sector per warp instruction; the sectors a stage
+reads more than once are then served by the L1 or the L2, not DRAM
+(:mod:`astitch_sim.simt.l2`, "Within one stage").  Charged at DRAM bandwidth,
+as they were until the first GPU window, they doubled a layer norm's traffic
+for every strategy, and the model over-predicted the H200's measurements by a
+median 37%; served from the caches, by 12% (``benchmarks/results/2026-11-28-crosscheck-l1``).
+Counters without sectors (hand-made stats) fall back to bytes.
 
 *L2 hits.*  A tensor re-read while it is still in the L2 (written or read by an
 earlier kernel, or an earlier stage, and not evicted since) is served at

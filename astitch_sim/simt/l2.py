@@ -73,10 +73,19 @@ crossbar: a line homed in the *far* half costs more latency and less
 bandwidth, and lines read by SMs on both sides may be held twice, so the
 effective capacity can be below ``l2_bytes``); L2 data compression;
 NVIDIA's actual replacement policy (undocumented; persisting-access windows);
-L1 hits; reuse *within* one stage (a stage's repeated sectors -- broadcast
-reads, uncoalesced neighbours -- are charged as before, at DRAM bandwidth,
-unless the whole tensor is resident); tensors re-walked in a different order
+L1 hits (an L1 hit is charged as an L2 hit); tensors re-walked in a different order
 (a transposed re-read is treated as the same order).
+
+*Within one stage.*  A stage that reads some sectors of a tensor more than once -- a broadcast
+operand: a layernorm's ``gamma`` read by every row, a bias by every row of a GELU -- moves the
+tensor's own sectors once (from DRAM, or from the L2 if an earlier touch left it there) and every
+further read of them from the SM's L1 when the tensor is small (:data:`L1_REUSE_BYTES`: charged to
+neither DRAM nor the L2; the load instructions stay in the issue count), else from the L2, as long as the
+tensor is at most half the L2 (the other half for the stream it is read beside).  Until the GPU window showed it, every such repeat was charged at DRAM
+bandwidth: layer norm 16384x768 was charged 201 MB of DRAM traffic for its 101 MB (its 3 KB ``gamma``
+and ``beta`` once per row), bias+GELU 16384x3072 604 MB for its 403 MB; the H200 moved the real bytes
+at its copy rate (``benchmarks/results/2026-11-27-h200``).  ``resident_since`` is ``"r"`` for such
+repeats when no earlier touch left the tensor resident.
 
 Switching it off: ``simulate(plan, inputs, l2=False)``, or a GPU with
 ``l2_bytes=0`` (``dataclasses.replace(asim.gpu("H100"), l2_bytes=0)``): an L2 of
@@ -86,6 +95,11 @@ before this model.
 from __future__ import annotations
 
 from .stats import SECTOR
+
+
+#: a tensor read again within one stage is served by the SMs' L1 when it is at most this big (every SM keeps
+#: its copy: 64 KiB is a quarter of an H100 SM's 256 KiB L1/shared, half of a V100's 128 KiB)
+L1_REUSE_BYTES = 64 * 1024
 
 
 def footprint(tt) -> int:
@@ -145,7 +159,7 @@ def annotate(plan, kernel_stats, enabled: bool = True) -> None:
         for j, (g, size) in enumerate(zip(groups, sizes, strict=True)):
             here = (wave, wave + share * size)
             for name, tt in g.items():
-                tt.l2_read_bytes, tt.resident_since = 0.0, ""
+                tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = 0.0, 0.0, ""
                 if not tt.read_sectors or ks.kind == "library":
                     continue
                 if name in seen:
@@ -156,12 +170,25 @@ def annotate(plan, kernel_stats, enabled: bool = True) -> None:
                     frac, since = hit_fraction(prev, span, capacity), f"k{k0}"
                 else:
                     frac, since = 0.0, ""
-                if frac > 0:
-                    tt.l2_read_bytes, tt.resident_since = frac * tt.read_bytes, since
+                total = SECTOR * tt.read_sectors
+                unique = min(total, -(-tt.nbytes // SECTOR) * SECTOR)
+                again = total - unique           # sectors this stage reads more than once (a broadcast row)
+                hit, l1 = frac, 0.0
+                if again and capacity > 0 and unique <= capacity / 2:
+                    # read again within the stage while still resident: from the L1 if small, else the L2
+                    per_byte = tt.read_bytes / total
+                    if unique <= L1_REUSE_BYTES:
+                        hit, l1 = frac * unique / total, again * per_byte
+                    else:
+                        hit = (frac * unique + again) / total
+                    since = since or "r"
+                if hit > 0 or l1 > 0:
+                    tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = hit * tt.read_bytes, l1, since
             for name in g:
                 seen[name] = (j, here)
             if ks.kind != "library":
                 ks.stages[j].l2_read_bytes = float(sum(tt.l2_read_bytes for tt in g.values()))
+                ks.stages[j].l1_read_bytes = float(sum(tt.l1_read_bytes for tt in g.values()))
             wave = here[1]
         for g in groups:
             for name in g:
@@ -174,5 +201,6 @@ def split_bytes(s) -> tuple:
     sectors' (32 each, read and written) when the executor counted sectors, else the plain bytes."""
     sectors = s.global_sectors_read + s.global_sectors_written
     total = SECTOR * sectors if sectors else s.global_bytes_read + s.global_bytes_written
-    hit = min(float(getattr(s, "l2_read_bytes", 0.0)), float(total))
-    return total - hit, hit
+    l1 = min(float(getattr(s, "l1_read_bytes", 0.0)), float(total))
+    hit = min(float(getattr(s, "l2_read_bytes", 0.0)), float(total) - l1)
+    return total - hit - l1, hit

@@ -19,12 +19,15 @@ class TensorTraffic:
 
     ``nbytes`` is the buffer's size; ``l2_read_bytes`` the part of the read sectors' bytes served
     by the L2 (the rest came from DRAM); ``resident_since`` says which earlier touch left the
-    tensor in the L2 (``"k3"``: kernel 3; ``"s0"``: stage 0 of this kernel; ``""``: none)."""
+    tensor in the L2 (``"k3"``: kernel 3; ``"s0"``: stage 0 of this kernel; ``"r"``: this stage's own
+    first read; ``""``: none); ``l1_read_bytes`` the part the SM's L1 served (a small broadcast operand read
+    again within the stage), charged to neither DRAM nor the L2."""
     nbytes: int
     read_sectors: int = 0
     written_sectors: int = 0
     l2_read_bytes: float = 0.0
     resident_since: str = ""
+    l1_read_bytes: float = 0.0
 
     @property
     def read_bytes(self) -> int:
@@ -59,6 +62,7 @@ class StageStats:
     shuffle_barriers: int = 0            # block barriers of shuffle reductions whose tasks span warps (per block, per trip)
     tensors: dict = field(default_factory=dict)   # global buffer name -> TensorTraffic (for the L2 model)
     l2_read_bytes: float = 0.0           # read-sector bytes served by the L2, not DRAM (filled by simt/l2.py)
+    l1_read_bytes: float = 0.0           # read-sector bytes an SM's L1 served: re-reads of a small operand (simt/l2.py)
 
 
 @dataclass
@@ -104,13 +108,18 @@ class KernelStats:
         return sum(s.l2_read_bytes for s in self.stages)
 
     @property
+    def l1_read_bytes(self) -> float:
+        """Bytes of global reads an SM's L1 served (a small operand read again within a stage)."""
+        return sum(s.l1_read_bytes for s in self.stages)
+
+    @property
     def dram_bytes(self) -> float:
         """Bytes the cost model charges at DRAM bandwidth: the sectors' bytes (or, for counters without
-        sectors, the bytes) read and written, the library's traffic and the memset, less the L2 hits."""
+        sectors, the bytes) read and written, the library's traffic and the memset, less the L2 and L1 hits."""
         sectors = self.total("global_sectors_read") + self.total("global_sectors_written")
         body = SECTOR * sectors if sectors else self.total("global_bytes_read") + self.total("global_bytes_written")
         lib = self.library_bytes if self.kind == "library" else 0
-        return body + lib + self.memset_bytes - self.l2_read_bytes
+        return body + lib + self.memset_bytes - self.l2_read_bytes - self.l1_read_bytes
 
     @property
     def shared_bytes_moved(self) -> int:

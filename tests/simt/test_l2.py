@@ -136,7 +136,29 @@ def test_a_value_stitched_through_global_memory_is_re_read_from_l2():
     res = run(g, "V100", "astitch")
     hit = [(ki, s.stage, t) for ki, ks in enumerate(res.stats.kernels) for s in ks.stages
            for n, t in s.tensors.items() if n == "power.1" and t.read_sectors]
-    assert hit and all(t.resident_since.startswith("s") and t.l2_read_bytes == t.read_bytes for _, _, t in hit)
+    # its 512 bytes come from the L2 (left there by stage 0), every further read of them from the L1
+    assert hit and all(t.resident_since.startswith("s") and t.l2_read_bytes == t.nbytes
+                       and t.l2_read_bytes + t.l1_read_bytes == t.read_bytes for _, _, t in hit)
+
+
+def test_a_broadcast_operand_read_again_within_a_stage_comes_from_the_l1_once_loaded():
+    """Layer norm's gamma and beta (3 KiB each) are read by every row of the stage: their own bytes come from
+    DRAM once (the run starts cold), every further read from the SMs' L1 -- charged to neither DRAM nor the
+    L2.  Before (the GPU window found it) every repeat was charged at DRAM bandwidth: 201 MB for a kernel that
+    moves 101 MB; the H200 moved the real bytes at its copy rate."""
+    g = asim.workload("layernorm", rows=2048, cols=768)
+    res = run(g, "H100", "astitch")
+    (ks,) = res.stats.kernels
+    weights = [t for s in ks.stages for n, t in s.tensors.items() if n in ("gamma", "beta") and t.read_sectors]
+    assert weights
+    for t in weights:
+        assert t.read_bytes > 100 * t.nbytes                    # read once per row
+        assert t.l1_read_bytes == t.read_bytes - t.nbytes and t.l2_read_bytes == 0 and t.resident_since == "r"
+    x_and_y = 2 * 2048 * 768 * 4
+    assert ks.dram_bytes == pytest.approx(x_and_y + 2 * 768 * 4 + 2048 * 8, rel=0.02)   # + gamma, beta, mean, rstd
+    off = run(g, "H100", "astitch", l2=False)
+    assert off.stats.dram_bytes > 1.9 * ks.dram_bytes               # with no cache every repeat is DRAM traffic
+    assert off.stats.predicted_us > res.stats.predicted_us
 
 
 def _two_stage_kernel(grid: int, tensor_bytes: int):

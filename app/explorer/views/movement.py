@@ -51,6 +51,8 @@ def _since(stats, since: str) -> str:
     if since.startswith("k"):
         i = int(since[1:])
         return f"k{i} {stats.kernels[i].name}"
+    if since == "r":
+        return "this stage's first read (a broadcast operand read again)"
     return f"stage {since[1:]} of this kernel" if since.startswith("s") else "-"
 
 
@@ -64,11 +66,13 @@ def l2_hits(stats) -> pd.DataFrame:
             for name, t in s.tensors.items():
                 if not t.read_sectors:
                     continue
+                l1 = getattr(t, "l1_read_bytes", 0.0)
                 rows.append({"stage": f"k{i} s{s.stage} {s.dominant}", "tensor": name, "read bytes": t.read_bytes,
-                             "from L2": round(t.l2_read_bytes), "from DRAM": round(t.read_bytes - t.l2_read_bytes),
+                             "from L1": round(l1), "from L2": round(t.l2_read_bytes),
+                             "from DRAM": round(t.read_bytes - t.l2_read_bytes - l1),
                              "L2 %": round(100 * t.l2_read_bytes / t.read_bytes) if t.read_bytes else 0,
                              "resident since": _since(stats, t.resident_since)})
-    return pd.DataFrame(rows, columns=["stage", "tensor", "read bytes", "from L2", "from DRAM", "L2 %",
+    return pd.DataFrame(rows, columns=["stage", "tensor", "read bytes", "from L1", "from L2", "from DRAM", "L2 %",
                                        "resident since"])
 
 
