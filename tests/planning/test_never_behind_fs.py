@@ -149,7 +149,8 @@ def paper_case(name: str) -> str:
 #: the recorded reason
 KNOWN_BEHIND = {
     **{("hlo/layernorm", gpu): _faster_launch_refused_for_bytes for gpu in GPUS},
-    ("models/flax_layernorm_16k", "A100"): _faster_launch_refused_for_bytes,
+    # models/flax_layernorm_16k on A100 was here (a faster launch refused for bytes) until the cost model served a
+    # stage's re-reads of gamma and beta from the L1 (simt/l2.py): its stitched kernel is no longer behind
     # measured after per-row registers (astitch / fusionstitching predicted us and global bytes): llama_rmsnorm
     # 95.93/81.70 us, 100.7/134.2 MB.  Recovered when a stage storing more than it loads was priced with its
     # stores in flight (simt/cost.py warp_bytes_in_flight; astitch's register-resident last stage had been
