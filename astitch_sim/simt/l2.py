@@ -73,19 +73,20 @@ crossbar: a line homed in the *far* half costs more latency and less
 bandwidth, and lines read by SMs on both sides may be held twice, so the
 effective capacity can be below ``l2_bytes``); L2 data compression;
 NVIDIA's actual replacement policy (undocumented; persisting-access windows);
-L1 hits (an L1 hit is charged as an L2 hit); tensors re-walked in a different order
-(a transposed re-read is treated as the same order).
+L1 hits across stages and kernels (a tensor an earlier stage or kernel read is charged as an L2 hit, at
+best); tensors re-walked in a different order (a transposed re-read is treated as the same order).
 
 *Within one stage.*  A stage that reads some sectors of a tensor more than once -- a broadcast
 operand: a layernorm's ``gamma`` read by every row, a bias by every row of a GELU -- moves the
 tensor's own sectors once (from DRAM, or from the L2 if an earlier touch left it there) and every
 further read of them from the SM's L1 when the tensor is small (:data:`L1_REUSE_BYTES`: charged to
-neither DRAM nor the L2; the load instructions stay in the issue count), else from the L2, as long as the
-tensor is at most half the L2 (the other half for the stream it is read beside).  Until the GPU window showed it, every such repeat was charged at DRAM
-bandwidth: layer norm 16384x768 was charged 201 MB of DRAM traffic for its 101 MB (its 3 KB ``gamma``
-and ``beta`` once per row), bias+GELU 16384x3072 604 MB for its 403 MB; the H200 moved the real bytes
-at its copy rate (``benchmarks/results/2026-11-27-h200``).  ``resident_since`` is ``"r"`` for such
-repeats when no earlier touch left the tensor resident.
+neither DRAM nor the L2; the load instructions stay in the issue count), else from the L2, as long
+as the tensor is at most half the L2 (the other half for the stream it is read beside).  Until the
+first GPU window showed it, every such repeat was charged at DRAM bandwidth: layer norm 16384x768
+was charged 201 MB of DRAM traffic for its 101 MB (its 3 KB ``gamma`` and ``beta`` once per row),
+bias+GELU 16384x3072 604 MB for its 403 MB; the H200 moved the real bytes at its copy rate
+(``benchmarks/results/2026-11-28-crosscheck-l1``).  ``resident_since`` is ``"r"`` for such repeats
+when no earlier touch left the tensor resident.
 
 Switching it off: ``simulate(plan, inputs, l2=False)``, or a GPU with
 ``l2_bytes=0`` (``dataclasses.replace(asim.gpu("H100"), l2_bytes=0)``): an L2 of
