@@ -382,36 +382,34 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
             "stale": sorted(stale)}
 
 
-def _row_plan_changed(row: dict) -> bool:
-    """A correctness row whose plan the planner no longer draws (its ``plan_signature`` against today's plan of
-    the same workload, shape and preset); a row without a signature (the first window's) counts as is."""
-    if not row.get("plan_signature"):
-        return False
+def _plan_changed(workload: str, shape, strategy: str, preset: str, signature: str) -> bool:
+    """Is the plan timed with ``signature`` (``astitch_sim.hardware.measured.plan_signature``) no longer the
+    plan the planner draws for ``workload`` at ``shape`` (a dict; anything else: the catalog default) under
+    ``strategy`` on ``preset``?  A workload, shape or strategy this tree cannot compile counts as unchanged:
+    there is nothing to time again."""
     import astitch_sim as asim
     from astitch_sim.hardware.measured import plan_signature
-    shape = row.get("shape") if isinstance(row.get("shape"), dict) else {}
     try:
-        plan = asim.compile(asim.workload(row["workload"], **shape), row["strategy"], row.get("preset", "H100"))
-    except (KeyError, TypeError, asim.AStitchError):
+        plan = asim.compile(asim.workload(workload, **(shape if isinstance(shape, dict) else {})), strategy, preset)
+    except (TypeError, asim.AStitchError):
         return False
-    return plan_signature(plan) != row["plan_signature"]
+    return plan_signature(plan) != signature
+
+
+def _row_plan_changed(row: dict) -> bool:
+    """A correctness row whose plan the planner no longer draws; a row without a signature (the first
+    window's) counts as is."""
+    return bool(row.get("plan_signature")) and _plan_changed(
+        row.get("workload", ""), row.get("shape"), row.get("strategy", ""), row.get("preset", "H100"),
+        row["plan_signature"])
 
 
 def _plans_changed(case: dict, preset: str) -> list:
-    """The strategies whose plan for ``case`` the planner no longer draws: their recorded ``plan_signature``
-    differs from today's plan's (``astitch_sim.hardware.measured.plan_signature``).  Such a case is not done:
-    the next window times today's plans (a results file without signatures cannot be told, and counts as is)."""
-    import astitch_sim as asim
-    from astitch_sim.hardware.measured import plan_signature
-    signed = [r for r in case.get("runs", []) if r.get("plan_signature") and r.get("strategy")]
-    if not signed:
-        return []
-    try:
-        graph = asim.workload(case["workload"], **case.get("shape", {}))
-    except (KeyError, TypeError, asim.AStitchError):
-        return []                               # a workload this tree no longer has: nothing to re-run
-    return [r["strategy"] for r in signed
-            if plan_signature(asim.compile(graph, r["strategy"], preset)) != r["plan_signature"]]
+    """The strategies whose plan for ``case`` the planner no longer draws.  Such a case is not done: the next
+    window times today's plans (a results file without signatures cannot be told, and counts as is)."""
+    return [r["strategy"] for r in case.get("runs", []) if r.get("plan_signature") and r.get("strategy")
+            and _plan_changed(case.get("workload", ""), case.get("shape"), r["strategy"], preset,
+                              r["plan_signature"])]
 
 
 def drop_done(all_steps: list, done: dict) -> tuple:

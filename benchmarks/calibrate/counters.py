@@ -53,7 +53,7 @@ def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
                 setattr(stage, name, int(round(getattr(stage, name) * r_grid)))
             # the re-reads of a small operand the L1 serves grow with the rows that read it (the operand itself
             # is the same size at every scale); the L2's hits depend on sizes and stay as simulated
-            stage.l1_read_bytes = float(getattr(stage, "l1_read_bytes", 0.0)) * r
+            stage.l1_read_bytes *= r
         if ks.memset_bytes:
             full_out = _node_bytes(full_plan.graph, kf.outputs)
             small_out = _node_bytes(scaled_plan.graph, ksc.outputs)

@@ -580,3 +580,14 @@ def test_a_correctness_row_of_a_plan_the_planner_no_longer_draws_does_not_count(
         del r["plan_signature"]
     f.write_text(json.dumps(doc))
     assert gs.done_steps([unsigned])["steps"] == ["correctness:softmax"]
+
+
+def test_a_signed_run_this_tree_cannot_compile_counts_as_unchanged():
+    """A recorded run of a strategy or workload this tree no longer has is not 'stale' (there is nothing to
+    time again) and does not stop --skip-done with an error."""
+    from benchmarks import gpu_session as gs
+    case = {"key": "k", "workload": "softmax", "shape": {"rows": 64, "cols": 32},
+            "runs": [{"strategy": "no_such_strategy", "plan_signature": "0" * 16}]}
+    assert gs._plans_changed(case, "H100") == []
+    assert gs._plans_changed(dict(case, workload="no_such_workload"), "H100") == []
+    assert gs._row_plan_changed({"workload": "softmax", "strategy": "no_such", "plan_signature": "0" * 16}) is False

@@ -66,7 +66,7 @@ def l2_hits(stats) -> pd.DataFrame:
             for name, t in s.tensors.items():
                 if not t.read_sectors:
                     continue
-                l1 = getattr(t, "l1_read_bytes", 0.0)
+                l1 = t.l1_read_bytes
                 rows.append({"stage": f"k{i} s{s.stage} {s.dominant}", "tensor": name, "read bytes": t.read_bytes,
                              "from L1": round(l1), "from L2": round(t.l2_read_bytes),
                              "from DRAM": round(t.read_bytes - t.l2_read_bytes - l1),
