@@ -28,8 +28,16 @@ import os
 import subprocess
 import sys
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Before numpy is imported (it reads this once): no transparent huge pages for numpy's arrays in the test
+# processes.  On a VM (this project's CI) a huge page fault zeroes 2 MiB at once, and the real-size checks,
+# which allocate and free gigabyte arrays plan after plan, spent a third of their time in the kernel doing
+# it (``perf``: ``clear_page_erms``).  Memory use is unchanged; see also tests/malloc_policy.py.
+if "numpy" not in sys.modules:
+    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
+import malloc_policy  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 # Hypothesis profiles.  ``ci`` (the default) keeps the property suite (tests/test_random_graphs.py) at 100
 # examples per test, a few hundred in all; ``thorough`` runs 2000 per test (thousands in all, about an hour):
@@ -46,6 +54,9 @@ settings.register_profile("thorough", max_examples=2000, deadline=None,
 # 30 derandomized examples per test (the full tier's ``ci`` profile runs 100).
 settings.register_profile("fast", max_examples=30, deadline=None, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+malloc_policy.keep_freed_memory()          # every test process (xdist workers load this file too): tests/malloc_policy.py
 
 
 def _gpu_present() -> bool:
@@ -80,6 +91,15 @@ def pytest_configure(config):
         settings.load_profile("fast")          # before the test modules are imported (they read max_examples)
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "cudasim: checks Numba's CUDA simulator itself (skipped on a real GPU)")
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # pytest-xdist hands out files in the order set below
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a module's last test (its fixtures are gone by now): the heap's free memory back to the kernel."""
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        malloc_policy.trim()
 
 
 def pytest_report_header(config):
@@ -87,7 +107,26 @@ def pytest_report_header(config):
             "gpu_backend: no GPU -> Numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1); gpu tests skipped")
 
 
+#: files a process must run first: the real-size checks hold the suite's peak memory (3.3 GB at 8192x32000),
+#: and a worker that ran other files before them also holds what those imported (torch, JAX, streamlit: about
+#: 1 GB more, a 4.4 GB peak)
+RUN_FIRST = ("tests/test_real_sizes.py",)
+
+
+def _file_order(items) -> None:
+    """Files in the order pytest-xdist's ``--dist loadfile`` hands them out (``loadscopereorder`` is off,
+    pytest_configure): :data:`RUN_FIRST`, then the others by their count of tests, most first (xdist's own
+    order); within a file, pytest's order."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    first = [f for f in RUN_FIRST if f in files]
+    rest = sorted((f for f in files if f not in first), key=lambda f: -len(files[f]))
+    items[:] = [item for f in first + rest for item in files[f]]
+
+
 def pytest_collection_modifyitems(config, items):
+    _file_order(items)
     sim = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU: numba.cuda.is_available() is False here "
                                      "(the simulator suite tests/gpu_backend/test_gpu_backend.py runs instead)")
