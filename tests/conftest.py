@@ -28,14 +28,12 @@ import os
 import subprocess
 import sys
 
-# Before numpy is imported (it reads this once): no transparent huge pages for numpy's arrays in the test
-# processes.  On a VM (this project's CI) a huge page fault zeroes 2 MiB at once, and the real-size checks,
-# which allocate and free gigabyte arrays plan after plan, spent a third of their time in the kernel doing
-# it (``perf``: ``clear_page_erms``).  Memory use is unchanged; see also tests/malloc_policy.py.
-if "numpy" not in sys.modules:
-    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+import malloc_policy
 
-import malloc_policy  # noqa: E402
+# every test process (xdist workers load this file too), before numpy is imported: freed memory reused, not
+# zeroed again (the real-size checks spent a third of their time in the kernel doing it; tests/malloc_policy.py)
+malloc_policy.keep_freed_memory()
+
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
@@ -54,9 +52,6 @@ settings.register_profile("thorough", max_examples=2000, deadline=None,
 # 30 derandomized examples per test (the full tier's ``ci`` profile runs 100).
 settings.register_profile("fast", max_examples=30, deadline=None, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-
-malloc_policy.keep_freed_memory()          # every test process (xdist workers load this file too): tests/malloc_policy.py
 
 
 def _gpu_present() -> bool:

@@ -8,7 +8,8 @@ model fixtures, fusionstitching's search over them), and on a VM like this proje
 in all; 11.6 s with freed memory kept, on 2 cores).
 
 :func:`keep_freed_memory` (``tests/conftest.py`` calls it in every test process) turns glibc's mmap off and
-its trim threshold up, so freed blocks stay in the heap and are reused; :func:`trim` hands the free memory
+its trim threshold up, so freed blocks stay in the heap and are reused, and numpy's transparent huge pages
+off (a huge page fault zeroes 2 MiB at once); :func:`trim` hands the free memory
 back (after each test module).  One kind of test must not keep it: the heap then fragments around
 gigabyte arrays (log_softmax 8192x32000 peaks at 4.18 GB instead of 3.25), so the few whose inputs pass
 :data:`HEAP_LIMIT_BYTES` run under :func:`returned_to_kernel`, glibc's default.  Elsewhere (macOS, musl) all
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 from collections.abc import Iterable
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4     # glibc's malloc.h
@@ -33,11 +35,14 @@ _libc = None
 
 
 def keep_freed_memory() -> bool:
-    """Keep freed memory in this process's heap (False where the C library is not glibc, or where
-    ``ASTITCH_TEST_MALLOC=default`` asks for glibc's own policy, to compare)."""
+    """Keep freed memory in this process's heap, and numpy's arrays off huge pages (call it before numpy is
+    imported).  False where the C library is not glibc, or where ``ASTITCH_TEST_MALLOC=default`` asks for
+    glibc's and numpy's own policy, to compare."""
     global _libc
     if os.environ.get("ASTITCH_TEST_MALLOC", "") == "default":
         return False
+    if "numpy" not in sys.modules:       # numpy reads it once, at import: no huge pages for its arrays
+        os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     try:
         libc = ctypes.CDLL(None)
         _ = libc.mallopt, libc.malloc_trim              # glibc has both

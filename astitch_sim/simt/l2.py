@@ -103,10 +103,30 @@ from .stats import SECTOR
 L1_REUSE_BYTES = 64 * 1024
 
 
+def whole_sectors(nbytes: int) -> int:
+    """A buffer's bytes rounded up to whole sectors: the most any touch of it can occupy or move once."""
+    return -(-nbytes // SECTOR) * SECTOR
+
+
 def footprint(tt) -> int:
     """Bytes one touch (a stage's, or a library kernel's) of a buffer occupies in the L2: its sectors' bytes,
     at most the buffer (rounded up to whole sectors)."""
-    return min(SECTOR * (tt.read_sectors + tt.written_sectors), -(-tt.nbytes // SECTOR) * SECTOR)
+    return min(SECTOR * (tt.read_sectors + tt.written_sectors), whole_sectors(tt.nbytes))
+
+
+def within_stage(tt, frac: float, capacity: float) -> tuple:
+    """``(L2 fraction, L1 bytes)`` of a stage's reads of one buffer, given ``frac``, the share of its first
+    read an earlier touch left in the L2.  Sectors the stage reads more than once (a broadcast row) come,
+    while the buffer fits half the L2, from the L1 if it is small (:data:`L1_REUSE_BYTES`), else from the
+    L2 ("Within one stage", above); otherwise every read keeps ``frac``."""
+    total = SECTOR * tt.read_sectors
+    unique = min(total, whole_sectors(tt.nbytes))
+    again = total - unique
+    if not again or capacity <= 0 or unique > capacity / 2:
+        return frac, 0.0
+    if unique <= L1_REUSE_BYTES:
+        return frac * unique / total, again * tt.read_bytes / total
+    return (frac * unique + again) / total, 0.0
 
 
 def hit_fraction(prev: tuple, now: tuple, capacity: float) -> float:
@@ -171,18 +191,9 @@ def annotate(plan, kernel_stats, enabled: bool = True) -> None:
                     frac, since = hit_fraction(prev, span, capacity), f"k{k0}"
                 else:
                     frac, since = 0.0, ""
-                total = SECTOR * tt.read_sectors
-                unique = min(total, -(-tt.nbytes // SECTOR) * SECTOR)
-                again = total - unique           # sectors this stage reads more than once (a broadcast row)
-                hit, l1 = frac, 0.0
-                if again and capacity > 0 and unique <= capacity / 2:
-                    # read again within the stage while still resident: from the L1 if small, else the L2
-                    per_byte = tt.read_bytes / total
-                    if unique <= L1_REUSE_BYTES:
-                        hit, l1 = frac * unique / total, again * per_byte
-                    else:
-                        hit = (frac * unique + again) / total
-                    since = since or "r"
+                hit, l1 = within_stage(tt, frac, capacity)
+                if (hit, l1) != (frac, 0.0):
+                    since = since or "r"         # re-read within the stage: resident since its own first read
                 if hit > 0 or l1 > 0:
                     tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = hit * tt.read_bytes, l1, since
             for name in g:
