@@ -37,8 +37,24 @@ def _node_bytes(graph, names) -> int:
     return total
 
 
+def _scale_traffic(tensors: dict, graph, r: float) -> None:
+    """A stage's (or library kernel's) per-buffer traffic at the full size: its sectors grow with the domain
+    (``r``); a buffer's size is the full graph's tensor (a broadcast weight keeps its size, an activation grows
+    with it), or grows with the domain for buffers that are no graph tensor (split partials, scratch)."""
+    for name, tt in tensors.items():
+        tt.read_sectors = int(round(tt.read_sectors * r))
+        tt.written_sectors = int(round(tt.written_sectors * r))
+        tt.nbytes = _node_bytes(graph, [name]) if name in graph else int(round(tt.nbytes * r))
+
+
 def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
-    """KernelStats for ``full_plan`` from the counters of ``scaled_plan`` (same structure; see module doc)."""
+    """KernelStats for ``full_plan`` from the counters of ``scaled_plan`` (same structure; see module doc).
+
+    Counters that count work scale with the domain (or the grid); what the caches serve does not: whether a
+    tensor is still in the L2 when it is read again depends on the sizes.  So each buffer's traffic is scaled
+    and the L2 model (:func:`astitch_sim.simt.l2.annotate`) decides the L2 and L1 hits again at the full
+    sizes, as a full simulation would."""
+    from astitch_sim.simt import l2
     out = []
     for kf, ksc, st in zip(full_plan.kernels, scaled_plan.kernels, scaled_stats):
         ks = copy.deepcopy(st)
@@ -51,9 +67,7 @@ def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
                 setattr(stage, name, int(round(getattr(stage, name) * r)))
             for name in _SCALE_WITH_GRID:
                 setattr(stage, name, int(round(getattr(stage, name) * r_grid)))
-            # the re-reads of a small operand the L1 serves grow with the rows that read it (the operand itself
-            # is the same size at every scale); the L2's hits depend on sizes and stay as simulated
-            stage.l1_read_bytes *= r
+            _scale_traffic(stage.tensors, full_plan.graph, r)
         if ks.memset_bytes:
             full_out = _node_bytes(full_plan.graph, kf.outputs)
             small_out = _node_bytes(scaled_plan.graph, ksc.outputs)
@@ -63,7 +77,9 @@ def extrapolate_stats(full_plan, scaled_plan, scaled_stats) -> list:
                  / max(1, _node_bytes(scaled_plan.graph, ksc.inputs + ksc.outputs)))
             ks.library_bytes = int(round(ks.library_bytes * r))
             ks.library_flops = int(round(ks.library_flops * r))
+            _scale_traffic(ks.library_tensors, full_plan.graph, r)
         out.append(ks)
+    l2.annotate(full_plan, out)
     return out
 
 
