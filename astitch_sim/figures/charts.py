@@ -58,7 +58,7 @@ def compare_bars(results: dict, metrics=("kernel_launches", "global_bytes", "pre
 
 BREAKDOWN_ORDER = ("launch_us", "memset_us", "memory_us", "l2_us", "compute_us", "recompute_us", "shared_us",
                    "block_barrier_us", "atomic_us", "block_start_us", "tail_us", "grid_barrier_us", "library_us",
-                   "spill_us", "issue_us", "overlap_us")
+                   "spill_us", "issue_us", "dispatch_us", "overlap_us")
 
 
 def draw_breakdown(result, ax=None, title=None):

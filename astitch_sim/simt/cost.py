@@ -31,7 +31,7 @@ saturate DRAM; ``c`` = blocks sharing one SM)::
     t_stage  = memory + on_chip - min(1, R/S) * min(memory, on_chip)
              + (block_barriers + tree_barriers + shuffle_barriers) * t_bar
              + atomics * min(grid, per_wave) / ATOMIC_RATE
-    t_block  = max(block_start + sum(t_stage) + spill, issue)
+    t_block  = max(block_start + sum(t_stage) + spill, issue, c * block_dispatch)
 
 *Memory -- Little's law.*  DRAM delivers its bandwidth ``BW`` only when enough
 requests are in flight: ``bytes_in_flight = BW * latency``.  A warp keeps ``B``
@@ -162,6 +162,16 @@ Every strategy's plan gets these terms from the same counts, so a comparison of
 applied plans is fair; a comparison of an applied plan with an unapplied one is
 not (apply every plan, as ``benchmarks/applied_plans.py`` does).
 
+*Block dispatch* (:func:`dispatch_block_us`).  An SM starts its blocks one after
+another, one per ``block_dispatch_ns``, so a wave of ``c`` blocks per SM lasts at
+least ``c * block_dispatch_ns``; the excess over the other terms is the
+breakdown's ``dispatch_us``.  Only tiny blocks reach it: XLA's DIEN row
+reduction, 750000 blocks of 32 threads (32 per SM), took 454 us on an H200 --
+80 ns per block per SM -- where its bytes at the copy rate take 22 us and the
+model without this term said 72 (``benchmarks/results/2026-11-27-h200``; the
+H100/H200 constant is that measurement, V100's and A100's the same 158 cycles at
+their clocks, estimates).  The paper's DIEN point is this kernel.
+
 *Library kernels* (matrix products): ``max(flops / (fp32 * efficiency),
 bytes / BW)``, a roofline; the plan treats them as black boxes.
 
@@ -209,23 +219,24 @@ COST_CONSTANTS: dict[str, dict] = {
         shuffles_per_clock=1.0,         # warp shuffle instructions per SM per cycle (32 lanes/clock)
         atomic_per_clock=32.0,          # L2 atomic units, GPU-wide, per cycle (different addresses)
         block_start_ns=200.0,           # block dispatch + set-up + drain, per block
+        block_dispatch_ns=103.0,        # an SM starts one block per this (158 cycles, as measured on H200)
         memset_launch_us=2.0,           # cudaMemsetAsync of atomic result buffers
         library_efficiency=0.7,         # cuBLAS SGEMM fraction of fp32 peak
     ),
     "A100": dict(
         dram_latency_ns=650.0, bytes_in_flight_per_warp=256, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=48.0, block_start_ns=150.0,
-        memset_launch_us=1.5, library_efficiency=0.7,
+        block_dispatch_ns=112.0, memset_launch_us=1.5, library_efficiency=0.7,
     ),
     "H100": dict(
         dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
-        memset_launch_us=1.5, library_efficiency=0.7,
+        block_dispatch_ns=80.0, memset_launch_us=1.5, library_efficiency=0.7,
     ),
     "H200": dict(
         dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
-        memset_launch_us=1.5, library_efficiency=0.7,
+        block_dispatch_ns=80.0, memset_launch_us=1.5, library_efficiency=0.7,
     ),
 }
 DEFAULT_PRESET = "H100"   # a custom GPU name borrows these
@@ -459,7 +470,20 @@ def block_terms(gpu: GPU, kernel, ks) -> list:
     issue = issue_block_us(gpu, kernel, ks)
     if issue:
         terms[-1]["issue_us"] = max(0.0, issue - sum(sum(t.values()) for t in terms))
+    dispatch = dispatch_block_us(gpu, ks)
+    rest = sum(sum(t.values()) for t in terms)
+    if dispatch > rest:
+        terms[-1]["dispatch_us"] = dispatch - rest
     return terms
+
+
+def dispatch_block_us(gpu: GPU, ks) -> float:
+    """The shortest a wave can last: an SM starts its ``c`` resident blocks one after another, one per
+    ``block_dispatch_ns``.  A kernel of tiny blocks is bound by it, not by its bytes: XLA's DIEN softmax
+    row reduction (750000 blocks of 32 threads, 32 per SM) took 454 us on an H200, 80 ns per block per SM,
+    where its 96 MB at the copy rate take 22 us (``benchmarks/results/2026-11-27-h200``)."""
+    c = constants(gpu)
+    return _sharing_sm(c, residency(gpu, ks), ks) * c["block_dispatch_ns"] / 1e3
 
 
 def stage_block_us(plan, kernel, ks) -> list:

@@ -322,7 +322,9 @@ def test_skip_done_drops_what_the_first_window_finished():
     assert "suite:layernorm_backward_16384x768 (xla, astitch)" in done["stale"]
     text = gs.plan_text(gs.window_plan(gs.drop_done(gs.steps(), done)[0]), done)
     assert "plans the planner no longer draws, so planned again: " in text
-    assert "suite:softmax_750000x32 (xla)" in text
+    # the DIEN softmax: today's XLA packs its rows; fusionstitching's search takes 256-thread blocks on H200 since
+    # the cost model charges block dispatch (its 128-thread plan was within 0.1 us of it)
+    assert "suite:softmax_750000x32 (xla, fusionstitching)" in text
 
 
 def test_a_case_timed_with_todays_plans_is_done_and_one_with_a_changed_plan_is_not(tmp_path):

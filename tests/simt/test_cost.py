@@ -99,6 +99,24 @@ def test_tiny_blocks_get_a_fraction_of_the_bandwidth():
     assert tiny.breakdown["memory_us"] == pytest.approx(S / 2560 * packed.breakdown["memory_us"])
 
 
+def test_tiny_blocks_wait_for_their_sm_to_start_them():
+    """The DIEN row reduction as the first GPU window ran it (``benchmarks/results/2026-11-27-h200``, unfused and
+    tvm): 750000 blocks of 32 threads took 454.4 us per kernel on the H200, 80 ns per block per SM, where the
+    96 MB it reads take 22 us at the copy rate.  A wave of 32 blocks per SM lasts at least 32 dispatches; the
+    same rows packed 32 to a 1024-thread block never wait for dispatch."""
+    h200 = GPUS["H200"]
+    rows = 750000
+    traffic = dict(global_bytes_read=rows * 128, global_sectors_read=rows * 4)
+    tiny = run(kernel(rows, 32, [traffic]), gpu=h200)
+    wave = 32 * constants(h200)["block_dispatch_ns"] / 1e3
+    assert tiny.breakdown["dispatch_us"] > 0
+    assert body(tiny) == pytest.approx(tiny.waves * wave)
+    assert body(tiny) == pytest.approx(454.4, rel=0.02)                  # the window's measurement
+    packed = run(kernel(rows // 32, 1024, [traffic]), gpu=h200)
+    assert "dispatch_us" not in packed.breakdown
+    assert body(packed) < body(tiny) / 10
+
+
 def test_uncoalesced_access_pays_for_whole_sectors():
     # 4 useful bytes in each 32-byte sector: the sectors, not the bytes, cross the bus.
     coalesced = run(kernel(160, 1024, [dict(global_bytes_read=1 << 20, global_sectors_read=(1 << 20) // 32)]))
