@@ -321,8 +321,9 @@ def test_calibrate_refuses_simulator_results(tmp_path):
 
 def test_extrapolated_counters_match_a_full_simulation():
     """The --max-elements extrapolation against the real thing at a shape small enough to simulate fully.
-    The last case re-reads x (8 MiB) in each of its kernels: it overflows V100's 6 MiB L2 at the full size but fits it at the eighth
-    simulated: the L2 hits are decided again at the full size, not scaled (nor kept) from the small run."""
+    The last case re-reads x (8 MiB) in each of its kernels: x overflows V100's 6 MiB L2 at the full size but
+    fits it at the eighth simulated, so the L2 hits must be decided again at the full size, not kept from the
+    small run."""
     for workload, shape, strategy, gpu in [("layernorm", {"rows": 512, "cols": 256}, "xla", "H100"),
                                            ("layernorm", {"rows": 512, "cols": 256}, "astitch", "H100"),
                                            ("softmax", {"rows": 4096, "cols": 32}, "astitch", "H100"),
