@@ -87,6 +87,23 @@ def test_group_norm_statistics_share_one_stage_and_read_x_once(shape):
     _close(res.outputs, asim.reference(g, ins))
 
 
+def test_an_input_read_again_under_another_mapping_is_said_so():
+    """Issue 28: the group norm's statistics map x as the reduction's 5-D view, its normalisation as the 4-D
+    output, so the normalisation loads x again.  The plan says so, naming both mappings (at 8x64x64x320 x is
+    40 MiB, more than an H100's whole register file: no mapping could keep it on chip between the stages)."""
+    g = group_norm(n=4, h=16, w=16, c=64, groups=8)
+    plan = asim.compile(g, "astitch", "H100", never_behind=False)
+    (k,) = plan.generated
+    assert len(k.stages) == 2 and k.stages[0].mapping != k.stages[1].mapping
+    (note,) = [n for n in k.notes if n.startswith("no data reuse of input x:")]
+    assert "4x16x16x8x8" in note and "4x16x16x64" in note and "stage 1 loads x from global memory again" in note
+    assert note in str(plan)                                           # print(plan) shows it
+    # a layernorm's stages share one mapping: x is kept in registers, nothing to say
+    ln = asim.compile(asim.workload("layernorm", rows=64, cols=256), "astitch", "H100").generated[0]
+    assert not [n for n in ln.notes if n.startswith("no data reuse")]
+    assert any(n.startswith("hierarchical data reuse: input x is loaded once") for n in ln.notes)
+
+
 def test_group_norm_fixture_from_jax_reads_x_once_per_sibling_group():
     g = asim.from_hlo(open(os.path.join(HERE, "fixtures", "hlo", "groupnorm.hlo")).read())
     plan = asim.compile(g, "astitch", "V100")
