@@ -403,7 +403,7 @@ def _registers_of(graph, node: str, stage: Stage) -> int:
     return stage.mapping.elements_per_thread * -(-itemsize(graph[node].dtype) // 4)
 
 
-def _other_mapping_note(n: str, first: int, p: Stage, other: list, stages, stages_word: str) -> str:
+def _other_mapping_note(n: str, first: int, p: Stage, other: list, stages, reload: str) -> str:
     """Why an input read by several stages is loaded again: a later stage gives its elements to other threads
     (another mapping), so no thread holds what it needs (a group norm's statistics map ``x`` as the reduction's
     5-D view, its normalisation as the 4-D output)."""
@@ -412,7 +412,7 @@ def _other_mapping_note(n: str, first: int, p: Stage, other: list, stages, stage
     j = other[0]
     return (f"no data reuse of input {n}: stage {j} maps its elements to other threads than stage {first} "
             f"({shape(stages[j].mapping)} against {shape(p.mapping)}), so no thread holds the elements it reads: "
-            f"{stages_word} {'load' if ',' in stages_word else 'loads'} {n} from global memory again")
+            f"{reload} {n} from global memory again")
 
 
 def loads_every_element(graph, stage: Stage, node: str, needed_later: set, memo: dict | None = None) -> bool:
@@ -468,9 +468,10 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
         first, later = readers[0], readers[1:]
         p = stages[first]
         stages_word = f"stage{'s' if len(later) > 1 else ''} {', '.join(map(str, later))}"
+        reload = f"{stages_word} {'load' if len(later) > 1 else 'loads'}"       # ... x from global memory again
         other = [j for j in later if stages[j].mapping != p.mapping]
         if other:
-            notes.append(_other_mapping_note(n, first, p, other, stages, stages_word))
+            notes.append(_other_mapping_note(n, first, p, other, stages, reload))
             continue
         if not loads_every_element(graph, p, n, needed_later, memo) or not all(
                 same_thread_same_element(graph, p, stages[j], n, needed_later, memo) for j in later):
@@ -480,8 +481,7 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
         if carried + cost > budget or peak > budget:
             notes.append(f"register budget: input {n} is not kept in registers ({cost} more register(s) per "
                          f"thread would carry {max(carried + cost, peak)} across stages, over the budget of "
-                         f"{budget}): {stages_word} {'load' if ',' in stages_word else 'loads'} it from global "
-                         "memory again")
+                         f"{budget}): {reload} it from global memory again")
             continue
         carried += cost
         spans.append((first, later[-1], cost))

@@ -458,20 +458,22 @@ def issue_block_us(gpu: GPU, kernel, ks) -> float:
 
 
 def block_terms(gpu: GPU, kernel, ks) -> list:
-    """:func:`stage_terms` plus the kernel-wide per-block terms, which appear only when the plan has ptxas's
-    numbers: ``spill_us`` (added to the first stage) and ``issue_us``, the time by which the issue floor
-    exceeds the block's other terms (added to the last stage: the block lasts at least its issue time)."""
+    """:func:`stage_terms` plus the kernel-wide per-block terms: ``spill_us`` (added to the first stage) and
+    ``issue_us``, the time by which the issue floor exceeds the block's other terms (added to the last stage:
+    the block lasts at least its issue time), which appear only when the plan has ptxas's numbers; and
+    ``dispatch_us``, the time by which the dispatch floor (:func:`dispatch_block_us`) exceeds all of them."""
     terms = stage_terms(gpu, ks, kernel)
     if not terms:
         return terms
     spill = spill_block_us(gpu, kernel, ks)
     if spill:
         terms[0]["spill_us"] = spill
+    rest = sum(sum(t.values()) for t in terms)
     issue = issue_block_us(gpu, kernel, ks)
     if issue:
-        terms[-1]["issue_us"] = max(0.0, issue - sum(sum(t.values()) for t in terms))
+        terms[-1]["issue_us"] = max(0.0, issue - rest)
+        rest = max(rest, issue)
     dispatch = dispatch_block_us(gpu, ks)
-    rest = sum(sum(t.values()) for t in terms)
     if dispatch > rest:
         terms[-1]["dispatch_us"] = dispatch - rest
     return terms
