@@ -14,6 +14,12 @@ functions) and changing two things:
    shared memory.  So the very code a GPU runs -- barriers, shared memory,
    atomics -- runs here, blocks interleaving as the Python scheduler decides.
    Other kernels run block by block, like Numba's simulator.
+   A kernel whose code meets no barrier at all (no ``syncthreads``, no
+   shuffle, no grid group: most elementwise kernels) runs its threads one
+   after another in a single Python thread (:func:`meets_barrier`): with no
+   barrier, no thread can wait for another, so the order is one the threaded
+   run may also take, and starting a Python thread per CUDA thread (most of
+   such a launch's time) buys nothing.
 2. **Barriers are proper barriers** (a condition variable per block and one for
    the grid) instead of the simulator's polling loop, which is what makes a
    test suite of hundreds of launches fast enough.  A thread that returns while
@@ -175,6 +181,38 @@ def _fake_module(grid, block):
     return _Module((grid, 1, 1), (block, 1, 1), 0)
 
 
+#: names through which simulated code reaches a barrier or its warp (Numba's fake module and our intrinsics):
+#: a kernel whose code, or a function it calls, names none of them cannot wait for another thread
+BARRIER_NAMES = frozenset({"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
+                           "shfl_xor", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "cg",
+                           "this_grid", "grid_sync", "laneid", "current_thread"})
+
+
+def meets_barrier(fn) -> bool:
+    """Whether ``fn`` (a kernel's Python function) or any function it reaches through its globals names a
+    barrier, a shuffle or the grid group (:data:`BARRIER_NAMES`).  Conservative: a name is enough."""
+    seen: set = set()
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        f = getattr(f, "py_func", None) or getattr(f, "fn", None) or f   # a simulator device function's Python
+        code = getattr(f, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        names: set = set()
+        codes = [code]
+        while codes:                                   # nested code: comprehensions, lambdas, inner functions
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+        if names & BARRIER_NAMES:
+            return True
+        g = getattr(f, "__globals__", {})
+        todo.extend(v for n in names if callable(v := g.get(n)) and not isinstance(v, type))
+    return False
+
+
 def launch(dispatcher, grid: int, block: int, args, cooperative: bool) -> None:
     """Run ``dispatcher`` (a simulator ``@cuda.jit`` kernel) on ``grid`` x ``block`` threads."""
     from numba.cuda.simulator import kernel as simkernel
@@ -190,6 +228,9 @@ def launch(dispatcher, grid: int, block: int, args, cooperative: bool) -> None:
         old_stack = threading.stack_size()
         try:
             threading.stack_size(_THREAD_STACK)
+            if not cooperative and not meets_barrier(fn):
+                _run_serially(fn, fake_args, grid, block, _locked_shared(FakeCUDAShared))
+                return
             for blocks in groups:
                 _run_blocks(fn, fake_args, blocks, block, cooperative, _locked_shared(FakeCUDAShared))
         finally:
@@ -224,6 +265,50 @@ def _locked_shared(base):
                     self._allocations[caller] = np.empty(shape, dtype)
                 return self._allocations[caller]
     return _Shared
+
+
+class _SerialThreads(threading.Thread):
+    """Every thread of a barrier-free launch, one after another in one Python thread: the attributes Numba's
+    fake ``cuda`` module reads are those of the simulated thread running now."""
+
+    def __init__(self, fn, args, grid, block, shared_cls):
+        super().__init__(daemon=True)
+        from numba.cuda.simulator.kernelapi import Dim3
+        self._dim3 = Dim3
+        self.fn, self.args, self.grid, self.block, self.shared_cls = fn, args, grid, block, shared_cls
+        self.exception = None
+        self.blockIdx = self.threadIdx = Dim3(0, 0, 0)
+        self.thread_id = 0
+        self.block_shared = None
+
+    def run(self):
+        Dim3, fn, args = self._dim3, self.fn, self.args
+        with np.errstate(all="ignore"):
+            for b in range(self.grid):
+                self.blockIdx, self.block_shared = Dim3(b, 0, 0), self.shared_cls(0)
+                for t in range(self.block):
+                    self.threadIdx, self.thread_id = Dim3(t, 0, 0), t
+                    try:
+                        fn(*args)
+                    except BaseException as e:      # noqa: BLE001 - reported by the launcher
+                        self.exception = e
+                        return
+
+    def _no_barrier(self, *_):
+        raise BarrierError("a kernel launched without threads (its code names no barrier: cudasim.meets_barrier) "
+                           "reached one; this is a bug in gpu_backend.launch.cudasim")
+    syncthreads = shfl_xor = grid_sync = _no_barrier
+
+
+def _run_serially(fn, args, grid, block, shared_cls):
+    runner = _SerialThreads(fn, args, grid, block, shared_cls)
+    runner.start()
+    runner.join()
+    e = runner.exception
+    if e is not None:
+        if hasattr(e, "add_note"):
+            e.add_note(f"in simulated thread tid={runner.threadIdx.x} ctaid={runner.blockIdx.x}")
+        raise e
 
 
 def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):

@@ -582,6 +582,53 @@ def test_grid_sync_without_cooperative_launch_is_an_error():
         launch(neighbours, 2, 8, [a, out], cooperative=False)
 
 
+@cuda.jit(device=True)
+def _wait_for_the_block(x):
+    cuda.syncthreads()
+    return x
+
+
+@cuda.jit
+def _calls_a_barrier(a):
+    """The barrier is in a device function it calls, not in the kernel's own code."""
+    a[cuda.threadIdx.x] = _wait_for_the_block(1.0)
+
+
+@cuda.jit
+def _fails_in_one_thread(a):
+    if cuda.blockIdx.x == 1 and cuda.threadIdx.x == 5:
+        a[10 ** 6] = 1.0
+    a[cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x] = 2.0
+
+
+@pytest.mark.cudasim
+def test_kernels_without_a_barrier_run_without_a_python_thread_per_cuda_thread(monkeypatch):
+    """A kernel that names no barrier, shuffle or grid group -- itself or in a function it calls -- runs its
+    threads one after another (no thread can wait for another); the others keep a Python thread per CUDA
+    thread.  Same outputs either way; an error still names the simulated thread it happened in."""
+    import gpu_backend.launch.cudasim as sim
+    from gpu_backend.launch.plans import compile_plan
+    neighbours, diverges = _sim_kernels()
+    assert all(sim.meets_barrier(k.fn) for k in (neighbours, diverges, _calls_a_barrier))
+    assert not sim.meets_barrier(_fails_in_one_thread.fn)
+    started = []
+    init = sim._SimThread.__init__
+    monkeypatch.setattr(sim._SimThread, "__init__", lambda self, *a, **kw: (started.append(1), init(self, *a, **kw))[1])
+    for name, strategy, barrier in (("bias_gelu", "xla", False), ("layernorm", "astitch", True)):
+        g = asim.workload(name, **TINY[name])
+        plan = asim.compile(g, strategy, "H100")
+        fns = compile_plan(plan).functions
+        assert [sim.meets_barrier(f.fn) for f in fns] == [barrier] * len(fns), (name, strategy)
+        started.clear()
+        inputs = workload_inputs(g, 3)
+        assert_matches_reference(g, gpu_backend.run(plan, inputs), inputs, f"{name}/{strategy}")
+        assert len(started) == (sum(k.grid * k.block for k in plan.kernels) if barrier else 0), (name, len(started))
+    a = cuda.to_device(np.zeros(64, np.float32))
+    with pytest.raises(IndexError) as e:
+        sim.launch(_fails_in_one_thread, 2, 32, [a], cooperative=False)
+    assert "in simulated thread tid=5 ctaid=1" in "".join(getattr(e.value, "__notes__", []))
+
+
 def test_prelude_defines_every_helper_the_generator_imports():
     import gpu_backend.codegen.generate as codegen
     import gpu_backend.prelude as prelude
