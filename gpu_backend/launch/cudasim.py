@@ -33,6 +33,7 @@ What still differs from a GPU is listed in the ``gpu_backend`` package docstring
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -42,6 +43,11 @@ BARRIER_TIMEOUT_S = 300.0
 #: most threads one cooperative launch may start at once in the simulator (``ASTITCH_SIM_MAX_THREADS``)
 MAX_CONCURRENT_THREADS = int(os.environ.get("ASTITCH_SIM_MAX_THREADS", "16384"))
 _THREAD_STACK = 1 << 20
+#: the interpreter's thread switch interval while simulated threads run (Python's default: 5 ms).  A simulated
+#: thread makes progress until it blocks at a barrier, and the block moves on only when every thread got there;
+#: taking the interpreter away from a thread every 5 ms in between only adds switches (about 25% of a
+#: 1024-thread block's time with barriers)
+SWITCH_INTERVAL_S = 0.05
 #: threads per warp (a shuffle's partners)
 WARP_SIZE = 32
 _launch_lock = threading.Lock()
@@ -225,16 +231,18 @@ def launch(dispatcher, grid: int, block: int, args, cooperative: bool) -> None:
     groups = [list(range(grid))] if cooperative else [[b] for b in range(grid)]
     with _launch_lock, simkernel._push_kernel_context(module), swapped_cuda_module(fn, module), \
             np.errstate(all="ignore"):
-        old_stack = threading.stack_size()
+        old_stack, old_switch = threading.stack_size(), sys.getswitchinterval()
         try:
             threading.stack_size(_THREAD_STACK)
             if not cooperative and not meets_barrier(fn):
                 _run_serially(fn, fake_args, grid, block, _locked_shared(FakeCUDAShared))
                 return
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
             for blocks in groups:
                 _run_blocks(fn, fake_args, blocks, block, cooperative, _locked_shared(FakeCUDAShared))
         finally:
             threading.stack_size(old_stack)
+            sys.setswitchinterval(old_switch)
 
 
 def _locked_shared(base):
@@ -244,7 +252,6 @@ def _locked_shared(base):
     use without a lock: two threads of a block arriving together could each allocate their own,
     and then not share memory (seen as a rare NaN in a row reduction read back from shared
     memory).  Here the look-up and the allocation are one step."""
-    import sys
     import traceback
 
     from numba.cuda.simulator.kernelapi import numpy_support, types

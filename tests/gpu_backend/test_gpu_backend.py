@@ -629,6 +629,28 @@ def test_kernels_without_a_barrier_run_without_a_python_thread_per_cuda_thread(m
     assert "in simulated thread tid=5 ctaid=1" in "".join(getattr(e.value, "__notes__", []))
 
 
+@cuda.jit
+def _records_the_switch_interval(a):
+    cuda.syncthreads()
+    a[cuda.threadIdx.x] = sys.getswitchinterval()
+
+
+@pytest.mark.cudasim
+def test_threaded_launches_switch_threads_less_often_and_restore_the_interval():
+    """Simulated threads hand the interpreter over at barriers; while they run, the switch interval is
+    ``SWITCH_INTERVAL_S`` (fewer forced switches), and afterwards it is what it was -- after a failed launch too."""
+    import gpu_backend.launch.cudasim as sim
+    before = sys.getswitchinterval()
+    assert sim.SWITCH_INTERVAL_S != before
+    a = cuda.to_device(np.zeros(8, np.float64))
+    sim.launch(_records_the_switch_interval, 1, 8, [a], cooperative=False)
+    np.testing.assert_allclose(a.copy_to_host(), sim.SWITCH_INTERVAL_S, rtol=1e-6)   # (kept in whole microseconds)
+    assert sys.getswitchinterval() == before
+    with pytest.raises(sim.BarrierError):
+        sim.launch(_sim_kernels()[1], 1, 8, [cuda.to_device(np.zeros(8, np.float32))], cooperative=False)
+    assert sys.getswitchinterval() == before
+
+
 def test_prelude_defines_every_helper_the_generator_imports():
     import gpu_backend.codegen.generate as codegen
     import gpu_backend.prelude as prelude
