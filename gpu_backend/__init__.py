@@ -54,7 +54,10 @@ Simulator vs GPU -- what differs when ``NUMBA_ENABLE_CUDASIM=1`` (the kernels ar
    is Numba's ``max_cooperative_grid_blocks`` for the compiled kernel (its real
    register count).  Either way a grid that does not fit is an AStitchError, never a hang.
 3. **Scheduling and memory model.**  Threads are Python threads interleaved by the
-   interpreter: no warps, no lock-step, every store visible at once.  A missing
+   interpreter: no warps, no lock-step, every store visible at once.  A kernel whose
+   code names no barrier, shuffle or grid group runs its threads one after another in
+   one Python thread instead (``cudasim.meets_barrier``): one of the orders the
+   interleaving allows, without starting a thread per CUDA thread.  A missing
    barrier may or may not show up as a wrong result (one did: see codegen's
    reduction-scratch layout); the ``gpu`` suite runs ``compute-sanitizer`` racecheck.
    A thread that returns while others wait at a barrier is an error here

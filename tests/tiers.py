@@ -2,7 +2,7 @@
 
 The full tier (CI, ``.ci/run``) runs every case of every matrix.  The fast tier (``-m "not slow"``) must still
 exercise every module and every strategy, in about three minutes on two cores, so the widest matrices -- each
-strategy's plans run in Numba's CUDA simulator (every CUDA thread a Python thread), each real-size model fixture
+strategy's plans run in Numba's CUDA simulator (every CUDA thread run as Python), each real-size model fixture
 simulated under three strategies -- keep one share in the fast tier, chosen to cover every strategy and every
 kind of kernel, and mark the rest ``slow``.  ``tests/test_test_tiers.py`` checks that each share still covers
 what it claims.

@@ -22,7 +22,8 @@ functions) and changing two things:
    such a launch's time) buys nothing.
 2. **Barriers are proper barriers** (a condition variable per block and one for
    the grid) instead of the simulator's polling loop, which is what makes a
-   test suite of hundreds of launches fast enough.  A thread that returns while
+   test suite of hundreds of launches fast enough (and the interpreter switches
+   threads less often while they run: :data:`SWITCH_INTERVAL_S`).  A thread that returns while
    others wait at a barrier, or a barrier nobody completes within
    :data:`BARRIER_TIMEOUT_S`, is reported as an error (barrier divergence),
    never a hang.
@@ -302,8 +303,8 @@ class _SerialThreads(threading.Thread):
                         return
 
     def _no_barrier(self, *_):
-        raise BarrierError("a kernel launched without threads (its code names no barrier: cudasim.meets_barrier) "
-                           "reached one; this is a bug in gpu_backend.launch.cudasim")
+        raise BarrierError("a kernel run without a Python thread per CUDA thread (its code names no barrier: "
+                           "cudasim.meets_barrier) reached one; this is a bug in gpu_backend.launch.cudasim")
     syncthreads = shfl_xor = grid_sync = _no_barrier
 
 

@@ -166,7 +166,8 @@ test_q1_syncthreads(syncthreads)
 # ## Running it
 #
 # `gpu_backend.run(plan, inputs)` allocates device buffers, launches the kernels in plan order and copies the
-# outputs back. In the simulator every CUDA thread is a Python thread: slow, but the same kernel code.
+# outputs back. In the simulator every CUDA thread runs as Python (a Python thread of its own where the kernel has
+# barriers, for them to wait at): slow, but the same kernel code.
 
 # %%
 inputs = asim.random_inputs(g)
