@@ -644,7 +644,7 @@ def test_threaded_launches_switch_threads_less_often_and_restore_the_interval():
     assert sim.SWITCH_INTERVAL_S != before
     a = cuda.to_device(np.zeros(8, np.float64))
     sim.launch(_records_the_switch_interval, 1, 8, [a], cooperative=False)
-    np.testing.assert_allclose(a.copy_to_host(), sim.SWITCH_INTERVAL_S, rtol=1e-6)   # (kept in whole microseconds)
+    np.testing.assert_allclose(a.copy_to_host(), sim.SWITCH_INTERVAL_S, rtol=1e-6)   # (read back as 0.0499999...)
     assert sys.getswitchinterval() == before
     with pytest.raises(sim.BarrierError):
         sim.launch(_sim_kernels()[1], 1, 8, [cuda.to_device(np.zeros(8, np.float32))], cooperative=False)
