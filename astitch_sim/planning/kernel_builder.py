@@ -403,16 +403,15 @@ def _registers_of(graph, node: str, stage: Stage) -> int:
     return stage.mapping.elements_per_thread * -(-itemsize(graph[node].dtype) // 4)
 
 
-def _other_mapping_note(n: str, first: int, p: Stage, other: list, stages, reload: str) -> str:
+def _other_mapping_note(n: str, first: int, j: int, stages, reload: str) -> str:
     """Why an input read by several stages is loaded again: a later stage gives its elements to other threads
     (another mapping), so no thread holds what it needs (a group norm's statistics map ``x`` as the reduction's
     5-D view, its normalisation as the 4-D output)."""
     def shape(m):
         return f"{m.kind} over {'x'.join(map(str, m.domain))}, grid {m.grid} x block {m.block}"
-    j = other[0]
     return (f"no data reuse of input {n}: stage {j} maps its elements to other threads than stage {first} "
-            f"({shape(stages[j].mapping)} against {shape(p.mapping)}), so no thread holds the elements it reads: "
-            f"{reload} {n} from global memory again")
+            f"({shape(stages[j].mapping)} against {shape(stages[first].mapping)}), so no thread holds the elements "
+            f"it reads: {reload} {n} from global memory again")
 
 
 def loads_every_element(graph, stage: Stage, node: str, needed_later: set, memo: dict | None = None) -> bool:
@@ -471,7 +470,7 @@ def _keep_loaded_inputs(graph, stages, values, kernel_inputs, consumers, needed_
         reload = f"{stages_word} {'load' if len(later) > 1 else 'loads'}"       # ... x from global memory again
         other = [j for j in later if stages[j].mapping != p.mapping]
         if other:
-            notes.append(_other_mapping_note(n, first, p, other, stages, reload))
+            notes.append(_other_mapping_note(n, first, other[0], stages, reload))
             continue
         if not loads_every_element(graph, p, n, needed_later, memo) or not all(
                 same_thread_same_element(graph, p, stages[j], n, needed_later, memo) for j in later):

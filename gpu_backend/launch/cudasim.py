@@ -312,11 +312,16 @@ def _run_serially(fn, args, grid, block, shared_cls):
     runner = _SerialThreads(fn, args, grid, block, shared_cls)
     runner.start()
     runner.join()
-    e = runner.exception
-    if e is not None:
-        if hasattr(e, "add_note"):
-            e.add_note(f"in simulated thread tid={runner.threadIdx.x} ctaid={runner.blockIdx.x}")
-        raise e
+    if runner.exception is not None:
+        _reraise(runner)
+
+
+def _reraise(th):
+    """Raise the exception simulated thread ``th`` met, noting which thread it was."""
+    e = th.exception
+    if hasattr(e, "add_note"):
+        e.add_note(f"in simulated thread tid={th.threadIdx.x} ctaid={th.blockIdx.x}")
+    raise e
 
 
 def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):
@@ -347,7 +352,4 @@ def _run_blocks(fn, args, blocks, block, cooperative, shared_cls):
     real = [th for th in failed if not isinstance(th.exception, BarrierError)]
     first = (real or failed or [None])[0]
     if first is not None:
-        e = first.exception
-        if hasattr(e, "add_note"):
-            e.add_note(f"in simulated thread tid={first.threadIdx.x} ctaid={first.blockIdx.x}")
-        raise e
+        _reraise(first)

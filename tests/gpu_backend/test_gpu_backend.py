@@ -613,7 +613,11 @@ def test_kernels_without_a_barrier_run_without_a_python_thread_per_cuda_thread(m
     assert not sim.meets_barrier(_fails_in_one_thread.fn)
     started = []
     init = sim._SimThread.__init__
-    monkeypatch.setattr(sim._SimThread, "__init__", lambda self, *a, **kw: (started.append(1), init(self, *a, **kw))[1])
+
+    def counted(self, *args, **kwargs):         # every simulated thread the threaded path makes
+        started.append(1)
+        init(self, *args, **kwargs)
+    monkeypatch.setattr(sim._SimThread, "__init__", counted)
     for name, strategy, barrier in (("bias_gelu", "xla", False), ("layernorm", "astitch", True)):
         g = asim.workload(name, **TINY[name])
         plan = asim.compile(g, strategy, "H100")
