@@ -147,6 +147,27 @@ class ThreadMapping(Sealable):
         return max(1, min(self.grid, need))
 
     @property
+    def busy_threads(self) -> int:
+        """Threads of the whole launch that have an element of this stage in one task trip; the others
+        idle through it (they cannot keep a load in flight).
+
+        A small stage in a big block leaves most warps with nothing to load: a layer norm of 4 rows of
+        32, 8 lanes per row, in a block of 1024 threads keeps 32 threads busy, one warp.  The cost model
+        counts busy warps, not resident ones, in its Little's-law terms
+        (:func:`astitch_sim.simt.cost.busy_warps_per_block`); counting idle warps made every larger block
+        look faster on small shapes, and the launch search picked 1024 threads for 32 busy ones."""
+        parts = ceil(self.cols / self.chunk) if self.kind != "flat" else 1
+        if self.kind == "rows":           # rows at once x lanes that get a vector of their chunk
+            lanes = min(self.threads_per_row, ceil(self.chunk / max(1, self.vector)))
+            need = min(self.rows, self.slots) * lanes * parts
+        elif self.kind == "columns":      # tiles at once x row lanes with a reduced row x columns of a tile
+            need = (min(self.tiles, self.slots) * parts * min(self.rows_per_block, self.chunk)
+                    * min(self.threads_per_row, self.rows))
+        else:                             # one thread per vector, at most the launch
+            need = ceil(self.size / max(1, self.vector))
+        return max(1, min(self.grid * self.block, need))
+
+    @property
     def task_iterations(self) -> int:
         """Outer loop trips per block: vertical packing (1 means no packing)."""
         if self.kind == "rows":

@@ -22,11 +22,12 @@ wave leaves most SMs idle for a whole block time).  :func:`per_block_us` is
 exactly what the scheduler (:mod:`~astitch_sim.simt.schedule`) dispatches, so
 the timeline and the prediction agree.
 
-One stage of one block (``R`` = warps resident on the GPU while the first wave
-runs = ``min(grid, blocks_per_wave) * warps_per_block``; ``S`` = warps needed to
+One stage of one block (``w`` = the block's warps that have elements of the stage,
+:func:`busy_warps_per_block`; ``R`` = such warps resident on the GPU while the
+first wave runs = ``min(grid, blocks_per_wave) * w``; ``S`` = warps needed to
 saturate DRAM; ``c`` = blocks sharing one SM)::
 
-    memory   = block_bytes * max(R, S) / (warps_per_block * BW)
+    memory   = block_bytes * max(R, S) / (w * BW)
     on_chip  = c * (alu_flops / ALU_SM + expensive_flops / SFU_SM + shared_time)
     t_stage  = memory + on_chip - min(1, R/S) * min(memory, on_chip)
              + (block_barriers + tree_barriers + shuffle_barriers) * t_bar
@@ -42,6 +43,8 @@ paper's DIEN point: XLA's 750000 blocks of 32 threads are capped at 32 blocks pe
 ``S`` on a V100, so the reduction runs at about two thirds of the bandwidth;
 AStitch packs 32 rows into 1024-thread blocks and saturates it.  A grid of 32
 blocks (Figure 7) leaves most SMs empty and gets a fraction of the bandwidth.
+Only warps with elements count: a block of 1024 threads whose stage keeps 32 of
+them busy (a layer norm of 4 rows of 32) keeps one warp's loads in flight, not 32.
 
 *Bytes in flight follow the code* (:func:`warp_bytes_in_flight`, per stage)::
 
@@ -82,7 +85,7 @@ Counters without sectors (hand-made stats) fall back to bytes.
 earlier kernel, or an earlier stage, and not evicted since) is served at
 ``l2_bandwidth_gbs``, not DRAM's: :mod:`astitch_sim.simt.l2` decides which read
 bytes hit (capacity per preset, LRU, write-back), and this model charges them
-``l2_us = l2_bytes * max(R, S) / (warps_per_block * BW_L2)`` beside ``memory``
+``l2_us = l2_bytes * max(R, S) / (w * BW_L2)`` beside ``memory``
 (DRAM bytes only); the overlap term hides ``min(memory + l2, on_chip)``.
 
 *On-chip work* -- light flops on the FP32 pipes (``fp32_gflops``), expensive
@@ -334,12 +337,27 @@ def stage_terms(gpu: GPU, ks, kernel=None) -> list:
             for i, s in enumerate(ks.stages)]
 
 
+def busy_warps_per_block(mapping, warps_per_block: int) -> int:
+    """Warps of one busy block that have elements of the stage (:attr:`ThreadMapping.busy_threads` over
+    its busy blocks), at most the block's; the block's warps without a plan.
+
+    Little's law counts the warps that keep loads in flight.  A warp with no element of the stage waits
+    at the next barrier or exits; it adds no request, so it must not shorten a latency-bound stage.
+    With resident warps in its place, a layer norm <4,32> on H100 (32 busy threads) priced a block of
+    1024 threads at 3.31 us and one of 128 at 3.83, all of it in the memory term, and the launch search
+    chose 1024 threads for one warp's work."""
+    if mapping is None:
+        return warps_per_block
+    per_block = ceil(mapping.busy_threads / max(1, mapping.busy_blocks))
+    return max(1, min(warps_per_block, ceil(per_block / 32)))
+
+
 def _stage_terms(c: dict, occ, s, mapping, grid: int, blocks: int, first: bool) -> dict:
     """The per-block terms of stage ``s`` on a kernel of ``grid`` blocks when ``blocks`` of them (the grid,
     or the stage's busy blocks) share its data: its bytes, flops and atomics.  The reduction machinery
     (shared memory, shuffles, block barriers) runs in every block, idle or not -- the generated code
     guards the element accesses, not the reduction -- so it stays spread over the grid."""
-    wpb = occ.warps_per_block
+    wpb = busy_warps_per_block(mapping, occ.warps_per_block)
     concurrent = min(blocks, occ.blocks_per_wave)
     resident_warps = concurrent * wpb
     bw = c["measured_bandwidth_gbs"] * 1e3                      # bytes per us

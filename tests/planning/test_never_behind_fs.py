@@ -47,11 +47,24 @@ def _bytes_trade(ratio=1.03):
     return check
 
 
+def _reread_in_flight(where, stats, plans):
+    """A bytes trade in the latency-bound regime (one kernel of a few busy warps, a fixture of a few KiB):
+    fusionstitching's stage re-reads the input from the L2 where astitch's keeps it in registers, and the cost
+    model counts the re-read among a warp's bytes in flight (``simt/cost.warp_bytes_in_flight``, the larger of
+    read and written bytes), so the same stores take fewer round trips beside it.  Counting only DRAM-served
+    reads there removes the gap, but stores are charged DRAM round trips too, and that version moved the H200
+    cross-check's median error from 8.7% to 10.1%: left until stores are modelled as not waiting (issue 28).
+    These cases were ahead only because idle warps counted as loads in flight (``busy_warps_per_block``)."""
+    _bytes_trade(1.03)(where, stats, plans)
+
+
 def _stages_reload_an_input(where, stats, plans):
-    """astitch's stitched kernel is not behind fusionstitching's (no grid barrier, within TIME_SLACK), but
-    never-behind refuses it for its global bytes: its stages map the same input differently (a flat stage for
-    the elementwise outputs, row stages for the reductions), and each stage loads the input again, more bytes
-    than XLA's kernels move.  Since the search inside the scope (``strategies/astitch_cuts.py``) never-behind
+    """astitch's stitched kernel has no grid barrier, but never-behind refuses it for its global bytes: its
+    stages map the same input differently (a flat stage for the elementwise outputs, row stages for the
+    reductions), and each stage loads the input again, more bytes than XLA's kernels move.  The raw kernel is
+    also a little slower than fusionstitching's (at most 1.08x; it was within TIME_SLACK until the cost model
+    stopped counting idle warps as loads in flight): one busy warp, whose three row stages each reload the
+    input and store in turn.  Since the search inside the scope (``strategies/astitch_cuts.py``) never-behind
     takes the scope cut into two kernels instead of XLA's four (about 1.5x fusionstitching's time, from 2.5x),
     but a cut still loads the input in each kernel.  Left for issue 28: stages reading one tensor under
     compatible mappings should share the load (then the one stitched kernel is admitted)."""
@@ -63,7 +76,8 @@ def _stages_reload_an_input(where, stats, plans):
     kst = next(ks for ks in stats["raw"].kernels if ks.name == k.name)
     assert kst.global_bytes_read >= 2 * sum(g[n].nbytes for n in k.inputs), where
     assert stats["raw"].global_bytes > stats["astitch"].global_bytes, where
-    assert stats["raw"].predicted_us <= stats["fusionstitching"].predicted_us * TIME_SLACK, where
+    raw = stats["raw"].predicted_us / stats["fusionstitching"].predicted_us
+    assert raw <= 1.08, f"{where}: the raw stitched kernel {raw:.3f}x fusionstitching's time, recorded 1.08x"
     got = stats["astitch"].predicted_us / stats["fusionstitching"].predicted_us
     assert got <= 1.50, f"{where}: astitch {got:.3f}x fusionstitching's time, recorded 1.50x (measured 1.48-1.49x)"
 
@@ -140,6 +154,11 @@ def _xla_launches(plan) -> set:
     return {(k.grid, k.block, k.registers_per_thread) for k in xla.generated}
 
 
+def small_case(name: str) -> str:
+    """How a catalog workload at its test size is named in the comparisons (and in KNOWN_BEHIND)."""
+    return f"{name} {SMALL[name]}"
+
+
 def paper_case(name: str) -> str:
     """How a catalog workload at its paper size is named in the comparisons (and in KNOWN_BEHIND)."""
     return f"{name} at its default (paper) size"
@@ -162,10 +181,18 @@ KNOWN_BEHIND = {
     # the gaps once recorded as not yet explained (astitch / fusionstitching predicted us, now): bool_ops A100
     # 6.63/6.54, transformer_ffn 22.09/21.66, 14.11/13.65, 13.92/13.30, gqa_attention H100 84.00/77.18 (slow tier):
     # loop-kernel launches.  convert_bf16_layernorm A100 (3.61/3.57) recovered when values carried in registers
-    # stopped narrowing the row vectors (plan/row_vectors.py: 3.42 us, 8 bf16 lanes as fusionstitching's)
-    ("hlo/bool_ops", "A100"): _loop_kernel_launches,
-    **{("hlo/transformer_ffn", gpu): _loop_kernel_launches for gpu in GPUS},
+    # stopped narrowing the row vectors (plan/row_vectors.py: 3.42 us, 8 bf16 lanes as fusionstitching's);
+    # bool_ops A100 when the cost model stopped counting idle warps as loads in flight (busy_warps_per_block)
     ("models/gqa_attention", "H100"): _loop_kernel_launches,
+    # behind since idle warps stopped counting as loads in flight (simt/cost.busy_warps_per_block)
+    # (astitch / fusionstitching predicted time then: rmsnorm 1.016, 1.014, 1.019; convert_bf16_layernorm 1.016 on
+    # V100, 1.025 on H100; transformer_ffn 1.010, 1.017, 1.019, whose A100 and H100 gaps had been its loop-kernel
+    # launches; layernorm_backward at its test size 1.014 on V100)
+    **{("hlo/rmsnorm", gpu): _reread_in_flight for gpu in GPUS},
+    **{("hlo/transformer_ffn", gpu): _reread_in_flight for gpu in GPUS},
+    **{("hlo/convert_bf16_layernorm", gpu): _reread_in_flight for gpu in ("V100", "H100")},
+    (small_case("layernorm_backward"), "V100"): _reread_in_flight,
+    ("stablehlo/constants", "V100"): _faster_launch_refused_for_bytes,
 }
 
 
@@ -220,7 +247,7 @@ def test_every_stablehlo_fixture_is_never_behind_fusionstitching(name):
 def test_catalog_at_test_sizes_is_never_behind_fusionstitching(name):
     g = asim.workload(name, **SMALL[name])
     for gpu in GPUS:
-        compare(f"{name} {SMALL[name]}", g, workload_inputs(g, 0), gpu)
+        compare(small_case(name), g, workload_inputs(g, 0), gpu)
 
 
 @pytest.mark.slow
@@ -242,7 +269,7 @@ def check_paper_size(name: str, g, inputs, plans: dict, stats: dict) -> None:
 def test_known_behind_cases_exist():
     """Every KNOWN_BEHIND entry names a fixture this file runs (a renamed fixture must not leave a dead entry)."""
     known = {f"{s}/{n}" for s, n in hlo_fixtures()} | {f"stablehlo/{n}" for n in stablehlo_families()} | \
-        {paper_case(n) for n in PAPER_CHEAP}
+        {paper_case(n) for n in PAPER_CHEAP} | {small_case(n) for n in WORKLOADS}
     assert {case for case, _ in KNOWN_BEHIND} <= known
 
 

@@ -865,7 +865,10 @@ def astitch_plan(graph, gpu, opts: AStitchOptions = AStitchOptions()) -> Plan:
     libs = library_groups(graph.live_nodes())
     outputs = {o.name for o in graph.outputs}
     live = {n.name for n in graph.live_nodes()}
-    units = [("stitch", s) for s in scopes] + [("library", {n.name for n in group}) for group in libs]
+    # in the graph's order (a unit's first op): a library kernel runs where the graph has it, so a kernel
+    # reading what it read or wrote runs after it, while the L2 may still hold it (XLA's order too)
+    units = sorted([("stitch", s) for s in scopes] + [("library", {n.name for n in group}) for group in libs],
+                   key=lambda u: min(position[n] for n in u[1]))
 
     def deps(unit):
         srcs = (boundary_source(o) if unit[0] == "library" else o for n in unit[1] for o in graph[n].operands)

@@ -153,7 +153,7 @@ def in_passes(needs: list):
     earlier pass or earlier in this pass); a kernel that waits on a later one goes to a
     later pass.  The key is ``(pass, position)``: a kernel's pass is the largest of its
     needs' passes, plus one for a need that comes after it.  This is AStitch's order (its
-    stitch scopes in graph order, then its library kernels).
+    stitch scopes and library kernels in graph order, by each one's first op).
     """
     rank = {}
     for i in dependency_order(needs) or ():
