@@ -160,9 +160,9 @@ class ThreadMapping(Sealable):
         if self.kind == "rows":           # rows at once x lanes that get a vector of their chunk
             lanes = min(self.threads_per_row, ceil(self.chunk / max(1, self.vector)))
             need = min(self.rows, self.slots) * lanes * parts
-        elif self.kind == "columns":      # tiles at once x row lanes with a reduced row x columns of a tile
-            need = (min(self.tiles, self.slots) * parts * min(self.rows_per_block, self.chunk)
-                    * min(self.threads_per_row, self.rows))
+        elif self.kind == "columns":      # column lanes with a column (tiles at once) x row lanes with a row
+            need = (min(self.rows, min(self.tiles, self.slots) * self.threads_per_row) * parts
+                    * min(self.rows_per_block, self.chunk))
         else:                             # one thread per vector, at most the launch
             need = ceil(self.size / max(1, self.vector))
         return max(1, min(self.grid * self.block, need))

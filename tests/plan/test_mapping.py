@@ -79,20 +79,27 @@ def test_bad_mappings_raise():
        grid=st.integers(1, 400), splits=st.sampled_from([1, 2, 3, 4, 8]))
 def test_busy_blocks_are_the_blocks_locate_gives_work(kind, a, b, outer, block_pow, tpr_pow, vec, grid, splits):
     """busy_blocks (what the cost model charges an imbalanced stage on) counts exactly the blocks that
-    own at least one element, for every kind, with splits that leave some parts empty (5 rows over 4)."""
+    own at least one element, for every kind, with splits that leave some parts empty (5 rows over 4); and
+    busy_threads the threads that do."""
     block = 2 ** block_pow
     if kind == "flat":
         m = ThreadMapping("flat", (a * b,), ((0,),), block=block, grid=grid, per_thread=vec, vector=vec)
     elif kind == "rows":
         m = ThreadMapping("rows", (a, b), ((0,), (1,)), block=block, grid=max(splits, grid // splits * splits),
                           threads_per_row=min(block, 2 ** tpr_pow), splits=splits,
-                          combine="atomic" if splits > 1 else "none")
+                          combine="atomic" if splits > 1 else "none", per_thread=vec, vector=vec)
     else:
         m = ThreadMapping("columns", (outer, a, b), ((0,), (1,), (2,)), block=block,
                           grid=max(splits, grid // splits * splits), threads_per_row=min(32, block), splits=splits,
                           combine="atomic" if splits > 1 else "none")
-    blocks, _, _ = m.locate(np.arange(m.size))
+    blocks, threads, _ = m.locate(np.arange(m.size))
     assert m.busy_blocks == len(np.unique(blocks))
+    # busy_threads (the cost model's warps with loads in flight): never fewer than the threads that own an
+    # element; more only where a split's last chunk is shorter than the others (its lanes are counted as full)
+    owners = len(set(zip(blocks.tolist(), threads.tolist())))
+    assert owners <= m.busy_threads <= 2 * owners
+    if splits == 1:
+        assert m.busy_threads == owners
 
 
 def test_a_column_stage_of_few_tiles_in_a_big_grid_keeps_most_blocks_idle():

@@ -110,6 +110,8 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
                 at = m.size if part == "ops" else o.size
                 if space == "global":
                     sec = _read_sectors(o, at, m.domain if part == "ops" else ())
+                    if graph[n].opdef.kind == "indexed" and o.size > at:
+                        sec = min(sec, at)      # a gather reads its elements where the indices say: a sector each
                     st.global_sectors_read += sec
                     st.global_bytes_read += _read_bytes(o, at, m if part == "ops" else None, sec)
                     st.global_requests += ceil(at / 32)
