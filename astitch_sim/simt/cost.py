@@ -48,7 +48,7 @@ them busy (a layer norm of 4 rows of 32) keeps one warp's loads in flight, not 3
 
 *Bytes in flight follow the code* (:func:`warp_bytes_in_flight`, per stage)::
 
-    B = max(bytes_in_flight_per_warp,  32 * vector * unroll * read_bytes / elements)
+    B = max(bytes_in_flight_per_warp,  32 * elements_in_flight * max(read, written bytes) / elements)
 
 A thread of a flat stage issues the loads of all its ``unroll`` vectors of
 ``vector`` elements (``ThreadMapping.per_thread`` elements) before it uses the
@@ -58,8 +58,15 @@ the executor counted for every tensor the stage reads, over its elements).  So
 an f32 copy with 4-wide vectors and 4 vectors per thread keeps 32 x 16 x 4 =
 2048 bytes per warp in flight, 16 times a scalar load's 128; on a V100 it
 saturates DRAM with ``S`` = 810 GB/s x 600 ns / 2048 = 237 warps instead of
-3797.  Other mappings (rows, columns) issue one element's loads at a time
-(``vector`` elements where the mapping has vectors).  The preset's
+3797.  A row read in vectors in at most ``MAX_TRIPS`` (8) trips per lane is
+written out trip by trip, every trip's loads first (``codegen/task_loops.py``),
+so its lane keeps ``vector x trips`` elements in flight: a layer norm row of 768
+over 32 lanes, 6 trips of 4, keeps 32 x 96 = 3072 bytes per warp in flight.
+Counting one vector there over-predicted the H200 window's one-warp-per-row
+kernels 2-3x (Inductor's layer norm 16384x768: 81 us against 25.8 measured,
+33 us counted this way; the cross-check's median error 8.7% -> 7.2%).  Other
+mappings (columns, rows with more trips or no vectors) issue one element's
+loads at a time (``vector`` elements where the mapping has vectors).  The preset's
 ``bytes_in_flight_per_warp`` is the floor: what the model assumed for every
 kernel before the code generator had vectors (V100: one coalesced 4-byte load
 per warp, 128 B; A100 256 B, H100/H200 512 B: uncalibrated estimates like
@@ -269,10 +276,17 @@ def saturating_warps(c: dict, bytes_per_warp: float | None = None) -> float:
 def elements_in_flight(mapping) -> int:
     """Elements whose loads one thread issues before it uses the first: ``vector x unroll`` (a flat
     mapping's ``per_thread``: every vector of a round is loaded before any is computed,
-    ``gpu_backend/codegen/loops.py``), one vector otherwise."""
+    ``gpu_backend/codegen/loops.py``); ``vector x trips`` for a row read in vectors in at most
+    ``MAX_TRIPS`` trips per lane (``codegen/task_loops.write_vector_trips`` writes the trips out and issues
+    every trip's loads before any trip's computation); one vector otherwise."""
+    from ..plan.row_vectors import MAX_TRIPS
     if mapping is None:
         return 1
-    return max(1, mapping.vector) * (mapping.unroll if mapping.kind == "flat" else 1)
+    if mapping.kind == "flat":
+        return max(1, mapping.vector) * mapping.unroll
+    if mapping.kind == "rows" and mapping.vector > 1 and mapping.trips <= MAX_TRIPS:
+        return mapping.vector * mapping.trips
+    return max(1, mapping.vector)
 
 
 def warp_bytes_in_flight(c: dict, mapping, s) -> float:

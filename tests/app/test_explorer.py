@@ -751,12 +751,13 @@ def test_graph_view_draws_a_regional_reduce_edge_through_shared_memory():
 
 
 def test_graph_view_draws_a_split_reduces_epilogue_edge_through_global_memory():
-    """Layernorm's 4 rows of 30000: task splitting spreads each row over 32 blocks, so mean_sum's partials
+    """Layernorm's 4 rows of 65536: task splitting spreads each row over many blocks, so mean_sum's partials
     meet in global memory (atomics, a memset, a grid barrier after the combine: what the cost model charges)
     before its epilogue computes mean. The edge mean_sum -> mean is global memory, not registers.  (8 rows of
-    20000 split too until astitch priced its own launch: one block per row is faster there now.)"""
-    shape = "rows:4,cols:30000"
-    plan = asim.compile(asim.workload("layernorm", rows=4, cols=30000), "astitch", "V100")
+    20000 split too until astitch priced its own launch, 4 rows of 30000 until a row's vector trips counted as
+    loads in flight: one block per row is faster there now.)"""
+    shape = "rows:4,cols:65536"
+    plan = asim.compile(asim.workload("layernorm", rows=4, cols=65536), "astitch", "V100")
     stage = plan.kernels[0].stages[0]
     assert stage.mapping.splits > 1 and "mean" in stage.epilogue and stage.sync_after_combine
     assert plan.kernels[0].values["mean_sum"].space == "global"

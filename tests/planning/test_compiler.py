@@ -138,18 +138,23 @@ def test_astitch_packs_short_rows():
 
 
 def test_astitch_splits_few_long_rows():
-    """The paper's task splitting of the <64,30000> softmax: on H100 the launch search keeps it; on V100 the
-    paper's rule still splits, but the search prices the unsplit launch faster (its two grid barriers cost
-    more than 16 idle SMs) and says so in the kernel's note."""
+    """The paper's task splitting of the <64,30000> softmax: its rule splits each row (over 2 blocks on V100, 4 on
+    H100), within one wave.  The launch search prices the unsplit launch faster on both and says so in the
+    kernel's note: a lane of 64 blocks of 1024 threads issues its 8 vector trips' loads before using them, enough
+    in flight for DRAM, and the split's two grid barriers cost more than the SMs it fills.  Fewer, longer rows
+    still split (8 rows of 65536)."""
     g = asim.workload("softmax", rows=64, cols=30000)
-    for gpu, options in (("H100", {}), ("V100", {"launch_search": False})):
-        plan = asim.compile(g, "astitch", gpu, **options)
+    for gpu, splits in (("V100", 2), ("H100", 4)):
+        plan = asim.compile(g, "astitch", gpu, launch_search=False)
         (k,) = plan.kernels
-        assert k.stages[0].mapping.splits > 1, gpu
+        assert k.stages[0].mapping.splits == splits, gpu
         assert k.grid <= plan.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
-    (k,) = asim.compile(g, "astitch", "V100").kernels
-    (note,) = [n for n in k.notes if n.startswith("launch search: chose")]
-    assert "no split" in note.split(";")[0] and "rows split over 2 blocks, 2 grid barrier(s) (paper's rule)" in note
+        (k,) = asim.compile(g, "astitch", gpu).kernels
+        (note,) = [n for n in k.notes if n.startswith("launch search: chose")]
+        assert "no split" in note.split(";")[0], note
+        assert f"rows split over {splits} blocks, 2 grid barrier(s) (paper's rule)" in note, note
+    (k,) = asim.compile(asim.workload("softmax", rows=8, cols=65536), "astitch", "H100").kernels
+    assert k.stages[0].mapping.splits > 1
 
 
 @pytest.mark.parametrize("name", ["layernorm", "softmax", "rmsnorm", "log_softmax", "attention_softmax"])

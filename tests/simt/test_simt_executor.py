@@ -41,7 +41,7 @@ SMALL = {
 #: shapes big enough for the interesting mappings; (workload, shape, gpu, feature the astitch plan must show)
 MEDIUM = [
     ("softmax", dict(rows=4, cols=3000), "H100", "row split, atomic"),
-    ("global_norm", dict(rows=64, cols=64), "H100", "row split, atomic"),
+    ("global_norm", dict(rows=128, cols=128), "H100", "row split, atomic"),
     ("cross_entropy", dict(rows=6000, cols=40), "V100", "vertical packing"),
     ("batchnorm_train", dict(rows=2048, cols=64), "H100", "column split"),
     ("layernorm", dict(rows=256, cols=768), "H100", "separable"),

@@ -88,8 +88,7 @@ grader = otter.Notebook("05_grid_barriers.ipynb") if Path("tests").is_dir() else
 # wave, looping each block over several blocks' worth of work if needed (**vertical packing**).
 #
 # The softmax over `<64,30000>` from notebook 4, stitched for the V100 by AStitch's rule (`launch_search=False`,
-# as in notebook 4: the default launch search finds it a little faster unsplit on the V100, with no grid
-# barrier to study):
+# as in notebook 4: the default launch search finds it faster unsplit, with no grid barrier to study):
 
 # %%
 tfm = asim.workload("softmax", rows=64, cols=30000)

@@ -157,10 +157,12 @@ def hidden_graphs() -> list:
 
 @lru_cache(maxsize=None)
 def hidden_plans() -> tuple:
-    """The astitch plans (the raw stitch plans: ``never_behind=False``) of every hidden graph, with the paper's
-    reduction trees (``reduce_scheme="tree"``), whose per-row values cross stages as the notebook's scheme
-    rules say (after a shuffle the planner keeps them in registers instead: ``plan/task_registers.py``)."""
-    return tuple(asim.compile(g, "astitch", GPU, never_behind=False, reduce_scheme="tree") for g in hidden_graphs())
+    """The astitch plans (the raw stitch plans: ``never_behind=False``, with the paper's launch rules:
+    ``launch_search=False``, so long rows are split as the paper splits them) of every hidden graph, with the
+    paper's reduction trees (``reduce_scheme="tree"``), whose per-row values cross stages as the notebook's
+    scheme rules say (after a shuffle the planner keeps them in registers instead: ``plan/task_registers.py``)."""
+    return tuple(asim.compile(g, "astitch", GPU, never_behind=False, launch_search=False, reduce_scheme="tree")
+                 for g in hidden_graphs())
 
 
 def stitch_kernels(plans=None):
