@@ -121,7 +121,9 @@ def estimate(plan) -> float:
     A prediction, not a measurement, and not a simulation: no value is computed, so it takes milliseconds
     at any size (a GPT-size layernorm included), where ``asim.simulate(plan, inputs).stats.predicted_us``
     counts exactly by running the plan.  The two use the same formula; only the counts differ (the static
-    counts charge transposed access as if coalesced).  The strategies' searches price their candidates
+    counts charge transposed access as if coalesced, and know no cache: every byte at DRAM, as
+    ``simulate(plan, inputs, l2=False)`` charges them, where the default simulation serves re-reads from the
+    L1 and the L2).  The strategies' searches price their candidates
     this way, and the explorer and notebook 6 set it beside GPU measurements (``asim.gpu_measurements``).
 
     Library kernels (a GEMM the plan hands to a vendor library) have no static counters: a plan with one

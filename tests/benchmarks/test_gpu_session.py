@@ -306,13 +306,13 @@ def test_skip_done_drops_what_the_first_window_finished():
     so does the attention softmax, whose xla and fusionstitching plans the planner no longer draws (today's XLA
     packs its rows of 512: ``plan_signature``), and the cases whose plans the cost model now prices
     differently: batchnorm's fusionstitching plan launches its two 64-element kernels with 256 threads since the
-    model counts only warps with elements; both layer norms', rmsnorm's and the <64,30000> softmax's plans
-    change since a lane's vector trips count as loads in flight (astitch no longer splits that softmax)."""
+    model counts only warps with elements; the <64,30000> softmax's plans change since a lane's vector trips
+    count as loads in flight (astitch no longer splits it)."""
     from benchmarks import gpu_session as gs
     done = gs.done_steps([FIRST_WINDOW])
     assert done["devices"] == ["NVIDIA H200"]
     assert set(done["steps"]) == {
-        "suite:global_norm_1024x1024"} | {
+        "suite:layernorm_8192x4096", "suite:global_norm_1024x1024"} | {
         f"correctness:{w}" for w in ("layernorm", "rmsnorm", "batchnorm_train", "layernorm_backward", "global_norm",
                                      "softmax", "attention_softmax")}
     kept, dropped = gs.drop_done(gs.steps(), done)
@@ -412,7 +412,7 @@ def test_part_k_of_n_runs_the_kth_part_of_the_plan_printed_here(tmp_path, monkey
         assert ran["steps"] == [s.name for s in part] and ran["skipped"]["devices"] == ["NVIDIA H200"]
         assert f"part {k}/{plan.n} ~{gs.seconds(part):.0f} s" in out and ", ".join(ran["steps"]) in out
     assert plan.left and "left for a later window ~" in out and ", ".join(s.name for s in plan.left) in out
-    assert "not planned: suite:global_norm_1024x1024" in out
+    assert "not planned: suite:layernorm_8192x4096" in out
     assert gs.main(["--plan", "--window-s", "0"]) == 0
     assert "left for a later window: nothing" in capsys.readouterr().out
     assert gs.main(["--plan", "--window-s", "200"]) == 2

@@ -48,7 +48,6 @@ from ...passes.analysis import is_expensive
 from ...ir.dtypes import itemsize
 from ...plan.machine import resident_resources
 from ...simt.cost import predict_kernel
-from ...simt.l2 import L1_REUSE_BYTES
 from ...simt.stats import KernelStats, StageStats
 from ...plan.reduce_scheme import WARP, butterfly, warps_across
 from ...plan.vocabulary import ReduceScheme
@@ -113,9 +112,6 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
                     sec = _read_sectors(o, at, m.domain if part == "ops" else ())
                     if graph[n].opdef.kind == "indexed" and o.size > at:
                         sec = min(sec, at)      # a gather reads its elements where the indices say: a sector each
-                    again = (sec - _sectors(o.nbytes)) * SECTOR
-                    if again > 0 and _sectors(o.nbytes) * SECTOR <= L1_REUSE_BYTES:
-                        st.l1_read_bytes += again   # a small broadcast's repeats: the L1 serves them, as simt/l2.py says
                     st.global_sectors_read += sec
                     st.global_bytes_read += _read_bytes(o, at, m if part == "ops" else None, sec)
                     st.global_requests += ceil(at / 32)
