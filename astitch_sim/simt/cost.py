@@ -64,7 +64,8 @@ so its lane keeps ``vector x trips`` elements in flight: a layer norm row of 768
 over 32 lanes, 6 trips of 4, keeps 32 x 96 = 3072 bytes per warp in flight.
 Counting one vector there over-predicted the H200 window's one-warp-per-row
 kernels 2-3x (Inductor's layer norm 16384x768: 81 us against 25.8 measured,
-33 us counted this way; the cross-check's median error 8.7% -> 7.2%).  Other
+33 us counted this way; the cross-check's median error 7.9% -> 7.0% on 50 plans,
+``benchmarks/results/2026-11-28-crosscheck-inflight``).  Other
 mappings (columns, rows with more trips or no vectors) issue one element's
 loads at a time (``vector`` elements where the mapping has vectors).  The preset's
 ``bytes_in_flight_per_warp`` is the floor: what the model assumed for every

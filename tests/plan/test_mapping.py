@@ -96,7 +96,7 @@ def test_busy_blocks_are_the_blocks_locate_gives_work(kind, a, b, outer, block_p
     assert m.busy_blocks == len(np.unique(blocks))
     # busy_threads (the cost model's warps with loads in flight): never fewer than the threads that own an
     # element; more only where a split's last chunk is shorter than the others (its lanes are counted as full)
-    owners = len(set(zip(blocks.tolist(), threads.tolist())))
+    owners = len(set(zip(blocks.tolist(), threads.tolist(), strict=True)))
     assert owners <= m.busy_threads <= 2 * owners
     if splits == 1:
         assert m.busy_threads == owners
