@@ -360,7 +360,8 @@ def busy_warps_per_block(mapping, warps_per_block: int) -> int:
     at the next barrier or exits; it adds no request, so it must not shorten a latency-bound stage.
     With resident warps in its place, a layer norm <4,32> on H100 (32 busy threads) priced a block of
     1024 threads at 3.31 us and one of 128 at 3.83, all of it in the memory term, and the launch search
-    chose 1024 threads for one warp's work."""
+    chose 1024 threads for one warp's work.  The count is busy threads over 32, rounded up: where each row's
+    busy lanes fill only part of its warps (40 of 64 lanes), the warps they touch are a few more."""
     if mapping is None:
         return warps_per_block
     per_block = ceil(mapping.busy_threads / max(1, mapping.busy_blocks))

@@ -52,8 +52,9 @@ def _reread_in_flight(where, stats, plans):
     fusionstitching's stage re-reads the input from the L2 where astitch's keeps it in registers, and the cost
     model counts the re-read among a warp's bytes in flight (``simt/cost.warp_bytes_in_flight``, the larger of
     read and written bytes), so the same stores take fewer round trips beside it.  Counting only DRAM-served
-    reads there removes the gap, but stores are charged DRAM round trips too, and that version moved the H200
-    cross-check's median error from 8.7% to 10.1%: left until stores are modelled as not waiting (issue 28).
+    reads there removed the gap, but stores are charged DRAM round trips too, and that version (tried before
+    a row's vector trips counted as in flight) moved the H200 cross-check's median error from 9.3% to 10.1%
+    on 52 plans: left until stores are modelled as not waiting (issue 28).
     These cases were ahead only because idle warps counted as loads in flight (``busy_warps_per_block``)."""
     _bytes_trade(1.03)(where, stats, plans)
 
