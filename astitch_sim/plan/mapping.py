@@ -130,6 +130,12 @@ class ThreadMapping(Sealable):
         return ceil(self.rows / self.threads_per_row) if self.kind == "columns" else 0
 
     @property
+    def busy_parts(self) -> int:
+        """Splits of a task that get a chunk of it: ``ceil(cols / chunk)``, fewer than ``splits`` when the
+        chunks run out first (5 rows over 4 splits of 2); 1 for a flat mapping."""
+        return ceil(self.cols / self.chunk) if self.kind != "flat" else 1
+
+    @property
     def busy_blocks(self) -> int:
         """Blocks of the grid that have work under this mapping; the others skip the stage.
 
@@ -137,7 +143,7 @@ class ThreadMapping(Sealable):
         a column reduction of 768 columns in a 16384-block kernel has 24 tiles of 32 columns, and
         unless its reduced dim is split (``splits``), 24 blocks do all of it.  The cost model charges
         such a stage on these blocks alone (:func:`astitch_sim.simt.cost.imbalance_terms`)."""
-        parts = ceil(self.cols / self.chunk) if self.kind != "flat" else 1     # splits that get a chunk
+        parts = self.busy_parts
         if self.kind == "rows":           # row r -> slot r % slots -> block (slot // rows_per_block) * splits + part
             need = ceil(min(self.rows, self.slots) / self.rows_per_block) * parts
         elif self.kind == "columns":      # tile t -> slot t % slots -> block slot * splits + part
@@ -156,7 +162,7 @@ class ThreadMapping(Sealable):
         counts busy warps, not resident ones, in its Little's-law terms
         (:func:`astitch_sim.simt.cost.busy_warps_per_block`); counting idle warps made every larger block
         look faster on small shapes, and the launch search picked 1024 threads for 32 busy ones."""
-        parts = ceil(self.cols / self.chunk) if self.kind != "flat" else 1
+        parts = self.busy_parts
         if self.kind == "rows":           # rows at once x lanes that get a vector of their chunk
             lanes = min(self.threads_per_row, ceil(self.chunk / max(1, self.vector)))
             need = min(self.rows, self.slots) * lanes * parts
