@@ -56,6 +56,9 @@ def _helper_kernels(simulator: bool) -> dict:
 class Clock:
     """Times queued GPU work with CUDA events (see the module doc), or the host clock in the simulator."""
 
+    # the host's clock, in seconds: a test replaces it to drive the host-bound check with known times
+    host_clock: Callable[[], float] = staticmethod(time.perf_counter)
+
     def __init__(self, simulator: bool, l2_bytes: int, reps: int, warmup: int, clock_ghz: float = 1.5):
         from numba import cuda
         self.cuda, self.simulator, self.reps, self.warmup = cuda, simulator, reps, warmup
@@ -133,12 +136,12 @@ class Clock:
             self.flush()
             pre.record()
             self.hold()
-            t0 = time.perf_counter()
+            t0 = self.host_clock()
             start.record()
             for f, ev in zip(launches, after):
                 f()
                 ev.record()
-            t1 = time.perf_counter()
+            t1 = self.host_clock()
             after[-1].synchronize()
             held_us = pre.elapsed_time(start) * 1e3
             host_us = (t1 - t0) * 1e6
@@ -157,11 +160,11 @@ class Clock:
         for _ in range(self.reps):
             self.flush()
             cuda.synchronize()
-            t0 = time.perf_counter()
+            t0 = self.host_clock()
             for f in launches:
                 f()
             sync()
-            e2e.append((time.perf_counter() - t0) * 1e6)
+            e2e.append((self.host_clock() - t0) * 1e6)
         pk = np.median(np.array(per_kernel), axis=0)
         return dict(gpu_us=statistics.median(totals), gpu_us_samples=totals, kernel_us=[float(v) for v in pk],
                     e2e_us=statistics.median(e2e), e2e_us_samples=e2e, host_enqueue_us=statistics.median(enqueue),
@@ -174,10 +177,10 @@ class Clock:
             self.flush()
             times = []
             for f in launches:
-                t0 = time.perf_counter()
+                t0 = self.host_clock()
                 f()
                 sync()
-                times.append((time.perf_counter() - t0) * 1e6)
+                times.append((self.host_clock() - t0) * 1e6)
             per_kernel.append(times)
             totals.append(sum(times))
         pk = np.median(np.array(per_kernel), axis=0)

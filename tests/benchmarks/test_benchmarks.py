@@ -352,6 +352,9 @@ def test_gpu_clock_arithmetic_with_fake_events():
     class FakeGPU:
         now = 0.0                                   # ms
 
+    class FakeHost:
+        now = 0.0                                   # s: queueing a kernel takes 2 us of host time, always
+
     class Event:
         def record(self):
             self.t = FakeGPU.now
@@ -375,6 +378,7 @@ def test_gpu_clock_arithmetic_with_fake_events():
     clock.cuda, clock.simulator, clock.reps, clock.warmup, clock.dropped = FakeCuda, False, 5, 1, 0
     clock.sleep_ns = 0                              # first repetition: no sleep, so it looks host-bound
     clock.flush = lambda: None
+    clock.host_clock = lambda: FakeHost.now         # the real host clock would make the drop count depend on load
 
     def hold():
         FakeGPU.now += clock.sleep_ns / 1e6
@@ -383,13 +387,17 @@ def test_gpu_clock_arithmetic_with_fake_events():
     def kernel(us):
         def go():
             FakeGPU.now += us / 1e3
+            FakeHost.now += 2e-6
         return go
     r = clock.time_launches([kernel(10.0), kernel(30.0), kernel(5.0)])
-    assert clock.dropped == 1 and clock.sleep_ns > 0            # the sleepless repetition was thrown away
+    # the sleepless repetition (6 us of queueing against 0 us held) was thrown away; the next sleeps 2.5x
+    # the queueing time (15 us), which is enough
+    assert clock.dropped == 1 and clock.sleep_ns == pytest.approx(15_000)
     assert r["reps"] == 5
     assert r["gpu_us"] == pytest.approx(45.0)
     assert r["kernel_us"] == pytest.approx([10.0, 30.0, 5.0])
-    assert r["e2e_us"] > 0 and "events" in r["method"]
+    assert r["e2e_us"] == pytest.approx(6.0) and r["host_enqueue_us"] == pytest.approx(6.0)
+    assert "events" in r["method"]
 
 
 @pytest.mark.gpu
