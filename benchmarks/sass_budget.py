@@ -8,7 +8,9 @@ and each kernel's machine code is profiled (:mod:`gpu_backend.machine.sass_profi
     elements/thread   the largest stage domain / (grid x block)
     regs, spills      ptxas -v at the applied cap
     instr/elem        main-body SASS per thread / elements per thread (straight-line code: an upper
-                      bound; "loop": a kept loop's body counted once per element, an estimate)
+                      bound; "loop": a kept loop's body counted once per trip, an estimate: the trips
+                      from the global accesses the generated source executes per thread, against
+                      the SASS's outside and inside one trip -- ptxas unrolls the generated loops)
     int%              integer / address / move instructions as a share of the main body
     LDG, STG          global loads and stores by width ("4x32 1x128": four 32-bit, one 128-bit)
     BAR, SHFL         block barriers and warp shuffles
@@ -60,10 +62,13 @@ def _nbytes(g, names) -> int:
 
 def kernel_rows(plan, arch: str) -> list:
     """One record per kernel of an applied plan: its profile and issue bound on ``arch``."""
+    from gpu_backend import compile_plan
     from gpu_backend.machine.machine_code import entry_name, kernel_ptx, sass_listing
     from gpu_backend.machine.sass_profile import issue_bound, profile
+    from gpu_backend.machine.source_counts import busy_shares, global_accesses
     g, gpu = plan.graph, plan.gpu
     rows = []
+    source = compile_plan(plan).generated.source
     for spec, ptx in kernel_ptx(plan, arch):
         k = plan.kernels[spec.index]
         p = profile(sass_listing(ptx, arch, k.registers_per_thread, spec.cooperative), entry_name(ptx))
@@ -71,7 +76,8 @@ def kernel_rows(plan, arch: str) -> list:
         domain = max((prod(st.mapping.domain) for st in k.stages), default=0) or \
             max(int(prod(g[n].shape)) for n in k.outputs)
         ept = domain / threads
-        per_thread = p.per_thread(ept)
+        accesses = global_accesses(source, spec.func, busy_shares(k))
+        per_thread = p.per_thread(ept, accesses)
         nbytes = _nbytes(g, k.inputs) + _nbytes(g, k.outputs)
         b = issue_bound(gpu, per_thread, threads, nbytes)
         m = k.machine
@@ -80,6 +86,7 @@ def kernel_rows(plan, arch: str) -> list:
             "cooperative": k.cooperative, "elements_per_thread": ept,
             "registers": m.registers if m else None, "spill_bytes": m.spills if m else None,
             "instructions": p.total, "loop_instructions": p.loop_body,
+            "loop_trips": p.loop_trips(ept, accesses) if p.loop_body else 0,
             "instr_per_element": per_thread / ept if ept else None,
             "int_addr_share": p.int_addr / p.total if p.total else 0.0,
             "loads": {str(w): n for w, n in p.loads.items()}, "stores": {str(w): n for w, n in p.stores.items()},

@@ -28,7 +28,11 @@ The fields are ``ptxas -v``'s words:
 * ``sass_instructions`` / ``sass_loop_instructions``: SASS instructions of the kernel's main body and,
   of those, the ones inside loops the compiler kept (``gpu_backend.machine.sass_profile``: nvdisasm's
   listing of the code at the applied cap; ``None`` where no disassembler reads the target).  The cost
-  model's instruction-issue term reads them through :func:`thread_instructions`.
+  model's instruction-issue term reads them through :func:`thread_instructions`;
+* ``sass_loop_trips``: trips one thread makes through those loops, from the global accesses the
+  generated source executes per thread against those of the SASS outside and inside the loops
+  (``gpu_backend.machine.source_counts``: ptxas unrolls the generated loops, so a trip is several
+  elements); ``None`` where the loops hold no access to count by.
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ class MachineResources:
     max_registers: int
     sass_instructions: int | None = None
     sass_loop_instructions: int = 0
+    sass_loop_trips: float | None = None
 
     @property
     def spills(self) -> int:
@@ -69,8 +74,9 @@ class MachineResources:
         words.append(f"{self.shared_static} B shared" +
                      (f" (+{self.shared_runtime} B device runtime)" if self.shared_runtime else ""))
         if self.sass_instructions is not None:
+            trips = f", {self.sass_loop_trips:.4g} trips" if self.sass_loop_trips is not None else ""
             words.append(f"{self.sass_instructions} SASS instructions" +
-                         (f" ({self.sass_loop_instructions} in loops)" if self.sass_loop_instructions else ""))
+                         (f" ({self.sass_loop_instructions} in loops{trips})" if self.sass_loop_instructions else ""))
         return f"ptxas {self.arch}: " + ", ".join(words) + f"  (cap {self.max_registers}; {self.tool})"
 
     def to_dict(self) -> dict:
@@ -120,10 +126,12 @@ def thread_instructions(kernel) -> float | None:
     (``kernel.machine``); ``None`` when the plan has no count (no ``apply_compiler``, or no disassembler).
 
     Straight-line code runs once per thread (an upper bound: predicated-off and skipped epilogue
-    instructions are counted); a loop the compiler kept runs once per trip, and the trips are the most
-    any stage of the kernel makes (:func:`loop_trips`): an estimate, as ``benchmarks.sass_budget`` says."""
+    instructions are counted); a loop the compiler kept runs once per trip: the trips counted by the
+    accesses (``sass_loop_trips``), else the most any stage of the kernel makes (:func:`loop_trips`, one
+    per element, as if ptxas unrolled nothing): an estimate, as ``benchmarks.sass_budget`` says."""
     m = kernel.machine if kernel is not None else None
     if m is None or m.sass_instructions is None:
         return None
-    trips = max((loop_trips(s.mapping) for s in kernel.stages), default=1)
+    trips = m.sass_loop_trips if m.sass_loop_trips is not None else \
+        max((loop_trips(s.mapping) for s in kernel.stages), default=1)
     return float(m.sass_instructions - m.sass_loop_instructions + m.sass_loop_instructions * trips)

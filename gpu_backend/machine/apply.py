@@ -37,7 +37,9 @@ from astitch_sim.errors import AStitchError
 from astitch_sim.plan.machine import MachineResources
 from astitch_sim.plan.plan import Plan
 
+from ..launch.plans import compile_plan
 from .machine_code import arch_of, assemble, kernel_ptx
+from .source_counts import busy_shares, global_accesses
 
 
 def _progress_printer(enabled):
@@ -62,8 +64,11 @@ def _fits(gpu, k, res: MachineResources) -> tuple:
     return (not k.cooperative or k.grid <= wave), wave
 
 
-def _with_sass_counts(res: MachineResources, ptx: str, arch: str, cooperative: bool) -> MachineResources:
-    """``res`` with the SASS instruction counts of the code at its cap (main body, and inside kept loops);
+def _with_sass_counts(res: MachineResources, ptx: str, arch: str, cooperative: bool,
+                      accesses=None) -> MachineResources:
+    """``res`` with the SASS instruction counts of the code at its cap (main body, and inside kept loops)
+    and, where the loops hold global accesses and ``accesses`` (the source's count,
+    :func:`.source_counts.global_accesses`) is known, the trips a thread makes through them on average;
     ``res`` unchanged where no installed nvdisasm reads ``arch``."""
     from .machine_code import compute_capability, entry_name, sass_listing
     from .sass_profile import profile
@@ -71,7 +76,8 @@ def _with_sass_counts(res: MachineResources, ptx: str, arch: str, cooperative: b
     if not find().nvdisasm or compute_capability(arch) < (7, 5):
         return res
     p = profile(sass_listing(ptx, arch, res.max_registers, cooperative), entry_name(ptx))
-    return replace(res, sass_instructions=p.total, sass_loop_instructions=p.loop_body)
+    trips = p.counted_trips(accesses) if p.loop_body else None
+    return replace(res, sass_instructions=p.total, sass_loop_instructions=p.loop_body, sass_loop_trips=trips)
 
 
 def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassemble: bool = False,
@@ -97,6 +103,7 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
     gpu = plan.gpu
     show = _progress_printer(progress)
     ptxs = kernel_ptx(plan, arch)
+    source = compile_plan(plan).generated.source if count_instructions else ""     # cached by kernel_ptx
     kernels = list(plan.kernels)
     stuck = []                  # cooperative kernels that still spill: (name, bytes per thread, registers needed)
     for i, (spec, ptx) in enumerate(ptxs):
@@ -123,7 +130,8 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
                 f"barriers would deadlock). Re-plan with smaller blocks (asim.compile(..., max_block_threads=...)) "
                 f"or without grid barriers (global_stitching=False)")
         if count_instructions:
-            res = _with_sass_counts(res, ptx, arch, spec.cooperative)
+            res = _with_sass_counts(res, ptx, arch, spec.cooperative,
+                                    global_accesses(source, spec.func, busy_shares(k)))
         # the cap applied is Numba's max_registers
         kernels[spec.index] = replace(k, machine=res, registers_per_thread=res.max_registers,
                                       notes=[*k.notes, *notes])
@@ -143,7 +151,7 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
     planner fewer resident blocks per SM, so it packs more tasks into each block (a smaller grid) and
     the kernel can have the registers.  The re-plan is compiled and checked like any plan and kept if
     it spills less than ``checked``; either way the returned plan's notes say what was tried."""
-    from astitch_sim.compiler import compile as compile_plan
+    from astitch_sim.compiler import compile as compile_graph
 
     assumed = plan.options.get("assumed_registers", 32)
     gpu = plan.gpu
@@ -157,7 +165,7 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
     before = best = sum(spills for _, spills, _ in stuck)
     kept = None
     for regs in tries:
-        again = apply_compiler(compile_plan(plan.graph, "astitch", gpu, **{**plan.options, "assumed_registers": regs}),
+        again = apply_compiler(compile_graph(plan.graph, "astitch", gpu, **{**plan.options, "assumed_registers": regs}),
                                arch, show, disassemble, replan=False, count_instructions=count_instructions)
         after = sum(k.machine.spills for k in again.kernels if k.machine is not None and k.cooperative)
         if after < best:

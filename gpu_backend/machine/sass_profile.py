@@ -16,8 +16,14 @@ Thread-instructions come from the static count of the kernel's main body: for st
 code (no backward branch) every instruction runs at most once per thread, so the count is an
 upper bound on what a thread executes (predicated-off instructions still issue; a first-lane
 epilogue most warps skip is counted for every warp).  A loop the compiler kept (a backward
-branch) has its body counted once per element of the thread (one element per trip, what the
-generated loops do) and the row says ``loop`` -- an estimate, not a bound.
+branch) has its body counted once per trip, and the row says ``loop`` -- an estimate, not a bound.
+The trips come from the global accesses: the generated source says how many one thread executes
+(:mod:`.source_counts`), the SASS how many sit outside the kept loops and how many inside one trip,
+so ``trips = (accesses - outside) / inside`` (:meth:`SassProfile.loop_trips`), counted for the share of
+the grid's threads that work in the loops (a stitched kernel's small stage leaves most of them idle).  ``ptxas`` unrolls the
+generated loops, so a trip is several of the source's iterations (a column reduction's 256 elements
+per thread: 16 trips of 16 loads).  Without that count (a loop holding no global access), the body is
+counted once per element of the thread, as if nothing were unrolled.
 
 Excluded from the main body: ``$__internal_*`` subroutines (out-of-line slow paths of
 division and square root, taken only for denormal or special operands), the out-of-line
@@ -65,14 +71,39 @@ class SassProfile:
     loads: dict = field(default_factory=dict)       # global load width (bits) -> count
     stores: dict = field(default_factory=dict)      # global store width (bits) -> count
     loop_body: int = 0                              # instructions inside loops the compiler kept (0: straight-line)
+    loop_accesses: int = 0                          # global loads and stores among them
 
     @property
     def int_addr(self) -> int:
         return self.classes.get("int_addr", 0)
 
-    def per_thread(self, elements_per_thread: float) -> float:
-        """Thread-instructions per thread: straight-line code once, a kept loop's body once per element."""
-        return self.total - self.loop_body + self.loop_body * max(1.0, elements_per_thread)
+    @property
+    def accesses(self) -> int:
+        """Global load and store instructions in the main body."""
+        return sum(self.loads.values()) + sum(self.stores.values())
+
+    def loop_trips(self, elements_per_thread: float, accesses=None) -> float:
+        """Trips a thread of the grid makes through the kept loops, on average: the accesses a working
+        thread executes (``accesses``, the generated source's count: :func:`.source_counts.global_accesses`)
+        beyond the straight-line code's, over the accesses in one trip of the loops, times the share of
+        threads that work in the loops; one per element where that count is missing or the loops hold no
+        access (the module docstring says why)."""
+        counted = self.counted_trips(accesses)
+        return counted if counted is not None else max(1.0, elements_per_thread)
+
+    def counted_trips(self, accesses) -> float | None:
+        """:meth:`loop_trips` from the source's ``accesses``; ``None`` where they do not tell."""
+        outside = self.accesses - self.loop_accesses
+        if accesses is None or not self.loop_accesses or accesses.per_thread <= outside:
+            return None
+        return (accesses.per_thread - outside) / self.loop_accesses * accesses.loop_share
+
+    def per_thread(self, elements_per_thread: float, accesses=None) -> float:
+        """Thread-instructions per thread: straight-line code once, a kept loop's body once per trip
+        (:meth:`loop_trips`)."""
+        if not self.loop_body:
+            return float(self.total)
+        return self.total - self.loop_body + self.loop_body * self.loop_trips(elements_per_thread, accesses)
 
     def widths(self, which: str) -> str:
         """``"4x32 2x128"``: the global loads (``"load"``) or stores by width."""
@@ -141,6 +172,8 @@ def profile(sass: str, entry: str) -> SassProfile:
             start = labels[target.group(0)]
             in_loop.update(a for a, _, _ in body if start <= a <= address)
     p.classes, p.loads, p.stores, p.loop_body = dict(classes), dict(loads), dict(stores), len(in_loop)
+    p.loop_accesses = sum(1 for a, op, _ in body
+                          if a in in_loop and OPCODE_CLASS.get(op.split(".")[0]) in ("global_load", "global_store"))
     return p
 
 

@@ -278,6 +278,28 @@ def test_check_kernel_catches_a_wrong_claim():
             check_kernel(bad)
 
 
+@pytest.mark.slow
+def test_sass_budget_counts_an_unrolled_column_loop_per_trip(tmp_path):
+    """The paper-size column reduction (16384 x 3072, 256 elements per thread): ptxas unrolls its loop, and
+    the trips come from the source's accesses -- about 14 instructions per element, not the 228 the kept
+    body counted once per element gave.  Layer-norm backward's stitched kernel runs its column stage on a
+    tenth of its threads: counted for them, the kernel is not issue-bound either."""
+    require_disassembler()
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-m", "benchmarks.sass_budget", "--gpus", "H100", "--strategies", "xla",
+                        "astitch", "--only", "column_reduce", "layernorm_backward", "--label", "t", "--out",
+                        str(tmp_path)], capture_output=True, text=True, env=env, cwd=Path(TESTS_FILE).resolve().parent.parent, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    records = json.loads((tmp_path / "sass_budget_t.json").read_text())["records"]
+    (col,) = records["column_reduce/xla/H100"]["kernels"]
+    assert col["loop_instructions"] and col["elements_per_thread"] == 256
+    assert 1 < col["loop_trips"] < 256                        # several elements per trip: unrolled
+    assert col["instr_per_element"] < 30 and col["bound"] == 1.0
+    (stitched,) = records["layernorm_backward/astitch/H100"]["kernels"]
+    assert stitched["loop_instructions"] and stitched["loop_trips"] < 8     # 8 trips, made by 9% of the threads
+    assert records["layernorm_backward/astitch/H100"]["plan_bound"] == 1.0
+
+
 # -- the instruction mix --------------------------------------------------------------------------
 
 SASS_SNIPPET = """

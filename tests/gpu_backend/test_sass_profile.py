@@ -65,3 +65,90 @@ def test_compare_reads_the_runs(tmp_path):
     text = compare(["a", "b"], tmp_path)
     assert "| layernorm/xla | 1, 36, 32/128-bit, 50% | 1, 36, 32/128-bit, 90% |" in text
     assert "| layernorm/astitch | - | - |" in text
+
+
+# -- a kept loop's trips, from the global accesses the generated source executes --------------------------
+
+UNROLLED = """
+        .section        .text.k,"ax",@progbits
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   LDG.E R9, desc[UR4][R2.64] ;
+.L_x_0:
+        /*0020*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0030*/                   LDG.E R5, desc[UR4][R2.64+0x3000] ;
+        /*0040*/                   LDG.E R6, desc[UR4][R2.64+0x6000] ;
+        /*0050*/                   LDG.E R7, desc[UR4][R2.64+0x9000] ;
+        /*0060*/                   FADD R8, R8, R4 ;
+        /*0070*/                   FADD R8, R8, R5 ;
+        /*0080*/                   FADD R8, R8, R6 ;
+        /*0090*/                   FADD R8, R8, R7 ;
+        /*00a0*/              @P0  BRA `(.L_x_0) ;
+        /*00b0*/                   STG.E desc[UR4][R2.64], R8 ;
+        /*00c0*/                   EXIT ;
+"""
+
+
+def test_an_unrolled_loop_runs_once_per_trip_not_once_per_element():
+    """ptxas unrolled the source's 64-element loop 4 times: 16 trips of the 9-instruction body, not 64."""
+    from gpu_backend.machine.source_counts import Accesses
+    p = profile(UNROLLED, "k")
+    assert p.loop_body == 9 and p.loop_accesses == 4 and p.accesses == 6
+    source = Accesses(per_thread=1 + 64 + 1)              # one load before the loop, 64 in it, one store after
+    assert p.loop_trips(64, source) == 16
+    assert p.per_thread(64, source) == 13 - 9 + 9 * 16
+    assert p.per_thread(64) == 13 - 9 + 9 * 64             # without the source's count: once per element
+    # a quarter of the threads work in the loop (a small stage of a stitched kernel): a quarter of the trips
+    assert p.loop_trips(64, Accesses(per_thread=66, loop_share=0.25)) == 4
+    # a count that does not exceed the straight-line accesses tells nothing: once per element again
+    assert p.counted_trips(Accesses(per_thread=2)) is None and p.loop_trips(64, Accesses(per_thread=2)) == 64
+
+
+SOURCE = '''
+def kern(g_x, g_y, g_z):
+    tid = 0
+    # ---- stage 0: dominant a -- rows
+    v = ldg4(g_x, tid)
+    for inner in range(8):  # 8 element(s) of the task per thread
+        w = ldg(g_x, inner)
+        if tid < 3:
+            stg(g_y, inner, w)
+    # ---- stage 1: dominant b -- columns
+    for outer in range(2):
+        for inner in range(1, 7, 2):
+            acc = ldg(g_z, inner)
+    n = 4
+    while n > 1:
+        n = n // 2
+    stg4(g_y, 0, v, v, v, v)
+
+
+def other(g_x):
+    for i in range(g_x.size):
+        x = ldg(g_x, i)
+'''
+
+
+def test_the_source_counts_each_access_times_the_trips_around_it():
+    from gpu_backend.machine.source_counts import global_accesses
+    a = global_accesses(SOURCE, "kern")
+    assert a.per_thread == 1 + 8 * 2 + 2 * 3 + 1           # a guarded store counts: a predicated one issues
+    assert a.loop_share == 1.0
+    # stage 0 keeps every thread busy, stage 1 a tenth: the loops' accesses are 16 of stage 0, 6 of stage 1
+    b = global_accesses(SOURCE, "kern", busy=[1.0, 0.1])
+    assert b.per_thread == a.per_thread and b.loop_share == pytest.approx((16 * 1.0 + 6 * 0.1) / 22)
+    assert global_accesses(SOURCE, "other") is None         # a loop of unstated trips around an access
+    assert global_accesses(SOURCE, "missing") is None
+
+
+def test_the_generated_kernels_state_every_trip_count():
+    """Every kernel of a real plan is countable: its loops are ``range`` of constants (a column reduction's
+    256 elements per thread: 256 loads), and the shares follow the stages' busy threads."""
+    import gpu_backend
+    from gpu_backend.machine.source_counts import busy_shares, global_accesses
+    plan = asim.compile(asim.workload("column_reduce", rows=1024, cols=256), "xla", "H100")
+    (k,) = plan.kernels
+    a = global_accesses(gpu_backend.generate_source(plan), gpu_backend.compile_plan(plan).generated.kernels[0].func,
+                        busy_shares(k))
+    m = k.stages[0].mapping
+    assert a.per_thread == m.inner_iterations * m.task_iterations
+    assert 0 < a.loop_share <= 1 and a.loop_share == pytest.approx(min(1.0, m.busy_threads / (k.grid * k.block)))

@@ -242,3 +242,14 @@ def test_astitch_layernorm_64x30000_spills_on_h100_and_is_charged():
     assert "issue_us" in ks.breakdown
     assert cost.issue_block_us(H100, k, ks) == pytest.approx(
         thread_instructions(k) * k.block / 32 * per_sm / (H100.sm_partitions * c["clock_ghz"] * 1e3))
+
+
+def test_thread_instructions_take_the_trips_ptxas_code_makes_when_counted():
+    """``sass_loop_trips`` (the source's accesses against the SASS's, ``gpu_backend/machine/source_counts.py``)
+    replaces the one-trip-per-element guess: ptxas unrolls the loops it keeps."""
+    from dataclasses import replace
+    m = ThreadMapping("rows", (64, 3000), ((0,), (1,)), 1024, 64, threads_per_row=1024)
+    res = replace(machine(instructions=500, loop=40), sass_loop_trips=0.75)
+    assert thread_instructions(fake_kernel(m, res)) == 500 - 40 + 40 * 0.75
+    assert "(40 in loops, 0.75 trips)" in res.describe()
+    assert MachineResources.from_dict(res.to_dict()) == res
