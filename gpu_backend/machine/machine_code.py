@@ -22,7 +22,7 @@ import re
 import subprocess
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
@@ -47,6 +47,8 @@ WIDE_CLASSES = ("global_load", "global_store", "shared_load", "shared_store", "l
 GRID_SYNC = "cudaCGSynchronize"
 #: bump when :func:`instruction_mix` counts something new (cached mixes are keyed by it)
 MIX_FORMAT = 3
+#: the fields of a cached ``MachineResources`` record (its cache key includes them)
+RESOURCE_FIELDS = ",".join(f.name for f in fields(MachineResources))
 
 
 @dataclass
@@ -183,8 +185,10 @@ def assemble(ptx: str, arch: str, max_registers: int, cooperative: bool, disasse
     # keyed by the PTX with the kernel's (module-hashed) name taken out: the same kernel in two plans --
     # an unfused op kernel that xla and tvm also emit, a fixture compiled by several strategies -- is
     # assembled once; ptxas's numbers and the SASS do not depend on the symbol's name
+    # ... and by the fields of the record it stores: a version of the project that adds one (or reads one
+    # fewer) compiles again instead of failing on another version's entry
     key = toolchain.cache_key("sass", ptx.replace(entry, "__kernel__"), arch, max_registers, cooperative, dis, tc.ptxas_version,
-                              tc.nvjitlink_version, tc.nvdisasm_version, MIX_FORMAT if dis else 0)
+                              tc.nvjitlink_version, tc.nvdisasm_version, MIX_FORMAT if dis else 0, RESOURCE_FIELDS)
     hit = toolchain.cache_get(key)
     if hit is not None:
         return hit

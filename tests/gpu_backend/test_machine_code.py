@@ -300,6 +300,21 @@ def test_sass_budget_counts_an_unrolled_column_loop_per_trip(tmp_path):
     assert records["layernorm_backward/astitch/H100"]["plan_bound"] == 1.0
 
 
+def test_cached_ptxas_records_are_keyed_by_the_fields_they_hold(monkeypatch):
+    """A cached ``MachineResources`` record is found only by a version of the project with the same fields:
+    one that adds a field (``sass_loop_trips``) must not hand its records to one that cannot read them."""
+    require_disassembler()
+    from gpu_backend.machine import machine_code as mc
+    keys = []
+    monkeypatch.setattr(toolchain, "cache_get", lambda key: keys.append(key) or {"resources": {}})
+    ptx = ".visible .entry k(\n)\n{\n}\n"
+    mc.assemble(ptx, "sm_90", 32, False)
+    monkeypatch.setattr(mc, "RESOURCE_FIELDS", mc.RESOURCE_FIELDS + ",a_field_added_later")
+    mc.assemble(ptx, "sm_90", 32, False)
+    assert len(keys) == 2 and keys[0] != keys[1]
+    assert "sass_loop_trips" in mc.RESOURCE_FIELDS
+
+
 # -- the instruction mix --------------------------------------------------------------------------
 
 SASS_SNIPPET = """
