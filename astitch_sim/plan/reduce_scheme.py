@@ -15,7 +15,8 @@ recorded per stage as ``Stage.reduce_scheme`` (``print(plan)`` shows it, with th
              the ``W`` totals into its lanes ``0..W-1`` (the identity in the others) and runs a
              butterfly over ``P`` lanes: every lane of the row ends with the total, as in one warp
              (``task_registers.py`` keeps the task's values in those registers).
-``tree``     the paper's shared-memory tree: every partial to shared memory (8 bytes per thread),
+``tree``     the paper's shared-memory tree: every partial to shared memory (one word per thread: the
+             kernel's widest partial, 4 bytes for f32 sums, consecutive words, no bank conflict),
              then the upper half folds into the lower half (the half rounded up, so any lane
              count works) with a block barrier per fold: ``ceil(log2 L) + 1`` barriers per task.
              Kept as a what-if switch (``asim.compile(..., reduce_scheme="tree")``, any strategy).

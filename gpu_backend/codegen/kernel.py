@@ -41,6 +41,10 @@ class Scratch:
         return f"{self.name}[{E.mul(thread, self.stride)}]"
 
 
+def _itemsize(ctype: str) -> int:
+    return np.dtype(np.bool_ if ctype == "bool_" else ctype).itemsize
+
+
 class KernelWriter:
     """Writes one ``generated`` kernel of the plan, stage by stage."""
 
@@ -160,25 +164,37 @@ class KernelWriter:
         return name
 
     def scratch(self, slot: int, dtype: str) -> "Scratch":
-        """Shared reduction scratch for the ``slot``-th reduce of a stage: ``block * 8`` bytes, 8 per thread.
+        """Shared reduction scratch for the ``slot``-th reduce of a stage (the plan reserves ``block * 8``
+        bytes for it): thread ``t``'s partial is the ``t``-th word of :meth:`scratch_word` bytes.
 
-        Thread ``t``'s partial sits in bytes ``8t .. 8t+7`` whatever its type, so a later stage that
-        reuses the scratch with another type never touches a byte another thread may still read
-        (stages need no barrier between them for that).
+        Every tree reduction of the kernel uses the same word (its widest partial), whatever its own
+        type, so a later stage that reuses the scratch with another type never touches a byte another
+        thread may still read (stages need no barrier between them for that).  A kernel whose partials
+        are all 4 bytes (f32 sums, the common case) lays them out at a 4-byte stride: a warp's 32
+        stores and loads hit 32 banks.  At an 8-byte stride, the paper's layout and this code's until
+        issue 27's audit, every access of the tree was a 2-way bank conflict.
         """
         ctype = COMPUTE[dtype]
         key = (slot, ctype)
         if key in self.scratch_of:
             return self.scratch_of[key]
-        itemsize = np.dtype(np.bool_ if ctype == "bool_" else ctype).itemsize
         start = self.scratch_base + slot * self.k.block * 8
         name = self.names.fresh(f"red{slot}" + ("" if ctype == "float32" else "_" + ctype.rstrip("_")))
-        stride = 8 // itemsize
+        word = self.scratch_word()
+        stride = word // _itemsize(ctype)
         self.prologue.append(f"{name} = smem[{start}:{start + self.k.block * 8}].view({ctype})  # reduction "
                              f"scratch {slot}: thread t's {ctype} partial at [t" +
-                             (f" * {stride}]" if stride > 1 else "]") + " (8 bytes per thread)")
+                             (f" * {stride}]" if stride > 1 else "]") + f" ({word} bytes per thread)")
         self.scratch_of[key] = Scratch(name, stride)
         return self.scratch_of[key]
+
+    def scratch_word(self) -> int:
+        """Bytes per thread of every reduction-scratch slot: the widest partial of the kernel's tree reductions."""
+        from astitch_sim.ir.reducers import reduce_inputs
+        from astitch_sim.plan.vocabulary import ReduceScheme
+        sizes = [_itemsize(COMPUTE[x.dtype]) for s in self.k.stages if s.reduce_scheme is ReduceScheme.TREE
+                 for r in s.reduces for x in reduce_inputs(self.g[r])]
+        return max(sizes, default=8)
 
     def warp_scratch(self, slot: int, dtype: str) -> tuple:
         """The warp totals of the ``slot``-th reduce of a shuffle stage whose tasks span warps:
@@ -187,7 +203,7 @@ class KernelWriter:
         ctype = COMPUTE[dtype]
         key = ("warp", slot, ctype)
         if key not in self.scratch_of:
-            itemsize = np.dtype(np.bool_ if ctype == "bool_" else ctype).itemsize
+            itemsize = _itemsize(ctype)
             start = warp_slot_offset(self.k, slot)
             nbytes = 2 * (self.k.block // 32) * 8
             name = self.names.fresh(f"warps{slot}" + ("" if ctype == "float32" else "_" + ctype.rstrip("_")))

@@ -273,6 +273,40 @@ def test_generated_code_has_one_barrier_per_trip_and_shuffles():
     assert "while n > 1:" in tr and "while n > 1:" not in sh
 
 
+def mixed_width_graph(rows, cols):
+    """A row max of f32, then a row sum of f64 that reads it: two tree stages whose partials differ in width."""
+    g = Graph("mixed_width_rows")
+    x = g.parameter("x", (rows, cols))
+    m = g.reduce(x, (1,), reducer="max", name="m")
+    d = g.convert(g.subtract(x, g.broadcast(m, (rows, cols), (0,)), name="d"), "f64", name="d64")
+    g.set_outputs(m, g.reduce(d, (1,), name="s64"))
+    return g
+
+
+def test_tree_scratch_is_one_word_per_thread_the_kernels_widest_partial():
+    """f32 partials sit at a 4-byte stride: a warp's stores and loads hit 32 banks, not 16 twice (the 8-byte
+    stride the paper's tree used).  A kernel that also folds f64 partials keeps every slot at 8 bytes per
+    thread, so its later stage never writes bytes a lagging thread of the earlier one still reads; both
+    kernels match the reference in the CUDA simulator."""
+    from gpu_backend.launch.plans import compile_plan
+    g = asim.workload("column_reduce", rows=64, cols=96)
+    plan = asim.compile(g, "xla", "H100")
+    src = compile_plan(plan).generated.source
+    assert "partial at [t] (4 bytes per thread)" in src and "[tid * 2]" not in src
+    inputs = asim.random_inputs(g, seed=3)
+    close(run_gpu(plan, inputs), asim.reference(g, inputs))
+
+    g = mixed_width_graph(8, 256)
+    plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree")
+    (k,) = plan.generated
+    assert [s.reduce_scheme for s in k.stages] == [ReduceScheme.TREE] * 2
+    src = compile_plan(plan).generated.source
+    assert "float32 partial at [t * 2] (8 bytes per thread)" in src
+    assert "float64 partial at [t] (8 bytes per thread)" in src
+    inputs = asim.random_inputs(g, seed=5)
+    close(run_gpu(plan, inputs), asim.reference(g, inputs), tol=1e-6)
+
+
 def dtype_graph(dt):
     g = Graph("t_" + dt)
     x = g.parameter("x", (8, 256), dt)
