@@ -138,6 +138,19 @@ def scratch_areas(stages, slots_of) -> tuple:
     return tree, 2 * slots * warps * 8, slots
 
 
+def tree_word_bytes(graph, stages) -> int:
+    """Bytes per thread of each slot of the tree area, as the code lays it out: 8 where a tree reduction of
+    the kernel folds an 8-byte value (f64, s64, u64), else 4.  Every tree slot uses the same word, so a later
+    stage that folds another type never writes bytes a lagging thread still reads; a 4-byte partial
+    (an f32 sum) at a 4-byte stride keeps a warp's accesses on 32 banks, and only an 8-byte word costs a
+    second wavefront per access (the SIMT model's bank conflicts of the tree)."""
+    from ..ir.dtypes import itemsize
+    from ..ir.reducers import reduce_inputs
+    wide = any(itemsize(x.dtype) > 4 for s in stages if s.reduce_scheme is ReduceScheme.TREE
+               for r in s.reduces for x in reduce_inputs(graph[r]))
+    return 8 if wide else 4
+
+
 def warp_slot_offset(kernel, slot: int) -> int:
     """Byte offset in shared memory of reduced value ``slot``'s warp totals: its two buffers of
     ``warps x 8`` bytes each follow one another (buffer 1 at ``+ warps x 8``)."""

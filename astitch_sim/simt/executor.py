@@ -86,7 +86,7 @@ from .reduce import fold, run_reduce
 from . import l2 as l2_model
 from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
-from ..plan.reduce_scheme import WARP, warps_across
+from ..plan.reduce_scheme import WARP, tree_word_bytes, warps_across
 from ..plan.task_registers import kept_per_task
 from ..plan.vocabulary import Barrier, Combine, ReduceScheme, Space
 
@@ -720,7 +720,7 @@ class KernelRun:
         elif lanes > 1:                                    # the shared-memory tree
             st.shared_bytes_written += pair * T * S * (2 * lanes - 1)
             st.shared_bytes_read += pair * T * S * 2 * (lanes - 1)
-            if size > 4:
+            if tree_word_bytes(self.plan.graph, self.kernel.stages) > 4:    # an 8-byte word: two wavefronts
                 st.shared_bank_conflicts += T * S * (4 * lanes - 3) // 32
             st.tree_barriers += m.grid * m.task_iterations * (res["steps"] + 1)
         v = self.kernel.values.get(node.name)

@@ -15,7 +15,7 @@ import numpy as np
 from astitch_sim.errors import AStitchError
 from astitch_sim.ir.graph import shape_str
 from astitch_sim.plan.plan import Kernel
-from astitch_sim.plan.reduce_scheme import warp_slot_offset
+from astitch_sim.plan.reduce_scheme import tree_word_bytes, warp_slot_offset
 from astitch_sim.plan.task_registers import kept_per_task
 
 from . import exprs as E
@@ -165,14 +165,13 @@ class KernelWriter:
 
     def scratch(self, slot: int, dtype: str) -> "Scratch":
         """Shared reduction scratch for the ``slot``-th reduce of a stage (the plan reserves ``block * 8``
-        bytes for it): thread ``t``'s partial is the ``t``-th word of :meth:`scratch_word` bytes.
-
-        Every tree reduction of the kernel uses the same word (its widest partial), whatever its own
-        type, so a later stage that reuses the scratch with another type never touches a byte another
-        thread may still read (stages need no barrier between them for that).  A kernel whose partials
-        are all 4 bytes (f32 sums, the common case) lays them out at a 4-byte stride: a warp's 32
-        stores and loads hit 32 banks.  At an 8-byte stride, the paper's layout and this code's until
-        issue 27's audit, every access of the tree was a 2-way bank conflict.
+        bytes for it): thread ``t``'s partial is the ``t``-th word of the kernel's tree word
+        (:func:`astitch_sim.plan.reduce_scheme.tree_word_bytes`: 8 bytes where a tree folds an 8-byte
+        value, else 4), whatever the partial's own type, so a later stage that reuses the scratch with
+        another type never touches a byte another thread may still read (stages need no barrier between
+        them for that).  An f32 sum's partials at a 4-byte stride keep a warp's 32 stores and loads on
+        32 banks; at an 8-byte stride, the paper's layout and this code's until issue 27's audit, every
+        access of the tree was a 2-way bank conflict.
         """
         ctype = COMPUTE[dtype]
         key = (slot, ctype)
@@ -180,21 +179,14 @@ class KernelWriter:
             return self.scratch_of[key]
         start = self.scratch_base + slot * self.k.block * 8
         name = self.names.fresh(f"red{slot}" + ("" if ctype == "float32" else "_" + ctype.rstrip("_")))
-        word = self.scratch_word()
-        stride = word // _itemsize(ctype)
+        word = tree_word_bytes(self.g, self.k.stages)
+        stride = max(1, word // _itemsize(ctype))
         self.prologue.append(f"{name} = smem[{start}:{start + self.k.block * 8}].view({ctype})  # reduction "
                              f"scratch {slot}: thread t's {ctype} partial at [t" +
                              (f" * {stride}]" if stride > 1 else "]") + f" ({word} bytes per thread)")
         self.scratch_of[key] = Scratch(name, stride)
         return self.scratch_of[key]
 
-    def scratch_word(self) -> int:
-        """Bytes per thread of every reduction-scratch slot: the widest partial of the kernel's tree reductions."""
-        from astitch_sim.ir.reducers import reduce_inputs
-        from astitch_sim.plan.vocabulary import ReduceScheme
-        sizes = [_itemsize(COMPUTE[x.dtype]) for s in self.k.stages if s.reduce_scheme is ReduceScheme.TREE
-                 for r in s.reduces for x in reduce_inputs(self.g[r])]
-        return max(sizes, default=8)
 
     def warp_scratch(self, slot: int, dtype: str) -> tuple:
         """The warp totals of the ``slot``-th reduce of a shuffle stage whose tasks span warps:

@@ -295,6 +295,8 @@ def test_tree_scratch_is_one_word_per_thread_the_kernels_widest_partial():
     assert "partial at [t] (4 bytes per thread)" in src and "[tid * 2]" not in src
     inputs = asim.random_inputs(g, seed=3)
     close(run_gpu(plan, inputs), asim.reference(g, inputs))
+    # the SIMT model counts what the layout costs: no conflict at 4 bytes, a second wavefront at 8
+    assert asim.simulate(plan, inputs).stats.kernels[0].stages[0].shared_bank_conflicts == 0
 
     g = mixed_width_graph(8, 256)
     plan = asim.compile(g, "astitch", "H100", reduce_scheme="tree")
@@ -305,6 +307,8 @@ def test_tree_scratch_is_one_word_per_thread_the_kernels_widest_partial():
     assert "float64 partial at [t] (8 bytes per thread)" in src
     inputs = asim.random_inputs(g, seed=5)
     close(run_gpu(plan, inputs), asim.reference(g, inputs), tol=1e-6)
+    stages = asim.simulate(plan, inputs).stats.kernels[0].stages
+    assert all(st.shared_bank_conflicts > 0 for st in stages)      # the f32 max too: it sits in 8-byte words
 
 
 def dtype_graph(dt):
