@@ -62,13 +62,12 @@ def _nbytes(g, names) -> int:
 
 def kernel_rows(plan, arch: str) -> list:
     """One record per kernel of an applied plan: its profile and issue bound on ``arch``."""
-    from gpu_backend import compile_plan
     from gpu_backend.machine.machine_code import entry_name, kernel_ptx, sass_listing
     from gpu_backend.machine.sass_profile import issue_bound, profile
-    from gpu_backend.machine.source_counts import busy_shares, global_accesses
+    from gpu_backend.machine.source_counts import plan_accesses
     g, gpu = plan.graph, plan.gpu
     rows = []
-    source = compile_plan(plan).generated.source
+    counted = plan_accesses(plan)
     for spec, ptx in kernel_ptx(plan, arch):
         k = plan.kernels[spec.index]
         p = profile(sass_listing(ptx, arch, k.registers_per_thread, spec.cooperative), entry_name(ptx))
@@ -76,7 +75,7 @@ def kernel_rows(plan, arch: str) -> list:
         domain = max((prod(st.mapping.domain) for st in k.stages), default=0) or \
             max(int(prod(g[n].shape)) for n in k.outputs)
         ept = domain / threads
-        accesses = global_accesses(source, spec.func, busy_shares(k))
+        accesses = counted[spec.index]
         per_thread = p.per_thread(ept, accesses)
         nbytes = _nbytes(g, k.inputs) + _nbytes(g, k.outputs)
         b = issue_bound(gpu, per_thread, threads, nbytes)

@@ -36,12 +36,11 @@ def compile_plan_json(text: str) -> dict:
     import astitch_sim as asim
     from astitch_sim import AStitchError
     from gpu_backend.machine.machine_code import arch_of, assemble, entry_name, kernel_ptx, sass_listing
-    from gpu_backend import compile_plan
     from gpu_backend.machine.sass_profile import profile
-    from gpu_backend.machine.source_counts import busy_shares, global_accesses
+    from gpu_backend.machine.source_counts import plan_accesses
     plan = asim.Plan.from_json(text)
     arch = arch_of(plan.gpu)
-    source = compile_plan(plan).generated.source
+    counted = plan_accesses(plan)
     kernels = []
     for spec, ptx in kernel_ptx(plan, arch):
         k = plan.kernels[spec.index]
@@ -56,11 +55,10 @@ def compile_plan_json(text: str) -> dict:
         else:
             prof = profile(sass, entry_name(ptx))
             ept = elements_per_thread(k)
-            accesses = global_accesses(source, spec.func, busy_shares(k))
             entry.update(sass=text_section(sass, entry_name(ptx)), instructions=prof.total, classes=dict(prof.classes),
                          global_loads=prof.widths("load"), global_stores=prof.widths("store"),
                          loop=bool(prof.loop_body), elements_per_thread=ept,
-                         instructions_per_element=prof.per_thread(ept, accesses) / ept)
+                         instructions_per_element=prof.per_thread(ept, counted[spec.index]) / ept)
         kernels.append(entry)
     return {"arch": arch, "kernels": kernels}
 

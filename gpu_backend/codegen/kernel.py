@@ -187,7 +187,6 @@ class KernelWriter:
         self.scratch_of[key] = Scratch(name, stride)
         return self.scratch_of[key]
 
-
     def warp_scratch(self, slot: int, dtype: str) -> tuple:
         """The warp totals of the ``slot``-th reduce of a shuffle stage whose tasks span warps:
         ``(view, elements per buffer)``; warp ``w``'s total in buffer ``b`` is ``view[b * per + w]``,

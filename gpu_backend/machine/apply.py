@@ -37,9 +37,8 @@ from astitch_sim.errors import AStitchError
 from astitch_sim.plan.machine import MachineResources
 from astitch_sim.plan.plan import Plan
 
-from ..launch.plans import compile_plan
 from .machine_code import arch_of, assemble, kernel_ptx
-from .source_counts import busy_shares, global_accesses
+from .source_counts import plan_accesses
 
 
 def _progress_printer(enabled):
@@ -103,7 +102,7 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
     gpu = plan.gpu
     show = _progress_printer(progress)
     ptxs = kernel_ptx(plan, arch)
-    source = compile_plan(plan).generated.source if count_instructions else ""     # cached by kernel_ptx
+    accesses = plan_accesses(plan) if count_instructions else {}
     kernels = list(plan.kernels)
     stuck = []                  # cooperative kernels that still spill: (name, bytes per thread, registers needed)
     for i, (spec, ptx) in enumerate(ptxs):
@@ -130,8 +129,7 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
                 f"barriers would deadlock). Re-plan with smaller blocks (asim.compile(..., max_block_threads=...)) "
                 f"or without grid barriers (global_stitching=False)")
         if count_instructions:
-            res = _with_sass_counts(res, ptx, arch, spec.cooperative,
-                                    global_accesses(source, spec.func, busy_shares(k)))
+            res = _with_sass_counts(res, ptx, arch, spec.cooperative, accesses.get(spec.index))
         # the cap applied is Numba's max_registers
         kernels[spec.index] = replace(k, machine=res, registers_per_thread=res.max_registers,
                                       notes=[*k.notes, *notes])
@@ -151,7 +149,7 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
     planner fewer resident blocks per SM, so it packs more tasks into each block (a smaller grid) and
     the kernel can have the registers.  The re-plan is compiled and checked like any plan and kept if
     it spills less than ``checked``; either way the returned plan's notes say what was tried."""
-    from astitch_sim.compiler import compile as compile_graph
+    from astitch_sim.compiler import compile as compile_plan
 
     assumed = plan.options.get("assumed_registers", 32)
     gpu = plan.gpu
@@ -165,7 +163,7 @@ def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble
     before = best = sum(spills for _, spills, _ in stuck)
     kept = None
     for regs in tries:
-        again = apply_compiler(compile_graph(plan.graph, "astitch", gpu, **{**plan.options, "assumed_registers": regs}),
+        again = apply_compiler(compile_plan(plan.graph, "astitch", gpu, **{**plan.options, "assumed_registers": regs}),
                                arch, show, disassemble, replan=False, count_instructions=count_instructions)
         after = sum(k.machine.spills for k in again.kernels if k.machine is not None and k.cooperative)
         if after < best:

@@ -72,6 +72,15 @@ def global_accesses(source: str, func: str, busy=None) -> Accesses | None:
                     loop_share=sum(n * w for n, w in looped) / weight if weight else 1.0)
 
 
+def plan_accesses(plan) -> dict:
+    """``kernel index -> Accesses`` (or ``None``) for every kernel of ``plan``'s generated module, each with its
+    stages' busy shares: what :mod:`.sass_profile` needs beside a kernel's SASS."""
+    from ..launch.plans import compile_plan
+    generated = compile_plan(plan).generated             # cached by the plan's JSON
+    return {spec.index: global_accesses(generated.source, spec.func, busy_shares(plan.kernels[spec.index]))
+            for spec in generated.kernels}
+
+
 def busy_shares(kernel) -> list:
     """Per stage of a plan's ``kernel``: busy threads over the kernel's threads (at most 1)."""
     threads = max(1, kernel.grid * kernel.block)

@@ -143,12 +143,10 @@ def test_the_source_counts_each_access_times_the_trips_around_it():
 def test_the_generated_kernels_state_every_trip_count():
     """Every kernel of a real plan is countable: its loops are ``range`` of constants (a column reduction's
     256 elements per thread: 256 loads), and the shares follow the stages' busy threads."""
-    import gpu_backend
-    from gpu_backend.machine.source_counts import busy_shares, global_accesses
+    from gpu_backend.machine.source_counts import plan_accesses
     plan = asim.compile(asim.workload("column_reduce", rows=1024, cols=256), "xla", "H100")
     (k,) = plan.kernels
-    a = global_accesses(gpu_backend.generate_source(plan), gpu_backend.compile_plan(plan).generated.kernels[0].func,
-                        busy_shares(k))
+    a = plan_accesses(plan)[0]
     m = k.stages[0].mapping
     assert a.per_thread == m.inner_iterations * m.task_iterations
     assert 0 < a.loop_share <= 1 and a.loop_share == pytest.approx(min(1.0, m.busy_threads / (k.grid * k.block)))
