@@ -36,7 +36,7 @@ The fields are ``ptxas -v``'s words:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from ..errors import AStitchError
 
@@ -84,6 +84,12 @@ class MachineResources:
 
     @classmethod
     def from_dict(cls, d) -> "MachineResources":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known) if isinstance(d, dict) else []
+        if unknown:
+            raise AStitchError(f"kernel 'machine' entry has field(s) {unknown} this version of astitch-sim does not "
+                               f"know: the plan (or a cached ptxas record) was written by another version; compile "
+                               f"the plan again with this one, or install the version that wrote it")
         try:
             return cls(**d)
         except TypeError as e:

@@ -20,9 +20,9 @@ branch) has its body counted once per trip, and the row says ``loop`` -- an esti
 The trips come from the global accesses: the generated source says how many one thread executes
 (:mod:`.source_counts`), the SASS how many sit outside the kept loops and how many inside one trip,
 so ``trips = (accesses - outside) / inside`` (:meth:`SassProfile.loop_trips`), counted for the share of
-the grid's threads that work in the loops (a stitched kernel's small stage leaves most of them idle).  ``ptxas`` unrolls the
-generated loops, so a trip is several of the source's iterations (a column reduction's 256 elements
-per thread: 16 trips of 16 loads).  Without that count (a loop holding no global access), the body is
+the grid's threads that work in the loops (a stitched kernel's small stage leaves most of them idle).
+``ptxas`` unrolls the generated loops, so a trip is several of the source's iterations (a column
+reduction's 256 elements per thread: 16 trips of 16 loads).  Without that count (a loop holding no global access), the body is
 counted once per element of the thread, as if nothing were unrolled.
 
 Excluded from the main body: ``$__internal_*`` subroutines (out-of-line slow paths of

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 import astitch_sim as asim
+from astitch_sim import AStitchError
 from astitch_sim.frontends.workloads import workload_inputs
 from astitch_sim.hardware.gpus import GPUS
 from astitch_sim.plan.machine import MachineResources, thread_instructions
@@ -210,6 +211,11 @@ def test_issue_term_shown_in_print_plan():
     assert "873 SASS instructions (4 in loops)" in res.describe()
     assert "SASS" not in machine().describe()
     assert MachineResources.from_dict(res.to_dict()) == res
+    # a record from a version with a field this one lacks says so (it used to call the entry malformed)
+    with pytest.raises(AStitchError, match=r"\['a_later_field'\] this version of astitch-sim does not know"):
+        MachineResources.from_dict({**res.to_dict(), "a_later_field": 1})
+    with pytest.raises(AStitchError, match="malformed"):
+        MachineResources.from_dict({k: v for k, v in res.to_dict().items() if k != "registers"})
     old = {k: v for k, v in res.to_dict().items() if not k.startswith("sass")}     # a plan written before
     assert MachineResources.from_dict(old).sass_instructions is None
 
@@ -253,3 +259,8 @@ def test_thread_instructions_take_the_trips_ptxas_code_makes_when_counted():
     assert thread_instructions(fake_kernel(m, res)) == 500 - 40 + 40 * 0.75
     assert "(40 in loops, 0.75 trips)" in res.describe()
     assert MachineResources.from_dict(res.to_dict()) == res
+    # a record from a version with a field this one lacks says so (it used to call the entry malformed)
+    with pytest.raises(AStitchError, match=r"\['a_later_field'\] this version of astitch-sim does not know"):
+        MachineResources.from_dict({**res.to_dict(), "a_later_field": 1})
+    with pytest.raises(AStitchError, match="malformed"):
+        MachineResources.from_dict({k: v for k, v in res.to_dict().items() if k != "registers"})
