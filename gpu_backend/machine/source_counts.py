@@ -50,12 +50,17 @@ def global_accesses(source: str, func: str, busy=None) -> Accesses | None:
     ``None`` if the function is missing or an access sits in a loop of unstated trips.  ``busy``: per
     stage, the share of the kernel's threads with elements of it (:func:`busy_shares`), for
     :attr:`Accesses.loop_share`."""
-    tree = ast.parse(source)
-    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == func), None)
+    return _kernel_accesses(ast.parse(source), source.splitlines(), func, busy)
+
+
+def _kernel_accesses(tree, lines: list, func: str, busy) -> Accesses | None:
+    """:func:`global_accesses` on the module's parsed ``tree`` and its ``lines`` (read once for all of a
+    plan's kernels)."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func), None)
     if fn is None:
         return None
-    starts = [(i + 1, int(m.group(1))) for i, line in enumerate(source.splitlines()[:fn.end_lineno])
-              if i + 1 >= fn.lineno and (m := STAGE.match(line))]
+    starts = [(i + 1, int(m.group(1))) for i, line in enumerate(lines[fn.lineno - 1:fn.end_lineno], fn.lineno - 1)
+              if (m := STAGE.match(line))]
 
     def share(lineno: int) -> float:
         stage = next((s for start, s in reversed(starts) if start <= lineno), None)
@@ -77,7 +82,8 @@ def plan_accesses(plan) -> dict:
     stages' busy shares: what :mod:`.sass_profile` needs beside a kernel's SASS."""
     from ..launch.plans import compile_plan
     generated = compile_plan(plan).generated             # cached by the plan's JSON
-    return {spec.index: global_accesses(generated.source, spec.func, busy_shares(plan.kernels[spec.index]))
+    tree, lines = ast.parse(generated.source), generated.source.splitlines()
+    return {spec.index: _kernel_accesses(tree, lines, spec.func, busy_shares(plan.kernels[spec.index]))
             for spec in generated.kernels}
 
 
