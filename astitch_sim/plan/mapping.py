@@ -33,7 +33,7 @@ block-locality check all use it, so they cannot disagree.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from math import ceil, prod
 
 import numpy as np
@@ -64,6 +64,11 @@ class ThreadMapping(Sealable):
                                         #  rows: elements per lane per trip (== vector)
     vector: int = 1                     # flat, rows: consecutive elements per vector load/store (1: scalar)
     vector_why: str = ""                # why the vector width is what it is (fallbacks say why)
+    #: rows with vectors: the trips whose loads a lane issues together, before it computes any of them
+    #: (0: every trip it writes out; ``plan/loads_in_flight.py``).  How a lane schedules its loads, not
+    #: which element goes where, so not part of the mapping's identity (stages that differ only here
+    #: share their elements, and registers, as before)
+    load_trips: int = field(default=0, compare=False)
 
     def __post_init__(self):
         self.domain = tuple(int(d) for d in self.domain)
@@ -305,6 +310,10 @@ class ThreadMapping(Sealable):
             raise AStitchError(f"{self.kind} mapping: vector={self.vector} does not divide the innermost extent "
                                f"{self.domain[-1]} of {self.domain}: a vector would straddle two rows; use a "
                                "vector width that divides it, or 1")
+        if not isinstance(self.load_trips, int) or self.load_trips < 0 or \
+                (self.load_trips and (self.kind != "rows" or self.vector < 2)):
+            raise AStitchError(f"{self.kind} mapping: load_trips={self.load_trips!r}, but only a rows mapping with "
+                               "vectors groups its trips' loads, a whole number of them: use 0 (every trip at once)")
         if self.kind in ("rows", "columns"):
             if self.threads_per_row < 1 or self.block % self.threads_per_row:
                 raise AStitchError(f"{self.kind} mapping: threads_per_row={self.threads_per_row} must divide "
@@ -335,6 +344,8 @@ class ThreadMapping(Sealable):
                 words.append(f"{self.task_iterations} rows per slot (vertical packing)")
             if self.vector > 1:
                 words.append(f"{self.trips} x {self.vector}-element vector(s) per lane per row")
+            if 0 < self.load_trips < self.trips:
+                words.append(f"loads {self.load_trips} trip(s) at a time")
             why = f" [{self.vector_why}]" if self.vector_why else ""
             return ", ".join(words) + f"; grid {self.grid} x block {self.block}{why}"
         words = [f"columns <{self.cols} reduced, {self.rows} cols>: {self.threads_per_row} col lanes x "
@@ -346,8 +357,12 @@ class ThreadMapping(Sealable):
         return ", ".join(words) + f"; grid {self.grid} x block {self.block}"
 
     def to_dict(self) -> dict:
+        """The mapping as JSON; ``load_trips`` only where a lane loads fewer than every trip at once (older
+        readers, and the signatures of plans measured before it existed, never see it)."""
         d = asdict(self)
         d["domain"], d["groups"] = list(self.domain), [list(g) for g in self.groups]
+        if not self.load_trips:
+            del d["load_trips"]
         return d
 
     @classmethod

@@ -61,7 +61,10 @@ saturates DRAM with ``S`` = 810 GB/s x 600 ns / 2048 = 237 warps instead of
 3797.  A row read in vectors in at most ``MAX_TRIPS`` (8) trips per lane is
 written out trip by trip, every trip's loads first (``codegen/task_loops.py``),
 so its lane keeps ``vector x trips`` elements in flight: a layer norm row of 768
-over 32 lanes, 6 trips of 4, keeps 32 x 96 = 3072 bytes per warp in flight.
+over 32 lanes, 6 trips of 4, keeps 32 x 96 = 3072 bytes per warp in flight --
+or ``vector x load_trips`` where the plan loads fewer trips at a time because the
+registers would not hold them all (``plan/loads_in_flight.py``: cross-entropy's
+32000-column rows in 1024-thread blocks load 6 of their 8 trips at a time).
 Counting one vector there over-predicted the H200 window's one-warp-per-row
 kernels 2-3x (Inductor's layer norm 16384x768: 81 us against 25.8 measured,
 33 us counted this way; the cross-check's median error 7.9% -> 7.0% on 50 plans,
@@ -277,17 +280,16 @@ def saturating_warps(c: dict, bytes_per_warp: float | None = None) -> float:
 def elements_in_flight(mapping) -> int:
     """Elements whose loads one thread issues before it uses the first: ``vector x unroll`` (a flat
     mapping's ``per_thread``: every vector of a round is loaded before any is computed,
-    ``gpu_backend/codegen/loops.py``); ``vector x trips`` for a row read in vectors in at most
-    ``MAX_TRIPS`` trips per lane (``codegen/task_loops.write_vector_trips`` writes the trips out and issues
-    every trip's loads before any trip's computation); one vector otherwise."""
-    from ..plan.row_vectors import MAX_TRIPS
+    ``gpu_backend/codegen/loops.py``); ``vector x`` the trips loaded together for a row read in vectors
+    (``plan/loads_in_flight.trips_in_flight``: every trip where at most ``MAX_TRIPS`` are written out,
+    ``codegen/task_loops.write_vector_trips``, unless the registers hold fewer; one per round beyond);
+    one vector otherwise."""
+    from ..plan.loads_in_flight import trips_in_flight
     if mapping is None:
         return 1
     if mapping.kind == "flat":
         return max(1, mapping.vector) * mapping.unroll
-    if mapping.kind == "rows" and mapping.vector > 1 and mapping.trips <= MAX_TRIPS:
-        return mapping.vector * mapping.trips
-    return max(1, mapping.vector)
+    return max(1, mapping.vector) * max(1, trips_in_flight(mapping))
 
 
 def warp_bytes_in_flight(c: dict, mapping, s) -> float:

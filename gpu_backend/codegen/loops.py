@@ -137,15 +137,19 @@ class LoopEmitter:
         ctx.prefetch, ctx.out = None, out
         return loads, body
 
-    def loads_first(self, bodies: list):
+    def loads_first(self, bodies: list, group: int = 0):
         """``(guard, loads, body)`` per vector (:meth:`vector_body`; guard None: always runs): every vector's
         loads, then every vector's computation and stores, each block under its vector's guard -- all the
-        thread's loads in flight before the first is used."""
+        thread's loads in flight before the first is used.  ``group`` > 0: that many vectors at a time (their
+        loads, then their computation, then the next group's loads), as the plan says
+        (``ThreadMapping.load_trips``, ``astitch_sim/plan/loads_in_flight.py``)."""
         out = self.ctx.out
-        for section in (1, 2):
-            for guard, loads, body in bodies:
-                lines = (loads if section == 1 else body).lines
-                if lines:
-                    with out.block(f"if {guard}:" if guard is not None else None):
-                        for line in lines:
-                            out(line)
+        step = group or len(bodies) or 1
+        for first in range(0, len(bodies), step):
+            for section in (1, 2):
+                for guard, loads, body in bodies[first:first + step]:
+                    lines = (loads if section == 1 else body).lines
+                    if lines:
+                        with out.block(f"if {guard}:" if guard is not None else None):
+                            for line in lines:
+                                out(line)

@@ -32,6 +32,7 @@ from astitch_sim.ir.reducers import reduce_inputs
 from astitch_sim.plan.task_registers import kept_per_task
 from astitch_sim.plan.vocabulary import ReduceScheme
 
+from astitch_sim.plan.loads_in_flight import trips_in_flight
 from astitch_sim.plan.row_vectors import MAX_TRIPS
 
 from . import exprs as E
@@ -227,14 +228,17 @@ class TaskLoopEmitter:
         the others are ``+1 .. +V-1`` along it); then, for at most ``MAX_TRIPS`` trips written out one
         after another, every trip's loads (``ldg4`` for what it reads contiguously, one scalar load for
         what it reads uniformly) before any trip's computation, reductions and stores: the lane's whole
-        share of the row in flight, and in registers while the stage runs.  Longer: one trip per loop
-        round, its loads first."""
+        share of the row in flight, and in registers while the stage runs -- or, where the plan says so
+        (``load_trips``: the registers would not hold them all), that many trips' loads at a time.  Longer:
+        one trip per loop round, its loads first."""
         ctx = self.ctx
         m, out, kw = ctx.m, ctx.out, ctx.kw
         V, T, tpr, I = m.vector, m.trips, m.threads_per_row, m.inner_iterations
         unrolled = T <= MAX_TRIPS
+        group = trips_in_flight(m)
         out(f"# {T} trip(s) per lane of {V}-element vectors along the row" +
-            (", every trip's loads first" if unrolled and T > 1 else ""))
+            ("" if not unrolled or T == 1 else ", every trip's loads first" if group == T else
+             f", {group} trip(s)' loads at a time, then their computation (the plan's load_trips)"))
         with out.block(None if unrolled or T == 1 else f"for inner in range({T}):  # one vector of the row per trip"):
             trips = range(T) if unrolled else ["inner"]
             bodies = []
@@ -258,7 +262,7 @@ class TaskLoopEmitter:
                 loads, body = self.loops.vector_body(
                     base, V, lambda j, k=k: E.add(E.mul(outer, I), E.add(E.mul(k, V), j)), scope)
                 bodies.append((None if cond is True else cond, loads, body))
-            self.loops.loads_first(bodies)
+            self.loops.loads_first(bodies, group if unrolled else 0)
 
     def name_iteration(self, outer: Expr, inner: Expr):
         """The thread's iteration ``outer * inner_iterations + inner``: in a variable ``it`` when the body

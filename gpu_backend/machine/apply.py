@@ -109,15 +109,10 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
         k = plan.kernels[spec.index]
         if show is not None:
             show(i, len(ptxs), k.name)
-
-        def compile_at(cap):
-            return MachineResources.from_dict(assemble(ptx, arch, cap, spec.cooperative, disassemble)["resources"])
-
-        assumed = k.registers_per_thread
-        res, notes = compile_at(assumed), []
+        res, need, notes = _check(gpu, k, ptx, arch, spec.cooperative, disassemble)
         if res.spills:
-            res, need, note = _relax(gpu, k, compile_at, res, assumed, arch)
-            notes.append(note)
+            k, ptx, res, need, notes = _fewer_loads_in_flight(plan, spec.index, k, ptx, res, need, notes, arch,
+                                                              disassemble)
             if res.spills and k.cooperative:
                 stuck.append((k.name, res.spills, need))
         fits, wave = _fits(gpu, k, res)
@@ -138,6 +133,56 @@ def apply_compiler(plan: Plan, arch: str | None = None, progress=False, disassem
     if stuck and replan and plan.strategy == "astitch":
         return _replan(plan, out, stuck, arch, show, disassemble, count_instructions)
     return out
+
+
+def _check(gpu, k, ptx: str, arch: str, cooperative: bool, disassemble: bool) -> tuple:
+    """ptxas on one kernel at the plan's cap, relaxed where it spills (:func:`_relax`): (ptxas's result at the
+    cap applied, the registers the code needs, the kernel's notes saying what was relaxed)."""
+    def compile_at(cap):
+        return MachineResources.from_dict(assemble(ptx, arch, cap, cooperative, disassemble)["resources"])
+
+    assumed = k.registers_per_thread
+    res = compile_at(assumed)
+    if not res.spills:
+        return res, res.registers, []
+    res, need, note = _relax(gpu, k, compile_at, res, assumed, arch)
+    return res, need, [note]
+
+
+def _fewer_loads_in_flight(plan: Plan, index: int, k, ptx: str, res: MachineResources, need: int, notes: list,
+                           arch: str, disassemble: bool) -> tuple:
+    """The kernel still spills at the cap it may have: where its row stages load several trips at once, fewer
+    at a time (``astitch_sim/plan/loads_in_flight.py``), largest group first, until ptxas says it does not
+    spill.  Keeps the group that spills least (the largest among equals) if it spills less than all trips at
+    once did; returns ``(kernel, ptx, result, registers needed, notes)``, the kernel's own where no group helps."""
+    from astitch_sim.plan.loads_in_flight import groups_to_try, trips_in_flight, with_load_trips
+    tries = groups_to_try(k)
+    if not tries:
+        return k, ptx, res, need, notes
+    before, most = res.spills, max(trips_in_flight(s.mapping) for s in k.stages)
+    best = None
+    tried = []
+    for group in tries:
+        k2 = with_load_trips(k, group)
+        kernels = list(plan.kernels)
+        kernels[index] = k2
+        (spec, ptx2), = kernel_ptx(replace(plan, kernels=kernels), arch, indices={index})
+        res2, need2, notes2 = _check(plan.gpu, k2, ptx2, arch, spec.cooperative, disassemble)
+        tried.append(f"{group} at a time: {f'{res2.spills} B spilled' if res2.spills else 'no spill'}")
+        if best is None or res2.spills < best[3].spills:
+            best = (group, k2, ptx2, res2, need2, notes2)
+        if not res2.spills:
+            break
+    if best is None or best[3].spills >= before:
+        return k, ptx, res, need, [*notes, f"assume-relax-apply (ptxas {arch}): {before} B per thread still spill "
+                                           f"with all {most} trips' loads in flight; fewer did not spill less "
+                                           f"({'; '.join(tried)}): the kernel loads every trip at once"]
+    group, k2, ptx2, res2, need2, notes2 = best
+    return k2, ptx2, res2, need2, [*notes2, (
+        f"assume-relax-apply (ptxas {arch}): with all {most} trips of a row lane loaded at once the code spilled "
+        f"{before} B per thread at the {res.max_registers}-register cap; fewer trips' loads in flight: "
+        f"{'; '.join(tried)}. The row stages load {group} trip(s) at a time (load_trips={group}): "
+        f"{res2.registers} registers, {f'{res2.spills} B spilled' if res2.spills else 'no spill'}")]
 
 
 def _replan(plan: Plan, checked: Plan, stuck: list, arch: str, show, disassemble: bool,

@@ -81,8 +81,9 @@ def _target_device(cc):
     patch_device_query(cc)
 
 
-def kernel_ptx(plan, arch: str) -> list:
-    """``[(KernelSpec, ptx text)]`` for every kernel of ``plan`` (generated and library), cached on disk."""
+def kernel_ptx(plan, arch: str, indices=None) -> list:
+    """``[(KernelSpec, ptx text)]`` for every kernel of ``plan`` (generated and library), or for the kernels
+    whose plan index is in ``indices``; cached on disk."""
     from ..numba_compat import cudasim_enabled
     if cudasim_enabled():
         raise AStitchError("compiling to machine code needs the real numba.cuda: unset NUMBA_ENABLE_CUDASIM "
@@ -96,6 +97,8 @@ def kernel_ptx(plan, arch: str) -> list:
     compiled = compile_plan(plan)
     out = []
     for spec, fn in zip(compiled.generated.kernels, compiled.functions):
+        if indices is not None and spec.index not in indices:
+            continue
         key = toolchain.cache_key("ptx", compiled.generated.source, spec.func, arch, numba.__version__,
                                   _numba_cuda_version())
         hit = toolchain.cache_get(key)

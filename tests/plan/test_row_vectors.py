@@ -431,3 +431,52 @@ def test_generated_row_vectors_beside_a_column_stage_match_the_reference(shape):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("workload", ["layernorm", "softmax"])
+@pytest.mark.parametrize("group", [3, 1])
+def test_trips_loaded_a_group_at_a_time_match_the_reference(workload, group):
+    """``load_trips`` (``astitch_sim/plan/loads_in_flight.py``: what ``apply_compiler`` sets where every trip's
+    loads at once would spill): a stitched kernel whose lanes keep their row in registers across stages, 8 trips
+    of 4-element vectors (250 vectors over 32 lanes: the last trip guarded), loaded ``group`` trips at a time.
+    The plan records and prints it, the code issues the trips' loads in those groups, the cost model counts
+    that many in flight, and the CUDA simulator and the SIMT model still give the reference's values."""
+    pytest.importorskip("numba")
+    import gpu_backend
+    from astitch_sim.plan.loads_in_flight import groups_to_try, trips_in_flight, with_load_trips
+    from astitch_sim.simt.cost import elements_in_flight
+    g = asim.workload(workload, rows=3, cols=1000)
+    base = asim.compile(g, "astitch", "H100")
+    (k,) = base.kernels
+    assert {st.mapping.trips for st in k.stages} == {8} and len(k.stages) > 1
+    assert groups_to_try(k) == [4, 2, 1] and trips_in_flight(k.stages[0].mapping) == 8
+    plan = Plan(g, base.strategy, base.gpu, [with_load_trips(k, group)], list(base.notes)).validate()
+    again = Plan.from_json(plan.to_json())
+    for st in [*plan.kernels[0].stages, *again.kernels[0].stages]:
+        assert st.mapping.load_trips == group and trips_in_flight(st.mapping) == group
+        assert elements_in_flight(st.mapping) == 4 * group
+    assert f"loads {group} trip(s) at a time" in str(plan)
+    src = gpu_backend.generate_source(plan)
+    assert f"{group} trip(s)' loads at a time" in src and "every trip's loads first" not in src
+    body = src[src.index("def stitch_0_out"):]
+    # stage 0's first load of trip ``group`` (the next group) comes after the first trip's computation
+    loads = [i for i, line in enumerate(body.splitlines()) if "ldg4(g_x" in line]
+    first_use = next(i for i, line in enumerate(body.splitlines()) if "x_v[0]" in line)
+    assert sum(i < first_use for i in loads) == group, (loads, first_use)
+    x = workload_inputs(g, 0)
+    for got, want in zip(gpu_backend.run(plan, x), asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_load_trips_only_groups_row_vectors():
+    m = ThreadMapping("rows", (4, 64), ((0,), (1,)), 32, 4, threads_per_row=32)
+    from dataclasses import replace
+    with pytest.raises(asim.AStitchError, match="only a rows mapping with vectors groups its trips' loads"):
+        replace(m, load_trips=2).check()
+    with pytest.raises(asim.AStitchError, match="a whole number"):
+        replace(m, vector=4, per_thread=4, threads_per_row=8, load_trips="2").check()
+    vec = replace(m, vector=4, per_thread=4, threads_per_row=8, load_trips=1)
+    vec.check()
+    assert vec == replace(vec, load_trips=0)       # how loads are scheduled, not which element goes where

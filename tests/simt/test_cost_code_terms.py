@@ -12,6 +12,7 @@ from dataclasses import replace
 from math import ceil
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import astitch_sim as asim
@@ -225,16 +226,18 @@ def test_issue_term_shown_in_print_plan():
 # ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_astitch_layernorm_64x30000_spills_on_h100_and_is_charged():
-    """ptxas at the cooperative grid's register cap (64: 1024-thread blocks, two per SM) spills; apply_compiler
-    records the bytes and the SASS count, and the SIMT model charges both terms from them (the issue term may
-    be 0: not issue-bound).  (Softmax at this shape spilled too until row vectors and the launch search gave
-    it 512-thread blocks and room for 122 registers.)"""
+def test_astitch_log_softmax_64x32000_spills_on_h100_and_is_charged():
+    """ptxas at the register cap of a 1024-thread block (64) spills 8 B per thread of the stitched log-softmax,
+    however few trips' loads are in flight; apply_compiler records the bytes and the SASS count, and the SIMT
+    model charges both terms from them (the issue term may be 0: not issue-bound).  (Softmax at <64,30000>
+    spilled too until row vectors and the launch search gave it 512-thread blocks and room for 122 registers;
+    layer norm at that shape until apply_compiler loaded its trips one at a time: the next test.)"""
     require_disassembler()
     from benchmarks.applied_plans import apply_all
-    g = asim.workload("layernorm", rows=64, cols=30000)
+    g = asim.workload("log_softmax", rows=64, cols=32000)
     ((plan, err),) = apply_all([asim.compile(g, "astitch", "H100")])
     assert err is None, err
+    assert any("fewer did not spill less" in n for n in plan.kernels[0].notes), plan.kernels[0].notes
     (k,) = plan.kernels
     m = k.machine
     assert m.spills > 0 and m.sass_instructions > 0, m
@@ -248,6 +251,35 @@ def test_astitch_layernorm_64x30000_spills_on_h100_and_is_charged():
     assert "issue_us" in ks.breakdown
     assert cost.issue_block_us(H100, k, ks) == pytest.approx(
         thread_instructions(k) * k.block / 32 * per_sm / (H100.sm_partitions * c["clock_ghz"] * 1e3))
+
+
+@pytest.mark.slow
+def test_a_row_kernel_that_spills_at_its_blocks_cap_loads_fewer_trips_at_a_time():
+    """Layer norm <64,30000> under astitch: 1024 lanes per row, 8 trips of 4-element vectors, the row kept in
+    registers across three stages.  With every trip's loads first ptxas (sm_90, 64-register cap) spilled 520 B
+    per thread; apply_compiler tries 4, 2, 1 trips at a time and keeps the first that does not spill, records it
+    on every row stage (``load_trips``), says so, and the cost model counts that many trips in flight."""
+    require_disassembler()
+    from benchmarks.applied_plans import apply_all
+    from astitch_sim.plan.loads_in_flight import trips_in_flight
+    from astitch_sim.simt.cost import elements_in_flight
+    g = asim.workload("layernorm", rows=64, cols=30000)
+    before = asim.compile(g, "astitch", "H100")
+    ((plan, err),) = apply_all([before])
+    assert err is None, err
+    (k,) = plan.kernels
+    assert k.block == 1024 and k.machine.spills == 0, k.machine
+    groups = {trips_in_flight(s.mapping) for s in k.stages}
+    assert len(groups) == 1 and groups < {1, 2, 4}, groups
+    (group,) = groups
+    assert all(s.mapping.load_trips == group and elements_in_flight(s.mapping) == 4 * group for s in k.stages)
+    assert all(trips_in_flight(s.mapping) == 8 for s in before.kernels[0].stages)
+    (note,) = [n for n in k.notes if "load_trips=" in n]
+    assert "spilled" in note and f"load {group} trip(s) at a time" in note and "no spill" in note, note
+    assert f"loads {group} trip(s) at a time" in str(plan)
+    x = workload_inputs(g, 0)
+    for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_thread_instructions_take_the_trips_ptxas_code_makes_when_counted():
