@@ -258,5 +258,8 @@ def _relax(gpu, k, compile_at, capped: MachineResources, assumed: int, arch: str
                f"size is fixed; a smaller block would need a re-plan)")
     else:
         why = f"a cap above {best.max_registers} would leave fewer than the {k.grid} blocks of the cooperative grid resident"
-    return best, need, (f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need}; "
-                        f"{why}, so the cap is {best.max_registers} and {best.spills} B per thread still spill")
+    head = f"assume-relax-apply (ptxas {arch}): assumed {assumed} registers, the code needs {need} uncapped; {why}"
+    if not best.spills:         # under the lower cap ptxas fitted the code after all
+        return best, need, (f"{head}, so the cap relaxed to {best.max_registers} only, where the code does not spill "
+                            f"({best.registers} registers)")
+    return best, need, f"{head}, so the cap is {best.max_registers} and {best.spills} B per thread still spill"

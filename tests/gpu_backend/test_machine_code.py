@@ -167,6 +167,8 @@ def check_kernel(k: dict) -> None:
             f"{k['name']}: spills {spills} B per thread and no note records it: {k}"
         assert k["cooperative"] or any("cannot hold" in n for n in k["notes"]), \
             f"{k['name']}: spills {spills} B with nothing stopping the cap from relaxing: {k}"
+    assert not any(re.search(r"\b0 B per thread still spill", n) for n in k["notes"]), \
+        f"{k['name']}: a note says 0 B still spill (it fits: say so): {k['notes']}"
     if k["kind"] == "generated":
         assert m["shared_static"] == k["plan_shared"], k
     if k["cooperative"]:
@@ -268,6 +270,8 @@ def test_check_kernel_catches_a_wrong_claim():
         {**good, "machine": {**good["machine"], "registers": 33}},                             # over the cap
         {**good, "cooperative": False, "machine": {**good["machine"], "spill_stores": 4, "spill_loads": 4},
          "notes": ["... so the cap is 32 and 8 B per thread still spill"]},        # spills where it could relax
+        {**good, "applied_registers": 40, "machine": {**good["machine"], "registers": 40},
+         "notes": ["... so the cap is 40 and 0 B per thread still spill"]},        # a spill note with nothing spilled
     ]
     big_block = {**good, "cooperative": False, "block": 1024, "machine": {**good["machine"], "spill_stores": 4,
                  "spill_loads": 4}, "notes": ["...: a block of 1024 threads cannot hold 86 registers per thread on "
