@@ -312,8 +312,9 @@ class ThreadMapping(Sealable):
                                "vector width that divides it, or 1")
         if not isinstance(self.load_trips, int) or self.load_trips < 0 or \
                 (self.load_trips and (self.kind != "rows" or self.vector < 2)):
-            raise AStitchError(f"{self.kind} mapping: load_trips={self.load_trips!r}, but only a rows mapping with "
-                               "vectors groups its trips' loads, a whole number of them: use 0 (every trip at once)")
+            raise AStitchError(f"{self.kind} mapping: load_trips={self.load_trips!r}: it must be a whole number of "
+                               "trips >= 0, and above 0 only on a rows mapping with vectors (the trips whose loads a "
+                               "lane issues together); use 0 (every trip at once)")
         if self.kind in ("rows", "columns"):
             if self.threads_per_row < 1 or self.block % self.threads_per_row:
                 raise AStitchError(f"{self.kind} mapping: threads_per_row={self.threads_per_row} must divide "

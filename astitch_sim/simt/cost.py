@@ -62,9 +62,10 @@ saturates DRAM with ``S`` = 810 GB/s x 600 ns / 2048 = 237 warps instead of
 written out trip by trip, every trip's loads first (``codegen/task_loops.py``),
 so its lane keeps ``vector x trips`` elements in flight: a layer norm row of 768
 over 32 lanes, 6 trips of 4, keeps 32 x 96 = 3072 bytes per warp in flight --
-or ``vector x load_trips`` where the plan loads fewer trips at a time because the
-registers would not hold them all (``plan/loads_in_flight.py``: cross-entropy's
-32000-column rows in 1024-thread blocks load 6 of their 8 trips at a time).
+or ``vector x load_trips`` where ``gpu_backend.apply_compiler`` found that every
+trip's loads at once spill at the block's register cap and loads fewer at a time
+(``plan/loads_in_flight.py``: cross-entropy's 32000-column rows in 1024-thread
+blocks load 4 of their 8 trips at a time).
 Counting one vector there over-predicted the H200 window's one-warp-per-row
 kernels 2-3x (Inductor's layer norm 16384x768: 81 us against 25.8 measured,
 33 us counted this way; the cross-check's median error 7.9% -> 7.0% on 50 plans,

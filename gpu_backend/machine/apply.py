@@ -12,7 +12,10 @@ does the rest with NVIDIA's ``ptxas``:
 3. if it spills, compile without the cap to learn what the code needs, and relax the
    plan's registers to that -- unless the kernel is cooperative and fewer blocks would
    then stay resident than its grid has (its grid barriers would deadlock): then relax
-   only as far as the whole grid stays in one wave, and say so if spills remain;
+   only as far as the whole grid stays in one wave, and say so if spills remain -- or its block
+   cannot hold more; if the code still spills at the cap it may have and its row stages load several
+   trips at once, load them fewer at a time (4, 2, 1: ``astitch_sim/plan/loads_in_flight.py``) and keep
+   the first group that does not spill, recorded on the plan (``ThreadMapping.load_trips``);
 4. check every cooperative kernel's grid against CUDA's occupancy rules with the
    real registers and the real shared memory (the kernel's own plus what the linked
    device runtime adds).
