@@ -63,6 +63,7 @@ from .pairs import TABLE_MAX, TABLE_PER_KEY, PairSet, count_distinct_keys, pairs
 from ..plan.vocabulary import Space
 
 SECTOR = 32
+SECTOR_SHIFT = 5                # SECTOR == 1 << SECTOR_SHIFT
 BANKS = 32
 BANK_BYTES = 4
 ALIGN = 256
@@ -361,26 +362,27 @@ def _count_periodic(geom, acc):
 def _count_separable(geom, acc, F_X, F_Y, mx, my):
     s = acc.itemsize
     W_Y = geom.W_Y
-    selx = np.ones(F_X.size, bool) if mx is None else mx
-    sely = np.ones(F_Y.size, bool) if my is None else my
-    n_x, n_y = int(selx.sum()), int(sely.sum())
+    n_x = F_X.size if mx is None else int(np.count_nonzero(mx))
+    n_y = F_Y.size if my is None else int(np.count_nonzero(my))
     n = n_x * n_y
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
     if acc.space == Space.GLOBAL and scattered_row_vectors(geom, acc, F_X, F_Y):
         return None                                 # one instruction per element: the dense count says so
-    F_Xs, F_Ys, W = F_X[selx], F_Y[sely], W_Y[sely]
+    # unmasked lines are used as they are (a masked copy of a 4M-element line costs a pass over it)
+    F_Xs = F_X if mx is None else F_X[mx]
+    F_Ys, W = (F_Y, W_Y) if my is None else (F_Y[my], W_Y[my])
     A_X = acc.base + s * F_Xs
     A_Y = s * F_Ys
     if acc.space == Space.GLOBAL:
         rho, cnt = np.unique(A_X % SECTOR, return_counts=True)
         for r, c in zip(rho.tolist(), cnt.tolist()):
-            pairs, warps = distinct_pairs(W, (r + A_Y) // SECTOR)
+            pairs, warps = distinct_pairs(W, (A_Y + r) >> SECTOR_SHIFT)     # floor division by 32, negatives too
             out["sectors"] += c * pairs
         out["requests"] = n_x * warps
         if acc.dedup:
-            b = _dedup_separable(geom, F_Xs, F_Ys, selx, sely)
+            b = _dedup_separable(geom, F_Xs, F_Ys, mx, my)
             if b is None:
                 return None
             out["bytes"] = s * b
@@ -392,7 +394,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
         rho, cnt = np.unique(A_X % BANK_BYTES, return_counts=True)
         for r, c in zip(rho.tolist(), cnt.tolist()):
             out["conflicts"] += c * bank_conflicts(W, r + A_Y, s)
-        out["requests"] = n_x * distinct_pairs(W, np.zeros_like(W))[1]
+        out["requests"] = n_x * distinct_count(W)
         out["bytes"] = s * n
     return out
 
@@ -422,10 +424,12 @@ def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
     return bool(((starts[:, None] + aligns[None, :]) % V).any())
 
 
-def _dedup_separable(geom, F_X, F_Y, selx, sely):
-    """Distinct (block, element) pairs when block = B_X + B_Y and element = F_X + F_Y."""
+def _dedup_separable(geom, F_X, F_Y, mx, my):
+    """Distinct (block, element) pairs when block = B_X + B_Y and element = F_X + F_Y (``mx``/``my``: the
+    lines' masks, None where every element is accessed)."""
     B_X, B_Y = geom.block_parts()
-    B_X, B_Y = B_X[selx], B_Y[sely]
+    B_X = B_X if mx is None else B_X[mx]
+    B_Y = B_Y if my is None else B_Y[my]
     const_x = F_X.size == 0 or (F_X == F_X[0]).all()
     const_y = F_Y.size == 0 or (F_Y == F_Y[0]).all()
     if const_y:

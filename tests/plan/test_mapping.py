@@ -1,7 +1,7 @@
 """Thread mappings: every element is computed by exactly one (block, thread, iteration)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from astitch_sim import AStitchError, ThreadMapping
 
@@ -110,3 +110,65 @@ def test_a_column_stage_of_few_tiles_in_a_big_grid_keeps_most_blocks_idle():
     split = ThreadMapping("columns", (1, 16384, 768), ((0,), (1,), (2,)), block=128, grid=16384, threads_per_row=32,
                           splits=64, combine="atomic")
     assert split.busy_blocks == 24 * 64
+
+
+def _locate_by_the_definition(m, flat):
+    """``locate`` written with a plain ``//`` and ``%`` per step, dims unravelled one by one: what the faster
+    code (shifts for powers of two, no step for a divisor of 1, one unravel by the groups' extents) must equal."""
+    multi, rest = [], np.asarray(flat, dtype=np.int64)
+    for extent in reversed(m.domain):
+        multi.insert(0, rest % extent)
+        rest = rest // extent
+    view = []
+    for g in m.groups:
+        c = np.zeros_like(rest)
+        for d in g:
+            c = c * m.domain[d] + multi[d]
+        view.append(c)
+    if m.kind == "rows":
+        r, c = view
+        outer, slot = r // m.slots, r % m.slots
+        part, within = c // m.chunk, c % m.chunk
+        q, j = within // m.vector, within % m.vector
+        block = (slot // m.rows_per_block) * m.splits + part
+        thread = (slot % m.rows_per_block) * m.threads_per_row + q % m.threads_per_row
+        return block, thread, outer * m.inner_iterations + (q // m.threads_per_row) * m.vector + j
+    o, red, c = view
+    col = o * m.extent(2) + c
+    tile, lane_c = col // m.threads_per_row, col % m.threads_per_row
+    outer, tslot = tile // m.slots, tile % m.slots
+    part, within = red // m.chunk, red % m.chunk
+    return (tslot * m.splits + part, (within % m.rows_per_block) * m.threads_per_row + lane_c,
+            outer * m.inner_iterations + within // m.rows_per_block)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["rows", "columns"]), dims=st.lists(st.integers(1, 12), min_size=2, max_size=4),
+       split_at=st.integers(1, 3), tpr=st.sampled_from([1, 2, 3, 4, 8, 32]), rows_per_block=st.integers(1, 5),
+       grid=st.integers(1, 9), splits=st.integers(1, 3), vec=st.sampled_from([1, 2, 4]), shuffled=st.booleans())
+def test_locate_takes_the_cheapest_arithmetic_and_gives_the_definitions_answer(kind, dims, split_at, tpr,
+                                                                                rows_per_block, grid, splits, vec,
+                                                                                shuffled):
+    """Random rows and columns mappings (powers of two and not, divisors of 1, groups in and out of dim order):
+    ``locate`` equals the step-by-step definition on every element, each output an int64 array shaped like
+    the input."""
+    rank = len(dims)
+    order = list(range(rank))[::-1] if shuffled else list(range(rank))
+    if kind == "rows":
+        k = min(split_at, rank - 1)
+        groups = (tuple(sorted(order[:k])), tuple(order[k:]) if not shuffled else tuple(sorted(order[k:])))
+    else:
+        groups = ((0,), (1,), tuple(range(2, rank))) if rank > 2 else ((), (0,), (1,))
+    splits = splits if grid % splits == 0 else 1
+    block = tpr * rows_per_block
+    try:
+        m = ThreadMapping(kind, tuple(dims), groups, block, grid, threads_per_row=tpr, splits=splits,
+                          combine="atomic" if splits > 1 else "none",
+                          per_thread=vec if kind == "rows" else 1, vector=vec if kind == "rows" else 1)
+        m.check()
+    except AStitchError:
+        assume(False)   # a mapping the checks refuse (a vector past the row's end, ...): not a case
+    flat = np.arange(m.size, dtype=np.int64).reshape(-1, 1)[::-1]      # 2-D, reversed: any index array
+    for got, want in zip(m.locate(flat), _locate_by_the_definition(m, flat), strict=True):
+        assert isinstance(got, np.ndarray) and got.shape == flat.shape
+        np.testing.assert_array_equal(got, want)
