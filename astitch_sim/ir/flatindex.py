@@ -33,15 +33,24 @@ def unravel(flat, shape) -> tuple:
         extent = int(extent)
         if extent == 1 or extent <= 0:   # divmod by 1 leaves flat and gives 0; an empty dim: no element exists
             rem = np.zeros_like(flat)
-        elif extent & (extent - 1) == 0:
-            # a power of two: a shift and a mask are exactly the floored divmod (two's complement, negatives
-            # too) and several times faster than an int64 division over a whole domain
-            shift = extent.bit_length() - 1
-            flat, rem = flat >> shift, flat & (extent - 1)
         else:
-            flat, rem = np.divmod(flat, extent)
+            flat, rem = divmod_by(flat, extent)
         out.append(rem)
     return tuple(reversed(out))
+
+
+def divmod_by(a, d: int):
+    """``(a // d, a % d)`` for an int64 index array ``a`` and a divisor ``d >= 1``, at the cost the divisor
+    allows: ``(a, 0)`` for 1 (the remainder a scalar), a shift and a mask for a power of two (exactly the
+    floored divmod, negatives too, and several times faster than an int64 division over a whole domain), one
+    ``np.divmod`` pass otherwise."""
+    d = int(d)
+    if d == 1:
+        return a, 0
+    if d > 0 and d & (d - 1) == 0:
+        shift = d.bit_length() - 1
+        return a >> shift, a & (d - 1)
+    return np.divmod(a, d)
 
 
 def ravel(multi, shape) -> np.ndarray:

@@ -39,27 +39,13 @@ from math import ceil, prod
 import numpy as np
 
 from ..errors import AStitchError
-from ..ir.flatindex import ravel, unravel
+from ..ir.flatindex import divmod_by, ravel, unravel
 from .sealed import Sealable
 from .vocabulary import Combine
 
 KINDS = ("flat", "rows", "columns")
 #: elements one vector access may cover (64/128-bit loads are 2-16 elements of 1-8 bytes)
 VECTORS = (1, 2, 4, 8, 16)
-
-
-def _divmod(a, d: int):
-    """``(a // d, a % d)`` for a non-negative int64 index array, at the cost the divisor allows: ``(a, 0)`` for
-    1, a shift and a mask for a power of two, one ``np.divmod`` pass otherwise.  (Locating 4M elements of a
-    row-vector mapping did eight int64 divisions per element: the largest part of simulating a model's
-    optimizer step.)"""
-    d = int(d)
-    if d == 1:
-        return a, 0
-    if d > 0 and d & (d - 1) == 0:
-        shift = d.bit_length() - 1
-        return a >> shift, a & (d - 1)
-    return np.divmod(a, d)
 
 
 def _like(flat_index, *arrays) -> tuple:
@@ -267,21 +253,21 @@ class ThreadMapping(Sealable):
             return g // self.block, g % self.block, rnd * self.per_thread + k * V + v
         if self.kind == "rows":
             r, c = self.view_index(flat_index)
-            outer, slot = _divmod(r, self.slots)
-            part, within = _divmod(c, self.chunk)
-            q, j = _divmod(within, self.vector)                         # the lane's vector q, element j of it
-            row_slot, row_in_block = _divmod(slot, self.rows_per_block)
-            trip, lane = _divmod(q, self.threads_per_row)
+            outer, slot = divmod_by(r, self.slots)
+            part, within = divmod_by(c, self.chunk)
+            q, j = divmod_by(within, self.vector)                         # the lane's vector q, element j of it
+            row_slot, row_in_block = divmod_by(slot, self.rows_per_block)
+            trip, lane = divmod_by(q, self.threads_per_row)
             block = row_slot * self.splits + part
             thread = row_in_block * self.threads_per_row + lane
             inner = trip * self.vector + j
             return _like(flat_index, block, thread, outer * self.inner_iterations + inner)
         o, red, c = self.view_index(flat_index)
         col = o * self.extent(2) + c
-        tile, lane_c = _divmod(col, self.threads_per_row)
-        outer, tslot = _divmod(tile, self.slots)
-        part, within = _divmod(red, self.chunk)
-        inner, row_lane = _divmod(within, self.rows_per_block)
+        tile, lane_c = divmod_by(col, self.threads_per_row)
+        outer, tslot = divmod_by(tile, self.slots)
+        part, within = divmod_by(red, self.chunk)
+        inner, row_lane = divmod_by(within, self.rows_per_block)
         block = tslot * self.splits + part
         thread = row_lane * self.threads_per_row + lane_c
         return _like(flat_index, block, thread, outer * self.inner_iterations + inner)
