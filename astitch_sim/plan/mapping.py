@@ -49,7 +49,7 @@ VECTORS = (1, 2, 4, 8, 16)
 
 
 def _like(flat_index, *arrays) -> tuple:
-    """The arrays, each as an int64 array shaped like ``flat_index`` (a part :func:`_divmod` left a scalar 0)."""
+    """The arrays, each as an int64 array shaped like ``flat_index`` (a part ``divmod_by`` left as a scalar 0: a divisor of 1)."""
     shape = np.shape(flat_index)
     return tuple(a if np.shape(a) == shape else np.broadcast_to(np.asarray(a, dtype=np.int64), shape).copy()
                  for a in arrays)
