@@ -163,8 +163,7 @@ def _fewer_loads_in_flight(plan: Plan, index: int, k, ptx: str, res: MachineReso
     if not tries:
         return k, ptx, res, need, notes
     before, most = res.spills, max(trips_in_flight(s.mapping) for s in k.stages)
-    best = None
-    tried = []
+    results, tried = [], []
     for group in tries:
         k2 = with_load_trips(k, group)
         kernels = list(plan.kernels)
@@ -172,15 +171,15 @@ def _fewer_loads_in_flight(plan: Plan, index: int, k, ptx: str, res: MachineReso
         (spec, ptx2), = kernel_ptx(replace(plan, kernels=kernels), arch, indices={index})
         res2, need2, notes2 = _check(plan.gpu, k2, ptx2, arch, spec.cooperative, disassemble)
         tried.append(f"{group} at a time: {f'{res2.spills} B spilled' if res2.spills else 'no spill'}")
-        if best is None or res2.spills < best[3].spills:
-            best = (group, k2, ptx2, res2, need2, notes2)
+        results.append((res2.spills, group, k2, ptx2, res2, need2, notes2))
         if not res2.spills:
             break
-    if best is None or best[3].spills >= before:
+    # the fewest spills; among equals the first tried, the largest group (min keeps the first of equal keys)
+    spills, group, k2, ptx2, res2, need2, notes2 = min(results, key=lambda r: r[0])
+    if spills >= before:
         return k, ptx, res, need, [*notes, f"assume-relax-apply (ptxas {arch}): {before} B per thread still spill "
                                            f"with all {most} trips' loads in flight; fewer did not spill less "
                                            f"({'; '.join(tried)}): the kernel loads every trip at once"]
-    group, k2, ptx2, res2, need2, notes2 = best
     return k2, ptx2, res2, need2, [*notes2, (
         f"assume-relax-apply (ptxas {arch}): with all {most} trips of a row lane loaded at once the code spilled "
         f"{before} B per thread at the {res.max_registers}-register cap; fewer trips' loads in flight: "
