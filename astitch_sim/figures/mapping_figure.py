@@ -10,6 +10,7 @@ paper's schedules become visible at a glance:
   8 lanes x 4-element vectors on the V100);
 * task splitting (AStitch on <64,30000>): the colour changes at each split along a row;
 * row vectors: with ``color_by="thread"``, a lane's ``vector`` consecutive elements share its colour;
+  column vectors likewise, across the ``vector`` adjacent columns a column lane holds;
 * vertical packing and vector trips: with ``color_by="iteration"``, later loop trips get darker.
 
 Every cell is what :meth:`~astitch_sim.plan.mapping.ThreadMapping.locate` says, so the picture follows

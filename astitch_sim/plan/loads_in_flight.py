@@ -33,9 +33,12 @@ from .row_vectors import MAX_TRIPS
 def trips_in_flight(m) -> int:
     """Trips whose loads a lane of ``m`` issues together: ``load_trips`` (every trip where 0) for a row
     read in vectors in at most ``MAX_TRIPS`` trips (written out); one trip per loop round beyond that;
-    0 for a mapping that does not read rows in vectors."""
-    if m.kind != "rows" or m.vector < 2:
+    for a column lane with vectors, ``load_trips`` reduced rows per loop round (one where 0:
+    ``plan/column_vectors.py`` sets it); 0 for a mapping without vectors along its tasks."""
+    if m.kind not in ("rows", "columns") or m.vector < 2:
         return 0
+    if m.kind == "columns":
+        return max(1, min(m.load_trips or 1, m.trips))
     if m.trips > MAX_TRIPS:
         return 1
     return min(m.load_trips or m.trips, m.trips)
@@ -53,7 +56,7 @@ def groups_to_try(kernel) -> list:
 
 
 def with_load_trips(kernel, group: int):
-    """A copy of ``kernel`` whose row stages load at most ``group`` trips at a time."""
+    """A copy of ``kernel`` whose row (and column-vector) stages load at most ``group`` trips at a time."""
     stages = [replace(s, mapping=replace(s.mapping, load_trips=group)) if trips_in_flight(s.mapping) > group
               else s for s in kernel.stages]
     return replace(kernel, stages=stages)

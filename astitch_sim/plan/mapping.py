@@ -25,7 +25,12 @@ schedules (the paper's "adaptive thread mapping"):
               is ``block // col_threads`` row lanes x ``col_threads`` column lanes,
               each column tile may be split over ``splits`` blocks along the reduced
               dimension; blocks loop over column tiles when there are more tiles
-              than fit.
+              than fit.  With ``vector > 1`` a column lane takes ``vector`` adjacent
+              columns (one 64/128-bit access per reduced row and tensor read
+              contiguously; ``plan/column_vectors.py``): column vector ``q`` (columns
+              ``q*vector ..``) goes to lane ``q % threads_per_row``, a tile is
+              ``threads_per_row x vector`` columns, and the lane keeps one
+              accumulator per column of its vector (``per_thread == vector``).
 
 :meth:`ThreadMapping.locate` answers the question vectorised over many
 elements -- the simulator, the code generator and the compiler's
@@ -68,11 +73,12 @@ class ThreadMapping(Sealable):
     splits: int = 1                     # rows: blocks per row; columns: blocks along the reduced dim
     combine: Combine = Combine.NONE     # how split partial reductions meet: none | atomic | grid_barrier
     per_thread: int = 1                 # flat: elements per thread per loop round (a multiple of vector);
-                                        #  rows: elements per lane per trip (== vector)
-    vector: int = 1                     # flat, rows: consecutive elements per vector load/store (1: scalar)
+                                        #  rows, columns: elements per lane per trip (== vector)
+    vector: int = 1                     # consecutive elements per vector load/store (1: scalar)
     vector_why: str = ""                # why the vector width is what it is (fallbacks say why)
     #: rows with vectors: the trips whose loads a lane issues together, before it computes any of them
-    #: (0: every trip it writes out; ``plan/loads_in_flight.py``).  How a lane schedules its loads, not
+    #: (0: every trip it writes out; ``plan/loads_in_flight.py``); columns with vectors: the reduced rows
+    #: a lane loads per loop round (0: one; ``plan/column_vectors.py``).  How a lane schedules its loads, not
     #: which element goes where, so not part of the mapping's identity (stages that differ only here
     #: share their elements, and registers, as before)
     load_trips: int = field(default=0, compare=False)
@@ -138,8 +144,14 @@ class ThreadMapping(Sealable):
 
     @property
     def tiles(self) -> int:
-        """columns mapping: column tiles of ``threads_per_row`` columns."""
-        return ceil(self.rows / self.threads_per_row) if self.kind == "columns" else 0
+        """columns mapping: column tiles of :attr:`tile_width` columns."""
+        return ceil(self.rows / self.tile_width) if self.kind == "columns" else 0
+
+    @property
+    def tile_width(self) -> int:
+        """columns mapping: columns of one tile, ``threads_per_row`` lanes x ``vector`` columns each (the
+        block's task slots per trip: a Regional value's slots follow it)."""
+        return self.threads_per_row * max(1, self.vector) if self.kind == "columns" else 0
 
     @property
     def busy_parts(self) -> int:
@@ -179,8 +191,8 @@ class ThreadMapping(Sealable):
             lanes = min(self.threads_per_row, ceil(self.chunk / max(1, self.vector)))
             need = min(self.rows, self.slots) * lanes * parts
         elif self.kind == "columns":      # column lanes with a column (tiles at once) x row lanes with a row
-            need = (min(self.rows, min(self.tiles, self.slots) * self.threads_per_row) * parts
-                    * min(self.rows_per_block, self.chunk))
+            need = (min(ceil(self.rows / max(1, self.vector)), min(self.tiles, self.slots) * self.threads_per_row)
+                    * parts * min(self.rows_per_block, self.chunk))
         else:                             # one thread per vector, at most the launch
             need = ceil(self.size / max(1, self.vector))
         return max(1, min(self.grid * self.block, need))
@@ -196,20 +208,29 @@ class ThreadMapping(Sealable):
 
     @property
     def inner_iterations(self) -> int:
-        """Elements per thread within one task (columns of a row, rows of a column chunk); rows with
-        vectors: :attr:`trips` x ``vector`` (a vector's elements are consecutive iterations)."""
-        if self.kind == "rows":
+        """Elements per thread within one task trip (columns of a row, rows of a column chunk): :attr:`trips`
+        x ``vector`` (a vector's elements are consecutive iterations; a column lane's vector spans the
+        ``vector`` columns it holds)."""
+        if self.kind in ("rows", "columns"):
             return self.trips * self.vector
-        if self.kind == "columns":
-            return ceil(self.chunk / self.rows_per_block)
         return self.per_thread
 
     @property
     def trips(self) -> int:
-        """rows: a lane's trips along its task, one vector (or element) per trip; else :attr:`inner_iterations`."""
+        """A lane's trips along its task, one vector (or element) per trip: rows, along the row; columns,
+        down the reduced rows of its chunk; flat: :attr:`inner_iterations`."""
         if self.kind == "rows":
             return ceil(self.chunk / (self.threads_per_row * self.vector))
+        if self.kind == "columns":
+            return ceil(self.chunk / self.rows_per_block)
         return self.inner_iterations
+
+    @property
+    def folds_per_task(self) -> int:
+        """Elements one thread folds into one task per task trip: a row's :attr:`inner_iterations` (its vectors'
+        elements all belong to the row); a column lane's :attr:`trips` (the ``vector`` elements of each of its
+        vectors belong to ``vector`` columns, one each)."""
+        return self.trips if self.kind == "columns" else self.inner_iterations
 
     @property
     def unroll(self) -> int:
@@ -264,13 +285,14 @@ class ThreadMapping(Sealable):
             return _like(flat_index, block, thread, outer * self.inner_iterations + inner)
         o, red, c = self.view_index(flat_index)
         col = o * self.extent(2) + c
-        tile, lane_c = divmod_by(col, self.threads_per_row)
+        q, j = divmod_by(col, self.vector)                              # the lane's column vector q, column j of it
+        tile, lane_c = divmod_by(q, self.threads_per_row)
         outer, tslot = divmod_by(tile, self.slots)
         part, within = divmod_by(red, self.chunk)
-        inner, row_lane = divmod_by(within, self.rows_per_block)
+        trip, row_lane = divmod_by(within, self.rows_per_block)
         block = tslot * self.splits + part
         thread = row_lane * self.threads_per_row + lane_c
-        return _like(flat_index, block, thread, outer * self.inner_iterations + inner)
+        return _like(flat_index, block, thread, outer * self.inner_iterations + trip * self.vector + j)
 
     def task_of(self, flat_index) -> np.ndarray:
         """The reduction task (row, or column) an element belongs to -- the reduce output index."""
@@ -308,12 +330,13 @@ class ThreadMapping(Sealable):
         if self.vector not in VECTORS or self.per_thread < 1 or self.per_thread % self.vector:
             raise AStitchError(f"mapping has per_thread={self.per_thread}, vector={self.vector}: vector must be one "
                                f"of {VECTORS} and per_thread a positive multiple of it")
-        if self.per_thread > 1 and self.kind == "columns":
-            raise AStitchError(f"a columns mapping has per_thread={self.per_thread}, vector={self.vector}: "
-                               "column lanes take one element at a time; use per_thread=vector=1")
-        if self.kind == "rows" and self.per_thread != self.vector:
-            raise AStitchError(f"rows mapping: per_thread={self.per_thread} must equal vector={self.vector} "
+        if self.kind in ("rows", "columns") and self.per_thread != self.vector:
+            raise AStitchError(f"{self.kind} mapping: per_thread={self.per_thread} must equal vector={self.vector} "
                                "(a lane takes one vector per trip)")
+        if self.kind == "columns" and self.vector > 1 and (not self.groups[2] or
+                                                           self.groups[2][-1] != len(self.domain) - 1):
+            raise AStitchError(f"columns mapping: vector={self.vector} needs the columns to end in the innermost "
+                               f"dim of {self.domain}, but the column dims are {self.groups[2]}: use vector=1")
         if self.kind == "rows" and self.vector > 1:
             if not self.groups[1] or self.groups[1][-1] != len(self.domain) - 1:
                 raise AStitchError(f"rows mapping: vector={self.vector} needs the row to end in the innermost dim "
@@ -326,10 +349,10 @@ class ThreadMapping(Sealable):
                                f"{self.domain[-1]} of {self.domain}: a vector would straddle two rows; use a "
                                "vector width that divides it, or 1")
         if not isinstance(self.load_trips, int) or self.load_trips < 0 or \
-                (self.load_trips and (self.kind != "rows" or self.vector < 2)):
+                (self.load_trips and (self.kind == "flat" or self.vector < 2)):
             raise AStitchError(f"{self.kind} mapping: load_trips={self.load_trips!r}: it must be a whole number of "
-                               "trips >= 0, and above 0 only on a rows mapping with vectors (the trips whose loads a "
-                               "lane issues together); use 0 (every trip at once)")
+                               "trips >= 0, and above 0 only on a rows or columns mapping with vectors (the trips "
+                               "whose loads a lane issues together); use 0 (the default)")
         if self.kind in ("rows", "columns"):
             if self.threads_per_row < 1 or self.block % self.threads_per_row:
                 raise AStitchError(f"{self.kind} mapping: threads_per_row={self.threads_per_row} must divide "
@@ -370,7 +393,12 @@ class ThreadMapping(Sealable):
             words.append(f"reduced dim split over {self.splits} blocks ({self.combine})")
         if self.task_iterations > 1:
             words.append(f"{self.task_iterations} tiles per block (vertical packing)")
-        return ", ".join(words) + f"; grid {self.grid} x block {self.block}"
+        if self.vector > 1:
+            words.append(f"{self.vector}-element vectors of adjacent columns per lane (tiles of {self.tile_width})")
+            if self.load_trips > 1 and self.trips > 1:
+                words.append(f"loads {min(self.load_trips, self.trips)} reduced rows at a time")
+        why = f" [{self.vector_why}]" if self.vector_why else ""
+        return ", ".join(words) + f"; grid {self.grid} x block {self.block}{why}"
 
     def to_dict(self) -> dict:
         """The mapping as JSON; ``load_trips`` only where a lane loads fewer than every trip at once (older

@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil
 
-from .vector_width import accessed_dtypes, choose_width
+from .vector_width import stages_vector_bytes, stages_width
 
 #: most vector trips per lane along one row (each trip one vector per tensor read contiguously)
 MAX_TRIPS = 8
@@ -113,9 +113,9 @@ def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> N
     # read at the very element the lane computed (a domain-shaped value: a slice or a view of another shape may
     # read an element another lane holds, which goes through global memory)
     computed = {n for s in rows for n in s.ops if tuple(graph[n].shape) == tuple(m.domain)}
-    width, whys = _sized(graph, rows, m, stored, ())
+    width, whys = stages_width(graph, rows, m, stored, ())
     if carried_cap != 0 and len(rows) > 1:
-        wider, wider_whys = _sized(graph, rows, m, stored, computed)
+        wider, wider_whys = stages_width(graph, rows, m, stored, computed)
         if wider > width:
             new = _vectored(graph, rows, m, wider, wider_whys, gpu, stored, computed)
             if not isinstance(new, str) and new.elements_per_thread <= _carried_cap(new, gpu, carried_cap):
@@ -137,7 +137,7 @@ def _vectorize_in_launch(graph, rows, m, stored, others) -> None:
     instead of 128 lanes x 768 floats).  A value crosses from a row stage to a column stage through shared or
     global memory, as before (the mappings differ); between the row stages the register budget stays the
     default (:func:`carried_register_cap` widens it for kernels of row stages only)."""
-    width, whys = _sized(graph, rows, m, stored, ())
+    width, whys = stages_width(graph, rows, m, stored, ())
     widest = width
     while width > 1 and (m.chunk % width or ceil(m.chunk / width) < m.threads_per_row):
         width //= 2            # whole vectors, and one for every planned lane (a narrower width idles none)
@@ -148,24 +148,12 @@ def _vectorize_in_launch(graph, rows, m, stored, others) -> None:
     if width == 1:
         return _scalar(rows, "; ".join(dict.fromkeys(whys + [kept])))
     vectors = ceil(m.chunk / width)
-    words = [f"{width * 8 * _bytes(graph, rows, stored)}-bit vectors along the row ({m.chunk} = {vectors} x "
-             f"{width}): {kept}: {m.threads_per_row} lanes per row, {ceil(vectors / m.threads_per_row)} "
-             f"trip(s) per lane"] + list(dict.fromkeys(whys))
+    bits = width * 8 * stages_vector_bytes(graph, rows, stored)
+    words = [f"{bits}-bit vectors along the row ({m.chunk} = {vectors} x {width}): {kept}: {m.threads_per_row} "
+             f"lanes per row, {ceil(vectors / m.threads_per_row)} trip(s) per lane"] + list(dict.fromkeys(whys))
     new = replace(m, per_thread=width, vector=width, vector_why="; ".join(words))
     for s in rows:
         s.mapping = new
-
-
-def _sized(graph, rows, m, stored, on_chip) -> tuple:
-    """The widest vector every row stage allows, and the stages' reasons, ``on_chip`` values not counted."""
-    width, whys = None, []
-    for s in rows:
-        w, why = choose_width(graph, s.ops, m.domain, [n for n in stored if n in s.ops],
-                              on_chip=set(on_chip) - set(s.ops))
-        if why:
-            whys.append(why)
-        width = w if width is None else min(width, w)
-    return width, whys
 
 
 def _carried_cap(m, gpu, carried_cap) -> int:
@@ -209,22 +197,13 @@ def _vectored(graph, rows, m, width, whys, gpu, stored, on_chip):
              f"{tpr} lanes per row, {WARP // tpr} rows per warp")
     if single:
         shape += " (one row per block, as planned)"
-    words = [f"{width * 8 * _bytes(graph, rows, stored, on_chip)}-bit vectors along the row ({m.chunk} = "
-             f"{vectors} x {width}): {shape}, {trips} trip(s) per lane"]
+    bits = width * 8 * stages_vector_bytes(graph, rows, stored, on_chip)
+    words = [f"{bits}-bit vectors along the row ({m.chunk} = {vectors} x {width}): {shape}, {trips} trip(s) per lane"]
     if on_chip:
         words.append("values carried in registers from an earlier stage do not narrow them")
     words += list(dict.fromkeys(whys))
     return replace(m, block=block, threads_per_row=tpr, grid=grid, per_thread=width, vector=width,
                    vector_why="; ".join(words))
-
-
-def _bytes(graph, rows, stored, on_chip=()) -> int:
-    """Bytes of the widest element the row stages access in vectors (what the vector width was sized by, so
-    that ``width x bytes`` is the widest access: 128 bits at most)."""
-    from ..ir.dtypes import itemsize
-    dtypes = set().union(*(accessed_dtypes(graph, s.ops, s.mapping.domain, [n for n in stored if n in s.ops],
-                                           set(on_chip) - set(s.ops)) for s in rows))
-    return max((itemsize(d) for d in dtypes), default=4)
 
 
 def carried_register_cap(stages, gpu, default: int) -> tuple:

@@ -164,6 +164,27 @@ def choose_width(graph, ops, domain, stored, on_chip=()) -> tuple:
     return width, "; ".join(words)
 
 
+def stages_width(graph, stages, m, stored, on_chip) -> tuple:
+    """``(width, whys)``: the widest vector every one of ``stages`` (sharing mapping ``m``) allows, and the
+    stages' reasons; ``on_chip`` values (read from registers) not counted."""
+    width, whys = None, []
+    for s in stages:
+        w, why = choose_width(graph, s.ops, m.domain, [n for n in stored if n in s.ops],
+                              on_chip=set(on_chip) - set(s.ops))
+        if why:
+            whys.append(why)
+        width = w if width is None else min(width, w)
+    return width, whys
+
+
+def stages_vector_bytes(graph, stages, stored, on_chip=()) -> int:
+    """Bytes of the widest element ``stages`` access in vectors (what the vector width was sized by, so
+    that ``width x bytes`` is the widest access: 128 bits at most)."""
+    dtypes = set().union(*(accessed_dtypes(graph, s.ops, s.mapping.domain, [n for n in stored if n in s.ops],
+                                           set(on_chip) - set(s.ops)) for s in stages))
+    return max((itemsize(d) for d in dtypes), default=4)
+
+
 def vectorize(graph, stages, gpu, stored) -> None:
     """Give a single-stage flat kernel its vector width, elements per thread and a full block (in place);
     row stages get theirs from :func:`~astitch_sim.plan.row_vectors.vectorize_rows`.

@@ -35,6 +35,7 @@ from ..passes.analysis import is_scalar_of_inputs
 from ..ir.flatindex import distinct, ravel, unravel
 from ..plan.index_bits import index_bits
 from ..plan.vector_width import vectorize
+from ..plan.column_vectors import vectorize_columns
 from ..plan.row_vectors import carried_register_cap, vectorize_rows
 from ..plan.reduce_scheme import choose as choose_reduce_scheme, scratch_areas
 from ..plan.task_registers import WHY as TASK_REGISTERS_WHY, every_lane_holds, is_task_value, same_task_threads
@@ -88,8 +89,10 @@ def _sampled_reads(graph, stage: Stage, needed_later: set, memo: dict | None) ->
 
 
 def reduction_slots(graph, stage: Stage) -> int:
-    """Per-thread 8-byte slots of reduction scratch a stage needs: one per reduced value (argmax: two)."""
-    return sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
+    """Per-thread 8-byte slots of reduction scratch a stage needs: one per reduced value (argmax: two), for each
+    task a thread holds at once (a column lane with vectors: one per column of its vector)."""
+    per_task = max(1, stage.mapping.vector) if stage.mapping.kind == "columns" else 1
+    return per_task * sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
 
 
 def reduction_scratch_bytes(stages) -> int:
@@ -549,7 +552,8 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
     A non-reduce op listed in several stages is recomputed in each (no value
     crosses stages for it).  ``plan_vectors``: choose flat stages' vector width, elements per thread and
     block (:func:`~astitch_sim.plan.vector_width.vectorize`, every strategy), and row stages' vector width
-    and lanes per row (:func:`~astitch_sim.plan.row_vectors.vectorize_rows`); False keeps the given mappings
+    and lanes per row (:func:`~astitch_sim.plan.row_vectors.vectorize_rows`), and column stages' vector width
+    and tiles (:func:`~astitch_sim.plan.column_vectors.vectorize_columns`); False keeps the given mappings
     exactly (a hand-made plan).  ``keep_inputs``: kernel inputs that later stages read at the elements
     an earlier stage loaded stay in registers, within the same register cap (:func:`_keep_loaded_inputs`).
     ``schemes``: ``{value: "local" | "regional" | "global"}`` for values a later stage reads, placed as given
@@ -571,6 +575,7 @@ def assemble_kernel(graph, name: str, stages: list, gpu, escapes: set, *, stitch
         vectorize(graph, stages, gpu, escapes)
         vectorize_rows(graph, stages, gpu, escapes,
                        carried_cap=0 if schemes or not stitch else register_values_cap)
+        vectorize_columns(graph, stages, gpu, escapes)
         if register_values_cap is None:
             register_cap, why = carried_register_cap(stages, gpu, register_cap)
             if why:
@@ -714,7 +719,7 @@ def _layout_shared(graph, stages, values, consumers) -> int:
         if v.space is not Space.SHARED:
             continue
         m = stages[v.stage].mapping
-        per_block = m.rows_per_block * m.task_iterations if m.kind == "rows" else m.threads_per_row * m.task_iterations
+        per_block = m.rows_per_block * m.task_iterations if m.kind == "rows" else m.tile_width * m.task_iterations
         from ..ir.dtypes import itemsize
         v.nbytes = per_block * itemsize(graph[n].dtype)
         end = max(j for j in consumers[n])

@@ -70,8 +70,10 @@ Counting one vector there over-predicted the H200 window's one-warp-per-row
 kernels 2-3x (Inductor's layer norm 16384x768: 81 us against 25.8 measured,
 33 us counted this way; the cross-check's median error 7.9% -> 7.0% on 50 plans,
 ``benchmarks/results/2026-11-28-crosscheck-inflight``).  Other
-mappings (columns, rows with more trips or no vectors) issue one element's
-loads at a time (``vector`` elements where the mapping has vectors).  The preset's
+mappings (scalar columns, rows with more trips or no vectors) issue one element's
+loads at a time (``vector`` elements where the mapping has vectors).  A column lane
+with vectors loads ``load_trips`` reduced rows' vectors per loop round
+(``plan/column_vectors.py``: 4 rows of 4 adjacent f32 columns, 2048 bytes per warp).  The preset's
 ``bytes_in_flight_per_warp`` is the floor: what the model assumed for every
 kernel before the code generator had vectors (V100: one coalesced 4-byte load
 per warp, 128 B; A100 256 B, H100/H200 512 B: uncalibrated estimates like
@@ -283,7 +285,8 @@ def elements_in_flight(mapping) -> int:
     mapping's ``per_thread``: every vector of a round is loaded before any is computed,
     ``gpu_backend/codegen/loops.py``); ``vector x`` the trips loaded together for a row read in vectors
     (``plan/loads_in_flight.trips_in_flight``: every trip where at most ``MAX_TRIPS`` are written out,
-    ``codegen/task_loops.write_vector_trips``, unless the registers hold fewer; one per round beyond);
+    ``codegen/task_loops.write_vector_trips``, unless the registers hold fewer; one per round beyond), or
+    the reduced rows a column lane loads per round (``codegen/task_loops.write_column_vectors``);
     one vector otherwise."""
     from ..plan.loads_in_flight import trips_in_flight
     if mapping is None:

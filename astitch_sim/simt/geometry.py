@@ -101,7 +101,7 @@ class Geometry:
         self.block_threads = m.block
         self.grid = m.grid
         self.iters = max(1, m.elements_per_thread)
-        self.vector = m.vector if m.kind in ("flat", "rows") else 1   # a vector's elements: one warp instruction
+        self.vector = m.vector            # a vector's elements: one warp instruction
         self.wpb = ceil(m.block / WARP)
         self.X = self.Y = None          # dims a warp instruction never spans / the others
         self.parts = None               # (task dims, reduced dims) for rows/columns mappings
@@ -292,7 +292,8 @@ class Geometry:
 
         ``task`` is the reduce output index (ThreadMapping.task_of), ``part`` the split
         block (``block % splits``), ``inner`` the thread's loop trip within the task
-        (``iteration % inner_iterations``) and ``lane`` the thread's place among the
+        (``iteration % inner_iterations``; a column lane with vectors: that over ``vector``, its trip down
+        the column -- ``ThreadMapping.folds_per_task`` of them) and ``lane`` the thread's place among the
         task's threads (rows: ``thread % threads_per_row``; columns: the row lane
         ``thread // threads_per_row``).  Separable: ``task`` over the task-dims grid,
         the other three over the reduced-dims grid.
@@ -314,6 +315,8 @@ class Geometry:
             b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
         part = b % m.splits
         inner = it % m.inner_iterations
+        if m.kind == "columns" and m.vector > 1:
+            inner = inner // m.vector                   # the lane's trip down its column (column j of the vector)
         lane = t % tpr if m.kind == "rows" else t // tpr
         lanes = tpr if m.kind == "rows" else m.rows_per_block
         self._cache["layout"] = (task, part, inner, lane, lanes)
@@ -333,10 +336,11 @@ class Geometry:
         """Shared-memory slot of every task's result in its block.
 
         The layout ``kernel_builder`` sizes (``Value.nbytes``): a block keeps
-        ``rows_per_block * task_iterations`` results (rows) or ``threads_per_row *
+        ``rows_per_block * task_iterations`` results (rows) or ``tile_width *
         task_iterations`` (columns), slot ``outer * per_trip + place``, where
         ``outer`` is the task's vertical-packing trip and ``place`` its row slot in
-        the block (rows) or its column lane (columns).
+        the block (rows) or its column in the tile (columns: the column lane's vector,
+        then the column within it -- the head's iteration modulo ``vector``).
         """
         if "slots" not in self._cache:
             m = self.mapping
@@ -345,7 +349,7 @@ class Geometry:
             if m.kind == "rows":
                 self._cache["slots"] = outer * m.rows_per_block + t // m.threads_per_row
             else:
-                self._cache["slots"] = outer * m.threads_per_row + t % m.threads_per_row
+                self._cache["slots"] = outer * m.tile_width + (t % m.threads_per_row) * m.vector + it % m.vector
         return self._cache["slots"]
 
 

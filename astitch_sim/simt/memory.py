@@ -400,12 +400,12 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
 
 
 def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
-    """A rows mapping with vectors whose access is neither contiguous nor uniform within the lanes' vectors
-    (the code generator then issues one scalar load per element).  The Y part runs along the row (its
-    innermost dim last, a multiple of the width), so its line splits into the lanes' vectors; every
-    alignment the X part adds is checked."""
+    """A rows or columns mapping with vectors whose access is neither contiguous nor uniform within the lanes'
+    vectors (the code generator then issues one scalar load per element).  The Y part runs along the vectors
+    (a row, or a column tile's columns: the innermost dim last, a multiple of the width), so its line splits
+    into the lanes' vectors; every alignment the X part adds is checked."""
     V = getattr(geom, "vector", 1)
-    if V <= 1 or geom.mapping.kind != "rows":
+    if V <= 1 or geom.mapping.kind not in ("rows", "columns"):
         return False
     s = acc.itemsize
     base = acc.base // s if acc.base % s == 0 else 1

@@ -54,7 +54,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     distinct across the blocks.  Blocks hold about ``chunk`` elements (whole tasks); ``chunk=None``: one block,
     every task.  Tasks no element of a separable domain reaches are in no block (their row is all identity)."""
     task, part, inner, lane, lanes = layout
-    T, S, I = m.rows, m.splits, m.inner_iterations
+    T, S, I = m.rows, m.splits, m.folds_per_task
     width = S * I * lanes
     pos = (part * I + inner) * lanes + lane
     if not geom.separable:
@@ -140,7 +140,7 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
     own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
     size = geom.size if values[0].ndim else 1
     chunk = LAYOUT_CHUNK if size > LAYOUT_CHUNK else None
-    T, S, I, lanes = m.rows, m.splits, m.inner_iterations, layout[4]
+    T, S, I, lanes = m.rows, m.splits, m.folds_per_task, layout[4]
     out = None
     for blocks in zip(*(lay_out_chunks(v, layout, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
         rows = blocks[0][0]

@@ -120,20 +120,26 @@ class LoopEmitter:
                 bodies.append((E.lt(e, m.size) if guarded else None, loads, body))
             self.loads_first(bodies)
 
-    def vector_body(self, base: list, V: int, iteration, scope: Scope) -> tuple:
+    def vector_body(self, base: list, V: int, iteration, scope: Scope, accumulators=None) -> tuple:
         """One vector: the ``V`` elements from index ``base`` (its first element) along the innermost dim,
         element ``j`` at the thread's iteration ``iteration(j)``.  Returns its loads (what ``ctx.prefetch``
         collects: ``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly) and
         its computation and stores, as two blocks of lines: :meth:`loads_first` issues every vector's loads
-        before any vector's computation."""
+        before any vector's computation.  ``accumulators``: where element ``j`` folds its reduces, when the
+        vector's elements belong to different tasks (a column lane's adjacent columns: ``ctx.acc_lanes``);
+        None: every element folds into ``ctx.acc_var`` (a row's vector: one task)."""
         ctx = self.ctx
         out, last = ctx.out, len(base) - 1
         loads, body = Lines(), Lines()
         ctx.prefetch, ctx.out = loads, body
         for j in range(V):
             ctx.it = iteration(j)
+            if accumulators is not None:
+                ctx.acc_var = accumulators[j]
             items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
             self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
+        if accumulators is not None:
+            ctx.acc_var = accumulators[0]
         ctx.prefetch, ctx.out = None, out
         return loads, body
 

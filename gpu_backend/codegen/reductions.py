@@ -103,19 +103,21 @@ class ReductionEmitter:
             v = info.min if red == "max" else info.max
         return self.ctx.kw.mod.constant(v, dtype, f"{red}_identity_{dtype}")
 
-    def combine_lanes(self, red_scratch: dict, width: int, rows_kind: bool, outer) -> dict:
-        """The threads of each task combine their partials as the stage's ``reduce_scheme`` says; returns
-        reduce -> the expressions holding the task's total on its first thread (value, or value and index)."""
+    def combine_lanes(self, red_scratch: list, width: int, rows_kind: bool, outer) -> list:
+        """The threads of each task combine their partials as the stage's ``reduce_scheme`` says; returns, for
+        each task the thread holds (one; a column lane with vectors: one per column, ``ctx.acc_lanes``),
+        reduce -> the expressions holding the task's total on its first thread (value, or value and index).
+        ``red_scratch``: the tree's scratch views, per task the thread holds."""
         ctx = self.ctx
         scheme = ctx.stage.reduce_scheme
         if scheme is ReduceScheme.SHUFFLE:
             self.reduce_shuffle(width, outer)
-            return {r: tuple(ctx.acc_var[r]) for r in ctx.reduces}
+            return [{r: tuple(ctx.acc_var[r]) for r in ctx.reduces}]
         if scheme is ReduceScheme.NONE:
             ctx.out("# one thread per task: its partial is the task's total")
-            return {r: tuple(ctx.acc_var[r]) for r in ctx.reduces}
+            return [{r: tuple(accs[r]) for r in ctx.reduces} for accs in ctx.acc_lanes]
         self.reduce_tree(red_scratch, width, rows_kind)
-        return {r: tuple(sv.at("tid") for sv in red_scratch[r]) for r in ctx.reduces}
+        return [{r: tuple(sv.at("tid") for sv in views[r]) for r in ctx.reduces} for views in red_scratch]
 
     def butterfly(self, offsets: tuple, why: str):
         """Every reduce's accumulator(s) folded with lane ``laneid ^ h``'s, for each ``h`` of ``offsets``."""
@@ -183,14 +185,17 @@ class ReductionEmitter:
             out.dedent()
         self.butterfly(butterfly(w), "fold the partner's warp total")
 
-    def reduce_tree(self, red_scratch: dict, width: int, rows_kind: bool):
+    def reduce_tree(self, red_scratch: list, width: int, rows_kind: bool):
         """Each thread's partial into its scratch word, then the tree over the ``width`` threads of a
-        task (the upper half folds into the lower half, the half rounded up)."""
+        task (the upper half folds into the lower half, the half rounded up).  A column lane with vectors
+        has a partial per column, each in its own scratch slot: one tree folds them all, behind the same
+        barriers."""
         ctx = self.ctx
         out = ctx.out
-        for r in ctx.reduces:
-            for sv, acc in zip(red_scratch[r], ctx.acc_var[r]):
-                out(f"{sv.at('tid')} = {acc}")
+        for views, accs in zip(red_scratch, ctx.acc_lanes):
+            for r in ctx.reduces:
+                for sv, acc in zip(views[r], accs[r]):
+                    out(f"{sv.at('tid')} = {acc}")
         lanev, step = ("lane", 1) if rows_kind else ("row_lane", ctx.m.threads_per_row)
         who = f"the {width} threads of each row" if rows_kind else f"the {width} row lanes of each column"
         out("cuda.syncthreads()")
@@ -203,10 +208,11 @@ class ReductionEmitter:
         out(f"if {lanev} < n - h:")
         out.indent()
         partner = "tid + h" if step == 1 else f"tid + h * {step}"
-        for r in ctx.reduces:
-            svs = red_scratch[r]
-            self.fold(ctx.g[r], tuple(sv.at("tid") for sv in svs), tuple(sv.at(partner) for sv in svs),
-                      "fold the partner's partial")
+        for views in red_scratch:
+            for r in ctx.reduces:
+                svs = views[r]
+                self.fold(ctx.g[r], tuple(sv.at("tid") for sv in svs), tuple(sv.at(partner) for sv in svs),
+                          "fold the partner's partial")
         out.dedent()
         out("cuda.syncthreads()")
         out("n = h")

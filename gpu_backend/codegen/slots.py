@@ -42,8 +42,8 @@ class SlotEmitter:
         """Shared-memory slot of task coordinate ``tc`` in the block that holds it (the plan's layout).
 
         rows: ``(tc // slots) * rows_per_block + tc % slots % rows_per_block``; columns:
-        ``(tc // lanes // slots) * lanes + tc % lanes`` -- simplified when the task count
-        makes a term constant.
+        ``(tc // width // slots) * width + tc % width``, ``width`` the columns of a tile (``tile_width``:
+        column lanes x their vector) -- simplified when the task count makes a term constant.
         """
         if m.kind == "rows":
             rpb, slots = m.rows_per_block, m.slots
@@ -53,12 +53,12 @@ class SlotEmitter:
                 return E.mod(tc, rpb)
             return E.add(E.mul(E.floordiv(tc, slots), rpb), E.mod(E.mod(tc, slots), rpb))
         if m.kind == "columns":
-            tpr = m.threads_per_row
-            if m.rows <= tpr:
+            width = m.tile_width
+            if m.rows <= width:
                 return tc
             if m.tiles <= m.slots:
-                return E.mod(tc, tpr)
-            return E.add(E.mul(E.floordiv(E.floordiv(tc, tpr), m.slots), tpr), E.mod(tc, tpr))
+                return E.mod(tc, width)
+            return E.add(E.mul(E.floordiv(E.floordiv(tc, width), m.slots), width), E.mod(tc, width))
         self.ctx.fail("a Regional value needs a rows or columns mapping")
 
     def kept_dims(self, stage) -> list:

@@ -75,6 +75,10 @@ class StageContext:
     #: argmax/argmin.  Written by TaskLoopEmitter.prepare_reductions (LoopEmitter.write_flat: none,
     #: a flat stage has no reduce); read by ElementEmitter (accumulate) and ReductionEmitter (the tree).
     acc_var: dict = field(default_factory=dict)
+    #: a column lane's accumulators, one such dict per column of its vector (``mapping.vector`` adjacent
+    #: columns are as many tasks; one dict, ``acc_var`` itself, for every other stage).  Written by
+    #: TaskLoopEmitter.prepare_reductions; LoopEmitter.vector_body folds element ``j`` into entry ``j``.
+    acc_lanes: list = field(default_factory=list)
     #: reduce -> the variable holding its complete value for the task.  Written by
     #: ReductionEmitter.finish_tasks; ValueEmitter reads it in the epilogue phase.
     result_var: dict = field(default_factory=dict)

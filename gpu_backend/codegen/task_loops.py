@@ -14,18 +14,23 @@ A *task* is one row (``rows``), or one column of a column reduction
    (``inner``, in steps of the lane count), each guarded where the last round
    runs past the task, running the per-element body.  A row read in vectors
    (``mapping.vector > 1``, planned by ``astitch_sim/plan/row_vectors.py``) takes
-   one vector per trip instead, every trip's loads first (:meth:`TaskLoopEmitter.write_vector_trips`).
+   one vector per trip instead, every trip's loads first (:meth:`TaskLoopEmitter.write_vector_trips`);
+   a column lane with vectors (``astitch_sim/plan/column_vectors.py``) holds ``vector``
+   adjacent columns -- as many tasks, one accumulator each -- and reads one vector
+   across them per reduced row (:meth:`TaskLoopEmitter.write_column_vectors`).
 4. **After the task.**  The reduction tree, then the task's first thread
    completes the reduces and runs the epilogue (every lane does, where the plan
    keeps a per-task value in registers for a later stage: ``plan/task_registers.py``;
    the first lane alone stores to shared or global memory) -- or, for a task split over
    blocks, hands its partial to the split combine, and the combine (a second
-   task loop after a grid barrier) and the epilogue (a third one) follow.
+   task loop after a grid barrier) and the epilogue (a third one) follow.  A column
+   lane with vectors completes each of its columns in turn (:meth:`TaskLoopEmitter.columns_of_lane`).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from math import ceil
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from astitch_sim.ir.reducers import reduce_inputs
@@ -129,17 +134,22 @@ class TaskLoopEmitter:
             out(f"part = {ix(E.mod('bid', m.splits))}")
         return "part" if m.splits > 1 else 0
 
-    def prepare_reductions(self, split: bool) -> dict:
-        """Name each reduce's accumulators, give it its reduction scratch slot(s), and (split over
-        blocks) add its result buffers; returns reduce -> its scratch views."""
+    def prepare_reductions(self, split: bool) -> list:
+        """Name each reduce's accumulators (a column lane with vectors: one set per column it holds), give
+        them their reduction scratch slot(s), and (split over blocks) add the result buffers; returns, per
+        column of the lane (one entry but for a column lane's vector), reduce -> its scratch views."""
         ctx = self.ctx
         g = ctx.g
-        ctx.acc_var = {r: tuple(ctx.kw.names.fresh(("acc_" if k == 0 else "acci_") + r)
-                                for k in range(len(reduce_inputs(g[r])))) for r in ctx.reduces}
-        red_scratch, slot = {}, 0
-        for r in (ctx.reduces if ctx.stage.reduce_scheme is ReduceScheme.TREE else ()):
-            red_scratch[r] = tuple(ctx.kw.scratch(slot + k, x.dtype) for k, x in enumerate(reduce_inputs(g[r])))
-            slot += len(red_scratch[r])
+        V = ctx.m.vector if ctx.m.kind == "columns" else 1
+        ctx.acc_lanes = [{r: tuple(ctx.kw.names.fresh(("acc_" if k == 0 else "acci_") + r + (f"_{j}" if V > 1 else ""))
+                                   for k in range(len(reduce_inputs(g[r])))) for r in ctx.reduces}
+                         for j in range(V)]
+        ctx.acc_var = ctx.acc_lanes[0]
+        red_scratch, slot = [{} for _ in range(V)], 0
+        for j in range(V):
+            for r in (ctx.reduces if ctx.stage.reduce_scheme is ReduceScheme.TREE else ()):
+                red_scratch[j][r] = tuple(ctx.kw.scratch(slot + k, x.dtype) for k, x in enumerate(reduce_inputs(g[r])))
+                slot += len(red_scratch[j][r])
         if split:
             for r in ctx.reduces:
                 if len(reduce_inputs(g[r])) > 1:
@@ -171,13 +181,15 @@ class TaskLoopEmitter:
         return "row", ok
 
     def open_column(self, outer: Expr) -> tuple:
-        """``col`` from the block's column tile and the thread's column lane; its kept dims (outer, inner)."""
+        """``col`` from the block's column tile and the thread's column lane (with vectors: the first of the
+        lane's ``vector`` adjacent columns); its kept dims (outer, inner)."""
         m, out = self.ctx.m, self.ctx.out
-        tpr = m.threads_per_row
+        tpr, V = m.threads_per_row, m.vector
         ix = self.ctx.kw.ix
         out(f"tile = {ix(E.add(E.mul(outer, m.slots), 'block_slot'))}")
-        out(f"col = {ix(E.add(E.mul('tile', tpr), 'lane_c'))}")
-        ok = E.lt("col", m.rows) if m.task_iterations * m.slots * tpr > m.rows else True
+        out(f"col = {ix(E.mul(E.add(E.mul('tile', tpr), 'lane_c'), V))}" +
+            (f"  # the first of the lane's {V} adjacent columns" if V > 1 else ""))
+        ok = E.lt("col", m.rows) if m.task_iterations * m.slots * m.tile_width > m.rows else True
         ext2 = m.extent(2)
         o = E.floordiv("col", ext2) if ext2 > 1 else "col"
         c = E.mod("col", ext2)
@@ -187,9 +199,19 @@ class TaskLoopEmitter:
             self.loops.domain_vars(list(m.groups[2]), c, m.domain)
         return "col", ok
 
-    def task_index(self) -> tuple:
-        """The current task's index: the variables of the kept (non-reduced) dims."""
-        return tuple(self.ctx.dvars[d] for d in self.slots.kept_dims(self.ctx.stage))
+    def task_index(self, j: int = 0) -> tuple:
+        """The current task's index: the variables of the kept (non-reduced) dims; ``j``: the ``j``-th column
+        of a column lane's vector (``+ j`` along the innermost dim, which the vector runs along)."""
+        ctx = self.ctx
+        last = len(ctx.m.domain) - 1
+        return tuple(E.add(ctx.dvars[d], j) if d == last else ctx.dvars[d]
+                     for d in self.slots.kept_dims(ctx.stage))
+
+    def columns_of_lane(self, tc: Expr) -> list:
+        """``(j, task coordinate, task index)`` of each task the thread holds in this task trip: one, or a
+        column lane's ``vector`` adjacent columns (``tc + j``), completed one after another."""
+        V = self.ctx.m.vector if self.ctx.m.kind == "columns" else 1
+        return [(j, E.add(tc, j), self.task_index(j)) for j in range(V)]
 
     @contextmanager
     def first_thread(self, lanes: TaskLanes, ok, why: str = ""):
@@ -205,6 +227,8 @@ class TaskLoopEmitter:
         ctx = self.ctx
         m, out = ctx.m, ctx.out
         if m.vector > 1:
+            if m.kind == "columns":
+                return self.write_column_vectors(lanes, outer, ok, part)
             return self.write_vector_trips(lanes, outer, ok, part)
         I = m.inner_iterations
         with out.block(f"for inner in range({I}):  # {I} element(s) of the task per thread" if I > 1 else None):
@@ -264,6 +288,45 @@ class TaskLoopEmitter:
                 bodies.append((None if cond is True else cond, loads, body))
             self.loops.loads_first(bodies, group if unrolled else 0)
 
+    def write_column_vectors(self, lanes: TaskLanes, outer: Expr, ok, part: Expr):
+        """A column lane with vectors (``m.vector > 1``): its ``trips`` reduced rows of the chunk, each one
+        vector across the lane's ``vector`` adjacent columns (``ldg4`` for what it reads contiguously, one
+        scalar load for what depends on the row alone); element ``j`` folds into column ``j``'s accumulators,
+        at iteration ``(outer * trips + trip) * vector + j`` (as ``ThreadMapping.locate``).  Per loop round,
+        ``trips_in_flight`` rows (the plan's ``load_trips``): every row's loads, then their folds in row
+        order."""
+        ctx = self.ctx
+        m, out, kw = ctx.m, ctx.out, ctx.kw
+        V, T, I, U = m.vector, m.trips, m.inner_iterations, trips_in_flight(m)
+        rounds = ceil(T / U)
+        out(f"# {T} reduced row(s) per lane, each one {V}-element vector across the lane's {V} adjacent columns"
+            + (f"; {U} rows' loads per round, then their folds" if U > 1 else ""))
+        with out.block(f"for rnd in range({rounds}):  # the lane's rows of the chunk" if rounds > 1 else None):
+            rnd = "rnd" if rounds > 1 else 0
+            bodies = []
+            for u in range(U):
+                trip = E.add(E.mul(rnd, U), u)
+                w = kw.names.fresh("within")
+                out(f"{w} = {kw.ix(E.add(E.mul(trip, lanes.step), lanes.lane))}")
+                red_coord = E.add(E.mul(part, m.chunk), w)
+                cond = E.all_of([ok, E.lt(w, m.chunk) if rounds * U * lanes.step > m.chunk else True,
+                                 (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
+                dims = list(m.groups[1])
+                parts = E.unravel(red_coord, [m.domain[d] for d in dims], True)
+                base = [ctx.dvars.get(d) for d in range(len(m.domain))]
+                for d, p in zip(dims, parts):
+                    if isinstance(p, int):
+                        base[d] = p
+                        continue
+                    var = kw.names.fresh(f"d{d}_{u}")
+                    out(f"{var} = {kw.ix(p)}")
+                    base[d] = var
+                loads, body = self.loops.vector_body(
+                    base, V, lambda j, trip=trip: E.add(E.mul(outer, I), E.add(E.mul(trip, V), j)), Scope(),
+                    accumulators=ctx.acc_lanes)
+                bodies.append((None if cond is True else cond, loads, body))
+            self.loops.loads_first(bodies)
+
     def name_iteration(self, outer: Expr, inner: Expr):
         """The thread's iteration ``outer * inner_iterations + inner``: in a variable ``it`` when the body
         indexes a register array with it, else only in the context (nothing reads it)."""
@@ -275,7 +338,7 @@ class TaskLoopEmitter:
         ctx.it = it
 
     # -- 4. after the task ---------------------------------------------------------------------------
-    def write_element_pass(self, lanes: TaskLanes, part: Expr, red_scratch: dict, split: bool):
+    def write_element_pass(self, lanes: TaskLanes, part: Expr, red_scratch: list, split: bool):
         """Every task of the thread: its elements, then the tree and the first thread's completion
         (unsplit) or partial (split over blocks)."""
         ctx = self.ctx
@@ -283,23 +346,26 @@ class TaskLoopEmitter:
             if ok is not True:
                 ctx.out(f"{lanes.ok_var} = {ok}")
                 ok = lanes.ok_var
-            for r in ctx.reduces:
-                for acc, ident in zip(ctx.acc_var[r], self.reductions.identity(ctx.g[r])):
-                    ctx.out(f"{acc} = {ident}")
+            for accs in ctx.acc_lanes:
+                for r in ctx.reduces:
+                    for acc, ident in zip(accs[r], self.reductions.identity(ctx.g[r])):
+                        ctx.out(f"{acc} = {ident}")
             self.write_element_loop(lanes, outer, ok, part)
-            task_idx = self.task_index()
             if ctx.reduces:
                 totals = self.reductions.combine_lanes(red_scratch, lanes.step, lanes.rows_kind, outer)
+                tasks = self.columns_of_lane(tc)
                 if not split and self.every_lane_finishes():
                     with ctx.out.block(f"if {ok}:  # every lane of the task completes it" if ok is not True
                                        else None):
-                        self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0, first=lanes.first)
+                        for j, tcj, task_idx in tasks:
+                            self.reductions.finish_tasks(totals[j], ctx.m, tcj, task_idx, part=0, first=lanes.first)
                 else:
                     with self.first_thread(lanes, ok, "  # the task's first thread in this block"):
-                        if not split:
-                            self.reductions.finish_tasks(totals, ctx.m, tc, task_idx, part=0)
-                        else:
-                            self.reductions.split_partial(totals, task_idx, part)
+                        for j, tcj, task_idx in tasks:
+                            if not split:
+                                self.reductions.finish_tasks(totals[j], ctx.m, tcj, task_idx, part=0)
+                            else:
+                                self.reductions.split_partial(totals[j], task_idx, part)
 
     def every_lane_finishes(self) -> bool:
         """Does every lane complete the task (the plan keeps one of its per-task values in registers for a
@@ -316,9 +382,9 @@ class TaskLoopEmitter:
             out("grid.sync()  # split reduction: every block's partials are in global memory")
             ctx.kw.cooperative_used = True
             with self.each_task(lanes) as (outer, tc, ok):
-                task_idx = self.task_index()
                 with self.first_thread(lanes, ok):
-                    self.reductions.sum_partials(task_idx, part)
+                    for _, _, task_idx in self.columns_of_lane(tc):
+                        self.reductions.sum_partials(task_idx, part)
         if s.sync_after_combine:
             out("grid.sync()  # the split reduction is complete in global memory; this kernel reads it")
             ctx.kw.cooperative_used = True
@@ -327,6 +393,6 @@ class TaskLoopEmitter:
                 ctx.fail("the epilogue of a split reduction needs sync_after_combine")
             out("# every block that holds part of a task reads the complete result and runs the epilogue")
             with self.each_task(lanes) as (outer, tc, ok):
-                task_idx = self.task_index()
                 with self.first_thread(lanes, ok):
-                    self.reductions.finish_tasks(None, ctx.m, tc, task_idx, part=part)
+                    for _, tcj, task_idx in self.columns_of_lane(tc):
+                        self.reductions.finish_tasks(None, ctx.m, tcj, task_idx, part=part)

@@ -142,11 +142,13 @@ def test_the_source_counts_each_access_times_the_trips_around_it():
 
 def test_the_generated_kernels_state_every_trip_count():
     """Every kernel of a real plan is countable: its loops are ``range`` of constants (a column reduction's
-    256 elements per thread: 256 loads), and the shares follow the stages' busy threads."""
+    32 elements per thread in 4-element vectors of adjacent columns, 4 rows' loads per round: 8 vector loads),
+    and the shares follow the stages' busy threads."""
     from gpu_backend.machine.source_counts import plan_accesses
-    plan = asim.compile(asim.workload("column_reduce", rows=1024, cols=256), "xla", "H100")
+    plan = asim.compile(asim.workload("column_reduce", rows=16384, cols=512), "xla", "H100")
     (k,) = plan.kernels
     a = plan_accesses(plan)[0]
     m = k.stages[0].mapping
-    assert a.per_thread == m.inner_iterations * m.task_iterations
+    assert (m.vector, m.trips, m.load_trips, m.task_iterations) == (4, 8, 4, 1)
+    assert a.per_thread == m.trips * m.task_iterations == m.elements_per_thread // m.vector
     assert 0 < a.loop_share <= 1 and a.loop_share == pytest.approx(min(1.0, m.busy_threads / (k.grid * k.block)))

@@ -120,7 +120,8 @@ def test_the_signature_is_the_one_gpu_bench_records_and_the_stale_h200_point_is_
     points whose row reductions today's XLA packs several rows to a block (``common.xla_packed_rows``; the
     window ran the paper-era launch, one block per row), and the <64,30000> softmax's astitch point: the window
     ran each row split over 4 blocks, which the launch search no longer picks since a row's vector trips count
-    as loads in flight (``cost.elements_in_flight``)."""
+    as loads in flight (``cost.elements_in_flight``); and every xla or astitch plan whose column reductions now
+    read vectors of adjacent columns (``plan/column_vectors.py``: the window ran them scalar)."""
     from astitch_sim.planning.strategies.common import xla_packed_rows
     found = asim.gpu_measurements(os.path.join(REPO, "benchmarks", "results"))
     h200 = [m for m in found.rows if m.preset == "H200" and m.date.startswith("2026-11-27")]
@@ -132,14 +133,17 @@ def test_the_signature_is_the_one_gpu_bench_records_and_the_stale_h200_point_is_
             packed = [s.mapping for k in plan.kernels for s in k.stages
                       if s.reduces and s.mapping.kind == "rows" and s.mapping.splits == 1
                       and xla_packed_rows(s.mapping.rows, s.mapping.cols, plan.gpu)[1] > 1]
+            column_vectors = any(s.mapping.kind == "columns" and s.mapping.vector > 1
+                                 for k in plan.kernels for s in k.stages)
             stale_point = ((m.workload, m.strategy) == ("layernorm_backward", "astitch")
                            or (m.workload, m.strategy, m.shape) == ("softmax", "astitch", {"rows": 64, "cols": 30000})
-                           or (m.strategy == "xla" and bool(packed)))
+                           or (m.strategy == "xla" and bool(packed)) or column_vectors)
             assert m.same_plan(plan) is (not stale_point), (m.workload, m.shape, m.strategy)
             if stale_point:
                 stale.add((m.workload, m.strategy))
     assert stale == {("layernorm_backward", "astitch"), ("layernorm", "xla"), ("softmax", "xla"),
-                     ("layernorm_backward", "xla"), ("softmax", "astitch")}
+                     ("layernorm_backward", "xla"), ("softmax", "astitch"), ("batchnorm_train", "xla"),
+                     ("batchnorm_train", "astitch")}
     (stale,) = [m for m in h200 if (m.workload, m.strategy, m.shape) ==
                 ("layernorm_backward", "astitch", {"rows": 16384, "cols": 768})]
     assert stale.same_plan(asim.compile(asim.workload("layernorm_backward", rows=16384, cols=768), "astitch",

@@ -111,7 +111,8 @@ def test_fallbacks_say_why():
 def test_row_stages_beside_a_column_stage_read_in_vectors_in_the_planned_launch():
     """Layer-norm backward's stitched kernel: two row stages and the dgamma/dbeta column stage share one launch.
     The row stages keep their lanes and grid and read each row in 128-bit vectors (192 per 768-row over 128
-    lanes: 2 trips); the column stage is untouched; the kernel's values cross stages as before."""
+    lanes: 2 trips); the column stage keeps the launch too (its own vectors of adjacent columns:
+    ``test_column_vectors.py``); the kernel's values cross stages as before."""
     g = asim.workload("layernorm_backward", rows=16384, cols=768)
     plan = asim.compile(g, "astitch", "H100")        # the launch search's 16384 blocks of 128 threads
     (k,) = plan.kernels
@@ -124,7 +125,7 @@ def test_row_stages_beside_a_column_stage_read_in_vectors_in_the_planned_launch(
         assert m.threads_per_row == 128 and m.trips == 2
         assert "also has columns stages, so its launch stays as planned" in m.vector_why
         assert "128-bit vectors along the row (768 = 192 x 4)" in m.vector_why
-    assert all(st.mapping.vector == 1 for st in cols)
+    assert all((st.mapping.grid, st.mapping.block) == (k.grid, k.block) for st in cols)
     assert "so its launch stays as planned: 128 lanes per row, 2 trip(s) per lane" in str(plan)
     # the paper's launch (two rows of 512 lanes per 1024-thread block): 192 vectors would idle lanes
     (paper,) = asim.compile(g, "astitch", "H100", launch_search=False).kernels
@@ -193,9 +194,9 @@ def test_bad_row_vectors_are_refused():
     with pytest.raises(asim.AStitchError, match="innermost dim"):
         ThreadMapping("rows", (8, 64), ((1,), (0,)), block=8, grid=64, threads_per_row=8, per_thread=4,
                       vector=4).check()
-    with pytest.raises(asim.AStitchError, match="columns mapping"):
-        ThreadMapping("columns", (8, 64), ((), (0,), (1,)), block=64, grid=1, threads_per_row=32, per_thread=4,
-                      vector=4).check()
+    with pytest.raises(asim.AStitchError, match="columns to end in the innermost dim"):   # a reduce over the last dim
+        ThreadMapping("columns", (8, 64, 4), ((0,), (2,), (1,)), block=64, grid=1, threads_per_row=32,
+                      per_thread=4, vector=4).check()
 
 
 # -- the SIMT model ------------------------------------------------------------------------------------------
@@ -473,7 +474,7 @@ def test_trips_loaded_a_group_at_a_time_match_the_reference(workload, group):
 def test_load_trips_only_groups_row_vectors():
     m = ThreadMapping("rows", (4, 64), ((0,), (1,)), 32, 4, threads_per_row=32)
     from dataclasses import replace
-    with pytest.raises(asim.AStitchError, match="above 0 only on a rows mapping with vectors"):
+    with pytest.raises(asim.AStitchError, match="above 0 only on a rows or columns mapping with vectors"):
         replace(m, load_trips=2).check()
     for bad in ("2", -1):
         with pytest.raises(asim.AStitchError, match="a whole number of trips >= 0"):

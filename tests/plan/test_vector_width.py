@@ -82,9 +82,11 @@ def test_bad_vectors_are_refused():
         ThreadMapping("flat", (8, 64), ((0, 1),), block=64, grid=1, per_thread=6, vector=4).check()
     with pytest.raises(asim.AStitchError, match="straddle two rows"):
         ThreadMapping("flat", (8, 6), ((0, 1),), block=64, grid=1, per_thread=4, vector=4).check()
-    with pytest.raises(asim.AStitchError, match="column lanes take one element"):
-        ThreadMapping("columns", (8, 64), ((), (0,), (1,)), block=64, grid=1, threads_per_row=32, per_thread=4,
+    with pytest.raises(asim.AStitchError, match="must equal vector"):       # a column lane: one vector per trip
+        ThreadMapping("columns", (8, 64), ((), (0,), (1,)), block=64, grid=1, threads_per_row=32, per_thread=8,
                       vector=4).check()
+    ThreadMapping("columns", (8, 64), ((), (0,), (1,)), block=64, grid=1, threads_per_row=16, per_thread=4,
+                  vector=4).check()
 
 
 def test_the_plan_prints_serializes_and_loads_old_json():
