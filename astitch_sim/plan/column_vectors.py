@@ -15,9 +15,8 @@ lanes stay as planned (32 column lanes, so a warp never spans two reduced rows),
 ``vector`` times fewer tiles.  To keep the planned blocks busy, a split reduced dim is split up to
 ``vector`` times finer (each block's chunk shorter: a thread folds as many elements as before, ``vector``
 at a time), but not so fine that a lane makes fewer trips down its columns than it loads at once
-(:func:`finer_split`).  An unsplit plan has fewer busy threads, each with ``vector`` times the loads in
-flight; it takes vectors where the GPU keeps at least as many loads in flight as before (busy threads,
-at most the resident ones, times the width) and every SM that had a block still has one.
+(:func:`finer_split`).  An unsplit plan has ``vector`` times fewer busy threads, each with ``vector`` times
+the loads in flight; it takes vectors where every SM that had a block of the stage still has one.
 
 The price is paid once per lane and column: a lane's ``vector`` partials each go through the block's
 tree (one scratch slot per column, behind the same barriers) and, split, each through its own atomic.
@@ -53,6 +52,13 @@ from math import ceil
 
 from .vector_width import stages_vector_bytes, stages_width
 
+#: shared memory per block left for a kernel's Regional values beside its widened reduction scratch
+REGIONAL_ROOM = 8 * 1024
+#: most reduced rows a column lane loads per loop round (their vectors' loads before any is used: 4 rows of
+#: 4-element f32 vectors keep 2 KiB per warp in flight, as a flat kernel's 4 vectors per thread do)
+ROWS_IN_FLIGHT = 4
+
+
 
 def _scalar(stages, why: str) -> None:
     """The column stages keep scalar lanes; their (shared) mapping says why."""
@@ -61,13 +67,6 @@ def _scalar(stages, why: str) -> None:
         if id(s.mapping) not in made:
             made[id(s.mapping)] = replace(s.mapping, vector_why=f"scalar: {why}")
         s.mapping = made[id(s.mapping)]
-
-
-#: shared memory per block left for a kernel's Regional values beside its widened reduction scratch
-REGIONAL_ROOM = 8 * 1024
-#: most reduced rows a column lane loads per loop round (their vectors' loads before any is used: 4 rows of
-#: 4-element f32 vectors keep 2 KiB per warp in flight, as a flat kernel's 4 vectors per thread do)
-ROWS_IN_FLIGHT = 4
 
 
 def with_vectors(m, width: int, gpu, keep_grid: bool, reduced: int = 1):
@@ -87,11 +86,9 @@ def with_vectors(m, width: int, gpu, keep_grid: bool, reduced: int = 1):
     grid = m.grid if keep_grid else min(m.grid, tiles * splits)
     new = replace(m, grid=grid, splits=splits, per_thread=width, vector=width)
     new = replace(new, load_trips=min(ROWS_IN_FLIGHT, new.trips))
-    resident = gpu.blocks_per_wave(m.block, 0, 32) * m.block
-    if new.busy_blocks < min(m.busy_blocks, gpu.sms) or \
-            width * min(new.busy_threads, resident) < min(m.busy_threads, resident):
+    if new.busy_blocks < min(m.busy_blocks, gpu.sms):
         return (f"{tiles} tile(s) of {tpr * width} columns would keep {new.busy_blocks} blocks busy where "
-                f"{m.busy_blocks} were planned, with fewer loads in flight")
+                f"{m.busy_blocks} were planned")
     return new
 
 
@@ -137,7 +134,7 @@ def vectorize_columns(graph, stages, gpu, stored) -> None:
         return _scalar(cols, "; ".join(dict.fromkeys(refused + whys)) or "no width divides the columns")
     bits = width * 8 * stages_vector_bytes(graph, cols, stored)
     words = [f"{bits}-bit vectors across {width} adjacent columns per lane"
-             + (f", the reduced dim split {new.splits} ways instead of {m.splits} (as many busy blocks)"
+             + (f", the reduced dim split {new.splits} ways instead of {m.splits}"
                 if new.splits != m.splits else "")] + refused + list(dict.fromkeys(whys))
     new = replace(new, vector_why="; ".join(words))
     for s in cols:

@@ -256,7 +256,7 @@ class TaskLoopEmitter:
         (``load_trips``: the registers would not hold them all), that many trips' loads at a time.  Longer:
         one trip per loop round, its loads first."""
         ctx = self.ctx
-        m, out, kw = ctx.m, ctx.out, ctx.kw
+        m, out = ctx.m, ctx.out
         V, T, tpr, I = m.vector, m.trips, m.threads_per_row, m.inner_iterations
         unrolled = T <= MAX_TRIPS
         group = trips_in_flight(m)
@@ -268,24 +268,12 @@ class TaskLoopEmitter:
             bodies = []
             scope = Scope()     # shared by the trips: a later trip's guard implies every earlier one's
             for k in trips:
-                w = kw.names.fresh("within")
-                out(f"{w} = {kw.ix(E.mul(E.add(E.mul(k, tpr), lanes.lane), V))}  # first element of the lane's vector")
-                red_coord = E.add(E.mul(part, m.chunk), w)
-                cond = E.all_of([ok, E.lt(w, m.chunk) if T * tpr * V > m.chunk else True,
-                                 (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
-                dims = list(m.groups[1])
-                parts = E.unravel(red_coord, [m.domain[d] for d in dims], True)
-                base = [ctx.dvars.get(d) for d in range(len(m.domain))]
-                for d, p in zip(dims, parts):
-                    if isinstance(p, int):
-                        base[d] = p
-                        continue
-                    var = kw.names.fresh(f"d{d}_{k}" if isinstance(k, int) else f"d{d}")
-                    out(f"{var} = {kw.ix(p)}")
-                    base[d] = var
+                guard, base = self.trip_start(ok, part, E.mul(E.add(E.mul(k, tpr), lanes.lane), V),
+                                              T * tpr * V > m.chunk, k if isinstance(k, int) else None,
+                                              "  # first element of the lane's vector")
                 loads, body = self.loops.vector_body(
                     base, V, lambda j, k=k: E.add(E.mul(outer, I), E.add(E.mul(k, V), j)), scope)
-                bodies.append((None if cond is True else cond, loads, body))
+                bodies.append((guard, loads, body))
             self.loops.loads_first(bodies, group if unrolled else 0)
 
     def write_column_vectors(self, lanes: TaskLanes, outer: Expr, ok, part: Expr):
@@ -296,7 +284,7 @@ class TaskLoopEmitter:
         ``trips_in_flight`` rows (the plan's ``load_trips``): every row's loads, then their folds in row
         order."""
         ctx = self.ctx
-        m, out, kw = ctx.m, ctx.out, ctx.kw
+        m, out = ctx.m, ctx.out
         V, T, I, U = m.vector, m.trips, m.inner_iterations, trips_in_flight(m)
         rounds = ceil(T / U)
         out(f"# {T} reduced row(s) per lane, each one {V}-element vector across the lane's {V} adjacent columns"
@@ -306,26 +294,36 @@ class TaskLoopEmitter:
             bodies = []
             for u in range(U):
                 trip = E.add(E.mul(rnd, U), u)
-                w = kw.names.fresh("within")
-                out(f"{w} = {kw.ix(E.add(E.mul(trip, lanes.step), lanes.lane))}")
-                red_coord = E.add(E.mul(part, m.chunk), w)
-                cond = E.all_of([ok, E.lt(w, m.chunk) if rounds * U * lanes.step > m.chunk else True,
-                                 (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
-                dims = list(m.groups[1])
-                parts = E.unravel(red_coord, [m.domain[d] for d in dims], True)
-                base = [ctx.dvars.get(d) for d in range(len(m.domain))]
-                for d, p in zip(dims, parts):
-                    if isinstance(p, int):
-                        base[d] = p
-                        continue
-                    var = kw.names.fresh(f"d{d}_{u}")
-                    out(f"{var} = {kw.ix(p)}")
-                    base[d] = var
+                guard, base = self.trip_start(ok, part, E.add(E.mul(trip, lanes.step), lanes.lane),
+                                              rounds * U * lanes.step > m.chunk, u)
                 loads, body = self.loops.vector_body(
                     base, V, lambda j, trip=trip: E.add(E.mul(outer, I), E.add(E.mul(trip, V), j)), Scope(),
                     accumulators=ctx.acc_lanes)
-                bodies.append((None if cond is True else cond, loads, body))
+                bodies.append((guard, loads, body))
             self.loops.loads_first(bodies)
+
+    def trip_start(self, ok, part: Expr, within: Expr, past_chunk: bool, tag, comment: str = "") -> tuple:
+        """``(guard, index)`` of one vector trip's first element: ``within`` (its offset in the block's chunk of
+        the task) in a fresh variable, the guard that the element exists (None: always; ``past_chunk``: the
+        trips may run past the chunk), and its domain index -- the reduced dims decomposed once (``d<dim>_<tag>``),
+        the task's dims as the task opened them."""
+        ctx = self.ctx
+        m, out, kw = ctx.m, ctx.out, ctx.kw
+        w = kw.names.fresh("within")
+        out(f"{w} = {kw.ix(within)}{comment}")
+        red_coord = E.add(E.mul(part, m.chunk), w)
+        cond = E.all_of([ok, E.lt(w, m.chunk) if past_chunk else True,
+                         (f"{red_coord} < {m.cols}" if m.splits * m.chunk > m.cols else True)])
+        dims = list(m.groups[1])
+        base = [ctx.dvars.get(d) for d in range(len(m.domain))]
+        for d, p in zip(dims, E.unravel(red_coord, [m.domain[d] for d in dims], True)):
+            if isinstance(p, int):
+                base[d] = p
+                continue
+            var = kw.names.fresh(f"d{d}_{tag}" if tag is not None else f"d{d}")
+            out(f"{var} = {kw.ix(p)}")
+            base[d] = var
+        return (None if cond is True else cond), base
 
     def name_iteration(self, outer: Expr, inner: Expr):
         """The thread's iteration ``outer * inner_iterations + inner``: in a variable ``it`` when the body

@@ -115,10 +115,10 @@ def test_tiny_column_stages_stay_scalar_where_vectors_would_idle_blocks():
                    for st in cols)
 
 
-def test_an_unsplit_plan_takes_vectors_only_where_the_loads_in_flight_hold():
+def test_an_unsplit_plan_takes_vectors_only_where_every_sm_keeps_a_block():
     """Inductor's split column reduction: its first kernel (98304 tasks of 512 rows, unsplit) has tiles enough to
-    keep every SM busy with 4x the loads per thread; its second (3072 columns of 32 partials) would fall from 96
-    busy blocks to 24 with fewer loads in flight across the GPU, so it stays scalar and says so."""
+    keep every SM busy, each thread with 4x the loads; its second (3072 columns of 32 partials) would fall from 96
+    busy blocks to 24, leaving SMs idle, so it stays scalar and says so."""
     plan = asim.compile(asim.workload("column_reduce", rows=16384, cols=3072), "inductor", "H100")
     first, second = _columns(plan)
     assert (first.mapping.vector, first.mapping.splits, first.mapping.grid) == (4, 1, 768)
@@ -283,16 +283,11 @@ def test_narrow_and_wide_types_size_the_column_vector(dtype, width):
 def test_column_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     """The planner's column-vector kernels (column_reduce under xla and inductor, the stitched batch norm, an f16
     column sum) pass Numba's real type inference and lowering (no GPU, ``gpu_backend.machine.typecheck``)."""
-    from test_vector_width import assert_typecheck
+    from test_vector_width import assert_plans_typecheck
     pytest.importorskip("numba")
     plans = [asim.compile(asim.workload("column_reduce", rows=16384, cols=3072), "xla", "H100"),
              asim.compile(asim.workload("column_reduce", rows=16384, cols=3072), "inductor", "H100"),
              asim.compile(asim.workload("batchnorm_train", rows=65536, cols=64), "astitch", "H100"),
              asim.compile(_col_reduce((4096, 1024), "f16"), "astitch", "H100")]
-    args = []
-    for i, plan in enumerate(plans):
-        assert any(st.mapping.vector > 1 for st in _columns(plan))
-        path = tmp_path / f"p{i}.json"
-        path.write_text(plan.to_json())
-        args.append(str(path))
-    assert_typecheck(args, tmp_path)
+    assert all(any(st.mapping.vector > 1 for st in _columns(plan)) for plan in plans)
+    assert_plans_typecheck(plans, tmp_path)

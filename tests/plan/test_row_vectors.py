@@ -330,7 +330,7 @@ def test_row_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     """Row-vector kernels (stitched warp-per-row layernorm, 8-lane DIEN softmax rows, a split row, f16/bf16
     vectors, scalar loads of an odd slice inside vector rows) pass Numba's real type inference and lowering
     (no GPU: ``gpu_backend.machine.typecheck`` in a subprocess without the simulator)."""
-    from test_vector_width import assert_typecheck
+    from test_vector_width import assert_plans_typecheck
     pytest.importorskip("numba")
     plans = [asim.compile(asim.workload("layernorm", rows=16384, cols=768), "astitch", "H100"),
              asim.compile(asim.workload("softmax", rows=750000, cols=32), "astitch", "H100"),
@@ -338,13 +338,8 @@ def test_row_vector_kernels_type_check_with_the_real_compiler(tmp_path):
              asim.compile(_row_sum((5, 64), "f16"), "astitch", "H100", never_behind=False),
              asim.compile(_row_sum((5, 64), "bf16"), "astitch", "H100", never_behind=False),
              asim.compile(_row_sum((4, 36), sliced=((4, 40), (0, 3))), "astitch", "H100", never_behind=False)]
-    args = []
-    for i, plan in enumerate(plans):
-        assert any(st.mapping.vector > 1 for st in _rows(plan))
-        path = tmp_path / f"p{i}.json"
-        path.write_text(plan.to_json())
-        args.append(str(path))
-    assert_typecheck(args, tmp_path)
+    assert all(any(st.mapping.vector > 1 for st in _rows(plan)) for plan in plans)
+    assert_plans_typecheck(plans, tmp_path)
 
 
 def test_more_trips_than_are_written_out_loop_one_vector_per_round():

@@ -163,6 +163,16 @@ def test_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     assert_typecheck(args, tmp_path)
 
 
+def assert_plans_typecheck(plans: list, tmp_path) -> None:
+    """:func:`assert_typecheck` on ``plans``, each written to a JSON file in ``tmp_path`` first."""
+    paths = []
+    for i, plan in enumerate(plans):
+        path = tmp_path / f"p{i}.json"
+        path.write_text(plan.to_json())
+        paths.append(str(path))
+    assert_typecheck(paths, tmp_path)
+
+
 def assert_typecheck(paths: list, tmp_path) -> None:
     """``gpu_backend.machine.typecheck`` on the plan JSON files ``paths``, in a subprocess without Numba's CUDA
     simulator (its real type inference and lowering, no GPU): every plan must say ok."""
