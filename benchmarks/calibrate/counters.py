@@ -94,11 +94,29 @@ def simulate_stats(plan, seed: int = 0) -> list:
     return list(res.stats.kernels)
 
 
-def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int):
-    """(plan at ``shape``, KernelStats for it, note): simulated at ``shape`` or scaled + extrapolated."""
+def as_measured(plan, compiler: dict | None) -> tuple:
+    """``(plan, note)``: the plan a run timed.  ``benchmarks.gpu_bench`` times each plan after
+    :func:`gpu_backend.apply_compiler` and records so (the run's ``compiler`` record, ``applied``): ptxas's
+    registers then decide how many blocks stay resident, its instruction counts feed the cost model's issue
+    term, a kernel that spilled at its estimated cap ran with a relaxed one.  Predicting from the plan as
+    ``asim.compile`` returns it would price another program than the one timed, so the prediction is made
+    from the applied plan too (the same helper the benchmark uses, ``benchmarks.applied_plans``).  Where the
+    compiler cannot run here, the plan as compiled, and the note says so."""
+    if not (compiler or {}).get("applied"):
+        return plan, ""
+    from benchmarks.applied_plans import apply_all
+    (applied, err), = apply_all([plan])
+    if applied is None:
+        return plan, f"apply_compiler failed here ({err}): predicted from the plan as compiled"
+    return applied, ""
+
+
+def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int, plan=None):
+    """(plan at ``shape``, KernelStats for it, note): simulated at ``shape`` or scaled + extrapolated.  ``plan``:
+    the plan to count (default: ``asim.compile``'s; :func:`as_measured` gives the one a GPU run timed)."""
     from benchmarks.suite import graph_elements
     g = asim.workload(workload, **shape)
-    plan = asim.compile(g, strategy=strategy, gpu=gpu)
+    plan = plan if plan is not None else asim.compile(g, strategy=strategy, gpu=gpu)
     elements = graph_elements(g)
     if not max_elements or elements <= max_elements:
         return plan, simulate_stats(plan), ""
@@ -132,12 +150,16 @@ def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=
             if strategies and run["strategy"] not in strategies:
                 continue
             t0 = time.time()
-            plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements)
-            measured_sig = run.get("plan_signature")
+            plan = asim.compile(asim.workload(case["workload"], **case["shape"]), strategy=run["strategy"], gpu=gpu)
+            measured_sig = run.get("plan_signature")            # recorded before apply_compiler, as here
             if measured_sig and measured_sig != plan_signature(plan):
                 log(f"  skip {case['key']} {run['name']}: the plan measured ({measured_sig}) is not the plan the "
                     f"code compiles now ({plan_signature(plan)}): the planner changed since the run")
                 continue
+            plan, how = as_measured(plan, run.get("compiler"))
+            plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements,
+                                             plan=plan)
+            note = "; ".join(x for x in (how, note) if x)
             if len(plan.kernels) != len(run.get("kernels", [])):
                 log(f"  warning {case['key']} {run['name']}: the plan now has {len(plan.kernels)} kernels, the "
                     f"measured one had {len(run.get('kernels', []))}: the compiler changed since the run; "

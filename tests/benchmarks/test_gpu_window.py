@@ -378,3 +378,34 @@ def test_calibration_leaves_out_a_measurement_of_a_plan_the_planner_no_longer_dr
     assert len(samples_from_results(results(sig))) == 1
     assert samples_from_results(results("0123456789abcdef")) == []
     assert len(samples_from_results(results(None))) == 1          # older results: no signature, kept
+
+
+def test_calibration_predicts_the_plan_the_run_timed_after_apply_compiler():
+    """A run that timed its plan after apply_compiler (its ``compiler`` record says ``applied``) is predicted from
+    the applied plan: ptxas's registers and instruction counts are on its kernels, so the cost model's occupancy
+    and issue terms price the code the GPU ran; a run without the record keeps the plan as compiled.  The layer norm
+    4096x768 astitch kernel: ptxas takes 80 registers where the plan estimated 32, fewer blocks stay resident, and
+    the prediction rises (9.2 -> 12.6 us on H200)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from toolchain_gate import require_disassembler
+    require_disassembler()
+    import astitch_sim as asim
+    from benchmarks.calibrate.counters import samples_from_results
+    from benchmarks.calibrate.model import predict_sample
+    shape = {"rows": 4096, "cols": 768}
+
+    def results(compiler):
+        run = {"kind": "plan", "name": "astitch", "strategy": "astitch", "gpu_us": 10.0, "validation": {"ok": True},
+               "kernels": [{"gpu_us": 10.0}], "compiler": compiler}
+        return {"gpu_preset": "H200", "cases": [{"key": "ln", "workload": "layernorm", "shape": shape,
+                                                 "runs": [run]}]}
+    (timed,) = samples_from_results(results({"applied": True}))
+    (compiled,) = samples_from_results(results(None))
+    assert all(k.machine is not None and k.machine.sass_instructions for k in timed.kernels)
+    assert all(k.machine is None for k in compiled.kernels)
+    (k,) = timed.kernels
+    assert timed.stats[0].registers_per_thread == k.machine.registers > compiled.kernels[0].registers_per_thread
+    plan = asim.compile(asim.workload("layernorm", **shape), "astitch", "H200")
+    assert [k.name for k in timed.kernels] == [k.name for k in plan.kernels]
+    assert predict_sample(timed)[0] > predict_sample(compiled)[0]     # fewer blocks resident: slower
