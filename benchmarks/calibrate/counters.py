@@ -94,21 +94,24 @@ def simulate_stats(plan, seed: int = 0) -> list:
     return list(res.stats.kernels)
 
 
-def as_measured(plan, compiler: dict | None) -> tuple:
-    """``(plan, note)``: the plan a run timed.  ``benchmarks.gpu_bench`` times each plan after
+def as_measured(plans: list, compilers: list) -> list:
+    """``[(plan, note)]``: the plans the runs timed.  ``benchmarks.gpu_bench`` times each plan after
     :func:`gpu_backend.apply_compiler` and records so (the run's ``compiler`` record, ``applied``): ptxas's
     registers then decide how many blocks stay resident, its instruction counts feed the cost model's issue
     term, a kernel that spilled at its estimated cap ran with a relaxed one.  Predicting from the plan as
     ``asim.compile`` returns it would price another program than the one timed, so the prediction is made
-    from the applied plan too (the same helper the benchmark uses, ``benchmarks.applied_plans``).  Where the
-    compiler cannot run here, the plan as compiled, and the note says so."""
-    if not (compiler or {}).get("applied"):
-        return plan, ""
+    from the applied plan too, with the benchmark's own helper (``benchmarks.applied_plans``: all at once, one
+    child process in the CUDA simulator's dry run).  Where the compiler cannot run here, the plan as compiled,
+    and the note says so."""
+    todo = [i for i, c in enumerate(compilers) if (c or {}).get("applied")]
+    out = [(p, "") for p in plans]
+    if not todo:
+        return out
     from benchmarks.applied_plans import apply_all
-    (applied, err), = apply_all([plan])
-    if applied is None:
-        return plan, f"apply_compiler failed here ({err}): predicted from the plan as compiled"
-    return applied, ""
+    for i, (applied, err) in zip(todo, apply_all([plans[i] for i in todo]), strict=True):
+        out[i] = (applied, "") if applied is not None else \
+            (plans[i], f"apply_compiler failed here ({err}): predicted from the plan as compiled")
+    return out
 
 
 def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int, plan=None):
@@ -140,6 +143,7 @@ def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=
     """One :class:`Sample` per plan run in ``results`` that validated and was timed."""
     gpu = asim.gpu(results["gpu_preset"])
     samples = []
+    timed = []                  # (case, run, plan as compiled today), the runs whose plan is still drawn
     for case in results["cases"]:
         for run in case["runs"]:
             if run.get("kind") != "plan" or run.get("gpu_us") is None:
@@ -149,25 +153,27 @@ def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=
                 continue
             if strategies and run["strategy"] not in strategies:
                 continue
-            t0 = time.time()
             plan = asim.compile(asim.workload(case["workload"], **case["shape"]), strategy=run["strategy"], gpu=gpu)
             measured_sig = run.get("plan_signature")            # recorded before apply_compiler, as here
             if measured_sig and measured_sig != plan_signature(plan):
                 log(f"  skip {case['key']} {run['name']}: the plan measured ({measured_sig}) is not the plan the "
                     f"code compiles now ({plan_signature(plan)}): the planner changed since the run")
                 continue
-            plan, how = as_measured(plan, run.get("compiler"))
-            plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements,
-                                             plan=plan)
-            note = "; ".join(x for x in (how, note) if x)
-            if len(plan.kernels) != len(run.get("kernels", [])):
-                log(f"  warning {case['key']} {run['name']}: the plan now has {len(plan.kernels)} kernels, the "
-                    f"measured one had {len(run.get('kernels', []))}: the compiler changed since the run; "
-                    "fitting on the plan total only")
-                per_kernel = []
-            else:
-                per_kernel = [k.get("gpu_us") for k in run["kernels"]]
-            samples.append(Sample(case["key"], case["workload"], dict(case["shape"]), run["strategy"], gpu,
-                                  list(plan.kernels), stats, per_kernel, float(run["gpu_us"]), note))
-            log(f"  counters {case['key']:<32} {run['strategy']:<8} {time.time() - t0:6.1f}s {note}")
+            timed.append((case, run, plan))
+    measured = as_measured([p for _, _, p in timed], [run.get("compiler") for _, run, _ in timed])
+    for (case, run, _), (plan, how) in zip(timed, measured, strict=True):
+        t0 = time.time()
+        plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements,
+                                         plan=plan)
+        note = "; ".join(x for x in (how, note) if x)
+        if len(plan.kernels) != len(run.get("kernels", [])):
+            log(f"  warning {case['key']} {run['name']}: the plan now has {len(plan.kernels)} kernels, the "
+                f"measured one had {len(run.get('kernels', []))}: the compiler changed since the run; "
+                "fitting on the plan total only")
+            per_kernel = []
+        else:
+            per_kernel = [k.get("gpu_us") for k in run["kernels"]]
+        samples.append(Sample(case["key"], case["workload"], dict(case["shape"]), run["strategy"], gpu,
+                              list(plan.kernels), stats, per_kernel, float(run["gpu_us"]), note))
+        log(f"  counters {case['key']:<32} {run['strategy']:<8} {time.time() - t0:6.1f}s {note}")
     return samples
