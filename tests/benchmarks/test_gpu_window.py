@@ -386,8 +386,6 @@ def test_calibration_predicts_the_plan_the_run_timed_after_apply_compiler():
     and issue terms price the code the GPU ran; a run without the record keeps the plan as compiled.  The layer norm
     4096x768 astitch kernel: ptxas takes 80 registers where the plan estimated 32, fewer blocks stay resident, and
     the prediction rises (9.2 -> 12.6 us on H200)."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from toolchain_gate import require_disassembler
     require_disassembler()
     import astitch_sim as asim
