@@ -226,6 +226,12 @@ class ThreadMapping(Sealable):
         return self.inner_iterations
 
     @property
+    def tasks_per_lane(self) -> int:
+        """Tasks one thread holds at once in a task trip: a column lane's ``vector`` adjacent columns (one
+        accumulator, tree slot and completion each); 1 for a row lane (its vector is one row's elements)."""
+        return max(1, self.vector) if self.kind == "columns" else 1
+
+    @property
     def folds_per_task(self) -> int:
         """Elements one thread folds into one task per task trip: a row's :attr:`inner_iterations` (its vectors'
         elements all belong to the row); a column lane's :attr:`trips` (the ``vector`` elements of each of its

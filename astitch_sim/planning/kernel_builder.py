@@ -91,8 +91,7 @@ def _sampled_reads(graph, stage: Stage, needed_later: set, memo: dict | None) ->
 def reduction_slots(graph, stage: Stage) -> int:
     """Per-thread 8-byte slots of reduction scratch a stage needs: one per reduced value (argmax: two), for each
     task a thread holds at once (a column lane with vectors: one per column of its vector)."""
-    per_task = max(1, stage.mapping.vector) if stage.mapping.kind == "columns" else 1
-    return per_task * sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
+    return stage.mapping.tasks_per_lane * sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
 
 
 def reduction_scratch_bytes(stages) -> int:

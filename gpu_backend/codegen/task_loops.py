@@ -140,7 +140,7 @@ class TaskLoopEmitter:
         column of the lane (one entry but for a column lane's vector), reduce -> its scratch views."""
         ctx = self.ctx
         g = ctx.g
-        V = ctx.m.vector if ctx.m.kind == "columns" else 1
+        V = ctx.m.tasks_per_lane
         ctx.acc_lanes = [{r: tuple(ctx.kw.names.fresh(("acc_" if k == 0 else "acci_") + r + (f"_{j}" if V > 1 else ""))
                                    for k in range(len(reduce_inputs(g[r])))) for r in ctx.reduces}
                          for j in range(V)]
@@ -210,8 +210,7 @@ class TaskLoopEmitter:
     def columns_of_lane(self, tc: Expr) -> list:
         """``(j, task coordinate, task index)`` of each task the thread holds in this task trip: one, or a
         column lane's ``vector`` adjacent columns (``tc + j``), completed one after another."""
-        V = self.ctx.m.vector if self.ctx.m.kind == "columns" else 1
-        return [(j, E.add(tc, j), self.task_index(j)) for j in range(V)]
+        return [(j, E.add(tc, j), self.task_index(j)) for j in range(self.ctx.m.tasks_per_lane)]
 
     @contextmanager
     def first_thread(self, lanes: TaskLanes, ok, why: str = ""):
