@@ -191,7 +191,7 @@ class ThreadMapping(Sealable):
             lanes = min(self.threads_per_row, ceil(self.chunk / max(1, self.vector)))
             need = min(self.rows, self.slots) * lanes * parts
         elif self.kind == "columns":      # column lanes with a column (tiles at once) x row lanes with a row
-            need = (min(ceil(self.rows / max(1, self.vector)), min(self.tiles, self.slots) * self.threads_per_row)
+            need = (min(ceil(self.rows / self.tasks_per_lane), min(self.tiles, self.slots) * self.threads_per_row)
                     * parts * min(self.rows_per_block, self.chunk))
         else:                             # one thread per vector, at most the launch
             need = ceil(self.size / max(1, self.vector))
