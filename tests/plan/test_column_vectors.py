@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as hs
 
 import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
@@ -235,6 +236,39 @@ def test_generated_column_vectors_match_the_reference_and_place_elements_as_loca
 def _only_task_outputs(g) -> bool:
     """column_reduce's only output is the reduce (one value per column): no element store to probe."""
     return all(len(o.shape) < 2 for o in g.outputs)
+
+
+@settings(max_examples=12, deadline=None)
+@given(workload=hs.sampled_from(["column_reduce", "batchnorm_train"]), rows=hs.integers(1, 40),
+       vec_cols=hs.integers(1, 5), vector=hs.sampled_from([2, 4]), lanes=hs.sampled_from([1, 2, 4, 8]),
+       row_lanes=hs.sampled_from([1, 2, 4]), tiles_per_block=hs.integers(1, 3), split=hs.sampled_from([1, 2, 3]),
+       combine=hs.sampled_from(["atomic", "grid_barrier"]), load_trips=hs.integers(0, 4))
+def test_random_column_vector_plans_match_the_reference(workload, rows, vec_cols, vector, lanes, row_lanes,
+                                                        tiles_per_block, split, combine, load_trips):
+    """Random column-vector mappings (ragged chunks and tiles, splits of either combine, vertical packing, rows'
+    loads grouped or not) of a column sum and of the stitched batch norm (Regional and register values across
+    its three column stages): the SIMT model and the Numba kernels (CUDA simulator) give the reference's values,
+    and every output element is stored where locate says."""
+    pytest.importorskip("numba")
+    import gpu_backend
+    from gpu_backend.launch.plans import execute
+    cols = vec_cols * vector
+    tiles = -(-cols // (lanes * vector))
+    grid = max(1, -(-tiles // tiles_per_block)) * split
+    g = asim.workload(workload, rows=rows, cols=cols)
+    plan = _remap(asim.compile(g, "astitch", "H100"),
+                  columns(lanes * row_lanes, grid, lanes, split, combine, vector, load_trips))
+    x = workload_inputs(g, 0)
+    want = asim.reference(g, x)
+    for got, ref in zip(asim.simulate(plan, x).outputs, want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    outs, probes = execute(plan, x, probe=True)
+    for got, ref in zip(gpu_backend.run(plan, x), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    for (ki, node), arr in probes.items():
+        m = next(s for s in plan.kernels[ki].stages if node in s.ops).mapping
+        block, thread, it = m.locate(np.arange(m.size))
+        np.testing.assert_array_equal(arr[:m.size], (block * m.block + thread) * m.elements_per_thread + it)
 
 
 @pytest.mark.parametrize("lanes,vector", [(8, 4), (32, 2)])

@@ -34,12 +34,20 @@ def test_rows_mapping_covers_each_element_once(rows, cols, tpr_pow, grid, splits
 
 @settings(max_examples=60, deadline=None)
 @given(outer=st.integers(1, 4), red=st.integers(1, 50), cols=st.integers(1, 70), lanes=st.sampled_from([4, 8, 32]),
-       rows_lanes=st.sampled_from([1, 2, 4]), grid=st.integers(1, 5), splits=st.sampled_from([1, 2]))
-def test_columns_mapping_covers_each_element_once(outer, red, cols, lanes, rows_lanes, grid, splits):
+       rows_lanes=st.sampled_from([1, 2, 4]), grid=st.integers(1, 5), splits=st.sampled_from([1, 2]),
+       vec=st.sampled_from([1, 2, 4]))
+def test_columns_mapping_covers_each_element_once(outer, red, cols, lanes, rows_lanes, grid, splits, vec):
+    """Every element once, whatever the tiles, splits and vectors of adjacent columns (a lane's ``vec`` columns
+    at consecutive iterations, one vector per reduced row)."""
+    cols *= vec
     m = ThreadMapping("columns", (outer, red, cols), ((0,), (1,), (2,)), block=lanes * rows_lanes,
                       grid=grid * splits, threads_per_row=lanes, splits=splits,
-                      combine="atomic" if splits > 1 else "none")
+                      combine="atomic" if splits > 1 else "none", per_thread=vec, vector=vec)
     _assert_bijective(m)
+    if vec > 1:                  # a vector: one thread, consecutive iterations, adjacent columns
+        b, t, it = (a.reshape(outer, red, cols // vec, vec) for a in m.locate(np.arange(m.size)))
+        assert (b == b[..., :1]).all() and (t == t[..., :1]).all()
+        assert (it - it[..., :1] == np.arange(vec)).all() and (it[..., 0] % vec == 0).all()
     assert np.array_equal(m.task_of(np.arange(m.size)).reshape(outer, red, cols),
                           np.broadcast_to((np.arange(outer)[:, None] * cols + np.arange(cols))[:, None, :],
                                           (outer, red, cols)))
@@ -89,9 +97,10 @@ def test_busy_blocks_are_the_blocks_locate_gives_work(kind, a, b, outer, block_p
                           threads_per_row=min(block, 2 ** tpr_pow), splits=splits,
                           combine="atomic" if splits > 1 else "none", per_thread=vec, vector=vec)
     else:
+        cv = vec if b % vec == 0 else 1
         m = ThreadMapping("columns", (outer, a, b), ((0,), (1,), (2,)), block=block,
                           grid=max(splits, grid // splits * splits), threads_per_row=min(32, block), splits=splits,
-                          combine="atomic" if splits > 1 else "none")
+                          combine="atomic" if splits > 1 else "none", per_thread=cv, vector=cv)
     blocks, threads, _ = m.locate(np.arange(m.size))
     assert m.busy_blocks == len(np.unique(blocks))
     # busy_threads (the cost model's warps with loads in flight): never fewer than the threads that own an
