@@ -325,3 +325,28 @@ def test_column_vector_kernels_type_check_with_the_real_compiler(tmp_path):
              asim.compile(_col_reduce((4096, 1024), "f16"), "astitch", "H100")]
     assert all(any(st.mapping.vector > 1 for st in _columns(plan)) for plan in plans)
     assert_plans_typecheck(plans, tmp_path)
+
+
+def test_fewer_rows_loaded_at_a_time_where_apply_compiler_asks():
+    """``apply_compiler`` lowers ``load_trips`` where a kernel spills at its block's register cap
+    (``plan/loads_in_flight.py``); a column lane's rows loaded together are the same field: halving it halves the
+    rows whose vectors a round loads, the cost model's elements in flight follow, and the values stay the
+    reference's (CUDA simulator and SIMT model)."""
+    pytest.importorskip("numba")
+    import gpu_backend
+    from astitch_sim.plan.loads_in_flight import groups_to_try, trips_in_flight, with_load_trips
+    g = asim.workload("column_reduce", rows=512, cols=64)
+    base = _remap(asim.compile(g, "xla", "H100"), columns(64, 2, 8, 2, "atomic", 4, 4))
+    (k,) = base.kernels
+    assert trips_in_flight(k.stages[0].mapping) == 4 and groups_to_try(k) == [2, 1]
+    for group in (2, 1):
+        plan = Plan(g, base.strategy, base.gpu, [with_load_trips(k, group)], list(base.notes)).validate()
+        m = plan.kernels[0].stages[0].mapping
+        assert (m.load_trips, trips_in_flight(m), elements_in_flight(m)) == (group, group, 4 * group)
+        src = gpu_backend.generate_source(plan)
+        assert (f"; {group} rows' loads per round" in src) == (group > 1)
+        x = workload_inputs(g, 0)
+        for got, want in zip(gpu_backend.run(plan, x), asim.reference(g, x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+        for got, want in zip(asim.simulate(plan, x).outputs, asim.reference(g, x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
