@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil
 
+from .reduce_scheme import reduced_values
 from .vector_width import stages_vector_bytes, stages_width
 
 #: shared memory per block left for a kernel's Regional values beside its widened reduction scratch
@@ -119,10 +120,10 @@ def vectorize_columns(graph, stages, gpu, stored) -> None:
     m = cols[0].mapping
     if any(s.mapping != m for s in cols):
         return _scalar(cols, "the kernel's column stages map their columns differently")
-    if not m.groups[2] or m.groups[2][-1] != len(m.domain) - 1:
+    if not m.along_innermost:
         return _scalar(cols, f"the columns (dims {m.groups[2]}) do not end in the innermost dim")
     width, whys = stages_width(graph, cols, m, stored, ())
-    reduced = max(sum(len(graph[n].operands) // 2 for n in s.ops if graph[n].op == "reduce") for s in cols)
+    reduced = max(reduced_values(graph, s) for s in cols)
     refused = []
     while width > 1:
         new = with_vectors(m, width, gpu, keep_grid=len(stages) > 1, reduced=reduced)

@@ -226,6 +226,17 @@ class ThreadMapping(Sealable):
         return self.inner_iterations
 
     @property
+    def vector_dims(self) -> tuple:
+        """The dims a lane's vector runs along: a row's dims (rows), the column dims (columns), every dim (flat)."""
+        return self.groups[{"rows": 1, "columns": 2}.get(self.kind, 0)]
+
+    @property
+    def along_innermost(self) -> bool:
+        """Does a vector run along the domain's innermost, contiguous dim (its dims end in it)?  Only then may
+        the mapping have ``vector > 1``."""
+        return bool(self.vector_dims) and self.vector_dims[-1] == len(self.domain) - 1
+
+    @property
     def tasks_per_lane(self) -> int:
         """Tasks one thread holds at once in a task trip: a column lane's ``vector`` adjacent columns (one
         accumulator, tree slot and completion each); 1 for a row lane (its vector is one row's elements)."""
@@ -236,7 +247,7 @@ class ThreadMapping(Sealable):
         """Elements one thread folds into one task per task trip: a row's :attr:`inner_iterations` (its vectors'
         elements all belong to the row); a column lane's :attr:`trips` (the ``vector`` elements of each of its
         vectors belong to ``vector`` columns, one each)."""
-        return self.trips if self.kind == "columns" else self.inner_iterations
+        return self.inner_iterations // self.tasks_per_lane
 
     @property
     def unroll(self) -> int:
@@ -339,14 +350,12 @@ class ThreadMapping(Sealable):
         if self.kind in ("rows", "columns") and self.per_thread != self.vector:
             raise AStitchError(f"{self.kind} mapping: per_thread={self.per_thread} must equal vector={self.vector} "
                                "(a lane takes one vector per trip)")
-        if self.kind == "columns" and self.vector > 1 and (not self.groups[2] or
-                                                           self.groups[2][-1] != len(self.domain) - 1):
-            raise AStitchError(f"columns mapping: vector={self.vector} needs the columns to end in the innermost "
-                               f"dim of {self.domain}, but the column dims are {self.groups[2]}: use vector=1")
+        if self.kind in ("rows", "columns") and self.vector > 1 and not self.along_innermost:
+            what = "row" if self.kind == "rows" else "columns"
+            raise AStitchError(f"{self.kind} mapping: vector={self.vector} needs the {what} to end in the innermost "
+                               f"dim of {self.domain}, but the {what.rstrip('s')} dims are {self.vector_dims}: use "
+                               "vector=1")
         if self.kind == "rows" and self.vector > 1:
-            if not self.groups[1] or self.groups[1][-1] != len(self.domain) - 1:
-                raise AStitchError(f"rows mapping: vector={self.vector} needs the row to end in the innermost dim "
-                                   f"of {self.domain}, but the row dims are {self.groups[1]}: use vector=1")
             if self.chunk % self.vector:
                 raise AStitchError(f"rows mapping: vector={self.vector} does not divide a split's "
                                    f"{self.chunk} columns: use fewer splits or a narrower vector")

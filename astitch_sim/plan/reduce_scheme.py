@@ -46,6 +46,7 @@ round ``n + 1``'s barrier, hence after it finished reading round ``n``.
 """
 from __future__ import annotations
 
+from ..ir.reducers import reduce_inputs
 from .vocabulary import ReduceScheme
 
 WARP = 32
@@ -102,6 +103,11 @@ def choose(stage, prefer=ReduceScheme.SHUFFLE) -> tuple:
                                   f"totals through shared memory (one block barrier), then {len(butterfly(w))} more")
 
 
+def reduced_values(graph, stage) -> int:
+    """Values a task's threads combine per task in ``stage``: one per reduce, two for an argmax/argmin pair."""
+    return sum(len(reduce_inputs(graph[n])) for n in stage.ops if graph[n].op == "reduce")
+
+
 def butterfly(lanes: int) -> tuple:
     """The xor offsets of a butterfly over ``lanes`` lanes rounded up to a power of two: ``(P/2, ..., 1)``."""
     p = 1
@@ -145,7 +151,6 @@ def tree_word_bytes(graph, stages) -> int:
     (an f32 sum) at a 4-byte stride keeps a warp's accesses on 32 banks, and only an 8-byte word costs a
     second wavefront per access (the SIMT model's bank conflicts of the tree)."""
     from ..ir.dtypes import itemsize
-    from ..ir.reducers import reduce_inputs
     wide = any(itemsize(x.dtype) > 4 for s in stages if s.reduce_scheme is ReduceScheme.TREE
                for r in s.reduces for x in reduce_inputs(graph[r]))
     return 8 if wide else 4

@@ -106,7 +106,7 @@ def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> N
         return _scalar(stages, "the kernel's row stages map their rows differently")
     if m.vector > 1:
         return
-    if not m.groups[1] or m.groups[1][-1] != len(m.domain) - 1:
+    if not m.along_innermost:
         return _scalar(stages, f"the row (dims {m.groups[1]}) does not run along the innermost dim")
     if others:
         return _vectorize_in_launch(graph, rows, m, stored, others)

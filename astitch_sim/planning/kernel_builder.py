@@ -37,7 +37,7 @@ from ..plan.index_bits import index_bits
 from ..plan.vector_width import vectorize
 from ..plan.column_vectors import vectorize_columns
 from ..plan.row_vectors import carried_register_cap, vectorize_rows
-from ..plan.reduce_scheme import choose as choose_reduce_scheme, scratch_areas
+from ..plan.reduce_scheme import choose as choose_reduce_scheme, reduced_values, scratch_areas
 from ..plan.task_registers import WHY as TASK_REGISTERS_WHY, every_lane_holds, is_task_value, same_task_threads
 from ..plan.task_registers import registers_of as task_registers_of
 from .reduce_preference import preferred
@@ -91,7 +91,7 @@ def _sampled_reads(graph, stage: Stage, needed_later: set, memo: dict | None) ->
 def reduction_slots(graph, stage: Stage) -> int:
     """Per-thread 8-byte slots of reduction scratch a stage needs: one per reduced value (argmax: two), for each
     task a thread holds at once (a column lane with vectors: one per column of its vector)."""
-    return stage.mapping.tasks_per_lane * sum(len(graph[n].operands) // 2 for n in stage.ops if graph[n].op == "reduce")
+    return stage.mapping.tasks_per_lane * reduced_values(graph, stage)
 
 
 def reduction_scratch_bytes(stages) -> int:

@@ -314,7 +314,9 @@ class Geometry:
             task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
             b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
         part = b % m.splits
-        inner = it % m.inner_iterations // m.tasks_per_lane    # a column lane's vector: its trip down column j
+        inner = it % m.inner_iterations
+        if m.tasks_per_lane > 1:
+            inner = inner // m.tasks_per_lane           # a column lane's vector: its trip down column j
         lane = t % tpr if m.kind == "rows" else t // tpr
         lanes = tpr if m.kind == "rows" else m.rows_per_block
         self._cache["layout"] = (task, part, inner, lane, lanes)
