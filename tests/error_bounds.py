@@ -122,7 +122,8 @@ def gamma(d: int, u: float) -> float:
 def reduce_depth(plan, name: str):
     """Longest chain of additions from one term of reduce ``name`` to its result, in ``plan``'s order.
 
-    A thread folds its ``inner_iterations`` terms into an accumulator, the task's
+    A thread folds its terms of the task (``folds_per_task``: a column lane's vector spreads its
+    ``inner_iterations`` over as many columns) into an accumulator, the task's
     lanes meet in a shared-memory tree of ``ceil(log2 lanes)`` levels, split blocks
     fold their ``splits`` partials and the init value is folded last
     (``astitch_sim/simt/reduce.py``).  None if no stage of the plan computes it.
@@ -132,7 +133,7 @@ def reduce_depth(plan, name: str):
             if name in s.ops:
                 m = s.mapping
                 lanes = {"rows": m.threads_per_row, "columns": m.rows_per_block}.get(m.kind, 1)
-                return m.inner_iterations + ceil(log2(max(lanes, 1))) + m.splits + 1
+                return m.folds_per_task + ceil(log2(max(lanes, 1))) + m.splits + 1
     return None
 
 
