@@ -356,7 +356,22 @@ def _count_periodic(geom, acc):
     if out is None or rest is None:
         return out
     more = count_lanes(acc, rest.W, rest.F, rest.sel, lambda: rest.block, lambda: rest.iteration, view.vector)
-    return {k: out[k] + more[k] for k in out}
+    total = {k: out[k] + more[k] for k in out}
+    if acc.space == Space.GLOBAL and acc.dedup and not acc.identity and rest.shared[0].size:
+        # the partial block read elements in earlier trips too: a (block, element) pair in both counts once
+        b, f = (rest.block, rest.F) if rest.sel is None else (rest.block[rest.sel], rest.F[rest.sel])
+        total["bytes"] -= acc.itemsize * _common_pairs((b, f), rest.shared)
+    return total
+
+
+def _common_pairs(one: tuple, other: tuple) -> int:
+    """Distinct ``(block, element)`` pairs found in both lists."""
+    (b1, f1), (b2, f2) = one, other
+    if b1.size == 0 or b2.size == 0:
+        return 0
+    lo = min(int(f1.min()), int(f2.min()))
+    K = max(int(f1.max()), int(f2.max())) - lo + 1
+    return int(np.intersect1d(b1 * K + (f1 - lo), b2 * K + (f2 - lo)).size)
 
 
 def _count_separable(geom, acc, F_X, F_Y, mx, my):
@@ -434,11 +449,11 @@ def _dedup_separable(geom, F_X, F_Y, mx, my):
     const_y = F_Y.size == 0 or (F_Y == F_Y[0]).all()
     if const_y:
         # element depends on x only: pairs (B_X + B_Y, F_X)
-        if not _gap_ok(distinct(B_X), B_Y):
+        if not _sums_injective(B_X, B_Y):
             return None
         return distinct_pairs(*_as_pairs(B_X, F_X))[0] * _distinct(B_Y)
     if const_x:
-        if not _gap_ok(distinct(B_X), B_Y):
+        if not _sums_injective(B_X, B_Y):
             return None
         return _distinct(B_X) * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     # element depends on both: injective -> every lane access is a distinct element
@@ -448,7 +463,18 @@ def _dedup_separable(geom, F_X, F_Y, mx, my):
     # X lines that share no block, or no element: each line's pairs are the first line's, moved
     if _gap_ok(B_X, B_Y) or _gap_ok(F_X, F_Y):
         return F_X.size * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
+    # both sums injective on their distinct values (a mask[batch, key] read by every head's query rows: the
+    # batch part's distinct values lie a key row apart): a (block, element) pair names its X and Y halves
+    if _sums_injective(F_X, F_Y) and _sums_injective(B_X, B_Y):
+        return distinct_pairs(*_as_pairs(B_X, F_X))[0] * distinct_pairs(*_as_pairs(B_Y, F_Y))[0]
     return None
+
+
+def _sums_injective(B_X: np.ndarray, B_Y: np.ndarray) -> bool:
+    """Every block ``B_X[x] + B_Y[y]`` names its own pair of an X and a Y block part: one part's distinct
+    values lie further apart than the other's range (a column mapping's split blocks, ``0 .. splits - 1`` along
+    the reduced dim, beside its tiles' ``splits * tile`` across: the tiles' gaps hold the splits)."""
+    return _gap_ok(distinct(B_X), B_Y) or _gap_ok(distinct(B_Y), B_X)
 
 
 def _as_pairs(a, b):
@@ -493,6 +519,10 @@ def count_flat(geom, acc):
         out = _count_flat_structured(geom, acc)
         if out is not None:
             PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
+            return out
+        out = _count_flat_short_period(geom, acc)
+        if out is not None:
+            PATHS["flat_short_period"] = PATHS.get("flat_short_period", 0) + 1
             return out
     F = acc.flat(geom)
     sel = geom.full(acc.mask) if acc.mask is not None else None
@@ -539,10 +569,11 @@ def count_flat_vectors(geom, acc):
     elements (its 32 threads' vectors side by side), one request however wide; a tensor read
     scattered is ``vector`` scalar requests.  Sectors are what the addresses touch, as without vectors.
 
-    Four ways to the same counters, cheapest first: the tensor's own index (one formula), a
+    Five ways to the same counters, cheapest first: the tensor's own index (one formula), a
     statistic of the leading dims broadcast along the rows (``count_flat_outer`` with the warp's
     ``32 * vector`` elements), an index that is a sum of an outer and an inner part
-    (``_count_flat_structured``), and otherwise the addresses chunk by chunk of warp rows
+    (``_count_flat_structured``), one of trailing dims that a warp row holds whole several times
+    (``_count_flat_short_period``), and otherwise the addresses chunk by chunk of warp rows
     (``_count_flat_vector_chunks``), so that no array the size of the domain is ever built."""
     m = geom.mapping
     V = m.vector
@@ -556,6 +587,10 @@ def count_flat_vectors(geom, acc):
     out = _count_flat_structured(geom, acc, vector=V)
     if out is not None:
         PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
+        return out
+    out = _count_flat_short_period(geom, acc, vector=V)
+    if out is not None:
+        PATHS["flat_short_period"] = PATHS.get("flat_short_period", 0) + 1
         return out
     return _count_flat_vector_chunks(geom, acc)
 
@@ -764,6 +799,54 @@ def _count_flat_structured(geom, acc, vector: int = 1):
         out["bytes"] = s * _inner_positions_covered(geom.size, P, m.grid, chunk, sel_i)
         return out
     return None
+
+
+def _count_flat_short_period(geom, acc, vector: int = 1):
+    """Exact counters of a flat access whose index and mask depend only on trailing dims of ``P``
+    elements that a warp row (``32 * vector`` elements) holds a whole number of times: a per-column
+    statistic over short rows (batch norm's ``mean[c]`` read at every ``(r, c)`` of ``[65536, 64]``,
+    two rows per warp row of 4-element vectors), which ``_split_flat`` cannot split since a warp spans
+    rows.  Every warp row starts at a multiple of ``P``, so every full one reads the same addresses and
+    the last, partial one a prefix of them: two rows counted instead of ``O(elements)``.  A block's
+    distinct elements are the inner positions its trips cover (``_inner_positions_covered``) where the
+    inner index is one element per position; anything else returns None."""
+    shape, rank = geom.shape, geom.rank
+    span = WARP_LANES * vector
+    used = set().union(*(support(t, rank) for t in acc.terms)) if acc.terms else set()
+    if acc.mask is not None:
+        used |= set(support(acc.mask, rank))
+    k = min(used, default=rank)
+    P = int(np.prod(shape[k:], dtype=np.int64))
+    n = geom.size
+    if k == 0 or span % P or n % vector:
+        return None
+    inner = tuple(range(k, rank))
+    F_i = sum((geom.flat_part(np.asarray(t, np.int64), inner) for t in acc.terms), np.zeros(P, np.int64))
+    m_i = np.ones(P, bool) if acc.mask is None else geom.flat_part(np.asarray(acc.mask, bool), inner)
+    if acc.dedup and not acc.identity and not all_distinct(F_i[m_i]):
+        return None
+    s = acc.itemsize
+    F_w, m_w = np.tile(F_i, span // P), np.tile(m_i, span // P)
+    full, rest = divmod(n, span)
+    scattered = vector > 1 and lane_class(F_w[:min(n, span)], vector,
+                                          acc.base // s if acc.base % s == 0 else 1) == "scattered"
+    out = {"n": full * int(m_w.sum()) + int(m_w[:rest].sum()), "bytes": 0, "sectors": 0, "requests": 0,
+           "conflicts": 0}
+    if out["n"] == 0:
+        return out
+    S = np.where(m_w, (acc.base + s * F_w) // SECTOR, BIG)
+    for rows, length in ((full, span), (1 if rest else 0, rest)):
+        row = np.where(np.arange(span) < length, S, BIG)
+        M = row.reshape(WARP_LANES, vector).T if scattered else row.reshape(1, span)
+        sec, req = rows_distinct(M)
+        out["sectors"] += rows * sec
+        out["requests"] += rows * req
+    if acc.dedup and not acc.identity:
+        m = geom.mapping
+        out["bytes"] = s * _inner_positions_covered(n, P, m.grid, m.block * vector, m_i)
+    else:
+        out["bytes"] = s * out["n"]
+    return out
 
 
 def _inner_positions_covered(n: int, P: int, grid: int, chunk: int, sel_i) -> int:

@@ -23,9 +23,10 @@ counts one period per alignment class.  What is checked, not assumed:
 * the periods' warp instructions are disjoint (renumbered far enough apart);
 * the tasks after the last whole period (a partly filled last block) are counted
   densely on their own few elements and added -- only when their warp
-  instructions and blocks are disjoint from the periods' (then every counter
-  adds up: sectors and requests per warp instruction, distinct (block, element)
-  pairs per block, bank conflicts per warp instruction).
+  instructions are disjoint from the periods' (then sectors, requests and bank
+  conflicts, all per warp instruction, add up).  Their block may be one the
+  periods use too (a grid-stride loop's last trip): the (block, element) pairs
+  both read are then counted once, from the few periods of that block.
 
 Anything else (a term over both task and row dims that is not a sum of a part over
 each, a mask over both, a mapping whose periods are not translates) answers None and
@@ -77,8 +78,22 @@ def split(geom, acc):
             r = mask_rows[tasks] if mask_rows is not None else np.ones(tasks.size, bool)
             c = mask_cols if mask_cols is not None else np.ones(per.C, bool)
             sel = (r[:, None] & c[None, :]).ravel()
-        rest = SimpleNamespace(W=per.rest.W, F=F, block=per.rest.block, iteration=per.rest.iteration, sel=sel)
+        rest = SimpleNamespace(W=per.rest.W, F=F, block=per.rest.block, iteration=per.rest.iteration, sel=sel,
+                               shared=_shared_pairs(per, F_X, F_Y, my))
     return per.view, F_X, F_Y, None, my, rest
+
+
+def _shared_pairs(per, F_X, F_Y, my):
+    """``(block, element)`` of every lane access of the whole periods that share a block with the partial one
+    (a few periods: one per earlier trip of those blocks), for the byte count's union."""
+    B_X, B_Y = per.view.block_parts()
+    p = per.rest.shared
+    blocks = (B_X[p][:, None] + B_Y[None, :]).ravel()
+    elems = (F_X[p][:, None] + F_Y[None, :]).ravel()
+    if my is not None:
+        keep = np.broadcast_to(my[None, :], (p.size, my.size)).ravel()
+        blocks, elems = blocks[keep], elems[keep]
+    return blocks, elems
 
 
 #: per geometry, its periods (or None): every access of a stage shares them
@@ -127,12 +142,28 @@ def _find_periods(geom):
         tasks = np.arange(n * P, R)
         b, t, it = ((a[tasks, None] + c[None, :]).ravel() for a, c in zip(lines0, lines1))
         W = (b * geom.iters + it // V) * geom.wpb + t // WARP
-        hi_W = int(d_W.max()) + int(W_Y.max())
-        hi_b = int(lines0[0][:n * P].max()) + int(lines1[0].max())
-        if int(W.min()) <= hi_W or int(b.min()) <= hi_b:
-            return None                       # the partial block's warps or block meet a whole period's
-        rest = SimpleNamespace(tasks=tasks, W=W, block=b, iteration=it)
+        if _meets(W, d_W, W_Y):
+            return None                       # the partial block shares a warp instruction with a whole period
+        rest = SimpleNamespace(tasks=tasks, W=W, block=b, iteration=it, shared=_meets_blocks(b, *parts))
     return SimpleNamespace(P=P, n=n, C=C, view=view, rest=rest)
+
+
+def _meets(W: np.ndarray, d_W: np.ndarray, W_Y: np.ndarray) -> bool:
+    """Is any of ``W`` (the partial block's few warp instructions) some period's ``d_W[p] + W_Y[q]``?  Only the
+    periods whose offset puts ``w`` within ``W_Y``'s range are asked (a sorted search per warp instruction)."""
+    offsets, Y = np.sort(d_W), np.unique(W_Y)
+    for w in np.unique(W).tolist():
+        near = offsets[np.searchsorted(offsets, w - Y[-1]):np.searchsorted(offsets, w - Y[0], side="right")]
+        if np.isin(w - near, Y).any():
+            return True
+    return False
+
+
+def _meets_blocks(b: np.ndarray, B_X: np.ndarray, B_Y: np.ndarray) -> np.ndarray:
+    """The whole periods ``p`` that run in a block of ``b`` (period ``p``'s blocks are ``B_X[p] + B_Y``): in a
+    grid-stride loop the partial last block is also a block of earlier trips, whose periods it may read again."""
+    starts = (np.unique(b)[:, None] - np.unique(B_Y)[None, :]).ravel()
+    return np.flatnonzero(np.isin(B_X, starts))
 
 
 def _apart(d_W: np.ndarray, W_Y: np.ndarray) -> bool:

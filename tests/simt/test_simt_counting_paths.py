@@ -63,6 +63,63 @@ def test_column_broadcast_flat_count_is_exact(monkeypatch, rows, cols, block, gr
     assert fast == _plain(monkeypatch, geom, acc)
 
 
+@pytest.mark.parametrize("rows,cols,block,grid", [(300, 16, 64, 5), (100, 8, 32, 3), (7, 4, 32, 1)])
+@pytest.mark.parametrize("mask", [False, True])
+def test_column_broadcast_over_rows_shorter_than_a_warp_is_exact(monkeypatch, rows, cols, block, grid, mask):
+    """A per-column vector over rows shorter than a warp (a warp reads several rows): every warp reads the
+    same addresses, so two warps are counted (the short-period path), and the counters are the plain ones."""
+    geom = _flat_geometry(monkeypatch, rows, cols, block, grid)
+    j = geom.idx[1]
+    monkeypatch.setattr(memory, "PATHS", {})
+    for acc in (Access("global", "read", "bias", 4, 256, [j], mask=(j % 3 > 0) if mask else None, dedup=True),
+                Access("global", "read", "bias", 2, 6, [j * 5], dedup=False)):
+        fast = memory.count_flat(geom, acc)
+        assert fast == _plain(monkeypatch, geom, acc)
+    assert memory.PATHS == {"flat_short_period": 2}
+
+
+@pytest.mark.parametrize("rows,cols,block,grid,splits,vector", [
+    (512, 128, 128, 16, 8, 2),      # 2 tiles of 64 columns, each split over 8 blocks
+    (300, 96, 64, 4, 4, 4),         # 1 tile of 128 columns over 96: idle lanes; 300 rows over 4 splits
+    (256, 64, 256, 6, 3, 1),        # scalar lanes, 2 tiles of 32, 3 splits
+])
+def test_a_split_column_mapping_counts_its_reads_separably_and_exactly(monkeypatch, rows, cols, block, grid, splits,
+                                                                        vector):
+    """A column mapping whose reduced dim is split: a block is ``split + splits * tile``, the splits in the tiles'
+    gaps, so a row statistic (layer-norm backward's ``mean[r]``, read by every column lane) is counted on the
+    separable lines, not on every lane access, and its counters are the dense count's."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    m = ThreadMapping("columns", (rows, cols), ((), (0,), (1,)), block=block, grid=grid, threads_per_row=32,
+                      splits=splits, combine="atomic", per_thread=vector, vector=vector)
+    m.check()
+    geom = geometry.Geometry(m)
+    assert geom.separable
+    i, j = geom.idx
+    for acc in (Access("global", "read", "mean", 4, 0, [i], dedup=True),
+                Access("global", "read", "gamma", 4, 256, [j], dedup=True),
+                Access("global", "read", "x", 4, 0, [i * cols, j], dedup=True, identity=True)):
+        monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
+        assert memory.count(geom, acc) == memory.count_dense(geom, acc), acc.node
+        assert memory.PATHS["dense"] == 0, (acc.node, memory.PATHS)
+
+
+@pytest.mark.parametrize("block,grid,vector", [(256, 12, 4), (128, 5, 1)])
+def test_a_value_per_group_of_rows_and_column_counts_separably_and_exactly(monkeypatch, block, grid, vector):
+    """Attention's ``mask[batch, key]`` read by every head's query rows: the X part (``batch * keys``) repeats
+    over a batch's rows and its blocks repeat over a block's rows, yet a (block, element) pair still names its
+    halves (the distinct batch offsets lie a whole key row apart), so the separable count serves it exactly."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    rows, keys = 96, 128
+    m = ThreadMapping("rows", (rows, keys), ((0,), (1,)), block=block, grid=grid, threads_per_row=32,
+                      per_thread=vector, vector=vector)
+    geom = geometry.Geometry(m)
+    i, j = geom.idx
+    acc = Access("global", "read", "mask", 4, 0, [(i // 24) * keys, j], dedup=True)
+    monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
+    assert memory.count(geom, acc) == memory.count_dense(geom, acc)
+    assert memory.PATHS["separable"] == 1 and memory.PATHS["dense"] == 0, memory.PATHS
+
+
 def test_row_broadcast_flat_count_declines_what_it_cannot_shortcut(monkeypatch):
     geom = _flat_geometry(monkeypatch, 64, 3000, 256, 40)
     backwards = Access("global", "read", "stat", 4, 0, [(63 - geom.idx[0]) * 1], dedup=True)
@@ -212,6 +269,10 @@ VECTOR_CASES = [  # rows, cols, block, grid, vector, unroll
     (5, 30, 32, 2, 4, 1),           # 150 elements: not a multiple of the vector (scattered everywhere)
     (16, 256, 32, 4, 4, 1),         # rows a multiple of the warp span: the outer x inner shortcut
     (24, 128, 64, 600, 4, 1),       # ... in one trip of the grid
+    (200, 64, 256, 5, 4, 1),        # two rows per warp row (batch norm's columns): the short-period shortcut
+    (96, 32, 64, 3, 4, 2),          # ... four rows per warp row, unrolled
+    (50, 16, 32, 3, 2, 1),          # ... a last warp row half full
+    (3, 16, 32, 1, 4, 1),           # ... the whole domain shorter than a warp row
 ]
 
 
@@ -245,8 +306,13 @@ def test_vector_counts_equal_the_full_size_definition(monkeypatch, rows, cols, b
                       per_thread=vector * unroll, vector=vector)
     geom = geometry.Geometry(m)
     assert geom.flat
+    monkeypatch.setattr(memory, "PATHS", {})
     for acc in _vector_accesses(geom):
         assert memory.count_flat_vectors(geom, acc) == _vectors_by_definition(geom, acc), acc.node
+    # the column broadcasts (one element per column: 2 of the accesses) over rows a warp row holds whole
+    # several times take the short-period path
+    short = cols < 32 * vector and (32 * vector) % cols == 0
+    assert memory.PATHS.get("flat_short_period", 0) == (2 if short else 0), memory.PATHS
 
 
 def test_vector_counts_never_build_a_domain_sized_array(monkeypatch):

@@ -343,7 +343,8 @@ def test_separable_and_flat_counting_agree_with_dense(monkeypatch):
     """The fast counting paths (one line per alignment class; contiguous runs) are exact."""
     cases = [("layernorm", dict(rows=64, cols=768), "astitch"), ("softmax", dict(rows=4, cols=3000), "astitch"),
              ("batchnorm_train", dict(rows=1024, cols=64), "astitch"), ("bias_gelu", dict(rows=16, cols=3072), "xla"),
-             ("attention_softmax", dict(batch=1, heads=2, seq=128), "xla")]
+             ("attention_softmax", dict(batch=1, heads=2, seq=128), "xla"),
+             ("attention_softmax", dict(batch=3, heads=2, seq=128), "xla")]      # mask[batch, key]: 3 batches
     for name, shape, strategy in cases:
         g = asim.workload(name, **shape)
         plan, x = asim.compile(g, strategy, "H100"), workload_inputs(g, 0)

@@ -22,6 +22,8 @@ MAPPINGS = {
     "dien-like, partial last block": ((3001, 32), ((0,), (1,)), 256, 94, 8, 1, 4),
     "vertical packing, whole periods": ((3200, 32), ((0,), (1,)), 128, 10, 8, 1, 4),
     "vertical packing, ragged end": ((3000, 32), ((0,), (1,)), 128, 10, 8, 1, 4),
+    "grid-stride, partial last block in a block of earlier trips": ((1000, 32), ((0,), (1,)), 256, 7, 8, 1, 4),
+    "grid-stride, scalar lanes, partial block of earlier trips": ((777, 16), ((0,), (1,)), 128, 5, 4, 1, 1),
     "16 lanes, two trips of pairs": ((1000, 64), ((0,), (1,)), 64, 63, 16, 1, 2),
     "split rows": ((500, 64), ((0,), (1,)), 64, 126, 8, 2, 4),
     "scalar lanes, three trips": ((2000, 12), ((0,), (1,)), 32, 250, 4, 1, 1),
@@ -49,6 +51,7 @@ def _accesses(g):
         "the row": [rows * C, col],
         "row vector (gamma)": [col],
         "per-row value": [rows],
+        "a batch's row (attention mask)": [(rows // 4) * C, col],
         "strided": [rows * (C + 3), col * 2],
         "transposed": [col * int(np.prod(g.shape[:-1])), rows],
         "one term over both": [rows * C + col],
@@ -77,10 +80,12 @@ def test_the_periodic_path_is_taken_where_it_should_be(monkeypatch):
     """Not a vacuous comparison: the row (as two terms, or as one over both task and row dims), a broadcast row
     vector and a per-row value take the path, with and without the partly filled last block; an index that is
     not a sum of a task part and a row part does not."""
-    for name in ("dien-like, partial last block", "vertical packing, whole periods", "two task dims"):
+    for name in ("dien-like, partial last block", "vertical packing, whole periods", "two task dims",
+                 "grid-stride, partial last block in a block of earlier trips"):
         g = _geometry(monkeypatch, name)
         terms, _ = _accesses(g)
-        for tname in ("the row", "one term over both", "row vector (gamma)", "per-row value"):
+        for tname in ("the row", "one term over both", "row vector (gamma)", "per-row value",
+                      "a batch's row (attention mask)"):
             monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
             memory.count(g, Access("global", "read", "x", 4, 0, terms[tname], dedup=True))
             assert memory.PATHS.get("periodic") == 1, (name, tname)
