@@ -42,17 +42,13 @@ def identity(node) -> tuple:
 LAYOUT_CHUNK = 1 << 22
 
 
-def lay_out(values: np.ndarray, layout: tuple, geom, m, ident) -> np.ndarray:
-    """Scatter the reduce input into ``[task, part, inner, lane]`` (holes hold the identity), all at once."""
-    (rows, dense), = lay_out_chunks(values, layout, geom, m, ident, chunk=None)
-    return dense
-
-
 def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYOUT_CHUNK):
-    """``lay_out`` a block of tasks at a time: yields ``(tasks, dense)``, ``dense`` the ``[task, part, inner,
-    lane]`` layout of the tasks ``tasks`` names (a slice or an index array into the task axis), which are
-    distinct across the blocks.  Blocks hold about ``chunk`` elements (whole tasks); ``chunk=None``: one block,
-    every task.  Tasks no element of a separable domain reaches are in no block (their row is all identity)."""
+    """The reduce input scattered into ``[task, part, inner, lane]`` (holes hold the identity), a block of tasks
+    at a time: yields ``(tasks, dense)``, ``dense`` the layout of the tasks ``tasks`` names (a slice or an index
+    array into the task axis), which are distinct across the blocks -- or, for rows whose vectors are dealt to
+    their lanes, the rows' own ``[task, part, trip, lane, j]`` view (``_dealt_vectors``).  Blocks hold about
+    ``chunk`` elements (whole tasks); ``chunk=None``: one block, every task.  Tasks no element of a separable
+    domain reaches are in no block (their row is all identity)."""
     task, part, inner, lane, lanes = layout
     T, S, I = m.rows, m.splits, m.folds_per_task
     width = S * I * lanes
@@ -67,6 +63,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     every_task = np.array_equal(task, np.arange(T))
     runs = _contiguous_runs(pos)
     source, holes = _sources(pos, width)
+    dealt = _dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1)) if STRIDED_VECTORS else None
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
@@ -78,7 +75,10 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         n = vb.shape[0]
         if every_task and runs == [(0, 0, width)]:
             dense = vb                                  # already in place, no holes: nothing to copy
-        elif runs is None or len(runs) > FEW_RUNS:      # scattered positions (a row's vectors dealt to its lanes):
+        elif dealt is not None:                         # a row's vectors dealt to its lanes: a strided view,
+            yield rows, vb.reshape((n, S) + dealt)      # [task, part, trip, lane, j], nothing gathered
+            continue
+        elif runs is None or len(runs) > FEW_RUNS:      # scattered positions (a ragged row's vectors dealt to its lanes):
             dense = np.take(vb, source, axis=1)         # one gather along the row, 20x faster than a run-by-run
             if holes is not None:                       # copy or a fancy-indexed scatter for 32-element rows
                 dense[:, holes] = ident
@@ -97,6 +97,27 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
 MAX_RUNS = 64
 #: at most this many runs are copied run by run (block copies); more are gathered with one ``np.take``
 FEW_RUNS = 8
+
+
+#: fold a row whose vectors are dealt to its lanes through a strided view of it, not a gathered copy
+STRIDED_VECTORS = True
+
+
+def _dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
+    """``(trips, lanes, V)`` when the row's element ``e = ((part * trips + trip) * lanes + lane) * V + j`` sits at
+    layout position ``(part * I + trip * V + j) * lanes + lane`` for every element (a rows mapping whose lanes
+    take ``V``-element vectors in turn, no holes): the row is then ``[part, trip, lane, j]`` as it lies, and a
+    thread's fold walks ``(trip, j)`` in order.  Else None (the general gather)."""
+    if V <= 1 or I % V or pos.size != S * I * lanes:
+        return None
+    trips = I // V
+    e = np.arange(pos.size, dtype=np.int64)
+    rest, j = np.divmod(e, V)
+    rest, lane = np.divmod(rest, lanes)
+    part, trip = np.divmod(rest, trips)
+    if not np.array_equal(pos, (part * I + trip * V + j) * lanes + lane):
+        return None
+    return trips, lanes, V
 
 
 def _sources(pos: np.ndarray, width: int) -> tuple:
@@ -125,13 +146,22 @@ def _contiguous_runs(pos: np.ndarray):
 
 
 def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
-    """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value."""
+    """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value.  ``dense`` is the
+    ``[task, part, inner, lane]`` layout, or a row's own ``[task, part, trip, lane, j]`` view whose inner
+    iteration is ``trip * V + j`` (``_dealt_vectors``)."""
     # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
     acc = tuple(np.asarray(i, dtype=d.dtype).reshape(()) for i, d in zip(ident, dense))
-    for i in range(dense[0].shape[2]):
-        acc = combine(acc, tuple(d[:, :, i, :] for d in dense))
-    shape = dense[0][:, :, 0, :].shape
+    for step in zip(*(_in_iteration_order(d) for d in dense)):
+        acc = combine(acc, step)
+    shape = dense[0].shape[:2] + dense[0].shape[3:4]
     return tuple(np.broadcast_to(np.asarray(a, dtype=d.dtype), shape) for a, d in zip(acc, dense))
+
+
+def _in_iteration_order(d: np.ndarray) -> list:
+    """The ``[task, part, lane]`` slices of a layout, one per inner iteration, in order."""
+    if d.ndim == 5:
+        return [d[:, :, t, :, j] for t in range(d.shape[2]) for j in range(d.shape[4])]
+    return [d[:, :, i, :] for i in range(d.shape[2])]
 
 
 def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, combine) -> tuple:

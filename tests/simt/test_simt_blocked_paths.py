@@ -104,6 +104,40 @@ def test_blocked_paths_change_no_counter_and_no_value(name, shape, gpu, opts, wh
         assert counts["blocks"] > 1, "no reduce was folded in blocks: the test would pass vacuously"
 
 
+#: rows whose lanes take vectors in turn (DIEN's 8 lanes per row, full warps), rows they tile raggedly (600 over
+#: 128-element trips, a split row of 8000 over 32768) and a plan with no vectors
+DEALT = [("softmax", dict(rows=2001, cols=32), {}), ("log_softmax", dict(rows=64, cols=600), {}),
+         ("softmax", dict(rows=12, cols=8000), {"launch_search": False}), ("cross_entropy", dict(rows=300, cols=96), {}),
+         ("layernorm", dict(rows=64, cols=768), {})]
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+@pytest.mark.parametrize("name,shape,opts", DEALT, ids=[f"{n}-{s['rows']}x{s['cols']}" for n, s, _ in DEALT])
+def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(name, shape, opts, strategy):
+    """A row's vectors dealt to its lanes are folded through a strided view of the row (``reduce._dealt_vectors``)
+    instead of a gathered copy: every counter and output byte equal, and the view is really taken."""
+    g = asim.workload(name, **shape)
+    plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
+    ins = workload_inputs(g, 0)
+    taken = []
+    real = reduce._dealt_vectors
+
+    def spy(*a):
+        taken.append(real(*a))
+        return taken[-1]
+    with mock.patch.object(reduce, "_dealt_vectors", spy):
+        viewed = record(asim.simulate(plan, ins))
+    with mock.patch.object(reduce, "STRIDED_VECTORS", False):
+        gathered = record(asim.simulate(plan, ins))
+    assert len(viewed["outputs"]) == len(plan.graph.outputs)
+    assert viewed == gathered
+    dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
+             and s.mapping.vector > 1]
+    whole = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)
+             == 0]                              # rows the lanes' vectors tile exactly: no holes, the view applies
+    assert any(t is not None for t in taken) == bool(whole), (whole, taken)
+
+
 def _blocks_of_tasks(mapping) -> bool:
     """Can this stage's reduces fold in blocks (a separable domain whose first task dim has several rows)?"""
     geom = Geometry(mapping)
