@@ -168,6 +168,9 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
     """:func:`per_thread` over the whole reduce, a block of tasks at a time (:func:`lay_out_chunks`):
     ``[task, part, lane]`` per value, equal to folding the whole layout at once (each task's fold is its
     own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
+    across = _fold_across_tasks(values, layout, geom, m, ident, combine) if TASK_MAJOR_FOLD else None
+    if across is not None:
+        return across
     size = geom.size if values[0].ndim else 1
     chunk = LAYOUT_CHUNK if size > LAYOUT_CHUNK else None
     T, S, I, lanes = m.rows, m.splits, m.folds_per_task, layout[4]
@@ -188,6 +191,41 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
         empty = tuple(np.full((T, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
         return per_thread(empty, combine, ident)
     return out
+
+
+#: fold a reduction whose tasks run along the input's innermost dims (a column reduction) across whole rows of tasks
+TASK_MAJOR_FOLD = True
+
+
+def _fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combine):
+    """:func:`per_thread` for a reduction whose reduced dims lie between its task dims in memory (``[A, R, B]``:
+    a column reduction, ``A`` empty, or Inductor's ``[32, 512, 3072]`` view of a ``[16384, 3072]`` column sum)
+    and whose reduced elements sit at their own layout position (``[part, inner, lane]`` is the reduced index
+    itself, no holes).  Then the input already is ``[A, part, inner, lane, B]``: each inner iteration folds one
+    slice ``[A, part, lane, B]`` of it, whole rows of tasks at a time -- the additions a GPU's column lanes make,
+    in their order, with no transposed copy of the input (which cost 20x the reduction itself).  None where
+    the input or the layout is otherwise."""
+    if not geom.separable or not all(isinstance(v, np.ndarray) and v.shape == tuple(geom.shape)
+                                     and v.flags.c_contiguous for v in values):
+        return None
+    p0, p1 = geom.parts
+    if not p1 or not p0 or p0[-1] < p1[0] or p1 != tuple(range(p1[0], p1[0] + len(p1))) \
+            or p0 != tuple(k for k in range(geom.rank) if k not in p1):
+        return None                                     # tasks not on both sides of one run of reduced dims
+    task, part, inner, lane, lanes = layout
+    S, I = m.splits, m.folds_per_task
+    pos = (part * I + inner) * lanes + lane
+    if pos.size != S * I * lanes or not np.array_equal(pos, np.arange(pos.size)) \
+            or not np.array_equal(task, np.arange(m.rows)):
+        return None
+    A = int(np.prod(geom.shape[:p1[0]], dtype=np.int64))
+    B = int(np.prod(geom.shape[p1[-1] + 1:], dtype=np.int64))
+    views = tuple(v.reshape(A, S, I, lanes, B) for v in values)
+    acc = tuple(np.asarray(i, dtype=v.dtype).reshape(()) for i, v in zip(ident, values))
+    for i in range(I):
+        acc = combine(acc, tuple(v[:, :, i] for v in views))
+    return tuple(np.ascontiguousarray(np.moveaxis(np.broadcast_to(np.asarray(a, dtype=v.dtype), (A, S, lanes, B)), 3, 1))
+                 .reshape(A * B, S, lanes) for a, v in zip(acc, values))
 
 
 #: elements of one block of tasks the tree works on at a time (a few hundred KB: it stays in cache)

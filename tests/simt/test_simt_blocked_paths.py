@@ -99,7 +99,9 @@ def test_blocked_paths_change_no_counter_and_no_value(name, shape, gpu, opts, wh
     counts = {"in_place": 0, "blocks": 0}
     options = opts if strategy == "astitch" or "reduce_scheme" in opts else {}
     plan = asim.compile(g, strategy, gpu, **options)
-    assert_same(plan, workload_inputs(g, 0), counts, f"{name} {shape}")
+    # column reductions fold across their tasks without a layout (tested below); here the layout's blocks are
+    with mock.patch.object(reduce, "TASK_MAJOR_FOLD", False):
+        assert_same(plan, workload_inputs(g, 0), counts, f"{name} {shape}")
     if any(s.reduces and _blocks_of_tasks(s.mapping) for k in plan.generated for s in k.stages):
         assert counts["blocks"] > 1, "no reduce was folded in blocks: the test would pass vacuously"
 
@@ -111,6 +113,24 @@ DEALT = [("softmax", dict(rows=2001, cols=32), {}), ("log_softmax", dict(rows=64
          ("layernorm", dict(rows=64, cols=768), {})]
 
 
+def on_and_off(plan, ins, switch: str, watched: str) -> list:
+    """``plan`` simulated with the shortcut ``reduce.<switch>`` on and off: every counter, the timeline and every
+    output byte equal.  Returns what ``reduce.<watched>`` (the shortcut's test) answered, call by call."""
+    answers = []
+    real = getattr(reduce, watched)
+
+    def spy(*a):
+        answers.append(real(*a))
+        return answers[-1]
+    with mock.patch.object(reduce, watched, spy):
+        on = record(asim.simulate(plan, ins))
+    with mock.patch.object(reduce, switch, False):
+        off = record(asim.simulate(plan, ins))
+    assert len(on["outputs"]) == len(plan.graph.outputs)
+    assert on == off
+    return answers
+
+
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 @pytest.mark.parametrize("name,shape,opts", DEALT, ids=[f"{n}-{s['rows']}x{s['cols']}" for n, s, _ in DEALT])
 def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(name, shape, opts, strategy):
@@ -118,24 +138,29 @@ def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(na
     instead of a gathered copy: every counter and output byte equal, and the view is really taken."""
     g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
-    ins = workload_inputs(g, 0)
-    taken = []
-    real = reduce._dealt_vectors
-
-    def spy(*a):
-        taken.append(real(*a))
-        return taken[-1]
-    with mock.patch.object(reduce, "_dealt_vectors", spy):
-        viewed = record(asim.simulate(plan, ins))
-    with mock.patch.object(reduce, "STRIDED_VECTORS", False):
-        gathered = record(asim.simulate(plan, ins))
-    assert len(viewed["outputs"]) == len(plan.graph.outputs)
-    assert viewed == gathered
+    taken = on_and_off(plan, workload_inputs(g, 0), "STRIDED_VECTORS", "_dealt_vectors")
     dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
              and s.mapping.vector > 1]
     whole = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)
              == 0]                              # rows the lanes' vectors tile exactly: no holes, the view applies
     assert any(t is not None for t in taken) == bool(whole), (whole, taken)
+
+
+#: column reductions: plain, split over blocks, Inductor's [blocks, rows, columns] view, beside row reductions
+ACROSS = [("column_reduce", dict(rows=4096, cols=384)), ("batchnorm_train", dict(rows=2048, cols=64)),
+          ("layernorm_backward", dict(rows=256, cols=768))]
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+@pytest.mark.parametrize("name,shape", ACROSS, ids=[f"{n}-{s['rows']}x{s['cols']}" for n, s in ACROSS])
+def test_folding_column_reductions_across_their_tasks_changes_no_counter_and_no_value(name, shape, strategy):
+    """A reduction whose tasks run along the input's innermost dims folds whole rows of tasks per iteration
+    (``reduce._fold_across_tasks``) instead of through a transposed layout: every counter and output byte equal,
+    and the shortcut is taken under every strategy (each plan has a column reduction over the input itself)."""
+    g = asim.workload(name, **shape)
+    taken = on_and_off(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), "TASK_MAJOR_FOLD",
+                       "_fold_across_tasks")
+    assert any(t is not None for t in taken), taken
 
 
 def _blocks_of_tasks(mapping) -> bool:
