@@ -76,3 +76,49 @@ def distinct(a) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def walks_in_order(idx: tuple, shape, domain) -> bool:
+    """Does the multi-index ``idx`` (broadcastable arrays over ``domain``, one per dim of a tensor of ``shape``)
+    read the tensor in row-major order: the domain's element ``e`` at the tensor's element ``e``?  So it does
+    when the tensor is the domain reshaped (a bitcast: Inductor's ``[32, 512, 3072]`` view of a
+    ``[16384, 3072]`` tensor); then the read is the tensor's own memory, reshaped, with nothing gathered.
+
+    Checked on the index arrays as they are (each over its own dims, no domain-sized array built): each must be
+    a sum of one line per dim it varies along, and the lines, weighted by the tensor's strides, must add up to
+    the domain's own row-major strides."""
+    domain = tuple(int(n) for n in domain)
+    rank = len(domain)
+    if len(idx) != len(shape) or int(np.prod(shape, dtype=np.int64)) != int(np.prod(domain, dtype=np.int64)):
+        return False
+    lines = [np.zeros(n, dtype=np.int64) for n in domain]
+    start = 0
+    for a, stride in zip(idx, row_major_strides(shape)):
+        a = np.asarray(a, dtype=np.int64)
+        if a.ndim > rank:
+            return False
+        a = a.reshape((1,) * (rank - a.ndim) + a.shape)
+        origin = int(a[(0,) * rank])
+        sum_of_lines = np.full(a.shape, origin, dtype=np.int64)
+        for k in range(rank):
+            if a.shape[k] == 1:
+                continue
+            if a.shape[k] != domain[k]:
+                return False
+            line = a[tuple(slice(None) if j == k else 0 for j in range(rank))].reshape(-1) - origin
+            sum_of_lines += line.reshape((1,) * k + (-1,) + (1,) * (rank - k - 1))
+            lines[k] += line * stride
+        if not np.array_equal(a, sum_of_lines):
+            return False
+        start += origin * stride
+    return start == 0 and all(np.array_equal(line, np.arange(n, dtype=np.int64) * s)
+                              for line, n, s in zip(lines, domain, row_major_strides(domain)))
+
+
+def row_major_strides(shape) -> list:
+    """Elements between neighbours along each dim of a row-major array of ``shape``."""
+    strides, acc = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= int(shape[d])
+    return strides

@@ -78,8 +78,9 @@ from ..ir.dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
 from ..plan.machine import resident_resources
 from ..plan.plan import Plan
+from ..ir.flatindex import row_major_strides, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
-from .geometry import EpilogueGeometry, Geometry, row_major_strides
+from .geometry import EpilogueGeometry, Geometry
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator, element_uses
 from .reduce import fold, run_reduce
@@ -497,6 +498,8 @@ class KernelRun:
             val = arr
         elif ident and ev.geom.kind == "element":
             val = arr
+        elif ev.geom.kind == "element" and walks_in_order(idx, node.shape, ev.geom.shape):
+            val = arr.reshape(ev.geom.shape)            # the domain is the tensor reshaped: its memory, no gather
         else:
             val = arr[tuple(idx)]
         acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident)

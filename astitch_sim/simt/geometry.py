@@ -42,7 +42,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
-from ..ir.flatindex import unravel
+from ..ir.flatindex import row_major_strides, unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it
@@ -77,14 +77,6 @@ def additive_parts(a, dims_a, rank: int):
     if not np.array_equal(part_a + part_b, a):
         return None
     return part_a, part_b
-
-
-def row_major_strides(shape) -> list:
-    strides, acc = [0] * len(shape), 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d] = acc
-        acc *= shape[d]
-    return strides
 
 
 class Geometry:

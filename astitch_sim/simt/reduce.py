@@ -111,11 +111,8 @@ def _dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     if V <= 1 or I % V or pos.size != S * I * lanes:
         return None
     trips = I // V
-    e = np.arange(pos.size, dtype=np.int64)
-    rest, j = np.divmod(e, V)
-    rest, lane = np.divmod(rest, lanes)
-    part, trip = np.divmod(rest, trips)
-    if not np.array_equal(pos, (part * I + trip * V + j) * lanes + lane):
+    part, trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (S, trips, lanes, V)))
+    if not np.array_equal(pos.reshape(S, trips, lanes, V), (part * I + trip * V + j) * lanes + lane):
         return None
     return trips, lanes, V
 

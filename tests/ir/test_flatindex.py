@@ -152,3 +152,34 @@ def test_dim_groups_of_a_split_leading_dim_and_of_shapes_that_do_not_split():
     assert dim_groups((32, 512, 3072), (16384, 3072)) == [([0, 1], [0]), ([2], [1])]
     assert dim_groups((6, 4), (4, 6)) == [([0, 1], [0, 1])]          # no finer split: one group, via the flat number
     assert dim_groups((0, 4), (4, 0)) is None                        # no element: the flat path
+
+
+@settings(max_examples=200, deadline=None)
+@given(shapes=_factor_shapes())
+def test_a_reshape_index_walks_its_operand_in_order(shapes):
+    """The index a reshape reads its operand at (``same_flat_position``, over the output's own index) reads it in
+    row-major order: ``walks_in_order`` says so, and the operand's memory reshaped is what the gather reads."""
+    from types import SimpleNamespace
+    from astitch_sim.ir.flatindex import walks_in_order
+    from astitch_sim.ir.index_rules import same_flat_position
+    shape, src = shapes
+    node = SimpleNamespace(shape=shape, rank=len(shape), operands=[SimpleNamespace(shape=src)])
+    idx = tuple(np.arange(e).reshape([e if d == k else 1 for d in range(len(shape))]) for k, e in enumerate(shape))
+    got, _ = same_flat_position(node, 0, idx)
+    assert walks_in_order(got, src, shape)
+    x = np.arange(int(np.prod(src)), dtype=np.float32).reshape(src)
+    assert np.array_equal(x[tuple(got)] if src else x, x.reshape(shape))
+
+
+def test_what_does_not_walk_in_order_is_said_so():
+    from astitch_sim.ir.flatindex import walks_in_order
+    i, j = np.ogrid[:6, :4]
+    assert walks_in_order((i, j), (6, 4), (6, 4))
+    assert walks_in_order((i * 4 + j,), (24,), (6, 4))                          # the flat number itself
+    assert not walks_in_order((j, i), (4, 6), (6, 4))                          # a transpose
+    assert not walks_in_order((5 - i, j), (6, 4), (6, 4))                      # rows reversed
+    assert not walks_in_order((i + 1, j), (7, 4), (6, 4))                      # a slice: sizes differ
+    assert not walks_in_order((i * 4 + j + 1,), (25,), (6, 4))
+    assert not walks_in_order((i // 2, j), (3, 4), (6, 4))                     # a broadcast: fewer elements
+    assert not walks_in_order(((i * 4 + j) % 24 * 0 + (i * j) % 24,), (24,), (6, 4))   # not a sum of lines
+    assert not walks_in_order((i, j), (6, 4, 1), (6, 4))                       # an index per dim, or no answer

@@ -163,6 +163,32 @@ def test_folding_column_reductions_across_their_tasks_changes_no_counter_and_no_
     assert any(t is not None for t in taken), taken
 
 
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+def test_reading_a_reshaped_tensor_in_order_changes_no_counter_and_no_value(strategy):
+    """A stage whose domain is a tensor reshaped (Inductor's ``[blocks, rows, columns]`` view of a column sum, a
+    group norm's 5-D view of x) reads the tensor's memory reshaped (``flatindex.walks_in_order``) instead of
+    gathering it through the index: every counter, the timeline and every output byte as the gather's."""
+    from pathlib import Path
+
+    from anchor import TESTS_FILE
+    from astitch_sim.simt import executor
+    hlo = (Path(TESTS_FILE).parent / "fixtures" / "hlo" / "groupnorm.hlo").read_text()
+    in_order = []
+    real = executor.walks_in_order
+
+    def spy(*a):
+        in_order.append(real(*a))
+        return in_order[-1]
+    for g in (asim.workload("column_reduce", rows=4096, cols=384), asim.from_hlo(hlo)):
+        plan, ins = asim.compile(g, strategy, "H100"), workload_inputs(g, 0)
+        with mock.patch.object(executor, "walks_in_order", spy):
+            viewed = record(asim.simulate(plan, ins))
+        with mock.patch.object(executor, "walks_in_order", lambda *a: False):
+            gathered = record(asim.simulate(plan, ins))
+        assert len(viewed["outputs"]) == len(g.outputs) and viewed == gathered
+    assert any(in_order), "no read took the reshaped memory: the comparison would be vacuous"
+
+
 def _blocks_of_tasks(mapping) -> bool:
     """Can this stage's reduces fold in blocks (a separable domain whose first task dim has several rows)?"""
     geom = Geometry(mapping)
