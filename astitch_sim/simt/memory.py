@@ -357,10 +357,10 @@ def _count_periodic(geom, acc):
         return out
     more = count_lanes(acc, rest.W, rest.F, rest.sel, lambda: rest.block, lambda: rest.iteration, view.vector)
     total = {k: out[k] + more[k] for k in out}
-    if acc.space == Space.GLOBAL and acc.dedup and not acc.identity and rest.shared[0].size:
+    if acc.space == Space.GLOBAL and acc.dedup and not acc.identity and rest.shares_blocks:
         # the partial block read elements in earlier trips too: a (block, element) pair in both counts once
         b, f = (rest.block, rest.F) if rest.sel is None else (rest.block[rest.sel], rest.F[rest.sel])
-        total["bytes"] -= acc.itemsize * _common_pairs((b, f), rest.shared)
+        total["bytes"] -= acc.itemsize * _common_pairs((b, f), rest.shared_pairs())
     return total
 
 

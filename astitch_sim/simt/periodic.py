@@ -79,7 +79,8 @@ def split(geom, acc):
             c = mask_cols if mask_cols is not None else np.ones(per.C, bool)
             sel = (r[:, None] & c[None, :]).ravel()
         rest = SimpleNamespace(W=per.rest.W, F=F, block=per.rest.block, iteration=per.rest.iteration, sel=sel,
-                               shared=_shared_pairs(per, F_X, F_Y, my))
+                               shares_blocks=per.rest.shared.size > 0,
+                               shared_pairs=lambda: _shared_pairs(per, F_X, F_Y, my))
     return per.view, F_X, F_Y, None, my, rest
 
 

@@ -208,7 +208,7 @@ def _fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, comb
     p0, p1 = geom.parts
     if not p1 or not p0 or p0[-1] < p1[0] or p1 != tuple(range(p1[0], p1[0] + len(p1))) \
             or p0 != tuple(k for k in range(geom.rank) if k not in p1):
-        return None                                     # tasks not on both sides of one run of reduced dims
+        return None          # no task dim after the reduced ones (a row: the layout is the row), or reduced dims apart
     task, part, inner, lane, lanes = layout
     S, I = m.splits, m.folds_per_task
     pos = (part * I + inner) * lanes + lane
