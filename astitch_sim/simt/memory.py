@@ -203,7 +203,9 @@ def all_distinct(a: np.ndarray) -> bool:
 def _mixed_runs(chg, up, down) -> bool:
     """Does some warp run have its sectors going both up and down?"""
     run = np.concatenate(([0], np.cumsum(chg)))[1:]
-    return bool(np.intersect1d(run[up], run[down]).size)
+    rising = np.zeros(int(run[-1]) + 1 if run.size else 1, dtype=bool)    # runs are numbered 0, 1, ...: a table
+    rising[run[up]] = True
+    return bool(rising[run[down]].any())
 
 
 def bank_conflicts(W: np.ndarray, A: np.ndarray, itemsize: int) -> int:
@@ -374,6 +376,14 @@ def _common_pairs(one: tuple, other: tuple) -> int:
     return int(np.intersect1d(b1 * K + (f1 - lo), b2 * K + (f2 - lo)).size)
 
 
+def _residues(A: np.ndarray, modulus: int) -> tuple:
+    """The distinct values of ``A % modulus`` and how often each occurs (``np.unique(..., return_counts=True)``
+    by counting into ``modulus`` bins: numpy 2.3+'s hash-based unique took a tenth of a model's simulation)."""
+    counts = np.bincount(np.asarray(A % modulus, dtype=np.int64).ravel(), minlength=modulus)
+    rho = np.flatnonzero(counts)
+    return rho, counts[rho]
+
+
 def _count_separable(geom, acc, F_X, F_Y, mx, my):
     s = acc.itemsize
     W_Y = geom.W_Y
@@ -391,7 +401,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     A_X = acc.base + s * F_Xs
     A_Y = s * F_Ys
     if acc.space == Space.GLOBAL:
-        rho, cnt = np.unique(A_X % SECTOR, return_counts=True)
+        rho, cnt = _residues(A_X, SECTOR)
         for r, c in zip(rho.tolist(), cnt.tolist()):
             pairs, warps = distinct_pairs(W, (A_Y + r) >> SECTOR_SHIFT)     # floor division by 32, negatives too
             out["sectors"] += c * pairs
@@ -406,7 +416,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     elif acc.space == Space.SHARED:
         # moving every address of a warp by a whole number of 4-byte words only rotates its banks (the
         # worst bank's count stays): the X line's start matters modulo one word, not modulo 128 bytes
-        rho, cnt = np.unique(A_X % BANK_BYTES, return_counts=True)
+        rho, cnt = _residues(A_X, BANK_BYTES)
         for r, c in zip(rho.tolist(), cnt.tolist()):
             out["conflicts"] += c * bank_conflicts(W, r + A_Y, s)
         out["requests"] = n_x * distinct_count(W)
@@ -770,7 +780,7 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     pos_i = np.flatnonzero(sel_i)
     # the warp instruction of each inner position: its warp row, and with scattered vectors its slot
     W_i = (pos_i // span) * vector + pos_i % vector if scattered else pos_i // span
-    rho, cnt = np.unique((acc.base + s * Fo) % SECTOR, return_counts=True)
+    rho, cnt = _residues(acc.base + s * Fo, SECTOR)
     warps = 0                          # (n_o > 0: the loop runs; each class has the same warps)
     for r, c in zip(rho.tolist(), cnt.tolist()):
         pairs, warps = distinct_pairs(W_i, (r + s * Fi) // SECTOR)
