@@ -84,35 +84,36 @@ def walks_in_order(idx: tuple, shape, domain) -> bool:
     when the tensor is the domain reshaped (a bitcast: Inductor's ``[32, 512, 3072]`` view of a
     ``[16384, 3072]`` tensor); then the read is the tensor's own memory, reshaped, with nothing gathered.
 
-    Checked on the index arrays as they are (each over its own dims, no domain-sized array built): each must be
-    a sum of one line per dim it varies along, and the lines, weighted by the tensor's strides, must add up to
-    the domain's own row-major strides."""
+    Checked on the index arrays as they are (each over its own dims, no domain-sized array built): the lines
+    of each array through its first element, weighted by the tensor's strides, must add up to the domain's own
+    row-major strides (cheap: most indices fail here), and each array must be the sum of its lines."""
     domain = tuple(int(n) for n in domain)
     rank = len(domain)
     if len(idx) != len(shape) or int(np.prod(shape, dtype=np.int64)) != int(np.prod(domain, dtype=np.int64)):
         return False
-    lines = [np.zeros(n, dtype=np.int64) for n in domain]
-    start = 0
+    arrays, lines, start = [], [np.zeros(n, dtype=np.int64) for n in domain], 0
     for a, stride in zip(idx, row_major_strides(shape)):
         a = np.asarray(a, dtype=np.int64)
-        if a.ndim > rank:
+        if a.ndim > rank or any(e not in (1, n) for e, n in zip(a.shape[::-1], domain[::-1])):
             return False
         a = a.reshape((1,) * (rank - a.ndim) + a.shape)
         origin = int(a[(0,) * rank])
-        sum_of_lines = np.full(a.shape, origin, dtype=np.int64)
-        for k in range(rank):
-            if a.shape[k] == 1:
-                continue
-            if a.shape[k] != domain[k]:
-                return False
-            line = a[tuple(slice(None) if j == k else 0 for j in range(rank))].reshape(-1) - origin
-            sum_of_lines += line.reshape((1,) * k + (-1,) + (1,) * (rank - k - 1))
+        own = {k: a[tuple(slice(None) if j == k else 0 for j in range(rank))].reshape(-1) - origin
+               for k in range(rank) if a.shape[k] > 1}
+        for k, line in own.items():
             lines[k] += line * stride
+        start += origin * stride
+        arrays.append((a, origin, own))
+    if start != 0 or not all(np.array_equal(line, np.arange(n, dtype=np.int64) * s)
+                             for line, n, s in zip(lines, domain, row_major_strides(domain))):
+        return False
+    for a, origin, own in arrays:
+        sum_of_lines = np.full(a.shape, origin, dtype=np.int64)
+        for k, line in own.items():
+            sum_of_lines += line.reshape((1,) * k + (-1,) + (1,) * (rank - k - 1))
         if not np.array_equal(a, sum_of_lines):
             return False
-        start += origin * stride
-    return start == 0 and all(np.array_equal(line, np.arange(n, dtype=np.int64) * s)
-                              for line, n, s in zip(lines, domain, row_major_strides(domain)))
+    return True
 
 
 def row_major_strides(shape) -> list:

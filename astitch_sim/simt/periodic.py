@@ -39,6 +39,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..ir.flatindex import distinct
 from .geometry import WARP, additive_parts, support
 
 
@@ -152,8 +153,10 @@ def _find_periods(geom):
 def _meets(W: np.ndarray, d_W: np.ndarray, W_Y: np.ndarray) -> bool:
     """Is any of ``W`` (the partial block's few warp instructions) some period's ``d_W[p] + W_Y[q]``?  Only the
     periods whose offset puts ``w`` within ``W_Y``'s range are asked (a sorted search per warp instruction)."""
-    offsets, Y = np.sort(d_W), np.unique(W_Y)
-    for w in np.unique(W).tolist():
+    offsets, Y = np.sort(d_W), distinct(W_Y)
+    if Y.size == 0:
+        return False
+    for w in distinct(W).tolist():
         near = offsets[np.searchsorted(offsets, w - Y[-1]):np.searchsorted(offsets, w - Y[0], side="right")]
         if np.isin(w - near, Y).any():
             return True
@@ -163,7 +166,7 @@ def _meets(W: np.ndarray, d_W: np.ndarray, W_Y: np.ndarray) -> bool:
 def _meets_blocks(b: np.ndarray, B_X: np.ndarray, B_Y: np.ndarray) -> np.ndarray:
     """The whole periods ``p`` that run in a block of ``b`` (period ``p``'s blocks are ``B_X[p] + B_Y``): in a
     grid-stride loop the partial last block is also a block of earlier trips, whose periods it may read again."""
-    starts = (np.unique(b)[:, None] - np.unique(B_Y)[None, :]).ravel()
+    starts = (distinct(b)[:, None] - distinct(B_Y)[None, :]).ravel()
     return np.flatnonzero(np.isin(B_X, starts))
 
 
