@@ -201,11 +201,12 @@ def all_distinct(a: np.ndarray) -> bool:
 
 
 def _mixed_runs(chg, up, down) -> bool:
-    """Does some warp run have its sectors going both up and down?"""
-    run = np.concatenate(([0], np.cumsum(chg)))[1:]
-    rising = np.zeros(int(run[-1]) + 1 if run.size else 1, dtype=bool)    # runs are numbered 0, 1, ...: a table
-    rising[run[up]] = True
-    return bool(rising[run[down]].any())
+    """Does some warp run have its sectors going both up and down?  (``chg``, ``up``, ``down``: per step between
+    neighbouring lanes; a run's steps start at a change of warp.)  A logical OR over each run's steps."""
+    if chg.size == 0:
+        return False
+    starts = np.concatenate(([0], np.flatnonzero(chg)))
+    return bool((np.logical_or.reduceat(up, starts) & np.logical_or.reduceat(down, starts)).any())
 
 
 def bank_conflicts(W: np.ndarray, A: np.ndarray, itemsize: int) -> int:

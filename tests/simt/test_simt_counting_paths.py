@@ -6,6 +6,7 @@ that are not a multiple of 32, rows longer than a whole trip of the grid, unalig
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.simt import geometry, memory, reduce
@@ -377,3 +378,16 @@ def test_scattered_row_vectors_classifies_the_row_once_for_every_alignment():
                 assert got == want, (F_Y, F_X, base)
                 seen.add(got)
     assert seen == {True, False}
+
+
+@settings(max_examples=300, deadline=None)
+@given(W=st.lists(st.integers(0, 6), min_size=1, max_size=80).map(sorted),
+       S=st.lists(st.integers(0, 4), min_size=80, max_size=80))
+def test_mixed_runs_finds_a_warp_whose_sectors_go_both_ways(W, S):
+    """``memory._mixed_runs`` (an OR over each warp run's steps) against its definition: the warp runs
+    numbered, and some run number among both the rising and the falling steps."""
+    W, S = np.array(W), np.array(S[:len(W)])
+    chg = W[1:] != W[:-1]
+    up, down = (S[1:] > S[:-1]) & ~chg, (S[1:] < S[:-1]) & ~chg
+    run = np.cumsum(chg)
+    assert memory._mixed_runs(chg, up, down) == bool(set(run[up].tolist()) & set(run[down].tolist()))
