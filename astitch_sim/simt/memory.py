@@ -133,7 +133,7 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
         if all_distinct(heads):
             up = (S[1:] > S[:-1]) & ~chg
             down = (S[1:] < S[:-1]) & ~chg
-            if not up.any() or not down.any() or not _mixed_runs(chg, up, down):
+            if not up.any() or not down.any() or not mixed_runs(chg, up, down):
                 pairs = 1 + int(np.count_nonzero(chg | (S[1:] != S[:-1])))
                 return pairs, int(heads.size)
     if n > 4096:
@@ -200,7 +200,7 @@ def all_distinct(a: np.ndarray) -> bool:
     return not bool((s[1:] == s[:-1]).any())
 
 
-def _mixed_runs(chg, up, down) -> bool:
+def mixed_runs(chg, up, down) -> bool:
     """Does some warp run have its sectors going both up and down?  (``chg``, ``up``, ``down``: per step between
     neighbouring lanes; a run's steps start at a change of warp.)  A logical OR over each run's steps."""
     if chg.size == 0:

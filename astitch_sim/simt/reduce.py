@@ -46,7 +46,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     """The reduce input scattered into ``[task, part, inner, lane]`` (holes hold the identity), a block of tasks
     at a time: yields ``(tasks, dense)``, ``dense`` the layout of the tasks ``tasks`` names (a slice or an index
     array into the task axis), which are distinct across the blocks -- or, for rows whose vectors are dealt to
-    their lanes, the rows' own ``[task, part, trip, lane, j]`` view (``_dealt_vectors``).  Blocks hold about
+    their lanes, the rows' own ``[task, part, trip, lane, j]`` view (``dealt_vectors``).  Blocks hold about
     ``chunk`` elements (whole tasks); ``chunk=None``: one block, every task.  Tasks no element of a separable
     domain reaches are in no block (their row is all identity)."""
     task, part, inner, lane, lanes = layout
@@ -63,7 +63,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     every_task = np.array_equal(task, np.arange(T))
     runs = _contiguous_runs(pos)
     source, holes = _sources(pos, width)
-    dealt = _dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1)) if STRIDED_VECTORS else None
+    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1)) if STRIDED_VECTORS else None
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
@@ -103,7 +103,7 @@ FEW_RUNS = 8
 STRIDED_VECTORS = True
 
 
-def _dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
+def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     """``(trips, lanes, V)`` when the row's element ``e = ((part * trips + trip) * lanes + lane) * V + j`` sits at
     layout position ``(part * I + trip * V + j) * lanes + lane`` for every element (a rows mapping whose lanes
     take ``V``-element vectors in turn, no holes): the row is then ``[part, trip, lane, j]`` as it lies, and a
@@ -145,7 +145,7 @@ def _contiguous_runs(pos: np.ndarray):
 def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
     """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value.  ``dense`` is the
     ``[task, part, inner, lane]`` layout, or a row's own ``[task, part, trip, lane, j]`` view whose inner
-    iteration is ``trip * V + j`` (``_dealt_vectors``)."""
+    iteration is ``trip * V + j`` (``dealt_vectors``)."""
     # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
     acc = tuple(np.asarray(i, dtype=d.dtype).reshape(()) for i, d in zip(ident, dense))
     for step in zip(*(_in_iteration_order(d) for d in dense)):
@@ -165,7 +165,7 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
     """:func:`per_thread` over the whole reduce, a block of tasks at a time (:func:`lay_out_chunks`):
     ``[task, part, lane]`` per value, equal to folding the whole layout at once (each task's fold is its
     own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
-    across = _fold_across_tasks(values, layout, geom, m, ident, combine) if TASK_MAJOR_FOLD else None
+    across = fold_across_tasks(values, layout, geom, m, ident, combine) if TASK_MAJOR_FOLD else None
     if across is not None:
         return across
     size = geom.size if values[0].ndim else 1
@@ -194,7 +194,7 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
 TASK_MAJOR_FOLD = True
 
 
-def _fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combine):
+def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combine):
     """:func:`per_thread` for a reduction whose reduced dims lie between its task dims in memory (``[A, R, B]``:
     a column reduction, ``A`` empty, or Inductor's ``[32, 512, 3072]`` view of a ``[16384, 3072]`` column sum)
     and whose reduced elements sit at their own layout position (``[part, inner, lane]`` is the reduced index

@@ -134,11 +134,11 @@ def on_and_off(plan, ins, switch: str, watched: str) -> list:
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 @pytest.mark.parametrize("name,shape,opts", DEALT, ids=[f"{n}-{s['rows']}x{s['cols']}" for n, s, _ in DEALT])
 def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(name, shape, opts, strategy):
-    """A row's vectors dealt to its lanes are folded through a strided view of the row (``reduce._dealt_vectors``)
+    """A row's vectors dealt to its lanes are folded through a strided view of the row (``reduce.dealt_vectors``)
     instead of a gathered copy: every counter and output byte equal, and the view is really taken."""
     g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
-    taken = on_and_off(plan, workload_inputs(g, 0), "STRIDED_VECTORS", "_dealt_vectors")
+    taken = on_and_off(plan, workload_inputs(g, 0), "STRIDED_VECTORS", "dealt_vectors")
     dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
              and s.mapping.vector > 1]
     whole = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)
@@ -155,11 +155,11 @@ ACROSS = [("column_reduce", dict(rows=4096, cols=384)), ("batchnorm_train", dict
 @pytest.mark.parametrize("name,shape", ACROSS, ids=[f"{n}-{s['rows']}x{s['cols']}" for n, s in ACROSS])
 def test_folding_column_reductions_across_their_tasks_changes_no_counter_and_no_value(name, shape, strategy):
     """A reduction whose tasks run along the input's innermost dims folds whole rows of tasks per iteration
-    (``reduce._fold_across_tasks``) instead of through a transposed layout: every counter and output byte equal,
+    (``reduce.fold_across_tasks``) instead of through a transposed layout: every counter and output byte equal,
     and the shortcut is taken under every strategy (each plan has a column reduction over the input itself)."""
     g = asim.workload(name, **shape)
     taken = on_and_off(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), "TASK_MAJOR_FOLD",
-                       "_fold_across_tasks")
+                       "fold_across_tasks")
     assert any(t is not None for t in taken), taken
 
 

@@ -384,10 +384,10 @@ def test_scattered_row_vectors_classifies_the_row_once_for_every_alignment():
 @given(W=st.lists(st.integers(0, 6), min_size=1, max_size=80).map(sorted),
        S=st.lists(st.integers(0, 4), min_size=80, max_size=80))
 def test_mixed_runs_finds_a_warp_whose_sectors_go_both_ways(W, S):
-    """``memory._mixed_runs`` (an OR over each warp run's steps) against its definition: the warp runs
+    """``memory.mixed_runs`` (an OR over each warp run's steps) against its definition: the warp runs
     numbered, and some run number among both the rising and the falling steps."""
     W, S = np.array(W), np.array(S[:len(W)])
     chg = W[1:] != W[:-1]
     up, down = (S[1:] > S[:-1]) & ~chg, (S[1:] < S[:-1]) & ~chg
     run = np.cumsum(chg)
-    assert memory._mixed_runs(chg, up, down) == bool(set(run[up].tolist()) & set(run[down].tolist()))
+    assert memory.mixed_runs(chg, up, down) == bool(set(run[up].tolist()) & set(run[down].tolist()))
