@@ -99,7 +99,7 @@ def test_blocked_paths_change_no_counter_and_no_value(name, shape, gpu, opts, wh
     counts = {"in_place": 0, "blocks": 0}
     options = opts if strategy == "astitch" or "reduce_scheme" in opts else {}
     plan = asim.compile(g, strategy, gpu, **options)
-    # column reductions fold across their tasks without a layout (tested below); here the layout's blocks are
+    # column reductions fold across their tasks without a layout (tested below); this test is the layout's blocks'
     with mock.patch.object(reduce, "TASK_MAJOR_FOLD", False):
         assert_same(plan, workload_inputs(g, 0), counts, f"{name} {shape}")
     if any(s.reduces and _blocks_of_tasks(s.mapping) for k in plan.generated for s in k.stages):
