@@ -60,7 +60,6 @@ REGIONAL_ROOM = 8 * 1024
 ROWS_IN_FLIGHT = 4
 
 
-
 def _scalar(stages, why: str) -> None:
     """The column stages keep scalar lanes; their (shared) mapping says why."""
     made = {}

@@ -823,7 +823,7 @@ def _count_flat_short_period(geom, acc, vector: int = 1):
     inner index is one element per position; anything else returns None."""
     shape, rank = geom.shape, geom.rank
     span = WARP_LANES * vector
-    used = set().union(*(support(t, rank) for t in acc.terms)) if acc.terms else set()
+    used = set().union(*(support(t, rank) for t in acc.terms))
     if acc.mask is not None:
         used |= set(support(acc.mask, rank))
     k = min(used, default=rank)

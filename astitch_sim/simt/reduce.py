@@ -63,7 +63,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     every_task = np.array_equal(task, np.arange(T))
     runs = _contiguous_runs(pos)
     source, holes = _sources(pos, width)
-    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1)) if STRIDED_VECTORS else None
+    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
@@ -97,10 +97,6 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
 MAX_RUNS = 64
 #: at most this many runs are copied run by run (block copies); more are gathered with one ``np.take``
 FEW_RUNS = 8
-
-
-#: fold a row whose vectors are dealt to its lanes through a strided view of it, not a gathered copy
-STRIDED_VECTORS = True
 
 
 def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
@@ -146,12 +142,18 @@ def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
     """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value.  ``dense`` is the
     ``[task, part, inner, lane]`` layout, or a row's own ``[task, part, trip, lane, j]`` view whose inner
     iteration is ``trip * V + j`` (``dealt_vectors``)."""
-    # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
-    acc = tuple(np.asarray(i, dtype=d.dtype).reshape(()) for i, d in zip(ident, dense))
-    for step in zip(*(_in_iteration_order(d) for d in dense)):
-        acc = combine(acc, step)
+    acc = _fold(zip(*(_in_iteration_order(d) for d in dense)), combine, ident, dense)
     shape = dense[0].shape[:2] + dense[0].shape[3:4]
     return tuple(np.broadcast_to(np.asarray(a, dtype=d.dtype), shape) for a, d in zip(acc, dense))
+
+
+def _fold(steps, combine, ident: tuple, like: tuple) -> tuple:
+    """Accumulators folded over ``steps`` (a tuple of slices per loop iteration, in order) from the identity."""
+    # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
+    acc = tuple(np.asarray(i, dtype=d.dtype).reshape(()) for i, d in zip(ident, like))
+    for step in steps:
+        acc = combine(acc, step)
+    return acc
 
 
 def _in_iteration_order(d: np.ndarray) -> list:
@@ -165,7 +167,7 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
     """:func:`per_thread` over the whole reduce, a block of tasks at a time (:func:`lay_out_chunks`):
     ``[task, part, lane]`` per value, equal to folding the whole layout at once (each task's fold is its
     own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
-    across = fold_across_tasks(values, layout, geom, m, ident, combine) if TASK_MAJOR_FOLD else None
+    across = fold_across_tasks(values, layout, geom, m, ident, combine)
     if across is not None:
         return across
     size = geom.size if values[0].ndim else 1
@@ -188,10 +190,6 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
         empty = tuple(np.full((T, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
         return per_thread(empty, combine, ident)
     return out
-
-
-#: fold a reduction whose tasks run along the input's innermost dims (a column reduction) across whole rows of tasks
-TASK_MAJOR_FOLD = True
 
 
 def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combine):
@@ -218,9 +216,7 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combi
     A = int(np.prod(geom.shape[:p1[0]], dtype=np.int64))
     B = int(np.prod(geom.shape[p1[-1] + 1:], dtype=np.int64))
     views = tuple(v.reshape(A, S, I, lanes, B) for v in values)
-    acc = tuple(np.asarray(i, dtype=v.dtype).reshape(()) for i, v in zip(ident, values))
-    for i in range(I):
-        acc = combine(acc, tuple(v[:, :, i] for v in views))
+    acc = _fold((tuple(v[:, :, i] for v in views) for i in range(I)), combine, ident, values)
     return tuple(np.ascontiguousarray(np.moveaxis(np.broadcast_to(np.asarray(a, dtype=v.dtype), (A, S, lanes, B)), 3, 1))
                  .reshape(A * B, S, lanes) for a, v in zip(acc, values))
 

@@ -100,7 +100,7 @@ def test_blocked_paths_change_no_counter_and_no_value(name, shape, gpu, opts, wh
     options = opts if strategy == "astitch" or "reduce_scheme" in opts else {}
     plan = asim.compile(g, strategy, gpu, **options)
     # column reductions fold across their tasks without a layout (tested below); this test is the layout's blocks'
-    with mock.patch.object(reduce, "TASK_MAJOR_FOLD", False):
+    with mock.patch.object(reduce, "fold_across_tasks", lambda *a: None):
         assert_same(plan, workload_inputs(g, 0), counts, f"{name} {shape}")
     if any(s.reduces and _blocks_of_tasks(s.mapping) for k in plan.generated for s in k.stages):
         assert counts["blocks"] > 1, "no reduce was folded in blocks: the test would pass vacuously"
@@ -113,18 +113,19 @@ DEALT = [("softmax", dict(rows=2001, cols=32), {}), ("log_softmax", dict(rows=64
          ("layernorm", dict(rows=64, cols=768), {})]
 
 
-def on_and_off(plan, ins, switch: str, watched: str) -> list:
-    """``plan`` simulated with the shortcut ``reduce.<switch>`` on and off: every counter, the timeline and every
-    output byte equal.  Returns what ``reduce.<watched>`` (the shortcut's test) answered, call by call."""
+def on_and_off(plan, ins, module, watched: str) -> list:
+    """``plan`` simulated with a shortcut on, and off (``module.<watched>``, the shortcut's test, answering no:
+    None, which every such test answers for "not here"): every counter, the timeline and every output byte
+    equal.  Returns what the test answered when on, call by call."""
     answers = []
-    real = getattr(reduce, watched)
+    real = getattr(module, watched)
 
     def spy(*a):
         answers.append(real(*a))
         return answers[-1]
-    with mock.patch.object(reduce, watched, spy):
+    with mock.patch.object(module, watched, spy):
         on = record(asim.simulate(plan, ins))
-    with mock.patch.object(reduce, switch, False):
+    with mock.patch.object(module, watched, lambda *a: None):
         off = record(asim.simulate(plan, ins))
     assert len(on["outputs"]) == len(plan.graph.outputs)
     assert on == off
@@ -138,7 +139,7 @@ def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(na
     instead of a gathered copy: every counter and output byte equal, and the view is really taken."""
     g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
-    taken = on_and_off(plan, workload_inputs(g, 0), "STRIDED_VECTORS", "dealt_vectors")
+    taken = on_and_off(plan, workload_inputs(g, 0), reduce, "dealt_vectors")
     dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
              and s.mapping.vector > 1]
     whole = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)
@@ -158,8 +159,7 @@ def test_folding_column_reductions_across_their_tasks_changes_no_counter_and_no_
     (``reduce.fold_across_tasks``) instead of through a transposed layout: every counter and output byte equal,
     and the shortcut is taken under every strategy (each plan has a column reduction over the input itself)."""
     g = asim.workload(name, **shape)
-    taken = on_and_off(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), "TASK_MAJOR_FOLD",
-                       "fold_across_tasks")
+    taken = on_and_off(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), reduce, "fold_across_tasks")
     assert any(t is not None for t in taken), taken
 
 
@@ -174,18 +174,8 @@ def test_reading_a_reshaped_tensor_in_order_changes_no_counter_and_no_value(stra
     from astitch_sim.simt import executor
     hlo = (Path(TESTS_FILE).parent / "fixtures" / "hlo" / "groupnorm.hlo").read_text()
     in_order = []
-    real = executor.walks_in_order
-
-    def spy(*a):
-        in_order.append(real(*a))
-        return in_order[-1]
     for g in (asim.workload("column_reduce", rows=4096, cols=384), asim.from_hlo(hlo)):
-        plan, ins = asim.compile(g, strategy, "H100"), workload_inputs(g, 0)
-        with mock.patch.object(executor, "walks_in_order", spy):
-            viewed = record(asim.simulate(plan, ins))
-        with mock.patch.object(executor, "walks_in_order", lambda *a: False):
-            gathered = record(asim.simulate(plan, ins))
-        assert len(viewed["outputs"]) == len(g.outputs) and viewed == gathered
+        in_order += on_and_off(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), executor, "walks_in_order")
     assert any(in_order), "no read took the reshaped memory: the comparison would be vacuous"
 
 
