@@ -41,6 +41,9 @@ stage spans) are kept for the first :data:`HEAD_WAVES` waves and the last wave
 only; for a kernel with more waves ``KernelSpan.truncated`` is set and the
 omitted middle waves are known to be full (all slots busy), which is how
 :meth:`Timeline.utilisation` and :meth:`Timeline.render_ascii` account for them.
+The entries are made when first asked for (``Timeline.entries``): a simulation's prediction needs only
+the kernels' spans, and a 15-kernel plan's thousands of entry objects took longer to make than its
+counting (the timeline view, the ASCII chart and the tests ask for them; most simulations never do).
 """
 from __future__ import annotations
 
@@ -98,11 +101,59 @@ class KernelSpan:
 
 
 @dataclass
+class _UniformBlocks:
+    """Kernel ``kernel``'s kept blocks, all taking ``stage_us``: their entries, made on demand
+    (:func:`_stage_spans` for every block at once: the same additions, on arrays of start times)."""
+    kernel: int
+    sm: np.ndarray
+    blocks: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    stage_us: np.ndarray
+
+    def entries(self) -> list:
+        bounds = [np.asarray(self.start, dtype=float)]
+        for d in self.stage_us:
+            bounds.append(bounds[-1] + d)
+        rows = np.stack(bounds, axis=1).tolist()
+        stages = range(len(self.stage_us))
+        return [BlockEntry(self.kernel, m, b, t0, t1, list(zip(stages, r, r[1:])))
+                for m, b, t0, t1, r in zip(self.sm.tolist(), self.blocks.tolist(), self.start.tolist(),
+                                           self.end.tolist(), rows)]
+
+
+@dataclass
+class _AlignedBlocks:
+    """Kernel ``kernel``'s blocks behind grid barriers (:func:`align_stages`), made on demand."""
+    kernel: int
+    sms: int
+    stage_us: np.ndarray            # [block, stage]
+    barriers: list
+    barrier_us: float
+    start: float
+
+    def entries(self) -> list:
+        spans, ends = align_stages(self.stage_us, self.barriers, self.barrier_us, self.start)
+        return [BlockEntry(self.kernel, b % self.sms, b, self.start, float(ends[b]), spans[b])
+                for b in range(len(spans))]
+
+
+@dataclass
 class Timeline:
     gpu: str
     sms: int
     kernels: list = field(default_factory=list)      # KernelSpan
-    entries: list = field(default_factory=list)      # BlockEntry
+    #: per kernel, its BlockEntry list or the maker of it (``_UniformBlocks``, ``_AlignedBlocks``)
+    parts: list = field(default_factory=list, repr=False)
+
+    @property
+    def entries(self) -> list:
+        """Every kept block's :class:`BlockEntry`, kernel by kernel (made at the first call)."""
+        if any(not isinstance(p, list) for p in self.parts):
+            self.parts = [p if isinstance(p, list) else p.entries() for p in self.parts]
+        if len(self.parts) != 1:
+            self.parts = [[e for p in self.parts for e in p]]
+        return self.parts[0]
 
     @property
     def end_us(self) -> float:
@@ -182,6 +233,23 @@ def dispatch_uniform(blocks, duration: float, sms: int, blocks_per_sm: int, t0: 
     return within % sms, start, start + duration
 
 
+def _aligned_bounds(stage_us: np.ndarray, barriers: list, barrier_us: float, t0: float = 0.0):
+    """``([(stage, starts, ends)], end)`` of all-resident blocks aligned by grid barriers: per stage (or
+    barrier wait, stage :data:`BARRIER`) every block's start and end, and every block's end."""
+    grid, nstages = stage_us.shape
+    t = np.full(grid, float(t0))
+    bounds = []
+    for s in range(nstages):
+        end = t + stage_us[:, s]
+        bounds.append((s, t, end))
+        t = end
+        if barriers[s]:
+            release = float(end.max()) + barriers[s] * barrier_us
+            t = np.full(grid, release)
+            bounds.append((BARRIER, end, t))
+    return bounds, t
+
+
 def align_stages(stage_us: np.ndarray, barriers: list, barrier_us: float, t0: float = 0.0):
     """Stage spans of all-resident blocks whose stages are aligned by grid barriers.
 
@@ -189,20 +257,9 @@ def align_stages(stage_us: np.ndarray, barriers: list, barrier_us: float, t0: fl
     grid barrier every block waits for the slowest, then for the barrier itself.
     Returns ``(spans, end)``: per block a list of ``(stage, start, end)`` and its end.
     """
-    grid, nstages = stage_us.shape
-    t = np.full(grid, float(t0))
-    spans = [[] for _ in range(grid)]
-    for s in range(nstages):
-        end = t + stage_us[:, s]
-        for b in range(grid):
-            spans[b].append((s, float(t[b]), float(end[b])))
-        t = end
-        if barriers[s]:
-            release = float(end.max()) + barriers[s] * barrier_us
-            for b in range(grid):
-                spans[b].append((BARRIER, float(end[b]), release))
-            t = np.full(grid, release)
-    return spans, t
+    bounds, t = _aligned_bounds(stage_us, barriers, barrier_us, t0)
+    columns = [list(zip([s] * len(a), a.tolist(), b.tolist())) for s, a, b in bounds]
+    return [list(spans) for spans in zip(*columns)] if columns else [[] for _ in range(len(t))], t
 
 
 def _kept_blocks(grid: int, per_wave: int) -> np.ndarray:
@@ -218,18 +275,6 @@ def _stage_spans(stage_us, start):
         spans.append((s, t, t + d))
         t += d
     return spans
-
-
-def _uniform_entries(i, kept, sm, start, end, stage_us) -> list:
-    """Block entries of blocks that all take ``stage_us``: :func:`_stage_spans` for every kept
-    block at once (the same additions, done on arrays of start times; thousands of blocks)."""
-    bounds = [np.asarray(start, dtype=float)]
-    for d in stage_us:
-        bounds.append(bounds[-1] + d)
-    rows = np.stack(bounds, axis=1).tolist()
-    stages = range(len(stage_us))
-    return [BlockEntry(i, m, b, t0, t1, list(zip(stages, r, r[1:])))
-            for m, b, t0, t1, r in zip(sm.tolist(), kept.tolist(), start.tolist(), end.tolist(), rows)]
 
 
 def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timeline:
@@ -264,9 +309,8 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
                 scale = custom / work
         if sum(barriers):
             per_block = stage_us[None, :] * scale[:, None]
-            spans, ends = align_stages(per_block, barriers, c["grid_barrier_us"], start)
-            sm = np.arange(grid) % gpu.sms
-            entries = [BlockEntry(i, int(sm[b]), b, start, float(ends[b]), spans[b]) for b in range(grid)]
+            _, ends = _aligned_bounds(per_block, barriers, c["grid_barrier_us"], start)
+            entries = _AlignedBlocks(i, gpu.sms, per_block, barriers, c["grid_barrier_us"], start)
             end = float(ends.max())
             busy, truncated = float(per_block.sum()), False
         else:
@@ -274,7 +318,7 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
             if custom is None:
                 sm, st, en = dispatch_uniform(kept, work, gpu.sms, occ.blocks_per_sm, start)
                 end, busy = start + ks.waves * work, work * grid
-                entries = _uniform_entries(i, kept, sm, st, en, stage_us)
+                entries = _UniformBlocks(i, sm, kept, st, en, stage_us)
             else:
                 sm, st, en = dispatch(custom, gpu.sms, occ.blocks_per_sm, start)
                 end, busy = float(en.max()), float(custom.sum())
@@ -284,7 +328,7 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
             truncated = len(kept) < grid
         imbalance = sum(cost.imbalance_terms(gpu, kernel, ks)) if ks.kind != "library" else 0.0
         end += imbalance                      # the few busy blocks of an imbalanced stage finish last
-        tl.entries.extend(entries)
+        tl.parts.append(entries)
         tl.kernels.append(KernelSpan(
             kernel=i, name=ks.name, start_us=start, end_us=end, launch_gap_us=gap, grid=grid, block=ks.block,
             blocks_per_sm=occ.blocks_per_sm, blocks_per_wave=per_wave, waves=ks.waves,
