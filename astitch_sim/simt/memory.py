@@ -809,7 +809,51 @@ def _count_flat_structured(geom, acc, vector: int = 1):
         # a column broadcast (bias[j] at every row): a block reads the distinct inner positions its trips cover
         out["bytes"] = s * _inner_positions_covered(geom.size, P, m.grid, chunk, sel_i)
         return out
+    if acc.mask is None:
+        out["bytes"] = _outer_and_period_bytes(geom, F_o, F_i, chunk, s)
+        if out["bytes"] is not None:
+            PATHS["outer_and_period"] = PATHS.get("outer_and_period", 0) + 1
+            return out
     return None
+
+
+def _trailing_block(values: np.ndarray, dims: tuple, largest: bool) -> Optional[int]:
+    """The size ``R`` of a block of trailing ``dims`` (extents, row-major) over which ``values`` (their
+    flattened product) is constant (``largest``: the biggest such block, 1 at least) or repeats (the
+    smallest period, None if none)."""
+    best = 1 if largest else None
+    for j in range(len(dims) - 1, -1, -1):
+        R = int(np.prod(dims[j:], dtype=np.int64))
+        rows = values.reshape(-1, R)
+        if largest:
+            if not (rows == rows[:, :1]).all():
+                break
+            best = R
+        elif (rows == values[:R]).all():
+            return R
+    return best
+
+
+def _outer_and_period_bytes(geom, F_o, F_i, chunk: int, s: int) -> Optional[int]:
+    """Bytes of the distinct (block, element) pairs of an unmasked flat access ``A[e // P_o] + G[e % Q]``:
+    an outer offset constant over runs of ``P_o`` elements, a multiple of a block's trip (``chunk``
+    elements, so a trip lies in one run), and an inner part repeating with the period ``Q`` of some
+    trailing dims, ``G`` all distinct, distinct outer offsets further apart than ``G`` spans -- attention's
+    ``mask[batch, key]`` read at every ``(batch, head, query, key)``, a block's two unrolled trips in two
+    batches.  Elements of different outer offsets never meet, so a block's distinct elements are, per outer
+    offset, the residues mod ``Q`` its trips there cover (:func:`_inner_positions_covered`, keyed by block
+    and offset); None when the access is not of that form."""
+    P = F_i.size
+    dims = geom.shape
+    k = next(j for j in range(geom.rank + 1) if int(np.prod(dims[j:], dtype=np.int64)) == P)
+    Q = _trailing_block(F_i, dims[k:], largest=False)
+    R = _trailing_block(F_o, dims[:k], largest=True)
+    if Q is None or (R * P) % chunk or not all_distinct(F_i[:Q]) or not _gap_ok(distinct(F_o), F_i[:Q]):
+        return None
+    runs = F_o[::R]
+    codes = np.searchsorted(distinct(runs), runs)
+    m = geom.mapping
+    return s * _inner_positions_covered(geom.size, Q, m.grid, chunk, np.ones(Q, bool), outer=(R * P, codes))
 
 
 def _count_flat_short_period(geom, acc, vector: int = 1):
@@ -860,19 +904,25 @@ def _count_flat_short_period(geom, acc, vector: int = 1):
     return out
 
 
-def _inner_positions_covered(n: int, P: int, grid: int, chunk: int, sel_i) -> int:
+def _inner_positions_covered(n: int, P: int, grid: int, chunk: int, sel_i, outer=None) -> int:
     """Sum over blocks of the selected inner positions (``e % P``) a block's trips cover, where block
     ``b``'s trip ``t`` covers elements ``[(t * grid + b) * chunk, + chunk)`` of an ``n``-element domain.
     Each trip is an interval of inner positions (two where it wraps past ``P``); a block's intervals are
-    merged by a running maximum over them sorted by start, blocks kept apart by an offset."""
+    merged by a running maximum over them sorted by start, blocks kept apart by an offset.  ``outer``:
+    ``(P_o, codes)``, trips of one block counted apart where ``codes[e // P_o]`` differ (a trip lies in
+    one outer position: ``P_o`` a multiple of ``chunk``)."""
     cs = np.concatenate(([0], np.cumsum(sel_i, dtype=np.int64)))
     trips = -(-n // (grid * chunk))
     e0 = (np.arange(trips, dtype=np.int64)[None, :] * grid + np.arange(grid, dtype=np.int64)[:, None]) * chunk
     blk = np.broadcast_to(np.arange(grid, dtype=np.int64)[:, None], e0.shape)
     valid = e0 < n
     e0, blk = e0[valid], blk[valid]
+    if outer is not None:                                 # (block, outer code) as the key: its own coverage
+        P_o, codes = outer
+        blk = blk * (int(codes.max()) + 1) + codes[e0 // P_o]
     length = np.minimum(e0 + chunk, n) - e0
-    whole = np.zeros(grid, bool)
+    keys, blk = np.unique(blk, return_inverse=True)
+    whole = np.zeros(keys.size, bool)
     whole[blk[length >= P]] = True                        # a trip as long as a row covers every position
     part = ~whole[blk]
     lo, blk, length = e0[part] % P, blk[part], length[part]
