@@ -24,6 +24,17 @@ Where a lane folds many rows (a 16384-row column sum: 64 trips) that is nothing 
 where it folds few (batch norm's 65536 rows over 256 splits of 32 row lanes: 8 trips) the tree is most of
 the kernel's instructions either way (``benchmarks/results/sass_budget_columns.md``).
 
+**Why ``vector`` times finer, and not the split the static estimate prefers.**  Pricing every factor (1, 2,
+``vector``) of every catalog plan with a column stage by :func:`astitch_sim.estimate` (H100, A100, V100; 2026-11-29)
+separates them by at most 3.3% (batch norm's xla plan on A100, where factor 1 is the slowest), 2% or less elsewhere:
+column_reduce 16384x3072 72.05 / 71.95 / 71.91 us on H100 (factor 4, 2, 1), layer-norm backward's
+stitched kernel 131.05 / 129.45 / 128.65 us, on V100 462.21 / 460.70 / 459.68 us.  That is less than the static
+estimate's own distance from the SIMT model, which prices the same kernels with their caches and disagrees by GPU:
+layer-norm backward on H100 78.96 / 76.28 / 74.94 us (the estimate's order), on V100 262.33 / 336.19 / 334.17 us
+(the other order: there a coarser split moves the launch search to 128-thread blocks).  A rule chosen by the
+estimate would choose by its noise; the finer split keeps the planned blocks busy, which is the reason it exists, and
+a GPU window is what can tell the factors apart (``benchmarks/results/sass_budget_columns.md``: the atomics).
+
 **Loads in flight.**  A lane loads :data:`ROWS_IN_FLIGHT` reduced rows' vectors per loop round before it
 folds any of them (``load_trips``, as a row lane loads its trips: ``plan/loads_in_flight.py``;
 ``gpu_backend.apply_compiler`` loads fewer where the registers run out), and folds them in the rows'
