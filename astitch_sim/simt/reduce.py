@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.dtypes import cast, numpy_dtype
+from ..ir.flatindex import divmod_by
 from ..plan.reduce_scheme import WARP
 from ..ir.reducers import reducer
 from ..plan.vocabulary import ReduceScheme
@@ -76,7 +77,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         if every_task and runs == [(0, 0, width)]:
             dense = vb                                  # already in place, no holes: nothing to copy
         elif dealt is not None:                         # a row's vectors dealt to its lanes: a strided view,
-            yield rows, vb.reshape((n, S) + dealt)      # [task, part, trip, lane, j], nothing gathered
+            yield rows, _dealt_view(vb, S, dealt, ident)    # [task, part, trip, lane, j], nothing gathered
             continue
         elif runs is None or len(runs) > FEW_RUNS:      # scattered positions (a ragged row's vectors dealt to its lanes):
             dense = np.take(vb, source, axis=1)         # one gather along the row, 20x faster than a run-by-run
@@ -100,17 +101,41 @@ FEW_RUNS = 8
 
 
 def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
-    """``(trips, lanes, V)`` when the row's element ``e = ((part * trips + trip) * lanes + lane) * V + j`` sits at
-    layout position ``(part * I + trip * V + j) * lanes + lane`` for every element (a rows mapping whose lanes
-    take ``V``-element vectors in turn, no holes): the row is then ``[part, trip, lane, j]`` as it lies, and a
-    thread's fold walks ``(trip, j)`` in order.  Else None (the general gather)."""
-    if V <= 1 or I % V or pos.size != S * I * lanes:
+    """``(trips, lanes, V, chunk)`` when the row's element ``e = part * chunk + w``, ``w = (trip * lanes + lane) * V
+    + j``, sits at layout position ``(part * I + trip * V + j) * lanes + lane`` for every element (a rows mapping
+    whose lanes take ``V``-element vectors in turn, ``chunk`` elements per split part): the row is then ``[part,
+    trip, lane, j]`` as it lies -- padded with the identity where a part's vectors leave its lanes' last trip part
+    empty (the paper's <64,30000>: 7500 vectors over 1024 lanes), as the layout's holes are -- and a thread's fold
+    walks ``(trip, j)`` in order.  Else None (the general gather)."""
+    if V <= 1 or I % V or pos.size == 0 or pos.size > S * I * lanes:
         return None
     trips = I // V
-    part, trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (S, trips, lanes, V)))
-    if not np.array_equal(pos.reshape(S, trips, lanes, V), (part * I + trip * V + j) * lanes + lane):
+    if pos.size == S * I * lanes:             # no holes: the layout as a broadcast formula, nothing divided
+        part, trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (S, trips, lanes, V)))
+        ok = np.array_equal(pos.reshape(S, trips, lanes, V), (part * I + trip * V + j) * lanes + lane)
+        return (trips, lanes, V, trips * lanes * V) if ok else None
+    chunk = -(-pos.size // S)
+    part, w = divmod_by(np.arange(pos.size, dtype=np.int64), chunk)
+    q, j = divmod_by(w, V)
+    trip, lane = divmod_by(q, lanes)
+    if not np.array_equal(pos, (part * I + trip * V + j) * lanes + lane):
         return None
-    return trips, lanes, V
+    return trips, lanes, V, chunk
+
+
+def _dealt_view(vb: np.ndarray, S: int, dealt: tuple, ident) -> np.ndarray:
+    """Rows ``vb`` (``[task, element]``) as ``[task, part, trip, lane, j]`` (:func:`dealt_vectors`): a view when the
+    parts' vectors fill their lanes' trips, else a copy padded with the identity where the layout has holes."""
+    trips, lanes, V, chunk = dealt
+    n, size, full = vb.shape[0], vb.shape[1], trips * lanes * V
+    if chunk == full and size == S * chunk:
+        return vb.reshape((n, S, trips, lanes, V))
+    padded = np.full((n, S, full), ident, dtype=vb.dtype)
+    whole = size // chunk
+    padded[:, :whole, :chunk] = vb[:, :whole * chunk].reshape(n, whole, chunk)
+    if size > whole * chunk:                                  # a shorter last part
+        padded[:, whole, :size - whole * chunk] = vb[:, whole * chunk:]
+    return padded.reshape((n, S, trips, lanes, V))
 
 
 def _sources(pos: np.ndarray, width: int) -> tuple:

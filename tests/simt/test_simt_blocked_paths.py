@@ -136,15 +136,34 @@ def on_and_off(plan, ins, module, watched: str) -> list:
 @pytest.mark.parametrize("name,shape,opts", DEALT, ids=[f"{n}-{s['rows']}x{s['cols']}" for n, s, _ in DEALT])
 def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(name, shape, opts, strategy):
     """A row's vectors dealt to its lanes are folded through a strided view of the row (``reduce.dealt_vectors``)
-    instead of a gathered copy: every counter and output byte equal, and the view is really taken."""
+    instead of a gathered copy -- padded with the identity where the vectors leave the lanes' last trip part empty
+    (a ragged row: 600 columns are 150 vectors over 32 lanes) -- every counter and output byte equal, and the view is
+    really taken, holes or none."""
     g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
     taken = on_and_off(plan, workload_inputs(g, 0), reduce, "dealt_vectors")
     dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
              and s.mapping.vector > 1]
-    whole = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)
-             == 0]                              # rows the lanes' vectors tile exactly: no holes, the view applies
-    assert any(t is not None for t in taken) == bool(whole), (whole, taken)
+    # (cross-entropy's 300 rows are laid out densely, below the separable size: no row view is asked for)
+    assert any(t is not None for t in taken) == bool(dealt and taken), (dealt, taken)
+    holes = [t for t in taken if t is not None and t[0] * t[1] * t[2] > t[3]]
+    ragged = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)]
+    assert bool(holes) == bool(ragged and taken), (ragged, taken)
+    assert bool(taken) == (name != "cross_entropy"), taken
+
+
+@pytest.mark.parametrize("cols", [7996, 7900])
+def test_a_ragged_split_row_pads_its_view_with_the_identity(cols):
+    """Rows split 8 ways into parts of 1000 (988) columns, the last part shorter (996, 984), each part's 250
+    vectors over 1024 lanes: the row view is padded where the lanes' trip has no element, with the reduce's
+    identity (``-inf`` for the row max: the inputs are all negative, so a pad of 0 would win) -- every counter
+    and output byte as the gathered layout gives them."""
+    g = asim.workload("softmax", rows=12, cols=cols)
+    plan = asim.compile(g, "astitch", "H100", launch_search=False)
+    ins = [-np.abs(x) - 1 for x in workload_inputs(g, 0)]
+    taken = on_and_off(plan, ins, reduce, "dealt_vectors")
+    splits = {s.mapping.splits for k in plan.generated for s in k.stages if s.reduces}
+    assert splits == {8} and taken and all(t is not None and t[3] * 8 > cols for t in taken), (splits, taken)
 
 
 #: column reductions: plain, split over blocks, Inductor's [blocks, rows, columns] view, beside row reductions
