@@ -263,6 +263,11 @@ class Geometry:
         p0, p1 = self.parts
         return tuple(tuple(self.flat_part(c[k], dims) for c in self._comps) for k, dims in ((0, p0), (1, p1)))
 
+    def block_split(self):
+        """The block id of every element as ``(over the task dims, over the reduced dims)``: two broadcastable
+        arrays that add up to :attr:`block`; None unless the geometry is separable."""
+        return self._comps[0] if self.separable else None
+
     def block_parts(self) -> tuple:
         """Block id as ``B_X[x] + B_Y[y]`` (flattened over the X and Y grids)."""
         k = 0 if self.X == self.parts[0] else 1

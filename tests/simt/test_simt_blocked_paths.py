@@ -27,7 +27,9 @@ from hypothesis import HealthCheck, given, settings
 import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
 from astitch_sim.ir import reference as ir_reference
-from astitch_sim.simt import evaluate, reduce
+from astitch_sim.simt import evaluate, executor, reduce
+from astitch_sim.plan.mapping import ThreadMapping
+from astitch_sim.simt import geometry as geometry_module
 from astitch_sim.simt.geometry import Geometry
 from random_graphs import cases
 
@@ -164,6 +166,46 @@ def test_a_ragged_split_row_pads_its_view_with_the_identity(cols):
     taken = on_and_off(plan, ins, reduce, "dealt_vectors")
     splits = {s.mapping.splits for k in plan.generated for s in k.stages if s.reduces}
     assert splits == {8} and taken and all(t is not None and t[3] * 8 > cols for t in taken), (splits, taken)
+
+
+@pytest.mark.parametrize("gpu", ["H100", "V100"])
+def test_shared_reads_through_a_table_of_split_blocks_change_no_counter_and_no_value(gpu):
+    """A stitched batch norm reads its per-column statistics from shared memory at every row.  Its block id is a
+    column part plus a row part (the split block a row falls in), so the slots are read through a table of the
+    few split blocks (``executor.gather_shared``), not through one index pair per element: every counter and
+    output byte equal with the split withheld (``Geometry.block_split`` answering None), and the table really
+    made (its distinct split blocks listed).  Every block holds the same statistics here, so the table's values are
+    held to their definition on random shared memory by the test below."""
+    g = asim.workload("batchnorm_train", rows=4096, cols=64)
+    plan = asim.compile(g, "astitch", gpu)
+    tables = []
+    real = executor.distinct
+    with mock.patch.object(executor, "distinct", lambda a: tables.append(real(a)) or tables[-1]):
+        answers = on_and_off(plan, workload_inputs(g, 0), Geometry, "block_split")
+    assert any(a is not None for a in answers)
+    assert tables and all(1 < t.size < 4096 for t in tables), [t.size for t in tables]
+
+
+@pytest.mark.parametrize("kind,domain,groups,grid", [
+    ("rows", (8, 4096), ((0,), (1,)), 32),                # tasks before the reduced dim
+    ("rows", (4096, 8), ((1,), (0,)), 32),                # tasks after it (a strided row)
+    ("columns", (4096, 64), ((), (0,), (1,)), 8),         # column tasks
+    ("rows", (8, 1, 4096), ((0, 1), (2,)), 32)])          # a dim nothing varies along
+def test_gather_shared_reads_each_elements_block_and_slot(kind, domain, groups, grid):
+    """``gather_shared`` against its definition ``view[block, slot]`` on mappings split over 4 blocks whose task dims
+    come before, after or around the reduced ones, a slot per task: the same values, shaped alike."""
+    m = ThreadMapping(kind, domain, groups, block=256, grid=grid, threads_per_row=32 if kind == "columns" else 256,
+                      splits=4, combine="atomic")
+    m.check()
+    with mock.patch.object(geometry_module, "SEPARABLE_MIN", 1):
+        geom = Geometry(m)
+    assert geom.block_split() is not None, "not separable: the table is not exercised"
+    view = np.random.default_rng(0).standard_normal((m.grid, 64)).astype(np.float32)
+    slot = m.task_of(np.arange(geom.size)).reshape(geom.shape) % 64
+    for k in groups[1]:                                  # a per-task value: its slot varies over the task dims only
+        slot = slot.take([0], axis=k)
+    got, want = executor.gather_shared(view, geom, slot), view[geom.block, slot]
+    assert got.shape == want.shape and np.array_equal(got, want)
 
 
 #: column reductions: plain, split over blocks, Inductor's [blocks, rows, columns] view, beside row reductions
