@@ -818,9 +818,10 @@ def _count_flat_structured(geom, acc, vector: int = 1):
 
 
 def _trailing_block(values: np.ndarray, dims: tuple, largest: bool) -> Optional[int]:
-    """The size ``R`` of a block of trailing ``dims`` (extents, row-major) over which ``values`` (their
-    flattened product) is constant (``largest``: the biggest such block, 1 at least) or repeats (the
-    smallest period, None if none)."""
+    """``values`` is indexed by the flattened grid of ``dims`` (extents, row-major); a block is the product ``R``
+    of some trailing extents.  ``largest``: the biggest block within which ``values`` is constant (1 at least:
+    an outer offset's runs).  Else the smallest block that ``values`` repeats with (its period: the whole grid
+    at most; None only for no dims)."""
     best = 1 if largest else None
     for j in range(len(dims) - 1, -1, -1):
         R = int(np.prod(dims[j:], dtype=np.int64))
@@ -850,10 +851,11 @@ def _outer_and_period_bytes(geom, F_o, F_i, chunk: int, s: int) -> Optional[int]
     R = _trailing_block(F_o, dims[:k], largest=True)
     if Q is None or (R * P) % chunk or not all_distinct(F_i[:Q]) or not _gap_ok(distinct(F_o), F_i[:Q]):
         return None
-    runs = F_o[::R]
+    run = R * P                                   # P_o: elements per run of one outer offset
+    runs = F_o[::R]                               # each run's offset, coded densely
     codes = np.searchsorted(distinct(runs), runs)
     m = geom.mapping
-    return s * _inner_positions_covered(geom.size, Q, m.grid, chunk, np.ones(Q, bool), outer=(R * P, codes))
+    return s * _inner_positions_covered(geom.size, Q, m.grid, chunk, np.ones(Q, bool), outer=(run, codes))
 
 
 def _count_flat_short_period(geom, acc, vector: int = 1):
@@ -917,12 +919,14 @@ def _inner_positions_covered(n: int, P: int, grid: int, chunk: int, sel_i, outer
     blk = np.broadcast_to(np.arange(grid, dtype=np.int64)[:, None], e0.shape)
     valid = e0 < n
     e0, blk = e0[valid], blk[valid]
-    if outer is not None:                                 # (block, outer code) as the key: its own coverage
+    keys = grid
+    if outer is not None:        # a block's trips in different runs cover positions apart: key by (block, run code)
         P_o, codes = outer
         blk = blk * (int(codes.max()) + 1) + codes[e0 // P_o]
+        used, blk = np.unique(blk, return_inverse=True)        # dense keys, as the blocks are
+        keys = used.size
     length = np.minimum(e0 + chunk, n) - e0
-    keys, blk = np.unique(blk, return_inverse=True)
-    whole = np.zeros(keys.size, bool)
+    whole = np.zeros(keys, bool)
     whole[blk[length >= P]] = True                        # a trip as long as a row covers every position
     part = ~whole[blk]
     lo, blk, length = e0[part] % P, blk[part], length[part]

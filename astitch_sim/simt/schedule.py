@@ -100,10 +100,11 @@ class KernelSpan:
         return self.end_us - self.start_us
 
 
-@dataclass
+@dataclass(eq=False)
 class _UniformBlocks:
-    """Kernel ``kernel``'s kept blocks, all taking ``stage_us``: their entries, made on demand
-    (:func:`_stage_spans` for every block at once: the same additions, on arrays of start times)."""
+    """Kernel ``kernel``'s kept blocks, all taking ``stage_us``: their entries, made on demand.  Each block's stage
+    bounds are its start plus the stage times added one at a time, on an array of every block's start -- the
+    additions :func:`_stage_spans` makes for one block, in the same order, so the floats are the same bit for bit."""
     kernel: int
     sm: np.ndarray
     blocks: np.ndarray
@@ -122,7 +123,7 @@ class _UniformBlocks:
                                            self.end.tolist(), rows)]
 
 
-@dataclass
+@dataclass(eq=False)
 class _AlignedBlocks:
     """Kernel ``kernel``'s blocks behind grid barriers (:func:`align_stages`), made on demand."""
     kernel: int
@@ -138,22 +139,32 @@ class _AlignedBlocks:
                 for b in range(len(spans))]
 
 
-@dataclass
+@dataclass(eq=False)
 class Timeline:
     gpu: str
     sms: int
     kernels: list = field(default_factory=list)      # KernelSpan
-    #: per kernel, its BlockEntry list or the maker of it (``_UniformBlocks``, ``_AlignedBlocks``)
+    #: per kernel (in order), its BlockEntry list or the maker of it (``_UniformBlocks``, ``_AlignedBlocks``)
     parts: list = field(default_factory=list, repr=False)
+    _entries: Optional[list] = field(default=None, repr=False)
 
     @property
     def entries(self) -> list:
-        """Every kept block's :class:`BlockEntry`, kernel by kernel (made at the first call)."""
-        if any(not isinstance(p, list) for p in self.parts):
-            self.parts = [p if isinstance(p, list) else p.entries() for p in self.parts]
-        if len(self.parts) != 1:
-            self.parts = [[e for p in self.parts for e in p]]
-        return self.parts[0]
+        """Every kept block's :class:`BlockEntry`, kernel by kernel (made at the first call, then kept: a change
+        to the list stays)."""
+        if self._entries is None:
+            self._entries = [e for p in self.parts for e in (p if isinstance(p, list) else p.entries())]
+        return self._entries
+
+    @entries.setter
+    def entries(self, entries: list) -> None:
+        self._entries = list(entries)
+
+    def __eq__(self, other) -> bool:
+        """Equal GPU, kernel spans and block entries (made for the comparison if not yet)."""
+        if not isinstance(other, Timeline):
+            return NotImplemented
+        return (self.gpu, self.sms, self.kernels, self.entries) == (other.gpu, other.sms, other.kernels, other.entries)
 
     @property
     def end_us(self) -> float:
@@ -235,7 +246,8 @@ def dispatch_uniform(blocks, duration: float, sms: int, blocks_per_sm: int, t0: 
 
 def _aligned_bounds(stage_us: np.ndarray, barriers: list, barrier_us: float, t0: float = 0.0):
     """``([(stage, starts, ends)], end)`` of all-resident blocks aligned by grid barriers: per stage (or
-    barrier wait, stage :data:`BARRIER`) every block's start and end, and every block's end."""
+    barrier wait, stage :data:`BARRIER`) every block's start and end, and every block's end -- arrays over the
+    blocks, so that :func:`build_timeline` learns a kernel's end without making a span per block and stage."""
     grid, nstages = stage_us.shape
     t = np.full(grid, float(t0))
     bounds = []
@@ -258,8 +270,11 @@ def align_stages(stage_us: np.ndarray, barriers: list, barrier_us: float, t0: fl
     Returns ``(spans, end)``: per block a list of ``(stage, start, end)`` and its end.
     """
     bounds, t = _aligned_bounds(stage_us, barriers, barrier_us, t0)
-    columns = [list(zip([s] * len(a), a.tolist(), b.tolist())) for s, a, b in bounds]
-    return [list(spans) for spans in zip(*columns)] if columns else [[] for _ in range(len(t))], t
+    spans: list = [[] for _ in range(len(t))]
+    for s, a, b in bounds:                   # stage by stage, each block's span appended in stage order
+        for block_spans, span in zip(spans, zip([s] * len(a), a.tolist(), b.tolist())):
+            block_spans.append(span)
+    return spans, t
 
 
 def _kept_blocks(grid: int, per_wave: int) -> np.ndarray:

@@ -67,6 +67,7 @@ def record(res) -> dict:
     """Everything ``simulate`` reports that a test or a user reads: counters, timeline, outputs (as bytes)."""
     return {"kernels": [dataclasses.asdict(k) for k in res.stats.kernels], "totals": res.stats.as_dict(),
             "predicted_us": res.stats.predicted_us, "timeline": repr(res.timeline),
+            "blocks": [dataclasses.astuple(e) for e in res.timeline.entries],
             "outputs": [(o.dtype.str, o.shape, np.ascontiguousarray(o).tobytes()) for o in res.outputs]}
 
 
