@@ -62,9 +62,10 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     p0, p1 = geom.parts
     v = np.transpose(np.broadcast_to(values, geom.shape), list(p0) + list(p1))
     every_task = np.array_equal(task, np.arange(T))
-    runs = _contiguous_runs(pos)
-    source, holes = _sources(pos, width)
     dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
+    # the runs and sources only where the row is not dealt (a pass each over a 4M-element row otherwise unused)
+    runs = _contiguous_runs(pos) if dealt is None else None
+    source, holes = _sources(pos, width) if dealt is None else (None, None)
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
