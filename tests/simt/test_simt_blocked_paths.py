@@ -27,9 +27,8 @@ from hypothesis import HealthCheck, given, settings
 import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
 from astitch_sim.ir import reference as ir_reference
-from astitch_sim.simt import evaluate, executor, reduce
 from astitch_sim.plan.mapping import ThreadMapping
-from astitch_sim.simt import geometry as geometry_module
+from astitch_sim.simt import evaluate, executor, geometry as geometry_module, reduce
 from astitch_sim.simt.geometry import Geometry
 from random_graphs import cases
 

@@ -443,5 +443,4 @@ def test_attention_masks_offset_per_batch_takes_the_shortcut(monkeypatch):
     assert memory.PATHS.get("outer_and_period") == 1, memory.PATHS
     # a block's two trips lie in batches b and b + 8: 128 distinct keys each, so 2 x 128 elements per block
     assert fast["bytes"] == 4 * 1536 * 2 * 128
-    monkeypatch.setattr(memory, "VECTOR_CHUNK", 1 << 21)
     assert fast == _vectors_by_definition(geom, acc)
