@@ -280,6 +280,11 @@ def _decode(a, dtype):
     return a
 
 
+#: fewest table entries per reduced position for :func:`gather_shared`'s table to pay (a single task's row: one
+#: entry each, and the plain gather is one pass where the table adds a lookup per element)
+TABLE_ROW_MIN = 8
+
+
 def gather_shared(view: np.ndarray, geom, slot) -> np.ndarray:
     """``view[geom.block, slot]``: every element's slot of its block's shared memory (``view``: ``[block, slot]``).
 
@@ -291,14 +296,16 @@ def gather_shared(view: np.ndarray, geom, slot) -> np.ndarray:
     split = geom.block_split() if isinstance(geom, Geometry) else None
     d1 = support(split[1], geom.rank) if split is not None else ()
     d0 = tuple(sorted(set(support(split[0], geom.rank)) | set(support(slot, geom.rank)))) if d1 else ()
-    part = np.asarray(split[1]).ravel() if d1 else None
-    if not d1 or set(d0) & set(d1) or (part == part[0]).all():
-        return view[geom.block, slot]             # (a constant reduced part: the block varies over the task dims)
+    shape0 = geom.part_shape(d0) if d1 and not set(d0) & set(d1) else None
+    part = np.asarray(split[1]).ravel() if shape0 is not None else None
+    if shape0 is None or int(np.prod(shape0)) < TABLE_ROW_MIN or (part == part[0]).all():
+        return view[geom.block, slot]     # (not a sum of parts; rows too short for a table; one block per task)
     u = distinct(part)
-    shape0 = geom.part_shape(d0)
     table = view[np.broadcast_to(split[0], shape0).ravel()[None, :] + u[:, None],
                  np.broadcast_to(slot, shape0).ravel()[None, :]]
-    rows = np.take(table, np.searchsorted(u, part), axis=0)
+    row_of = np.zeros(int(u[-1] - u[0]) + 1, dtype=np.int64)  # block part -> its table row (a range of block ids)
+    row_of[u - u[0]] = np.arange(u.size)
+    rows = np.take(table, row_of[part - u[0]], axis=0)
     out = rows.reshape([geom.shape[k] for k in d1 + d0]).transpose(np.argsort(d1 + d0))
     for k in range(geom.rank):
         if k not in d0 and k not in d1:
