@@ -817,22 +817,27 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     return None
 
 
-def _trailing_block(values: np.ndarray, dims: tuple, largest: bool) -> Optional[int]:
-    """``values`` is indexed by the flattened grid of ``dims`` (extents, row-major); a block is the product ``R``
-    of some trailing extents.  ``largest``: the biggest block within which ``values`` is constant (1 at least:
-    an outer offset's runs).  Else the smallest block that ``values`` repeats with (its period: the whole grid
-    at most; None only for no dims)."""
-    best = 1 if largest else None
+def _constant_runs(values: np.ndarray, dims: tuple) -> int:
+    """The largest product ``R`` of trailing extents of ``dims`` (row-major; ``values`` indexed by their flattened
+    grid) over whose blocks ``values`` is constant: an outer offset's runs (1 at least)."""
+    best = 1
     for j in range(len(dims) - 1, -1, -1):
         R = int(np.prod(dims[j:], dtype=np.int64))
         rows = values.reshape(-1, R)
-        if largest:
-            if not (rows == rows[:, :1]).all():
-                break
-            best = R
-        elif (rows == values[:R]).all():
-            return R
+        if not (rows == rows[:, :1]).all():
+            break
+        best = R
     return best
+
+
+def _period(values: np.ndarray, dims: tuple) -> Optional[int]:
+    """The smallest product ``Q`` of trailing extents of ``dims`` that ``values`` (indexed by their flattened grid)
+    repeats with: every block of ``Q`` equals the first (the whole grid at most; None only for no dims)."""
+    for j in range(len(dims) - 1, -1, -1):
+        Q = int(np.prod(dims[j:], dtype=np.int64))
+        if (values.reshape(-1, Q) == values[:Q]).all():
+            return Q
+    return None
 
 
 def _outer_and_period_bytes(geom, F_o, F_i, chunk: int, s: int) -> Optional[int]:
@@ -847,8 +852,8 @@ def _outer_and_period_bytes(geom, F_o, F_i, chunk: int, s: int) -> Optional[int]
     P = F_i.size
     dims = geom.shape
     k = next(j for j in range(geom.rank + 1) if int(np.prod(dims[j:], dtype=np.int64)) == P)
-    Q = _trailing_block(F_i, dims[k:], largest=False)
-    R = _trailing_block(F_o, dims[:k], largest=True)
+    Q = _period(F_i, dims[k:])
+    R = _constant_runs(F_o, dims[:k])
     if Q is None or (R * P) % chunk or not all_distinct(F_i[:Q]) or not _gap_ok(distinct(F_o), F_i[:Q]):
         return None
     run = R * P                                   # P_o: elements per run of one outer offset

@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.dtypes import cast, numpy_dtype
-from ..ir.flatindex import divmod_by
 from ..plan.reduce_scheme import WARP
 from ..ir.reducers import reducer
 from ..plan.vocabulary import ReduceScheme
@@ -110,18 +109,11 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     walks ``(trip, j)`` in order.  Else None (the general gather)."""
     if V <= 1 or I % V or pos.size == 0 or pos.size > S * I * lanes:
         return None
-    trips = I // V
-    if pos.size == S * I * lanes:             # no holes: the layout as a broadcast formula, nothing divided
-        part, trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (S, trips, lanes, V)))
-        ok = np.array_equal(pos.reshape(S, trips, lanes, V), (part * I + trip * V + j) * lanes + lane)
-        return (trips, lanes, V, trips * lanes * V) if ok else None
-    chunk = -(-pos.size // S)
-    part, w = divmod_by(np.arange(pos.size, dtype=np.int64), chunk)
-    q, j = divmod_by(w, V)
-    trip, lane = divmod_by(q, lanes)
-    if not np.array_equal(pos, (part * I + trip * V + j) * lanes + lane):
-        return None
-    return trips, lanes, V, chunk
+    trips, chunk = I // V, -(-pos.size // S)
+    # the positions of a full part's elements, as a broadcast formula; a part's first `chunk` are its own
+    part, trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (S, trips, lanes, V)))
+    want = ((part * I + trip * V + j) * lanes + lane).reshape(S, I * lanes)[:, :chunk].reshape(-1)[:pos.size]
+    return (trips, lanes, V, chunk) if np.array_equal(pos, want) else None
 
 
 def _dealt_view(vb: np.ndarray, S: int, dealt: tuple, ident) -> np.ndarray:
