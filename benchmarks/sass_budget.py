@@ -1,6 +1,7 @@
 """Can the generated kernels reach the bandwidth limit?  Their SASS, counted per element, says -- no GPU needed.
 
-Every catalog workload at its default (paper) size, plus the paper's DIEN softmax <750000,32>, is
+Every catalog workload at its default (paper) size, plus the paper's DIEN softmax <750000,32> and an
+Adam update over 2^20 - 3 elements (an extent no vector divides: vectors across rows and a scalar tail), is
 planned under every strategy for the preset of each architecture asked for (A100 -> sm_80,
 H100 -> sm_90), checked by :func:`gpu_backend.apply_compiler` (the register caps that launch),
 and each kernel's machine code is profiled (:mod:`gpu_backend.machine.sass_profile`).  Per kernel::
@@ -46,7 +47,9 @@ from astitch_sim.frontends.workloads import list_workloads
 
 ARCH = {"A100": "sm_80", "H100": "sm_90"}
 #: the paper's shapes beyond the catalog defaults: (case name, workload, shape)
-EXTRA = (("softmax_dien", "softmax", {"rows": 750000, "cols": 32}),)
+EXTRA = (("softmax_dien", "softmax", {"rows": 750000, "cols": 32}),
+         # an extent no vector divides (2^20 - 3): vectors in flat order and a scalar tail (issue 27)
+         ("adam_step_odd", "adam_step", {"size": 1048573}))
 #: issue 27's target plans (case names): the rows of ``--compare``
 TARGETS = ("layernorm", "softmax_dien", "softmax", "rmsnorm", "bias_gelu")
 
@@ -187,7 +190,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", nargs="+", default=["A100", "H100"], choices=sorted(ARCH))
     ap.add_argument("--strategies", nargs="+", default=list(asim.STRATEGIES), choices=list(asim.STRATEGIES))
-    ap.add_argument("--only", nargs="+", help="case names (catalog workloads, softmax_dien)")
+    ap.add_argument("--only", nargs="+", help="case names (catalog workloads, softmax_dien, adam_step_odd)")
     ap.add_argument("--jobs", type=int, default=1, help="plans compiled at once (worker processes)")
     ap.add_argument("--label", default="now", help="names the output files: sass_budget_<label>.{json,md}")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))

@@ -11,6 +11,8 @@ schedules (the paper's "adaptive thread mapping"):
               vectors per loop round (issued together: loads in flight before use),
               and rounds repeat while elements remain (a grid-stride loop: vertical
               packing).  ``vector = per_thread = 1`` is XLA's one element per thread.
+              A vector stays inside a row, unless ``flat_vectors``: then vectors run
+              across the rows and the last ``size % vector`` elements are a scalar tail.
 ``rows``      the domain viewed as ``[rows, cols]`` (``groups = (row_dims, col_dims)``);
               ``threads_per_row`` threads share one row, so a block holds
               ``block // threads_per_row`` rows (horizontal packing); a row may be
@@ -82,6 +84,10 @@ class ThreadMapping(Sealable):
     #: which element goes where, so not part of the mapping's identity (stages that differ only here
     #: share their elements, and registers, as before)
     load_trips: int = field(default=0, compare=False)
+    #: flat with vectors: the vectors run across the domain's rows in flat order (the innermost extent is not a
+    #: multiple of ``vector``; every tensor is read at the domain's flat index), the last ``size % vector``
+    #: elements a scalar tail (``plan/vector_width.py``)
+    flat_vectors: bool = False
 
     def __post_init__(self):
         self.domain = tuple(int(d) for d in self.domain)
@@ -359,10 +365,15 @@ class ThreadMapping(Sealable):
             if self.chunk % self.vector:
                 raise AStitchError(f"rows mapping: vector={self.vector} does not divide a split's "
                                    f"{self.chunk} columns: use fewer splits or a narrower vector")
-        if self.vector > 1 and self.domain and self.domain[-1] % self.vector:
+        if self.flat_vectors and (self.kind != "flat" or self.vector < 2):
+            raise AStitchError(f"{self.kind} mapping: flat_vectors runs vectors across rows, which only a flat "
+                               f"mapping with vectors does (this one has vector={self.vector}): use "
+                               "flat_vectors=False")
+        if self.vector > 1 and self.domain and self.domain[-1] % self.vector and not self.flat_vectors:
             raise AStitchError(f"{self.kind} mapping: vector={self.vector} does not divide the innermost extent "
                                f"{self.domain[-1]} of {self.domain}: a vector would straddle two rows; use a "
-                               "vector width that divides it, or 1")
+                               "vector width that divides it, or 1 (or flat_vectors=True on a flat mapping whose "
+                               "tensors are all read at the domain's flat index)")
         if not isinstance(self.load_trips, int) or self.load_trips < 0 or \
                 (self.load_trips and (self.kind == "flat" or self.vector < 2)):
             raise AStitchError(f"{self.kind} mapping: load_trips={self.load_trips!r}: it must be a whole number of "
@@ -386,6 +397,9 @@ class ThreadMapping(Sealable):
             per = ""
             if self.per_thread > 1:
                 per = f", {self.per_thread} per thread per round ({self.unroll} x {self.vector}-element vectors)"
+            if self.flat_vectors:
+                tail = self.size % self.vector
+                per += ", vectors across rows in flat order" + (f", a scalar tail of {tail}" if tail else "")
             why = f" [{self.vector_why}]" if self.vector_why else ""
             return f"flat {self.size} elems over {self.grid}x{self.block} threads{per}{pack}{why}"
         if self.kind == "rows":
@@ -416,12 +430,15 @@ class ThreadMapping(Sealable):
         return ", ".join(words) + f"; grid {self.grid} x block {self.block}{why}"
 
     def to_dict(self) -> dict:
-        """The mapping as JSON; ``load_trips`` only where a lane loads fewer than every trip at once (older
-        readers, and the signatures of plans measured before it existed, never see it)."""
+        """The mapping as JSON; ``load_trips`` only where a lane loads fewer than every trip at once, and
+        ``flat_vectors`` only where set (older readers, and the signatures of plans measured before they
+        existed, never see them)."""
         d = asdict(self)
         d["domain"], d["groups"] = list(self.domain), [list(g) for g in self.groups]
         if not self.load_trips:
             del d["load_trips"]
+        if not self.flat_vectors:
+            del d["flat_vectors"]
         return d
 
     @classmethod

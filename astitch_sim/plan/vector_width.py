@@ -25,6 +25,15 @@ width, concatenate, pad, gather) is *scattered*: one scalar load per element, sa
 in ``vector_why``.  The width divides the innermost extent (a vector never straddles
 two rows, so a thread decomposes its index once per vector, not per element);
 where it cannot, a narrower one, or scalar, and the plan says why.
+
+One exception keeps the full width where the innermost extent does not allow it (f32[1001,999],
+a [4096,1] column of per-row values, logits over an odd vocabulary): a stage whose every tensor is
+read and written at the domain's own *flat* index (:func:`flat_order`: elementwise ops, reshapes,
+bitcasts, broadcasts of scalars or of unit dims; no iota, no broadcast of a row, no transpose) sees
+memory exactly as one long row.  Its vectors run across the rows in flat order
+(``ThreadMapping.flat_vectors``): vector ``c`` is elements ``c*V ..``, aligned in every tensor
+(each starts at an aligned base), and where ``size % V`` elements are left over, the last vector is
+a **scalar tail**: the one thread that holds it reads and writes those elements one at a time.
 """
 from __future__ import annotations
 
@@ -48,6 +57,9 @@ SCALAR_DTYPES = ("pred",)
 STITCHED = "scalar: the stages of a stitched kernel share one launch shape (vectors are planned for one-stage kernels)"
 
 CONTIG, UNIFORM, SCATTER = "contiguous", "uniform", "scattered"
+#: a vector's elements are consecutive in the tensor's row-major (flat) order from an aligned start, whatever
+#: its rows: the state of every read of a ``flat_vectors`` stage (:func:`flat_order`)
+FLAT = "flat"
 
 
 def through(node, state, width: int):
@@ -58,11 +70,13 @@ def through(node, state, width: int):
     scattered result, why."""
     if state == UNIFORM or state == SCATTER:
         return state, ""
-    pos = state[1]
     operand = node.operands[0]
     op = node.op
     if operand.rank == 0:
         return UNIFORM, ""
+    if state == FLAT:
+        return _through_flat(node)
+    pos = state[1]
     last = operand.rank - 1
     if op == "broadcast":
         dims = list(node.attrs["dimensions"])
@@ -92,12 +106,26 @@ def through(node, state, width: int):
     return SCATTER, f"{operand.name} is read through {op}"
 
 
-def lane_reads(graph, ops, domain, width: int) -> list:
+def _through_flat(node):
+    """:func:`through` for a vector in flat order (:data:`FLAT`): views that keep every element's flat
+    index keep it -- a reshape or bitcast, a broadcast that only adds unit dims -- and any other breaks it."""
+    operand = node.operands[0]
+    if node.op in ("reshape", "bitcast"):
+        return FLAT, ""
+    if node.op == "broadcast" and operand.size == node.size and list(node.attrs["dimensions"]) == \
+            sorted(node.attrs["dimensions"]):
+        return FLAT, ""
+    return SCATTER, f"{operand.name} is read through {node.op}, not at the domain's flat index"
+
+
+def lane_reads(graph, ops, domain, width: int, flat: bool = False) -> list:
     """``(tensor, state, why)`` for every read of a tensor not computed by ``ops`` when the stage's
-    domain elements are taken ``width`` at a time along the innermost dim."""
+    domain elements are taken ``width`` at a time along the innermost dim (``flat``: along the flattened
+    domain, across its rows: every read starts :data:`FLAT`)."""
     ops = set(ops)
     rank = len(domain)
-    start = (CONTIG, rank - 1) if rank and width > 1 else UNIFORM if not rank else SCATTER
+    start = FLAT if flat and rank and width > 1 else \
+        (CONTIG, rank - 1) if rank and width > 1 else UNIFORM if not rank else SCATTER
     seen, out, todo = set(), [], []
     for n in ops:
         node = graph[n]
@@ -139,10 +167,9 @@ def accessed_dtypes(graph, ops, domain, stored, on_chip=()) -> set:
     return {graph[n].dtype for n in names}
 
 
-def choose_width(graph, ops, domain, stored, on_chip=()) -> tuple:
-    """``(vector, why)``: the widest vector (at most :data:`VECTOR_BYTES` for every tensor it covers)
-    that divides the innermost extent; ``stored`` are the tensors the stage writes, ``on_chip`` the values
-    it reads from registers (not memory accesses: they do not size the vector)."""
+def widest(graph, ops, domain, stored, on_chip=()) -> tuple:
+    """``(vector, why)``: the widest vector the dtypes a stage accesses contiguously allow
+    (:data:`VECTOR_BYTES` for the widest of them), before any extent is asked; 1 and why where none."""
     if not domain:
         return 1, "a scalar domain"
     dtypes = accessed_dtypes(graph, ops, domain, stored, on_chip)
@@ -150,18 +177,47 @@ def choose_width(graph, ops, domain, stored, on_chip=()) -> tuple:
         return 1, "nothing read or written contiguously"
     if dtypes & set(SCALAR_DTYPES):
         return 1, "pred tensors are accessed one element at a time"
-    width = min(MAX_VECTOR, VECTOR_BYTES // max(itemsize(d) for d in dtypes))
-    inner = domain[-1]
+    return min(MAX_VECTOR, VECTOR_BYTES // max(itemsize(d) for d in dtypes)), ""
+
+
+def choose_width(graph, ops, domain, stored, on_chip=()) -> tuple:
+    """``(vector, why)``: the widest vector (at most :data:`VECTOR_BYTES` for every tensor it covers)
+    that divides the innermost extent; ``stored`` are the tensors the stage writes, ``on_chip`` the values
+    it reads from registers (not memory accesses: they do not size the vector)."""
+    want, why = widest(graph, ops, domain, stored, on_chip)
+    if want == 1:
+        return 1, why
+    width, inner = want, domain[-1]
     while width > 1 and inner % width:
         width //= 2
     if width == 1:
         return 1, f"innermost extent {inner} is odd: scalar accesses"
     whys = [w for _, st, w in lane_reads(graph, ops, domain, width) if st == SCATTER and w]
-    want = min(MAX_VECTOR, VECTOR_BYTES // max(itemsize(d) for d in dtypes))
     words = [f"{width}-element vectors: innermost extent {inner} is not a multiple of {want}"] if width < want else []
     if whys:
         words.append("scalar loads where " + "; ".join(sorted(set(whys))))
     return width, "; ".join(words)
+
+
+def flat_order(graph, ops, domain, stored, width: int) -> str:
+    """Why a stage's vectors of ``width`` cannot run across its rows in flat order, or "" where they can:
+    every tensor it reads or writes (``stored``) is at the domain's own flat index (:data:`FLAT` through
+    every view, or a scalar read uniformly), row-major, and no op reads the index itself (iota) or folds
+    elements together (a reduce)."""
+    for n in ops:
+        node = graph[n]
+        if node.op in ("iota", "reduce"):
+            return f"{n} ({node.op}) depends on where an element sits in its row"
+    reads = lane_reads(graph, ops, domain, width, flat=True)
+    for n, st, why in reads:
+        if st == SCATTER:
+            return why or f"{n} is not read at the domain's flat index"
+        if st == UNIFORM and graph[n].rank:
+            return f"{n} is read once per vector, not at the domain's flat index"
+    for n in [n for n, st, _ in reads if st == FLAT] + list(stored):
+        if tuple(graph[n].layout) != tuple(range(graph[n].rank - 1, -1, -1)):
+            return f"{n} is not laid out row-major"
+    return ""
 
 
 def stages_width(graph, stages, m, stored, on_chip) -> tuple:
@@ -204,7 +260,17 @@ def vectorize(graph, stages, gpu, stored) -> None:
     st = stages[0]
     m = st.mapping
     size = m.size
-    width, why = choose_width(graph, st.ops, m.domain, [n for n in stored if n in st.ops])
+    mine = [n for n in stored if n in st.ops]
+    width, why = choose_width(graph, st.ops, m.domain, mine)
+    want, _ = widest(graph, st.ops, m.domain, mine)
+    blocked = flat_order(graph, st.ops, m.domain, mine, want) if want > width and size >= want else ""
+    across = want > width and size >= want and not blocked
+    if blocked:
+        why = f"{why}; not across rows in flat order: {blocked}"
+    if across:
+        tail = size % want
+        width, why = want, (f"innermost extent {m.domain[-1]} is not a multiple of {want}, but every tensor is "
+                            "read and written at the domain's flat index" + (f" ({tail} left over)" if tail else ""))
     block = min(max(m.block, MIN_BLOCK) if size > m.block else m.block, gpu.max_threads_per_block)
     wave = gpu.blocks_per_wave(block, 0, 32)
     unroll = 1
@@ -213,4 +279,5 @@ def vectorize(graph, stages, gpu, stored) -> None:
     per_thread = width * unroll
     need = max(1, ceil(size / (block * per_thread)))
     cap = max(1, (m.grid * m.block) // block) if m.task_iterations > 1 else need   # a capped grid stays capped
-    st.mapping = replace(m, block=block, grid=min(need, cap), per_thread=per_thread, vector=width, vector_why=why)
+    st.mapping = replace(m, block=block, grid=min(need, cap), per_thread=per_thread, vector=width, vector_why=why,
+                         flat_vectors=across)

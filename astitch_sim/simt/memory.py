@@ -585,12 +585,19 @@ def count_flat_vectors(geom, acc):
     ``32 * vector`` elements), an index that is a sum of an outer and an inner part
     (``_count_flat_structured``), one of trailing dims that a warp row holds whole several times
     (``_count_flat_short_period``), and otherwise the addresses chunk by chunk of warp rows
-    (``_count_flat_vector_chunks``), so that no array the size of the domain is ever built."""
+    (``_count_flat_vector_chunks``), so that no array the size of the domain is ever built.
+
+    A domain that is not a whole number of vectors (``flat_vectors``: vectors across rows, the last
+    ``size % vector`` elements a scalar tail) is counted by the identity formula or chunk by chunk: the
+    whole vectors as above, then the tail's elements, one scalar instruction per distinct address (the one
+    thread that takes them loads each address once)."""
     m = geom.mapping
     V = m.vector
-    if acc.identity and acc.mask is None and acc.extra.get("logical") is None and geom.size % V == 0 \
+    if acc.identity and acc.mask is None and acc.extra.get("logical") is None \
             and (acc.base // acc.itemsize) % V == 0 and acc.base % acc.itemsize == 0:
         return _count_vector_identity(geom, acc)
+    if geom.size % V:
+        return _count_flat_vector_chunks(geom, acc)
     out = count_flat_outer(geom, acc, vector=V)
     if out is not None:
         PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
@@ -608,12 +615,15 @@ def count_flat_vectors(geom, acc):
 
 def _count_vector_identity(geom, acc):
     """The tensor read (or written) at the domain's own index, vectors aligned: warp row ``r`` covers
-    elements ``r * span ..`` (``span = 32 * vector``), all rows start at the same address modulo 32."""
-    s, n, span = acc.itemsize, geom.size, WARP_LANES * geom.mapping.vector
-    full, rest = divmod(n, span)
+    elements ``r * span ..`` (``span = 32 * vector``), all rows start at the same address modulo 32.
+    A scalar tail (the elements after the last whole vector) is an instruction, and a sector, per element."""
+    s, n, V = acc.itemsize, geom.size, geom.mapping.vector
+    span, tail = WARP_LANES * V, n % V
+    full, rest = divmod(n - tail, span)
     r0 = acc.base % SECTOR
     sectors = full * ((r0 + s * span - 1) // SECTOR + 1) + (((r0 + s * rest - 1) // SECTOR + 1) if rest else 0)
-    return {"n": n, "bytes": s * n, "sectors": sectors, "requests": full + (1 if rest else 0), "conflicts": 0}
+    return {"n": n, "bytes": s * n, "sectors": sectors + tail, "requests": full + (1 if rest else 0) + tail,
+            "conflicts": 0}
 
 
 #: elements per chunk of the chunked vector count (a multiple of every warp span: 32 lanes x up to 16)
@@ -667,11 +677,12 @@ def _count_flat_vector_chunks(geom, acc):
     if dedup:                       # keys block * K + element lie within these bounds (pairs.PairSet)
         f_lo = sum(int(np.min(t)) for t in acc.terms if np.size(t))
         pairs = PairSet(K, min(f_lo, 0), (m.grid - 1) * K + K - 1, n_all)
-    classes = set() if n_all % V == 0 else {"scattered"}
+    whole = n_all - n_all % V                     # elements in whole vectors; the rest: the scalar tail
+    classes: set = set()
     n = 0
     counts = {"vector": [0, 0], "scalar": [0, 0]}
-    for lo in range(0, n_all, VECTOR_CHUNK):
-        hi = min(n_all, lo + VECTOR_CHUNK)
+    for lo in range(0, whole, VECTOR_CHUNK):
+        hi = min(whole, lo + VECTOR_CHUNK)
         coords = {}
         F = sum((_flat_range(geom, t, lo, hi, coords).astype(np.int64) for t in acc.terms),
                 np.zeros(hi - lo, np.int64))
@@ -692,11 +703,22 @@ def _count_flat_vector_chunks(geom, acc):
         if dedup:
             B = ((np.arange(lo, hi, dtype=np.int64) // V) % total) // m.block
             pairs.add(B * K + F if sel is None else (B * K + F)[sel])
+    tail = 0
+    if whole < n_all:                             # one thread, one scalar load per distinct address
+        coords = {}
+        F = sum((_flat_range(geom, t, whole, n_all, coords).astype(np.int64) for t in acc.terms),
+                np.zeros(n_all - whole, np.int64))
+        if acc.mask is not None:
+            F = F[_flat_range(geom, acc.mask, whole, n_all, coords).astype(bool)]
+        n += F.size
+        tail = int(np.unique(F).size)
+        if dedup and F.size:
+            pairs.add(((whole // V) % total) // m.block * K + F)
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
     one = "scalar" if "scattered" in classes or len(classes) > 1 else "vector"
-    out["sectors"], out["requests"] = counts[one]
+    out["sectors"], out["requests"] = counts[one][0] + tail, counts[one][1] + tail
     out["bytes"] = s * (pairs.count() if dedup else n)
     return out
 
@@ -1020,8 +1042,32 @@ def count_dense(geom, acc):
     if acc.space == Space.REGISTER or (sel is not None and not sel.any()) or geom.size == 0:
         n = int(sel.sum()) if sel is not None else geom.size
         return {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
+    V = getattr(geom, "vector", 1)
+    if acc.space == Space.GLOBAL and geom.size % V:
+        return _count_dense_tail(geom, acc, sel)
     return count_lanes(acc, geom.W, acc.flat(geom), sel, lambda: geom.full(geom.block),
-                       lambda: geom.full(geom.iteration), getattr(geom, "vector", 1))
+                       lambda: geom.full(geom.iteration), V)
+
+
+def _count_dense_tail(geom, acc, sel):
+    """:func:`count_dense` of a flat domain that ends in a scalar tail (``flat_vectors``): the whole vectors
+    as :func:`count_lanes` counts them, then the tail's elements, one scalar instruction (and sector) per
+    distinct address, as the one thread that takes them loads each address once; bytes over both."""
+    V, s = geom.vector, acc.itemsize
+    whole = geom.size - geom.size % V
+    F, B, it = acc.flat(geom), geom.full(geom.block), geom.full(geom.iteration)
+    body = count_lanes(acc, geom.W[:whole], F[:whole], None if sel is None else sel[:whole],
+                       lambda: B[:whole], lambda: it[:whole], V)
+    F_t = F[whole:] if sel is None else F[whole:][sel[whole:]]
+    tail = int(np.unique(F_t).size)
+    out = {**body, "n": body["n"] + F_t.size}
+    out["sectors"] += tail
+    out["requests"] += tail
+    if acc.dedup and not acc.identity:
+        out["bytes"] = s * distinct_pairs(B if sel is None else B[sel], F if sel is None else F[sel])[0]
+    else:
+        out["bytes"] = s * out["n"]
+    return out
 
 
 def count_lanes(acc, W, F, sel, block, iteration, vector: int) -> dict:

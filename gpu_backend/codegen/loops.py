@@ -5,7 +5,8 @@ iteration) that :meth:`ThreadMapping.locate` gives it (a test checks this):
 
 * ``flat``: a grid-stride loop over the domain (here); with ``per_thread > 1`` each
   round gives a thread ``unroll`` vectors of ``vector`` consecutive elements, whose
-  index is decomposed once per vector and whose loads all come before any use.
+  index is decomposed once per vector and whose loads all come before any use
+  (``flat_vectors``: the vectors run across rows, and one thread takes the scalar tail).
 * ``rows``: the thread's *slot* of rows (vertical packing: ``task_iterations``
   rows per slot), and inside each row its columns in steps of
   ``threads_per_row`` (several rows share a block: horizontal packing; a row
@@ -23,6 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import exprs as E
+from astitch_sim.plan.vector_width import CONTIG, FLAT
+
 from .source import Lines
 from .values import LaneIdx, Scope
 
@@ -88,16 +91,24 @@ class LoopEmitter:
         index variables once (the vector never straddles the innermost dim: the planner chose a width
         that divides it, so the other elements are ``+1, +2, ...`` along it); then every vector's loads
         (``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly), then
-        every vector's computation and stores: ``unroll x`` loads in flight per thread."""
+        every vector's computation and stores: ``unroll x`` loads in flight per thread.
+
+        ``flat_vectors`` (the planner's decision, ``plan/vector_width.flat_order``): the vectors run across
+        rows, so element ``j`` of a vector is ``+j`` on the last dim longer than 1, past its extent where the
+        vector crosses a row -- every index the body computes from it is a row-major position, which that
+        keeps exact.  Whole vectors run as above; the last ``size % vector`` elements are the
+        :meth:`scalar_tail`."""
         ctx = self.ctx
         m, out, kw = ctx.m, ctx.out, ctx.kw
         V, U, T, P = m.vector, m.unroll, m.task_iterations, m.per_thread
         total, dom = m.grid * m.block, m.domain
+        whole = m.size - m.size % V if m.flat_vectors else m.size     # elements in whole vectors
         out(f"# {m.size} elements over {m.grid} x {m.block} threads: each round, {U} vector(s) of {V} consecutive "
-            f"element(s) per thread, loads before use" + (f", {T} rounds" if T > 1 else ""))
+            f"element(s) per thread, loads before use" + (f", {T} rounds" if T > 1 else "")
+            + (", vectors across rows" if m.flat_vectors else ""))
         with out.block(f"for rnd in range({T}):" if T > 1 else None):
             rnd = "rnd" if T > 1 else 0
-            guarded = T * total * P > m.size
+            guarded = T * total * P > whole
             heads = []
             for k in range(U):
                 e = kw.names.fresh(f"e{k}")
@@ -116,20 +127,50 @@ class LoopEmitter:
                     out(f"{var} = {kw.ix(p)}")
                     base.append(var)
                 ctx.acc_var = {}
-                loads, body = self.vector_body(base, V, lambda j: E.add(E.mul(rnd, P), k * V + j), Scope())
-                bodies.append((E.lt(e, m.size) if guarded else None, loads, body))
+                loads, body = self.vector_body(base, V, lambda j: E.add(E.mul(rnd, P), k * V + j), Scope(),
+                                               along=self.vector_dim() if m.flat_vectors else None)
+                bodies.append((E.lt(e, whole) if guarded else None, loads, body))
             self.loads_first(bodies)
+        if whole < m.size:
+            self.scalar_tail(whole)
 
-    def vector_body(self, base: list, V: int, iteration, scope: Scope, accumulators=None) -> tuple:
+    def vector_dim(self) -> int:
+        """The dim a flat-order vector's elements step along: the last one longer than 1 (unit dims add
+        nothing to a row-major position)."""
+        dom = self.ctx.m.domain
+        return max((d for d in range(len(dom)) if dom[d] > 1), default=len(dom) - 1)
+
+    def scalar_tail(self, whole: int):
+        """The last ``size - whole`` elements (fewer than a vector): the thread that :meth:`ThreadMapping.locate`
+        gives that vector reads and writes them one at a time, at the iterations locate says."""
+        ctx = self.ctx
+        m, out = ctx.m, ctx.out
+        V, U, total = m.vector, m.unroll, m.grid * m.block
+        c = whole // V                                       # the partial vector
+        g, rnd, k = c % total, c // (total * U), (c // total) % U
+        out(f"# scalar tail: elements {whole}..{m.size - 1} (vector {c}, {m.size - whole} element(s) left over by "
+            f"whole vectors), thread {g % m.block} of block {g // m.block}, one element at a time")
+        with out.block(f"if bid == {g // m.block} and tid == {g % m.block}:"):
+            scope = Scope()
+            ctx.acc_var = {}
+            for e in range(whole, m.size):
+                ctx.it = rnd * m.per_thread + k * V + e - whole
+                idx = E.unravel(e, list(m.domain), True)
+                self.elements.element_body(idx, scope)
+
+    def vector_body(self, base: list, V: int, iteration, scope: Scope, accumulators=None, along=None) -> tuple:
         """One vector: the ``V`` elements from index ``base`` (its first element) along the innermost dim,
         element ``j`` at the thread's iteration ``iteration(j)``.  Returns its loads (what ``ctx.prefetch``
         collects: ``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly) and
         its computation and stores, as two blocks of lines: :meth:`loads_first` issues every vector's loads
         before any vector's computation.  ``accumulators``: where element ``j`` folds its reduces, when the
         vector's elements belong to different tasks (a column lane's adjacent columns: ``ctx.acc_lanes``);
-        None: every element folds into ``ctx.acc_var`` (a row's vector: one task)."""
+        None: every element folds into ``ctx.acc_var`` (a row's vector: one task).  ``along``: a flat-order
+        vector's dim (:meth:`vector_dim`), its elements in flat order whatever the rows; None: the innermost."""
         ctx = self.ctx
-        out, last = ctx.out, len(base) - 1
+        out = ctx.out
+        last = len(base) - 1 if along is None else along
+        state = (CONTIG, last) if along is None else FLAT
         loads, body = Lines(), Lines()
         ctx.prefetch, ctx.out = loads, body
         for j in range(V):
@@ -137,7 +178,7 @@ class LoopEmitter:
             if accumulators is not None:
                 ctx.acc_var = accumulators[j]
             items = tuple(E.add(x, j) if d == last else x for d, x in enumerate(base))
-            self.elements.element_body(LaneIdx(items, j, base, ("contiguous", last), V), scope)
+            self.elements.element_body(LaneIdx(items, j, base, state, V), scope)
         if accumulators is not None:
             ctx.acc_var = accumulators[0]
         ctx.prefetch, ctx.out = None, out

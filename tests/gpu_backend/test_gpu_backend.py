@@ -125,11 +125,11 @@ def columns(block, grid, lanes, splits=1, combine="none"):
     return make
 
 
-def flat(block, grid, per_thread=1, vector=1):
+def flat(block, grid, per_thread=1, vector=1, flat_vectors=False):
     def make(s):
         m = s.mapping
         return ThreadMapping("flat", m.domain, m.groups, block=block, grid=grid, per_thread=per_thread,
-                             vector=vector)
+                             vector=vector, flat_vectors=flat_vectors)
     return make
 
 
@@ -152,6 +152,8 @@ HAND_MADE = {
     "flat_grid_stride": ("adam_step", dict(size=100), flat(16, 3)),
     # 2 vectors of 4 per thread per round, 4 rounds, the last one guarded (1000 = 3 x 256 + 232)
     "flat_vectors_rounds": ("adam_step", dict(size=1000), flat(32, 1, 8, 4)),
+    # ... 1001 elements: 250 whole vectors, then element 1000 alone, in thread 26's second vector of round 3
+    "flat_vectors_tail": ("adam_step", dict(size=1001), flat(32, 1, 8, 4, flat_vectors=True)),
     "global_stitching": ("paper_fig7", dict(n=16, c=8), fig7_small_blocks),
 }
 
@@ -294,12 +296,15 @@ def test_hand_made_plans_exercise_what_they_claim():
     assert m("flat_grid_stride").stages[0].mapping.task_iterations == 3
     v = m("flat_vectors_rounds").stages[0].mapping
     assert (v.task_iterations, v.unroll, v.vector) == (4, 2, 4)
+    v = m("flat_vectors_tail").stages[0].mapping
+    assert (v.task_iterations, v.unroll, v.vector, v.size % v.vector, v.flat_vectors) == (4, 2, 4, 1, True)
     k = m("global_stitching")
     assert k.values["power.1"].space == "global" and k.grid == 2 and k.cooperative
 
 
 @pytest.mark.parametrize("name", ["rows_split_atomic_vertical", "rows_24_threads_per_row", "columns_split_atomic",
-                                  "columns_vertical", "flat_grid_stride", "flat_vectors_rounds"])
+                                  "columns_vertical", "flat_grid_stride", "flat_vectors_rounds",
+                                  "flat_vectors_tail"])
 def test_generated_loops_assign_elements_as_locate_does(name):
     """The probe build records (block, thread, iteration) of every output store; it must equal locate()."""
     g, plan = hand_made(name)

@@ -42,11 +42,64 @@ def test_focal_loss_sized_elementwise_work_gets_full_blocks():
         assert m.grid < 256 * 12500 // 32 // 4
 
 
+def _row_added(shape):
+    """``x + b`` with ``b`` a row broadcast down the rows: ``b`` is not read at the domain's flat index."""
+    g = asim.Graph("r")
+    x, b = g.parameter("x", shape), g.parameter("b", shape[-1:])
+    g.set_outputs(g.add(x, g.broadcast(b, shape, [len(shape) - 1]), name="z"))
+    return g
+
+
 @pytest.mark.parametrize("shape,want,why", [((6, 10), 2, "not a multiple of 4"), ((3, 7), 1, "is odd")])
 def test_an_extent_the_vector_does_not_divide_narrows_it_and_says_why(shape, want, why):
-    (m,) = _flat(asim.compile(_graph(shape), "xla", "H100"))
-    assert m.vector == want and why in m.vector_why
-    assert why in m.describe()
+    (m,) = _flat(asim.compile(_row_added(shape), "xla", "H100"))
+    assert m.vector == want and why in m.vector_why and not m.flat_vectors
+    assert why in m.describe() and "not across rows in flat order: b is read through broadcast" in m.describe()
+
+
+def _flat_order_graph(kind):
+    """Stages whose every tensor is at the domain's flat index, whatever its innermost extent."""
+    g = asim.Graph(kind)
+    if kind == "scaled":                    # a scalar broadcast, and 999 columns
+        x, y = g.parameter("x", (1001, 999)), g.parameter("y", (1001, 999))
+        g.set_outputs(g.multiply(g.add(x, y), g.broadcast(g.parameter("s", ()), (1001, 999)), name="z"))
+    elif kind == "unit_dim":                # a per-row value with a unit innermost dim: [8,5] -> [8,5,1]
+        x = g.parameter("x", (8, 5))
+        g.set_outputs(g.exp(g.broadcast(x, (8, 5, 1), [0, 1]), name="z"))
+    elif kind == "reshaped":                # read through a reshape: [4,15] as [6,10]
+        x, y = g.parameter("x", (4, 15)), g.parameter("y", (6, 10))
+        g.set_outputs(g.add(g.reshape(x, (6, 10)), y, name="z"))
+    else:                                   # f16: 8-element vectors over 5 x 13
+        x, y = g.parameter("x", (5, 13), "f16"), g.parameter("y", (5, 13), "f16")
+        g.set_outputs(g.add(x, y, name="z"))
+    return g
+
+
+@pytest.mark.parametrize("kind,vector,tail", [("scaled", 4, 3), ("unit_dim", 4, 0), ("reshaped", 4, 0),
+                                              ("f16", 8, 1)])
+def test_work_at_the_flat_index_runs_vectors_across_rows_with_a_scalar_tail(kind, vector, tail):
+    g = _flat_order_graph(kind)
+    for strategy in asim.STRATEGIES:
+        plan = asim.compile(g, strategy, "H100")
+        ms = _flat(plan)                    # unfused: a kernel per op, every one at the flat index
+        assert ms and all((m.vector, m.flat_vectors, m.size % m.vector) == (vector, True, tail) for m in ms), strategy
+        assert "vectors across rows in flat order" in str(plan)
+        assert (f"a scalar tail of {tail}" in str(plan)) == (tail > 0)
+        assert _flat(asim.Plan.from_json(plan.to_json())) == ms
+
+
+def test_a_read_off_the_flat_index_keeps_vectors_inside_rows():
+    """An iota, a transpose: where an element sits in its row matters, so the vectors stay in rows."""
+    g = asim.Graph("i")
+    x = g.parameter("x", (6, 10))
+    g.set_outputs(g.add(x, g.convert(g.iota((6, 10), 1), "f32"), name="z"))
+    (m,) = _flat(asim.compile(g, "xla", "H100"))
+    assert (m.vector, m.flat_vectors) == (2, False) and "(iota) depends on where an element sits" in m.vector_why
+    g = asim.Graph("t")
+    x, y = g.parameter("x", (10, 6)), g.parameter("y", (6, 10))
+    g.set_outputs(g.add(g.transpose(x, (1, 0)), y, name="z"))
+    (m,) = _flat(asim.compile(g, "xla", "H100"))
+    assert not m.flat_vectors and "x is read through transpose, not at the domain's flat index" in m.vector_why
 
 
 def test_a_slice_from_an_odd_offset_is_read_one_element_at_a_time():
@@ -82,6 +135,12 @@ def test_bad_vectors_are_refused():
         ThreadMapping("flat", (8, 64), ((0, 1),), block=64, grid=1, per_thread=6, vector=4).check()
     with pytest.raises(asim.AStitchError, match="straddle two rows"):
         ThreadMapping("flat", (8, 6), ((0, 1),), block=64, grid=1, per_thread=4, vector=4).check()
+    ThreadMapping("flat", (8, 6), ((0, 1),), block=64, grid=1, per_thread=4, vector=4, flat_vectors=True).check()
+    with pytest.raises(asim.AStitchError, match="only a flat mapping with vectors"):
+        ThreadMapping("flat", (8, 6), ((0, 1),), block=64, grid=1, flat_vectors=True).check()
+    with pytest.raises(asim.AStitchError, match="only a flat mapping with vectors"):
+        ThreadMapping("rows", (8, 6), ((0,), (1,)), block=64, grid=1, threads_per_row=2, per_thread=2, vector=2,
+                      flat_vectors=True).check()
     with pytest.raises(asim.AStitchError, match="must equal vector"):       # a column lane: one vector per trip
         ThreadMapping("columns", (8, 64), ((), (0,), (1,)), block=64, grid=1, threads_per_row=32, per_thread=8,
                       vector=4).check()
@@ -121,8 +180,7 @@ def test_simt_counts_a_vector_access_as_one_request_per_warp():
 # -- the code generator follows the plan (CUDA simulator) ---------------------------------------------
 
 @pytest.mark.parametrize("shape,dtype,sliced", [
-    ((6, 10), "f32", None),                 # 2-element vectors: 10 is not a multiple of 4
-    ((3, 7), "f32", None),                  # scalar: 7 is odd
+    ((6, 10), "f32", None),                 # 4-element vectors across rows: 10 is not a multiple of 4
     ((4, 16), "f32", ((4, 20), (0, 3))),    # a slice from offset 3: scalar loads of x, vector loads of y
     ((5, 64), "f16", None), ((5, 64), "bf16", None), ((5, 64), "s8", None), ((3, 8), "f64", None),
     ((1000, 12), "f32", None),              # several vectors per thread, a guarded last round
@@ -145,12 +203,47 @@ def test_generated_vectors_match_the_reference(shape, dtype, sliced):
             np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("kind", ["scaled", "unit_dim", "reshaped", "f16", "row_added", "odd", "rounds"])
+def test_vectors_across_rows_and_their_tail_match_the_reference(kind):
+    """The code generator and the SIMT model follow ``flat_vectors``: whole vectors across rows (one
+    vector access each), then the scalar tail in the one thread locate gives it; outputs exact."""
+    pytest.importorskip("numba")
+    import gpu_backend
+    g = {"row_added": lambda: _row_added((6, 10)), "odd": lambda: _graph((3, 7)),
+         "rounds": lambda: _graph((997, 1001))}.get(kind, lambda: _flat_order_graph(kind))()
+    x = workload_inputs(g, 0)
+    want = asim.reference(g, x)
+    tol = dict(rtol=1e-6) if kind == "unit_dim" else dict(rtol=0)   # exp: a few ulps apart; the rest exact
+    for strategy in ("unfused", "xla", "astitch"):
+        plan = asim.compile(g, strategy, "H100")
+        ms = _flat(plan)
+        src = gpu_backend.generate_source(plan)
+        assert ("# scalar tail" in src) == any(m.flat_vectors and m.size % m.vector for m in ms)
+        assert all(m.vector > 1 and f"ldg{m.vector}(" in src for m in ms)
+        for got, ref in zip(gpu_backend.run(plan, x), want, strict=True):
+            np.testing.assert_allclose(got, ref, **tol)
+        for got, ref in zip(asim.simulate(plan, x).outputs, want, strict=True):
+            np.testing.assert_allclose(got, ref, **tol)
+
+
+def test_simt_counts_whole_vectors_then_the_scalar_tail():
+    """f32[3,7] + f32[3,7]: 5 whole vectors in one warp row (one instruction per access, its 80 bytes in 3
+    sectors), then element 20 alone (one instruction, one sector): 2 requests and 4 sectors per access."""
+    g = _graph((3, 7))
+    plan = asim.compile(g, "xla", "H100")
+    (m,) = _flat(plan)
+    assert m.flat_vectors and m.size % m.vector == 1
+    st = asim.simulate(plan, workload_inputs(g, 0)).stats.kernels[0].stages[0]
+    assert (st.global_sectors_read, st.global_sectors_written, st.global_requests) == (8, 4, 3 * 2)
+
+
 def test_vector_kernels_type_check_with_the_real_compiler(tmp_path):
     """Every dtype's vector intrinsics (and a 64-bit index kernel's) pass Numba's real type inference and
     lowering (no GPU: ``gpu_backend.machine.typecheck`` in a subprocess without the simulator)."""
     pytest.importorskip("numba")
     args = []
-    cases = [((5, 64), d, None) for d in ("f32", "f16", "bf16", "s8", "f64")] + [((4, 16), "f32", ((4, 20), (0, 3)))]
+    cases = [((5, 64), d, None) for d in ("f32", "f16", "bf16", "s8", "f64")] + [((4, 16), "f32", ((4, 20), (0, 3))),
+                                                                              ((3, 7), "f32", None)]   # a tail
     for i, (shape, dtype, sliced) in enumerate(cases):
         plan = asim.compile(_graph(shape, dtype, sliced), "xla", "H100")
         text = plan.to_json()

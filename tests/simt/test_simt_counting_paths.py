@@ -234,11 +234,14 @@ def test_distinct_count_is_the_number_of_distinct_values(W):
 
 def _vectors_by_definition(geom, acc):
     """Issue 27's vector count as first written: every address of the domain at once (full-size
-    arrays).  The shortcuts in ``memory.count_flat_vectors`` must give exactly these counters."""
+    arrays).  The shortcuts in ``memory.count_flat_vectors`` must give exactly these counters.  A domain
+    that is not a whole number of vectors ends in a scalar tail: one instruction and sector per distinct
+    address of the elements after the last whole vector."""
     m = geom.mapping
     s, n_all, V = acc.itemsize, geom.size, m.vector
+    whole = n_all - n_all % V
     span = 32 * V
-    rows = -(-n_all // span)
+    rows = -(-whole // span)
     F = acc.flat(geom)
     sel = geom.full(acc.mask) if acc.mask is not None else None
     n = int(sel.sum()) if sel is not None else n_all
@@ -246,14 +249,17 @@ def _vectors_by_definition(geom, acc):
     if n == 0:
         return out
     S = np.full(rows * span, memory.BIG, dtype=np.int64)
-    S[:n_all] = (acc.base + s * F) // memory.SECTOR
+    S[:whole] = (acc.base + s * F[:whole]) // memory.SECTOR
     if sel is not None:
-        S[:n_all][~sel] = memory.BIG
-    if memory.lane_class(F, V, acc.base // s if acc.base % s == 0 else 1) == "scattered":
+        S[:whole][~sel[:whole]] = memory.BIG
+    if memory.lane_class(F[:whole], V, acc.base // s if acc.base % s == 0 else 1) == "scattered":
         S = S.reshape(rows, 32, V).transpose(0, 2, 1).reshape(-1, 32)
     else:
         S = S.reshape(rows, span)
     out["sectors"], out["requests"] = memory.rows_distinct(S)
+    tail = len(set(F[whole:][sel[whole:]].tolist() if sel is not None else F[whole:].tolist()))
+    out["sectors"] += tail
+    out["requests"] += tail
     if acc.dedup and not acc.identity:
         B = ((np.arange(n_all, dtype=np.int64) // V) % (m.grid * m.block)) // m.block
         keys = set(zip((B if sel is None else B[sel]).tolist(), (F if sel is None else F[sel]).tolist(), strict=True))
@@ -269,7 +275,9 @@ VECTOR_CASES = [  # rows, cols, block, grid, vector, unroll
     (300, 20, 64, 5, 4, 1),         # rows shorter than a warp's span
     (37, 66, 64, 3, 2, 1),          # odd rows, 2-wide
     (8, 1000, 32, 9, 4, 1),         # rows not a multiple of the warp span
-    (5, 30, 32, 2, 4, 1),           # 150 elements: not a multiple of the vector (scattered everywhere)
+    (5, 30, 32, 2, 4, 1),           # 150 elements: vectors across rows, a scalar tail of 2
+    (7, 3, 32, 1, 4, 2),            # 21 elements: ... in one warp row, a tail of 1, unrolled
+    (37, 101, 64, 3, 4, 2),         # 3737 elements: many rounds, a tail of 1
     (16, 256, 32, 4, 4, 1),         # rows a multiple of the warp span: the outer x inner shortcut
     (24, 128, 64, 600, 4, 1),       # ... in one trip of the grid
     (200, 64, 256, 5, 4, 1),        # two rows per warp row (batch norm's columns): the short-period shortcut

@@ -140,11 +140,11 @@ def test_trace_mode_counts_what_the_fast_paths_count():
     assert [vars(s) for k in a.stats.kernels for s in k.stages] == [vars(s) for k in b.stats.kernels for s in k.stages]
 
 
-def _vector_loads(res, graph, vectors):
+def _vector_loads(res, graph, vectors, tails):
     """Access ids whose events a thread issues as one vector access: in a stage whose mapping has
     ``vector`` V > 1, each thread's V consecutive iterations read V consecutive elements of a V-aligned
     run (one vector load) or one element (one scalar load for the vector); anything else is one load
-    per element."""
+    per element.  A flat domain's scalar tail (``tails``: its thread's partial vector) says nothing either way."""
     c = res.trace.columns
     groups = defaultdict(lambda: defaultdict(list))
     for i in range(len(res.trace)):
@@ -153,6 +153,9 @@ def _vector_loads(res, graph, vectors):
             continue
         size = itemsize(graph[res.trace.nodes[int(c["node"][i])]].dtype)
         it = int(c["iteration"][i])
+        key = (int(c["kernel"][i]), int(c["stage"][i]))
+        if tails.get(key) == (int(c["block"][i]), int(c["thread"][i]), it // V):
+            continue
         groups[int(c["access"][i])][(int(c["block"][i]), int(c["thread"][i]), it // V)].append(
             (it % V, int(c["address"][i]) // size, V))
     vector = set()
@@ -176,7 +179,14 @@ def _recount(res, graph, plan):
     written = defaultdict(int)
     vectors = {(ki, si): st.mapping.vector for ki, k in enumerate(plan.kernels) if k.kind == "generated"
                for si, st in enumerate(k.stages)}
-    vector_access = _vector_loads(res, graph, vectors)
+    tails = {}                  # a flat domain's scalar tail: the thread and vector that locate gives it
+    for ki, k in enumerate(plan.kernels):
+        for si, st in enumerate(k.stages if k.kind == "generated" else ()):
+            m = st.mapping
+            if m.kind == "flat" and m.size % m.vector:
+                b, t, it = (int(np.asarray(a).ravel()[0]) for a in m.locate(np.array([m.size - m.size % m.vector])))
+                tails[(ki, si)] = (b, t, it // m.vector)
+    vector_access = _vector_loads(res, graph, vectors, tails)
     for i in range(len(res.trace)):
         if c["space"][i] != 0:
             continue
@@ -184,10 +194,13 @@ def _recount(res, graph, plan):
         size = itemsize(graph[node].dtype)
         key = (int(c["kernel"][i]), int(c["stage"][i]))
         it = int(c["iteration"][i])
-        if int(c["access"][i]) in vector_access:
-            it //= vectors[key]            # a vector's elements: one warp instruction
-        warp = (int(c["access"][i]), int(c["block"][i]), it, int(c["thread"][i]) // 32)
         addr = int(c["address"][i])
+        if tails.get(key) == (int(c["block"][i]), int(c["thread"][i]), it // vectors[key]):
+            warp = (int(c["access"][i]), "tail", addr)      # the tail's thread: one scalar load per address
+        else:
+            if int(c["access"][i]) in vector_access:
+                it //= vectors[key]            # a vector's elements: one warp instruction
+            warp = (int(c["access"][i]), int(c["block"][i]), it, int(c["thread"][i]) // 32)
         out[key]["requests"].add(warp)
         if c["kind"][i] == 0:
             out[key]["read"].add((int(c["block"][i]), addr, size))
@@ -202,7 +215,8 @@ def _recount(res, graph, plan):
 @pytest.mark.parametrize("name,shape", [("layernorm", dict(rows=5, cols=40)), ("paper_fig7", dict(n=8, c=40)),
                                         ("softmax", dict(rows=3, cols=2100)), ("batchnorm_train", dict(rows=300, cols=6)),
                                         ("attention_softmax", dict(batch=1, heads=2, seq=20)),
-                                        ("layernorm_backward", dict(rows=6, cols=33))])
+                                        ("layernorm_backward", dict(rows=6, cols=33)),
+                                        ("adam_step", dict(size=1003))])     # a scalar tail of 3
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_counters_match_a_recount_from_the_trace(name, shape, strategy):
     res, g, _ = sim(name, strategy, **shape)
@@ -216,3 +230,22 @@ def test_counters_match_a_recount_from_the_trace(name, shape, strategy):
             want = (st.global_bytes_read, st.global_bytes_written, st.global_sectors_read,
                     st.global_sectors_written, st.global_requests)
             assert got.get((ki, st.stage), (0, 0, 0, 0, 0)) == want, (ks.name, st.stage)
+
+
+@pytest.mark.parametrize("shape", [(2, 7), (5, 30), (6, 1)])
+def test_a_scalar_tail_is_counted_as_the_recount_from_the_trace_says(shape):
+    """Vectors across rows, then a tail that reads a scalar parameter at each of its elements: the thread
+    that takes the tail loads each address once (the scalar once), as the trace's recount counts it."""
+    g = asim.Graph("tail")
+    x, s = g.parameter("x", shape), g.parameter("s", ())
+    g.set_outputs(g.multiply(x, g.broadcast(s, shape), name="z"))
+    for strategy in ("unfused", "xla"):
+        plan = asim.compile(g, strategy, "H100")
+        ms = [st.mapping for k in plan.kernels for st in k.stages]
+        assert ms and all(m.flat_vectors for m in ms) and ms[-1].size % ms[-1].vector >= 2
+        res = asim.simulate(plan, workload_inputs(g, 0), trace=True)
+        got = _recount(res, plan.graph, plan)
+        for ki, ks in enumerate(res.stats.kernels):
+            for st in ks.stages:
+                assert got[(ki, st.stage)] == (st.global_bytes_read, st.global_bytes_written, st.global_sectors_read,
+                                               st.global_sectors_written, st.global_requests), (strategy, ks.name)

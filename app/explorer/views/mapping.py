@@ -66,6 +66,11 @@ def render(ctx):
                 facts.append(f"{m.threads_per_row} threads per row, {m.inner_iterations} element(s) per thread per row"
                              + (f" in {m.trips} vector(s) of {m.vector} (one 64/128-bit access each)" if m.vector > 1
                                 else ""))
+            if m.kind == "flat" and m.flat_vectors:
+                tail = m.size % m.vector
+                facts.append(f"**vectors of {m.vector} run across rows** in flat order (every tensor is read at the "
+                             "domain's flat index)" + (f"; the last {tail} element(s), a scalar tail, by one thread"
+                                                       if tail else ""))
             if m.task_iterations > 1:
                 facts.append(f"each block loops over {m.task_iterations} tasks (vertical packing)")
             facts.append(f"drawn: rows 0-{min(rows, 64) - 1} of {rows:,}, "
