@@ -672,11 +672,11 @@ def _count_flat_vector_chunks(geom, acc):
     base_elems = acc.base // s if acc.base % s == 0 else 1
     total = m.grid * m.block
     dedup = acc.dedup and not acc.identity
-    K = 1 + sum(int(np.max(t)) for t in acc.terms if np.size(t)) if dedup else 0
-    pairs = None
-    if dedup:                       # keys block * K + element lie within these bounds (pairs.PairSet)
+    pairs, K, f_lo = None, 0, 0
+    if dedup:       # keys block * K + (element - f_lo), K the elements' range: in [0, grid * K) (pairs.PairSet)
         f_lo = sum(int(np.min(t)) for t in acc.terms if np.size(t))
-        pairs = PairSet(K, min(f_lo, 0), (m.grid - 1) * K + K - 1, n_all)
+        K = 1 + sum(int(np.max(t)) for t in acc.terms if np.size(t)) - f_lo
+        pairs = PairSet(K, 0, m.grid * K - 1, n_all)
     whole = n_all - n_all % V                     # elements in whole vectors; the rest: the scalar tail
     classes: set = set()
     n = 0
@@ -702,7 +702,7 @@ def _count_flat_vector_chunks(geom, acc):
             counts[shape][1] += req
         if dedup:
             B = ((np.arange(lo, hi, dtype=np.int64) // V) % total) // m.block
-            pairs.add(B * K + F if sel is None else (B * K + F)[sel])
+            pairs.add(B * K + (F - f_lo) if sel is None else (B * K + (F - f_lo))[sel])
     tail = 0
     if whole < n_all:                             # one thread, one scalar load per distinct address
         coords = {}
@@ -713,7 +713,7 @@ def _count_flat_vector_chunks(geom, acc):
         n += F.size
         tail = int(np.unique(F).size)
         if dedup and F.size:
-            pairs.add(((whole // V) % total) // m.block * K + F)
+            pairs.add(((whole // V) % total) // m.block * K + (F - f_lo))
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out

@@ -304,6 +304,9 @@ def _vector_accesses(geom):
     yield Access("global", "read", "back", 4, 0, [(rows - 1 - i)], dedup=True)      # rows backwards
     yield Access("global", "read", "pad", 4, 0, [i * (cols + 1), j], dedup=True)    # rows of a padded tensor
     yield Access("global", "read", "pad", 4, 0, [i * (cols + 2), j], mask=i % 3 > 0, dedup=True)
+    # element indices below zero (an offset from the buffer's base): distinct pairs must not collide
+    yield Access("global", "read", "off", 4, 4 * 5120, [i * (cols + 3) - 5120, j], dedup=True)
+    yield Access("global", "read", "off", 4, 4 * 64, [(rows - 1 - i) - 64, j // 3], dedup=True)
 
 
 @pytest.mark.parametrize("rows,cols,block,grid,vector,unroll", VECTOR_CASES)
