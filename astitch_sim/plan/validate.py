@@ -265,6 +265,26 @@ def stages_are_well_formed(c: KernelCheck) -> None:
         for n in list(s.ops) + list(s.epilogue):
             if not isinstance(n, str) or n not in g:
                 c.fail(f"stage {i} computes unknown node {n!r}")
+        if m.flat_vectors:
+            _flat_vectors_hold(c, i, s)
+
+
+def _flat_vectors_hold(c: KernelCheck, i: int, s) -> None:
+    """A stage whose vectors run across rows (``ThreadMapping.flat_vectors``) is the only stage of its kernel,
+    and every tensor it touches is at the domain's flat index, each vector within ``VECTOR_BYTES`` of every
+    tensor it covers (``plan/vector_width.py``): else a vector would read another row's elements."""
+    from .vector_width import VECTOR_BYTES, accessed_dtypes, flat_order
+    from ..ir.dtypes import itemsize
+    g, k, m = c.graph, c.kernel, s.mapping
+    stored = [n for n in s.ops if n in k.outputs or (n in k.values and k.values[n].space is Space.GLOBAL)]
+    why = flat_order(g, s.ops, m.domain, stored, m.vector) if len(k.stages) == 1 else \
+        f"the kernel has {len(k.stages)} stages, and only a one-stage kernel runs its vectors across rows"
+    wide = max((itemsize(d) for d in accessed_dtypes(g, s.ops, m.domain, stored, flat=True)), default=1)
+    if not why and m.vector * wide > VECTOR_BYTES:
+        why = f"{m.vector} elements of {wide} bytes are wider than a {VECTOR_BYTES}-byte vector access"
+    if why:
+        c.fail(f"stage {i} ({s.dominant}) runs {m.vector}-element vectors across rows (flat_vectors), but {why}: "
+               "use flat_vectors=False with a vector width that divides the innermost extent")
 
 
 def reads_follow_writes(c: KernelCheck) -> None:

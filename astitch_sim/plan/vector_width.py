@@ -159,20 +159,22 @@ def lane_reads(graph, ops, domain, width: int, flat: bool = False) -> list:
     return sorted(out, key=lambda r: (r[0], str(r[1])))
 
 
-def accessed_dtypes(graph, ops, domain, stored, on_chip=()) -> set:
+def accessed_dtypes(graph, ops, domain, stored, on_chip=(), flat: bool = False) -> set:
     """The dtypes of the tensors a stage stores (``stored``) or reads contiguously along its vectors from
-    global memory (not ``on_chip``: values it reads from registers): what the vector width is sized by."""
-    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2)
+    global memory (not ``on_chip``: values it reads from registers): what the vector width is sized by.
+    ``flat``: the vectors run across rows (:func:`flat_order`), which reads more tensors as vectors (through
+    a reshape or a unit-dim broadcast) than vectors inside rows do."""
+    names = list(stored) + [n for n, st, _ in lane_reads(graph, ops, domain, 2, flat=flat)
                             if st not in (UNIFORM, SCATTER) and n not in on_chip]
     return {graph[n].dtype for n in names}
 
 
-def widest(graph, ops, domain, stored, on_chip=()) -> tuple:
+def widest(graph, ops, domain, stored, on_chip=(), flat: bool = False) -> tuple:
     """``(vector, why)``: the widest vector the dtypes a stage accesses contiguously allow
     (:data:`VECTOR_BYTES` for the widest of them), before any extent is asked; 1 and why where none."""
     if not domain:
         return 1, "a scalar domain"
-    dtypes = accessed_dtypes(graph, ops, domain, stored, on_chip)
+    dtypes = accessed_dtypes(graph, ops, domain, stored, on_chip, flat=flat)
     if not dtypes:
         return 1, "nothing read or written contiguously"
     if dtypes & set(SCALAR_DTYPES):
@@ -262,7 +264,7 @@ def vectorize(graph, stages, gpu, stored) -> None:
     size = m.size
     mine = [n for n in stored if n in st.ops]
     width, why = choose_width(graph, st.ops, m.domain, mine)
-    want, _ = widest(graph, st.ops, m.domain, mine)
+    want, _ = widest(graph, st.ops, m.domain, mine, flat=True)    # sized by every tensor flat order reads
     blocked = flat_order(graph, st.ops, m.domain, mine, want) if want > width and size >= want else ""
     across = want > width and size >= want and not blocked
     if blocked:

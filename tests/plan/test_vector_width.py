@@ -69,6 +69,9 @@ def _flat_order_graph(kind):
     elif kind == "reshaped":                # read through a reshape: [4,15] as [6,10]
         x, y = g.parameter("x", (4, 15)), g.parameter("y", (6, 10))
         g.set_outputs(g.add(g.reshape(x, (6, 10)), y, name="z"))
+    elif kind == "mixed":                   # f16 out of f32 read through a reshape: the f32 sizes the vector
+        x = g.parameter("x", (4, 15))
+        g.set_outputs(g.convert(g.reshape(x, (6, 10)), "f16", name="z"))
     else:                                   # f16: 8-element vectors over 5 x 13
         x, y = g.parameter("x", (5, 13), "f16"), g.parameter("y", (5, 13), "f16")
         g.set_outputs(g.add(x, y, name="z"))
@@ -76,7 +79,7 @@ def _flat_order_graph(kind):
 
 
 @pytest.mark.parametrize("kind,vector,tail", [("scaled", 4, 3), ("unit_dim", 4, 0), ("reshaped", 4, 0),
-                                              ("f16", 8, 1)])
+                                              ("f16", 8, 1), ("mixed", 4, 0)])
 def test_work_at_the_flat_index_runs_vectors_across_rows_with_a_scalar_tail(kind, vector, tail):
     g = _flat_order_graph(kind)
     for strategy in asim.STRATEGIES:
@@ -86,6 +89,29 @@ def test_work_at_the_flat_index_runs_vectors_across_rows_with_a_scalar_tail(kind
         assert "vectors across rows in flat order" in str(plan)
         assert (f"a scalar tail of {tail}" in str(plan)) == (tail > 0)
         assert _flat(asim.Plan.from_json(plan.to_json())) == ms
+
+
+def _clamped():
+    """clamp with rank-0 bounds: each bound is one element, loaded as a scalar inside every vector."""
+    g = asim.Graph("c")
+    lo, x, hi = g.parameter("lo", ()), g.parameter("x", (7, 9)), g.parameter("hi", ())
+    g.set_outputs(g.clamp(lo, x, hi, name="z"))
+    return g
+
+
+def test_vectors_across_rows_where_flat_order_does_not_hold_are_refused():
+    """A hand-edited plan (or JSON) that claims flat_vectors where a row is broadcast, or wider than 16 bytes,
+    fails validation by name instead of reading another row's elements."""
+    plan = asim.compile(_row_added((6, 10)), "xla", "H100")
+    d = json.loads(plan.to_json())
+    d["kernels"][0]["stages"][0]["mapping"].update(vector=4, per_thread=4, flat_vectors=True)
+    with pytest.raises(asim.AStitchError, match="flat_vectors.*b is read through broadcast, not at the domain"):
+        asim.Plan.from_json(json.dumps(d)).validate()
+    plan = asim.compile(_flat_order_graph("mixed"), "xla", "H100")
+    d = json.loads(plan.to_json())
+    d["kernels"][0]["stages"][0]["mapping"].update(vector=8, per_thread=8)
+    with pytest.raises(asim.AStitchError, match="8 elements of 4 bytes are wider than a 16-byte vector"):
+        asim.Plan.from_json(json.dumps(d)).validate()
 
 
 def test_a_read_off_the_flat_index_keeps_vectors_inside_rows():
@@ -203,14 +229,15 @@ def test_generated_vectors_match_the_reference(shape, dtype, sliced):
             np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.parametrize("kind", ["scaled", "unit_dim", "reshaped", "f16", "row_added", "odd", "rounds"])
+@pytest.mark.parametrize("kind", ["scaled", "unit_dim", "reshaped", "f16", "mixed", "row_added", "odd", "rounds",
+                                  "clamped"])
 def test_vectors_across_rows_and_their_tail_match_the_reference(kind):
     """The code generator and the SIMT model follow ``flat_vectors``: whole vectors across rows (one
     vector access each), then the scalar tail in the one thread locate gives it; outputs exact."""
     pytest.importorskip("numba")
     import gpu_backend
     g = {"row_added": lambda: _row_added((6, 10)), "odd": lambda: _graph((3, 7)),
-         "rounds": lambda: _graph((997, 1001))}.get(kind, lambda: _flat_order_graph(kind))()
+         "rounds": lambda: _graph((997, 1001)), "clamped": _clamped}.get(kind, lambda: _flat_order_graph(kind))()
     x = workload_inputs(g, 0)
     want = asim.reference(g, x)
     tol = dict(rtol=1e-6) if kind == "unit_dim" else dict(rtol=0)   # exp: a few ulps apart; the rest exact
