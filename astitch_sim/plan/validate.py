@@ -29,11 +29,13 @@ from functools import cached_property
 from typing import Callable
 
 from ..errors import AStitchError
+from ..ir.dtypes import itemsize
 from ..ir.graph import shape_str
 from .index_bits import LIMIT_32, WIDTHS, largest_index
 from .reduce_scheme import lanes_of, scratch_areas, shuffle_blocked
 from .machine import blocks_per_wave as resident_blocks
 from .task_registers import every_lane_holds, kept_per_task, same_task_threads
+from .vector_width import VECTOR_BYTES, accessed_dtypes, flat_order
 from .vocabulary import Barrier, ReduceScheme, Space
 
 #: most blocks one launch may have (CUDA's gridDim.x limit)
@@ -273,8 +275,6 @@ def _flat_vectors_hold(c: KernelCheck, i: int, s) -> None:
     """A stage whose vectors run across rows (``ThreadMapping.flat_vectors``) is the only stage of its kernel,
     and every tensor it touches is at the domain's flat index, each vector within ``VECTOR_BYTES`` of every
     tensor it covers (``plan/vector_width.py``): else a vector would read another row's elements."""
-    from .vector_width import VECTOR_BYTES, accessed_dtypes, flat_order
-    from ..ir.dtypes import itemsize
     g, k, m = c.graph, c.kernel, s.mapping
     stored = [n for n in s.ops if n in k.outputs or (n in k.values and k.values[n].space is Space.GLOBAL)]
     why = flat_order(g, s.ops, m.domain, stored, m.vector) if len(k.stages) == 1 else \

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import exprs as E
 from astitch_sim.plan.vector_width import CONTIG, FLAT
 
+from . import exprs as E
 from .source import Lines
 from .values import LaneIdx, Scope
 
