@@ -78,7 +78,7 @@ from ..ir.dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
 from ..plan.machine import resident_resources
 from ..plan.plan import Plan
-from ..ir.flatindex import distinct, row_major_strides, walks_in_order
+from ..ir.flatindex import distinct, ravel, row_major_strides, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, support
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
@@ -539,13 +539,6 @@ class KernelRun:
         self.account(ev, ev.geom, acc)
         return val
 
-    def _task_flat(self, node, idx):
-        strides = row_major_strides(node.shape)
-        t = np.zeros((), dtype=np.int64)
-        for d in range(node.rank):
-            t = t + np.asarray(idx[d], dtype=np.int64) * strides[d]
-        return t
-
     def shared_view(self, name):
         v, node = self.kernel.values[name], self.graph[name]
         dt = _store_dtype(node.dtype)
@@ -566,7 +559,7 @@ class KernelRun:
 
     def read_shared(self, ev, name, idx, mask):
         node, v = self.graph[name], self.kernel.values[name]
-        task = self._task_flat(node, idx)
+        task = ravel(idx, node.shape)
         slot = self._slots(name)[task]
         view = self.shared_view(name)
         val = _decode(gather_shared(view, ev.geom, slot), node.dtype)
@@ -586,7 +579,7 @@ class KernelRun:
             val = self._register_lookup(pgeom, pval, ev.geom, node)
         # registers have no addresses: only a trace needs to know which element each read is
         acc = Access("register", "read", name, itemsize(node.dtype), 0,
-                     [self._task_flat(node, idx)] if node.rank and self.recorder is not None else [], mask)
+                     [ravel(idx, node.shape)] if node.rank and self.recorder is not None else [], mask)
         self.account(ev, ev.geom, acc)
         return val
 
@@ -688,7 +681,7 @@ class KernelRun:
             if self.recorder is not None:
                 node = self.graph[name]
                 self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
-                                              [self._task_flat(node, geom.idx)]))
+                                              [ravel(geom.idx, node.shape)]))
 
     def keep_loaded_input(self, ev, name) -> None:
         """A kept input: the value this stage loaded at each of its elements stays in the thread's registers
@@ -700,7 +693,7 @@ class KernelRun:
         self.regs[name] = (geom, ev.value(name, geom.idx))
         if self.recorder is not None:
             self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
-                                          [self._task_flat(node, geom.idx)]))
+                                          [ravel(geom.idx, node.shape)]))
 
     def store_task_value(self, ev, name, val, epi) -> None:
         """An epilogue result or a reduce result, one per task: shared (every split block),
@@ -715,7 +708,7 @@ class KernelRun:
             view = self.shared_view(name)
             view[epi.block, slot] = _encode(full, node.dtype)
             acc = Access("shared", "write", name, itemsize(node.dtype), v.offset, [np.broadcast_to(slot, epi.shape)],
-                         extra={"logical": self._task_flat(node, epi.idx)})
+                         extra={"logical": ravel(epi.idx, node.shape)})
             self.account(ev, epi, acc)
         if name in k.outputs or v.space == Space.GLOBAL:
             tasks = full[0]
@@ -774,7 +767,7 @@ class KernelRun:
         elif S > 1:                                         # grid_barrier: partials to global scratch
             scratch = f"{node.name}.partials"
             self.mem.place(scratch, np.ascontiguousarray(res["partial"].reshape(-1)), T * S * size)
-            task = self._task_flat(node, epi.idx)
+            task = ravel(epi.idx, node.shape)
             self.account(ev, epi, Access("global", "write", node.name, size, self.mem.base[scratch],
                                          [task * S + epi.part], extra={"logical": task}))
         return res
@@ -790,7 +783,7 @@ class KernelRun:
         size = itemsize(node.dtype)
         if m.splits > 1 and m.combine == Combine.GRID_BARRIER:
             base = self.mem.base[f"{node.name}.partials"]
-            task = self._task_flat(node, epi.idx)
+            task = ravel(epi.idx, node.shape)
             for q in range(m.splits):
                 self.account(ev, epi, Access("global", "read", node.name, size, base, [task * m.splits + q],
                                              dedup=True, extra={"logical": task, "elements": node.size * m.splits}))
@@ -806,7 +799,7 @@ class KernelRun:
             full = np.broadcast_to(res["result"].reshape((1,) + epi.task_shape), epi.shape)
             self.shared_view(node.name)[epi.block, slot] = _encode(full, node.dtype)
             acc = Access("shared", "write", node.name, size, v.offset, [np.broadcast_to(slot, epi.shape)],
-                         extra={"logical": self._task_flat(node, epi.idx)})
+                         extra={"logical": ravel(epi.idx, node.shape)})
             self.account(ev, epi, acc)
         if v is not None and v.space == Space.REGISTER and node.name in self.needed_later:
             self.regs[node.name] = (epi, res["result"].reshape((1,) + epi.task_shape))
