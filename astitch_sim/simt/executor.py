@@ -67,7 +67,7 @@ barriers a naive early return would break).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from math import ceil
 from typing import Optional
 
@@ -347,7 +347,7 @@ class KernelRun:
 
     # -- geometry ---------------------------------------------------------------------
     def geometry(self, mapping) -> Geometry:
-        key = tuple(sorted((k, str(v)) for k, v in mapping.to_dict().items()))
+        key = tuple(getattr(mapping, f.name) for f in fields(mapping))      # every field, load_trips too
         if key not in self.geoms:
             self.geoms[key] = Geometry(mapping, dense=self.recorder is not None)
         return self.geoms[key]

@@ -42,7 +42,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
-from ..ir.flatindex import row_major_strides, unravel
+from ..ir.flatindex import distinct, row_major_strides, unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it
@@ -124,7 +124,7 @@ class Geometry:
         every element if a value needs it."""
         m = self.mapping
         rng = np.random.default_rng(12345)
-        e = np.unique(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE), [0, self.size - 1]])).astype(np.int64)
+        e = distinct(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE), [0, self.size - 1]]).astype(np.int64))
         total, V, U = m.grid * m.block, m.vector, m.unroll
         c = e // V                     # vector c: thread c % total, round c // (total * U)
         want = ((c % total) // m.block, c % m.block,
@@ -153,8 +153,8 @@ class Geometry:
             comps.append((a0, a1 - origin))
         # check against locate on a sample (ends included)
         rng = np.random.default_rng(12345)
-        sample = np.unique(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
-                                           [0, self.size - 1, self.size // 2]])).astype(np.int64)
+        sample = distinct(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
+                                          [0, self.size - 1, self.size // 2]]).astype(np.int64))
         want = m.locate(sample)
         multi = unravel(sample, self.shape)
         for (a0, a1), w in zip(comps, want):
