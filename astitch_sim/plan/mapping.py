@@ -365,6 +365,8 @@ class ThreadMapping(Sealable):
             if self.chunk % self.vector:
                 raise AStitchError(f"rows mapping: vector={self.vector} does not divide a split's "
                                    f"{self.chunk} columns: use fewer splits or a narrower vector")
+        if not isinstance(self.flat_vectors, bool):
+            raise AStitchError(f"{self.kind} mapping: flat_vectors={self.flat_vectors!r} must be true or false")
         if self.flat_vectors and (self.kind != "flat" or self.vector < 2):
             raise AStitchError(f"{self.kind} mapping: flat_vectors runs vectors across rows, which only a flat "
                                f"mapping with vectors does (this one has vector={self.vector}): use "

@@ -29,13 +29,12 @@ from functools import cached_property
 from typing import Callable
 
 from ..errors import AStitchError
-from ..ir.dtypes import itemsize
 from ..ir.graph import shape_str
 from .index_bits import LIMIT_32, WIDTHS, largest_index
 from .reduce_scheme import lanes_of, scratch_areas, shuffle_blocked
 from .machine import blocks_per_wave as resident_blocks
 from .task_registers import every_lane_holds, kept_per_task, same_task_threads
-from .vector_width import VECTOR_BYTES, accessed_dtypes, flat_order
+from .vector_width import VECTOR_BYTES, flat_order, widest
 from .vocabulary import Barrier, ReduceScheme, Space
 
 #: most blocks one launch may have (CUDA's gridDim.x limit)
@@ -279,9 +278,9 @@ def _flat_vectors_hold(c: KernelCheck, i: int, s) -> None:
     stored = [n for n in s.ops if n in k.outputs or (n in k.values and k.values[n].space is Space.GLOBAL)]
     why = flat_order(g, s.ops, m.domain, stored, m.vector) if len(k.stages) == 1 else \
         f"the kernel has {len(k.stages)} stages, and only a one-stage kernel runs its vectors across rows"
-    wide = max((itemsize(d) for d in accessed_dtypes(g, s.ops, m.domain, stored, flat=True)), default=1)
-    if not why and m.vector * wide > VECTOR_BYTES:
-        why = f"{m.vector} elements of {wide} bytes are wider than a {VECTOR_BYTES}-byte vector access"
+    want, narrow = widest(g, s.ops, m.domain, stored, flat=True)
+    if not why and m.vector > want:
+        why = f"its tensors allow vectors of {want} ({narrow or f'{VECTOR_BYTES} bytes per access'})"
     if why:
         c.fail(f"stage {i} ({s.dominant}) runs {m.vector}-element vectors across rows (flat_vectors), but {why}: "
                "use flat_vectors=False with a vector width that divides the innermost extent")

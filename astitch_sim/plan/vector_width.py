@@ -65,9 +65,9 @@ FLAT = "flat"
 def through(node, state, width: int):
     """The lane state of ``node``'s operand when ``node`` (a view) is read in ``state``.
 
-    ``state`` is ``(CONTIG, pos)`` (the vector runs along dim ``pos`` of the index),
-    :data:`UNIFORM` or :data:`SCATTER`; returns the state at the operand's index and, for a
-    scattered result, why."""
+    ``state`` is ``(CONTIG, pos)`` (the vector runs along dim ``pos`` of the index), :data:`FLAT`
+    (it runs along the flat index, across rows), :data:`UNIFORM` or :data:`SCATTER`; returns the state
+    at the operand's index and, for a scattered result, why."""
     if state == UNIFORM or state == SCATTER:
         return state, ""
     operand = node.operands[0]
@@ -204,11 +204,11 @@ def choose_width(graph, ops, domain, stored, on_chip=()) -> tuple:
 def flat_order(graph, ops, domain, stored, width: int) -> str:
     """Why a stage's vectors of ``width`` cannot run across its rows in flat order, or "" where they can:
     every tensor it reads or writes (``stored``) is at the domain's own flat index (:data:`FLAT` through
-    every view, or a scalar read uniformly), row-major, and no op reads the index itself (iota) or folds
-    elements together (a reduce)."""
+    every view, or a scalar read uniformly), row-major, and every op is elementwise or a view: none reads
+    the index itself (iota), picks a branch by it (concatenate, pad) or folds elements together (a reduce)."""
     for n in ops:
         node = graph[n]
-        if node.op in ("iota", "reduce"):
+        if not (node.kind == "elementwise" or node.opdef.is_view or node.op == "constant"):
             return f"{n} ({node.op}) depends on where an element sits in its row"
     reads = lane_reads(graph, ops, domain, width, flat=True)
     for n, st, why in reads:

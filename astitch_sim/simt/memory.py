@@ -711,7 +711,7 @@ def _count_flat_vector_chunks(geom, acc):
         if acc.mask is not None:
             F = F[_flat_range(geom, acc.mask, whole, n_all, coords).astype(bool)]
         n += F.size
-        tail = int(np.unique(F).size)
+        tail = int(distinct(F).size)
         if dedup and F.size:
             pairs.add(((whole // V) % total) // m.block * K + (F - f_lo))
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
@@ -1059,7 +1059,7 @@ def _count_dense_tail(geom, acc, sel):
     body = count_lanes(acc, geom.W[:whole], F[:whole], None if sel is None else sel[:whole],
                        lambda: B[:whole], lambda: it[:whole], V)
     F_t = F[whole:] if sel is None else F[whole:][sel[whole:]]
-    tail = int(np.unique(F_t).size)
+    tail = int(distinct(F_t).size)
     out = {**body, "n": body["n"] + F_t.size}
     out["sectors"] += tail
     out["requests"] += tail

@@ -88,8 +88,9 @@ class LoopEmitter:
         """A flat stage with several elements per thread: per round, ``unroll`` vectors of ``vector``
         consecutive elements per thread (vector ``c`` at global thread ``c % threads``, as
         :meth:`ThreadMapping.locate` says).  Each vector's first element is decomposed into domain
-        index variables once (the vector never straddles the innermost dim: the planner chose a width
-        that divides it, so the other elements are ``+1, +2, ...`` along it); then every vector's loads
+        index variables once (unless ``flat_vectors``, below, the vector never straddles the innermost dim:
+        the planner chose a width that divides it, so the other elements are ``+1, +2, ...`` along it);
+        then every vector's loads
         (``ldg4`` for what it reads contiguously, one scalar load for what it reads uniformly), then
         every vector's computation and stores: ``unroll x`` loads in flight per thread.
 

@@ -203,8 +203,10 @@ class ValueEmitter:
             return self.indexed(node, idx, scope, key)
         if node.kind != "elementwise":
             self.ctx.fail(f"{n} ({op}) cannot be evaluated per element")
-        # a rank-0 operand (clamp's bounds, select's scalar predicate) is one element whatever the index
-        args = [self.value(o.name, () if o.rank == 0 else idx, scope) for o in node.operands]
+        # a rank-0 operand (clamp's bounds, select's scalar predicate) is one element whatever the index:
+        # inside a vector, one load the vector's elements share, issued with the vector's loads
+        scalar = LaneIdx((), idx.lane, (), UNIFORM, idx.width) if isinstance(idx, LaneIdx) else ()
+        args = [self.value(o.name, scalar if o.rank == 0 else idx, scope) for o in node.operands]
         if op == "convert":
             expr = self.casts.convert(node.operands[0].dtype, node.dtype, args[0])
         else:

@@ -91,10 +91,10 @@ def test_work_at_the_flat_index_runs_vectors_across_rows_with_a_scalar_tail(kind
         assert _flat(asim.Plan.from_json(plan.to_json())) == ms
 
 
-def _clamped():
+def _clamped(shape=(7, 9)):
     """clamp with rank-0 bounds: each bound is one element, loaded as a scalar inside every vector."""
     g = asim.Graph("c")
-    lo, x, hi = g.parameter("lo", ()), g.parameter("x", (7, 9)), g.parameter("hi", ())
+    lo, x, hi = g.parameter("lo", ()), g.parameter("x", shape), g.parameter("hi", ())
     g.set_outputs(g.clamp(lo, x, hi, name="z"))
     return g
 
@@ -110,12 +110,27 @@ def test_vectors_across_rows_where_flat_order_does_not_hold_are_refused():
     plan = asim.compile(_flat_order_graph("mixed"), "xla", "H100")
     d = json.loads(plan.to_json())
     d["kernels"][0]["stages"][0]["mapping"].update(vector=8, per_thread=8)
-    with pytest.raises(asim.AStitchError, match="8 elements of 4 bytes are wider than a 16-byte vector"):
+    with pytest.raises(asim.AStitchError, match="its tensors allow vectors of 4"):
+        asim.Plan.from_json(json.dumps(d)).validate()
+    d["kernels"][0]["stages"][0]["mapping"].update(vector=4, per_thread=4, flat_vectors="false")
+    with pytest.raises(asim.AStitchError, match="flat_vectors='false' must be true or false"):
         asim.Plan.from_json(json.dumps(d)).validate()
 
 
+def _concatenated_constants():
+    """x + concatenate(3 columns of 1.0, 4 columns of 100.0): no tensor but x is read, yet which constant an
+    element gets depends on its column."""
+    g = asim.Graph("cc")
+    x = g.parameter("x", (3, 7))
+    ones = g.broadcast(g.constant(1.0, "f32", name="one"), (3, 3), (), name="ones")
+    hundreds = g.broadcast(g.constant(100.0, "f32", name="hundred"), (3, 4), (), name="hundreds")
+    g.set_outputs(g.add(x, g.concatenate([ones, hundreds], 1, name="cat"), name="z"))
+    return g
+
+
 def test_a_read_off_the_flat_index_keeps_vectors_inside_rows():
-    """An iota, a transpose: where an element sits in its row matters, so the vectors stay in rows."""
+    """An iota, a transpose, a concatenate: where an element sits in its row matters, so the vectors stay in
+    rows (and the generated code reads each element's own branch)."""
     g = asim.Graph("i")
     x = g.parameter("x", (6, 10))
     g.set_outputs(g.add(x, g.convert(g.iota((6, 10), 1), "f32"), name="z"))
@@ -126,6 +141,11 @@ def test_a_read_off_the_flat_index_keeps_vectors_inside_rows():
     g.set_outputs(g.add(g.transpose(x, (1, 0)), y, name="z"))
     (m,) = _flat(asim.compile(g, "xla", "H100"))
     assert not m.flat_vectors and "x is read through transpose, not at the domain's flat index" in m.vector_why
+    g = _concatenated_constants()
+    for strategy in ("unfused", "xla", "astitch"):
+        plan = asim.compile(g, strategy, "H100")
+        (m,) = [st.mapping for k in plan.kernels for st in k.stages if "cat" in st.ops]
+        assert not m.flat_vectors and "cat (concatenate) depends on where an element sits" in m.vector_why, strategy
 
 
 def test_a_slice_from_an_odd_offset_is_read_one_element_at_a_time():
@@ -230,14 +250,15 @@ def test_generated_vectors_match_the_reference(shape, dtype, sliced):
 
 
 @pytest.mark.parametrize("kind", ["scaled", "unit_dim", "reshaped", "f16", "mixed", "row_added", "odd", "rounds",
-                                  "clamped"])
+                                  "clamped", "clamped_in_rows", "concatenated"])
 def test_vectors_across_rows_and_their_tail_match_the_reference(kind):
     """The code generator and the SIMT model follow ``flat_vectors``: whole vectors across rows (one
     vector access each), then the scalar tail in the one thread locate gives it; outputs exact."""
     pytest.importorskip("numba")
     import gpu_backend
     g = {"row_added": lambda: _row_added((6, 10)), "odd": lambda: _graph((3, 7)),
-         "rounds": lambda: _graph((997, 1001)), "clamped": _clamped}.get(kind, lambda: _flat_order_graph(kind))()
+         "rounds": lambda: _graph((997, 1001)), "clamped": _clamped, "clamped_in_rows": lambda: _clamped((7, 8)),
+         "concatenated": _concatenated_constants}.get(kind, lambda: _flat_order_graph(kind))()
     x = workload_inputs(g, 0)
     want = asim.reference(g, x)
     tol = dict(rtol=1e-6) if kind == "unit_dim" else dict(rtol=0)   # exp: a few ulps apart; the rest exact
@@ -246,7 +267,10 @@ def test_vectors_across_rows_and_their_tail_match_the_reference(kind):
         ms = _flat(plan)
         src = gpu_backend.generate_source(plan)
         assert ("# scalar tail" in src) == any(m.flat_vectors and m.size % m.vector for m in ms)
-        assert all(m.vector > 1 and f"ldg{m.vector}(" in src for m in ms)
+        assert all(f"ldg{m.vector}(" in src for m in ms if m.vector > 1)
+        assert kind == "concatenated" or all(m.vector > 1 for m in ms)
+        if kind.startswith("clamped"):       # each bound: one scalar load, issued with the vector's loads
+            assert "ldg4(g_lo" not in src and src.index("lo = ldg(g_lo, 0)") < src.index("x_v = ldg4(g_x")
         for got, ref in zip(gpu_backend.run(plan, x), want, strict=True):
             np.testing.assert_allclose(got, ref, **tol)
         for got, ref in zip(asim.simulate(plan, x).outputs, want, strict=True):
