@@ -301,3 +301,21 @@ def test_a_grid_barrier_combine_is_allowed_exactly_its_partials(gpu):
     assert plan_combine_bytes(plan) == partials + partials * m.splits == a.global_bytes - x.global_bytes
     assert a.global_bytes - x.global_bytes > 1e-3 * x.global_bytes and a.predicted_us < x.predicted_us
 
+
+
+def test_the_whole_plan_is_measured_where_a_library_kernel_sets_what_the_l2_holds():
+    """A random long-rows graph (CI, 2026-11-29): ``cumsum(p)`` and ``-(-p)``.  XLA runs the library cumsum first,
+    and its fused kernel finds ``p`` in the L2; the part-by-part choice put XLA's fused kernel before the library,
+    which read ``p`` from DRAM again (7.39 against 7.04 us).  The chosen plan is now run whole beside XLA's."""
+    g = Graph("random")                     # in the drawn order: the cumsum comes between the two negates
+    p = g.parameter("p1", (8193,))
+    once = g.add_node("negate", (p,), name="nega2")
+    total = g.cumsum(p, 0, name="cum3")
+    g.set_outputs([total, g.add_node("negate", (once,), name="nega4")])
+    x = workload_inputs(g, 0)
+    plan = asim.compile(g, "astitch", "H100")
+    a = asim.simulate(plan, x).stats.predicted_us
+    b = asim.simulate(asim.compile(g, "xla", "H100"), x).stats.predicted_us
+    assert a <= b and [k.name for k in plan.kernels] == ["library.0:cum3", "fusion.1:nega4"]
+    (note,) = [n for n in plan.notes if "XLA's plan kept whole" in n]
+    assert "changes what the L2 holds" in note and note in str(plan)

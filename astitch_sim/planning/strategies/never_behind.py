@@ -53,6 +53,13 @@ This step, run after the stitch plan is built, puts XLA's kernels back there.
    value the kept parts never write to memory, the parts are not separable and
    the whole plan is decided as one part (the coarse fallback: all stitched, or
    XLA's plan).
+5. **The whole.**  Each part is priced in its own plan's kernel order, but the L2
+   sees the whole plan: XLA may run a library kernel (a cumsum of ``x``) before
+   a fused kernel that reads ``x`` again, and find ``x`` resident, where the
+   chosen plan runs that kernel first, before the library.  So where the plan was
+   measured and has library kernels or several parts, the chosen plan is run
+   whole beside XLA's, and if it is slower, XLA's plan is kept whole (a note
+   gives both times).
 
 ``asim.compile(g, "astitch", gpu, never_behind=False)`` switches the step off:
 the raw stitch plan, as the rules of :mod:`.astitch` make it.  The step runs only
@@ -350,14 +357,14 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
     if parts is None or not stitch.kernels:
         parts = [Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
                       [j for j, k in enumerate(xla.kernels) if k.kind != "library"])]
-    decisions, how = None, "estimated by the static cost model"
+    decisions, how, measured = None, "estimated by the static cost model", None
     if _graph_elements(graph) <= MEASURE_UP_TO:
         try:
             if inputs is None:
                 from ...frontends.workloads import workload_inputs
                 inputs = workload_inputs(graph, 0)
             decisions = _decisions(parts, stitch, xla, scope_index, alternatives, inputs)
-            how = "simulated on the SIMT model"
+            how, measured = "simulated on the SIMT model", inputs
         except AStitchError:      # a plan the SIMT model cannot run on seeded inputs: use the estimate
             decisions = None
     if decisions is None:
@@ -367,7 +374,7 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
         total_x = sum((d.xla for d in decisions), Cost())
         stitch.notes.append(f"{NOTE_PREFIX}: kept every stitched kernel ({how}: {total_a.describe()} where XLA's "
                             f"kernels for the same ops need {total_x.describe()}){_allowed(total_a, total_x)}")
-        return stitch
+        return _whole_not_behind(stitch, xla, measured, len(parts))
     chosen = _mixed(stitch, xla, decisions, scope_index)
     if chosen is None:                # parts not separable: decide the whole plan at once
         whole = Part(set(range(len(scopes))), [i for i, s in enumerate(scope_index) if s is not None],
@@ -403,7 +410,24 @@ def keep_xla_where_cheaper(stitch: Plan, scope_index: list, scopes: list, inputs
         elif p.stitched:
             notes.append(f"{NOTE_PREFIX}: {stitched} kept ({how}: {a.describe()}; XLA's {names or 'no kernels'}: "
                          f"{x.describe()}){_allowed(a, x)}")
-    return Plan(graph, stitch.strategy, gpu, chosen, notes, options=dict(stitch.options), search=stitch.search)
+    return _whole_not_behind(Plan(graph, stitch.strategy, gpu, chosen, notes, options=dict(stitch.options),
+                                  search=stitch.search), xla, measured, len(parts))
+
+
+def _whole_not_behind(plan: Plan, xla: Plan, inputs, parts: int) -> Plan:
+    """Step 5 (module docstring): ``plan``, or XLA's plan kept whole where ``plan``, run whole on ``inputs`` (None:
+    not measured, nothing to run), is slower.  One part and no library kernel: the part was the whole plan."""
+    if inputs is None or (parts < 2 and not any(k.kind == "library" for k in plan.kernels)):
+        return plan
+    from ...simt.executor import simulate
+    ours, theirs = (simulate(p, inputs).stats.predicted_us for p in (plan, xla))
+    if ours <= theirs:
+        return plan
+    note = (f"{NOTE_PREFIX}: XLA's plan kept whole: the chosen kernels, each part no slower than XLA's kernels "
+            f"for it, take {ours:.2f} us together where XLA's plan takes {theirs:.2f} us (simulated on the SIMT "
+            "model: the kernels' order beside the library kernels changes what the L2 holds)")
+    return Plan(plan.graph, plan.strategy, plan.gpu, list(xla.kernels), list(plan.notes) + [note],
+                options=dict(plan.options), search=plan.search)
 
 
 def _worse(a: Cost, x: Cost) -> str:
