@@ -29,7 +29,8 @@ where it cannot, a narrower one, or scalar, and the plan says why.
 One exception keeps the full width where the innermost extent does not allow it (f32[1001,999],
 a [4096,1] column of per-row values, logits over an odd vocabulary): a stage whose every tensor is
 read and written at the domain's own *flat* index (:func:`flat_order`: elementwise ops, reshapes,
-bitcasts, broadcasts of scalars or of unit dims; no iota, no broadcast of a row, no transpose) sees
+bitcasts, broadcasts of scalars or of unit dims; no iota, concatenate, pad or reduce, no broadcast of a
+row, no transpose) sees
 memory exactly as one long row.  Its vectors run across the rows in flat order
 (``ThreadMapping.flat_vectors``): vector ``c`` is elements ``c*V ..``, aligned in every tensor
 (each starts at an aligned base), and where ``size % V`` elements are left over, the last vector is
