@@ -339,6 +339,14 @@ def test_paper_shapes_are_one_click_away_in_the_thread_mapping_view():
     assert "one row per block" in page_text(paper) and "128 row(s) per block" in page_text(paper)
 
 
+def test_the_thread_mapping_view_says_where_vectors_run_across_rows():
+    """adam over 1001 elements: 4-element vectors in flat order, the last element a scalar tail (issue 27)."""
+    at = app(view="Thread mapping", workload="adam_step", shape="size:1001")
+    assert_clean(at)
+    text = page_text(at)
+    assert "vectors of 4 run across rows" in text and "the last 1 element(s), a scalar tail, by one thread" in text
+
+
 def test_paper_size_shapes_ask_before_simulating():
     at = app(view="Compare", workload="softmax", shape="rows:750000,cols:32")
     assert_clean(at)

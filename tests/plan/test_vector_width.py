@@ -331,3 +331,24 @@ def assert_typecheck(paths: list, tmp_path) -> None:
                        env=env, cwd=root, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert r.stdout.count("ok ") == len(paths)
+
+
+def test_vectors_across_rows_at_twelve_million_elements():
+    """f32[4099,3001] * scalar + f32[4099,3001] (12.3M elements, a tail of 3) at real size: every output
+    exact, and each tensor's requests one per warp row of whole vectors plus one per tail address."""
+    shape = (4099, 3001)
+    g = asim.Graph("big")
+    x, y, s = g.parameter("x", shape), g.parameter("y", shape), g.parameter("s", ())
+    g.set_outputs(g.add(g.multiply(x, g.broadcast(s, shape)), y, name="z"))
+    plan = asim.compile(g, "xla", "H100")
+    (m,) = _flat(plan)
+    n = 4099 * 3001
+    assert m.flat_vectors and (m.vector, n % m.vector) == (4, 3)
+    inputs = workload_inputs(g, 0)
+    res = asim.simulate(plan, inputs)
+    np.testing.assert_array_equal(res.outputs[0], asim.reference(g, inputs)[0])
+    rows = -(-(n // 4) // 32)                       # warp rows of whole vectors
+    st = res.stats.kernels[0].stages[0]
+    # x, y and z: a request per warp row and per tail element; s: one per warp row, one in the tail
+    assert st.global_requests == 3 * (rows + 3) + (rows + 1)
+    assert st.global_bytes_written == 4 * n
