@@ -266,8 +266,9 @@ def vectorize(graph, stages, gpu, stored) -> None:
     mine = [n for n in stored if n in st.ops]
     width, why = choose_width(graph, st.ops, m.domain, mine)
     want, _ = widest(graph, st.ops, m.domain, mine, flat=True)    # sized by every tensor flat order reads
-    blocked = flat_order(graph, st.ops, m.domain, mine, want) if want > width and size >= want else ""
-    across = want > width and size >= want and not blocked
+    tried = want > width and size >= want       # a wider vector, and at least one whole one
+    blocked = flat_order(graph, st.ops, m.domain, mine, want) if tried else ""
+    across = tried and not blocked
     if blocked:
         why = f"{why}; not across rows in flat order: {blocked}"
     if across:

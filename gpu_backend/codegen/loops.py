@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from astitch_sim.plan.vector_width import CONTIG, FLAT
 
 from . import exprs as E
@@ -146,18 +148,15 @@ class LoopEmitter:
         gives that vector reads and writes them one at a time, at the iterations locate says."""
         ctx = self.ctx
         m, out = ctx.m, ctx.out
-        V, U, total = m.vector, m.unroll, m.grid * m.block
-        c = whole // V                                       # the partial vector
-        g, rnd, k = c % total, c // (total * U), (c // total) % U
-        out(f"# scalar tail: elements {whole}..{m.size - 1} (vector {c}, {m.size - whole} element(s) left over by "
-            f"whole vectors), thread {g % m.block} of block {g // m.block}, one element at a time")
-        with out.block(f"if bid == {g // m.block} and tid == {g % m.block}:"):
+        block, thread, its = (a.tolist() for a in m.locate(np.arange(whole, m.size)))    # one thread: the vector's
+        out(f"# scalar tail: elements {whole}..{m.size - 1} (vector {whole // m.vector}, {m.size - whole} element(s) "
+            f"left over by whole vectors), thread {thread[0]} of block {block[0]}, one element at a time")
+        with out.block(f"if bid == {block[0]} and tid == {thread[0]}:"):
             scope = Scope()
             ctx.acc_var = {}
-            for e in range(whole, m.size):
-                ctx.it = rnd * m.per_thread + k * V + e - whole
-                idx = E.unravel(e, list(m.domain), True)
-                self.elements.element_body(idx, scope)
+            for e, it in zip(range(whole, m.size), its):
+                ctx.it = it
+                self.elements.element_body(E.unravel(e, list(m.domain), True), scope)
 
     def vector_body(self, base: list, V: int, iteration, scope: Scope, accumulators=None, along=None) -> tuple:
         """One vector: the ``V`` elements from index ``base`` (its first element) along the innermost dim,
