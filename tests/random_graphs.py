@@ -355,6 +355,28 @@ def _shared_across_reductions(gen, xs):
     return out
 
 
+def _statistics_over_a_view(gen, xs):
+    """A PyTorch group norm's idiom: ``x`` reshaped to a view whose rows are its trailing elements (``[N, G,
+    rest]``), a row statistic taken and combined with the view, the result reshaped back and combined with
+    ``x``'s own shape (``x`` itself, or a value broadcast along one of its dims): stages over two shapes of one
+    tensor, which may share a mapping (``flatindex.reshapes``)."""
+    (x,) = xs
+    if x.rank == 0 or x.size < 2 or x.dtype == "pred":
+        return None
+    lead = [d for d in (1, 2, 3, 4, 6, 8, 16) if x.size % d == 0 and x.size // d > 1]
+    k = gen.draw(st.sampled_from(lead))
+    view = gen.draw(st.sampled_from([(k, x.size // k)] + [(a, k // a, x.size // k) for a in (2, 3) if k % a == 0]))
+    g, n = gen.g, gen.name
+    v = g.add_node("reshape", (x,), shape=view, name=n("vw"))
+    reducer = gen.draw(st.sampled_from(("sum", "max"))) if x.dtype in FLOAT else "sum"
+    r = g.add_node("reduce", (v, _init(gen, v, reducer)), name=n("vr"), dimensions=(len(view) - 1,), reducer=reducer)
+    b = g.add_node("broadcast", (r,), shape=view, name=n("vb"), dimensions=tuple(range(len(view) - 1)))
+    c = g.add_node("subtract", (v, b), name=n("vc"))
+    back = g.add_node("reshape", (c,), shape=x.shape, name=n("vx"))
+    other = x if gen.draw(st.booleans()) else gen.like(x)
+    return g.add_node(gen.draw(st.sampled_from(("add", "multiply", "maximum"))), (back, other), name=n("vo"))
+
+
 def _broadcast(gen, xs):
     (x,) = xs
     extra = gen.draw(st.lists(st.sampled_from((1, 2, 3, 5, 8, 32)), min_size=1, max_size=2))
@@ -496,7 +518,8 @@ OPS: list[OpRow] = (
     [OpRow("reduce+broadcast", 1, ALL, _reduce_back, weight=6),
      OpRow("reduce", 1, ALL, _reduce, weight=6),
      OpRow("broadcast", 1, ALL, _broadcast, weight=3),
-     OpRow("shared producer, two reductions", 1, FLOAT + INT, _shared_across_reductions, weight=2)]
+     OpRow("shared producer, two reductions", 1, FLOAT + INT, _shared_across_reductions, weight=2),
+     OpRow("statistics over a view", 1, FLOAT + INT, _statistics_over_a_view, weight=2)]
     + [OpRow(op, 2, FLOAT, _binary(op), FLOAT_BINARY_DOMAINS.get(op, ()), weight=w) for op, w in FLOAT_BINARY]
     + [OpRow(op, 1, FLOAT, _unary(op), (domain,), weight=2 if op in ("exponential", "log", "tanh") else 1)
        for op, domain in FLOAT_UNARY]
@@ -793,8 +816,10 @@ def make_inputs(gen: Gen, seed: int) -> list:
 
 #: per family, rows drawn more often: long rows are where index arithmetic breaks (reshapes of long rows:
 #: numpy's unravel_index past 8192), and where reductions get split over blocks
-FAMILY_BOOST = {"long_rows": {"reshape": 4, "transpose": 2, "slice": 2, "reduce+broadcast": 2},
-                "shared": {"shared producer, two reductions": 25}}
+FAMILY_BOOST = {"long_rows": {"reshape": 4, "transpose": 2, "slice": 2, "reduce+broadcast": 2,
+                              "statistics over a view": 2},
+                "shared": {"shared producer, two reductions": 25},
+                "views": {"statistics over a view": 25}}
 
 
 @st.composite
@@ -802,10 +827,12 @@ def cases(draw, family: str = "mixed", max_ops: int = 8) -> Case:
     """A random graph and inputs.  ``family``: ``mixed`` (everything), ``float`` (float dtypes only),
     ``long_rows`` (rows and columns past 2^13 and 2^16 elements), ``int`` (integer and boolean graphs),
     ``tiny`` (everything, at most ``TINY_ELEMENTS`` per tensor: for Numba's CUDA simulator), ``shared``
-    (float graphs where one cheap producer feeds reductions over different dims, drawn often)."""
+    (float graphs where one cheap producer feeds reductions over different dims, drawn often), ``views``
+    (statistics over a reshaped view combined with the tensor's own shape, drawn often: a PyTorch group norm)."""
     g = asim.Graph("random")
     gen = Gen(draw, g, long_rows=family == "long_rows", limit=TINY_ELEMENTS if family == "tiny" else MAX_ELEMENTS)
-    dtypes = {"float": ("f32", "f32", "bf16", "f16"), "shared": ("f32", "f32", "bf16", "f16"), "int": ("s32", "s8", "u8", "s64", "pred", "u32", "s16"),
+    dtypes = {"float": ("f32", "f32", "bf16", "f16"), "shared": ("f32", "f32", "bf16", "f16"),
+              "views": ("f32", "f32", "f16", "s32"), "int": ("s32", "s8", "u8", "s64", "pred", "u32", "s16"),
               "long_rows": ("f32", "f32", "bf16", "s32")}.get(family, PARAM_DTYPES)
     for _ in range(draw(st.integers(1, 3))):
         gen.param(shapes(draw, gen.long_rows, family == "tiny"), draw(st.sampled_from(dtypes)))

@@ -196,6 +196,15 @@ def test_random_graphs_with_producers_shared_across_reductions(case, sample, typ
     run_case(case, typechecker, sample == 0)
 
 
+@settings(PROPERTY, max_examples=40)
+@given(case=cases("views", max_ops=5), sample=st.integers(0, TYPECHECK_EVERY - 1))
+def test_random_graphs_with_statistics_over_a_view(case, sample, typechecker):
+    """Stages over two shapes of one tensor (``[N, G, rest]`` statistics, ``[N, C, H, W]`` affine): astitch
+    gives the later stage the view's mapping where its rows run along memory, and computes the tensor's ops at
+    the view's elements reshaped (issue 28)."""
+    run_case(case, typechecker, sample == 0)
+
+
 #: a long-row example simulates past 2^16 elements (about 1 s each on 2 cores): 2 in 5 of the profile's count
 LONG_ROW_EXAMPLES = max(20, settings().max_examples * 2 // 5)
 

@@ -123,3 +123,17 @@ def row_major_strides(shape) -> list:
         strides[d] = acc
         acc *= int(shape[d])
     return strides
+
+
+def reshapes(domain, shape) -> bool:
+    """Is a tensor of ``shape`` the ``domain`` reshaped: as many elements (neither a scalar nor zero-sized)?  Then the
+    domain's element ``e``, row-major, is the tensor's element ``e``, and a stage over the domain can compute an
+    op of ``shape`` at every element, its index one reshape of the domain's (``index_rules.reshape_index``):
+    a group norm's statistics over ``x`` viewed as ``[N, G, C/G * H * W]`` and its normalisation over
+    ``[N, C, H, W]`` can share one mapping, so the threads that loaded ``x`` for the one still hold it for the
+    other.  Row-major positions only: layouts do not enter (they change addresses, not indices)."""
+    domain, shape = tuple(int(d) for d in domain), tuple(int(d) for d in shape)
+    if domain == shape:
+        return True
+    return bool(domain) and bool(shape) and 0 not in domain and 0 not in shape and \
+        int(np.prod(domain, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64))

@@ -63,16 +63,25 @@ def same_flat_position(node, i, idx):
     unravelled on its own, so an index that varies along few dims stays that small -- the same numbers
     as going through one flat position of the whole domain, which at 50M elements is a 400 MB array per
     dim of the operand."""
-    src = node.operands[i].shape
-    groups = dim_groups(node.shape, src)
+    return reshape_index(idx, node.shape, node.operands[i].shape), None
+
+
+def reshape_index(idx: tuple, shape, src) -> tuple:
+    """The index into a tensor of shape ``src`` at the row-major positions of ``idx`` (an index into ``shape``,
+    of as many elements): :func:`same_flat_position`'s arithmetic, also how a stage finds the index of an op that
+    is its domain reshaped (``flatindex.reshapes``) at each domain element."""
+    shape, src = tuple(shape), tuple(src)
+    if shape == src:
+        return tuple(idx)
+    groups = dim_groups(shape, src)
     if groups is None:
-        flat = ravel(idx, node.shape) if node.rank else np.zeros_like(idx[0] if idx else 0)
-        return tuple(unravel(flat, src)), None
+        flat = ravel(idx, shape) if shape else np.zeros_like(idx[0] if idx else 0)
+        return tuple(unravel(flat, src))
     out = []
     for o, s in groups:
-        flat = ravel([idx[k] for k in o], [node.shape[k] for k in o]) if o else np.zeros((), np.int64)
+        flat = ravel([idx[k] for k in o], [shape[k] for k in o]) if o else np.zeros((), np.int64)
         out += unravel(flat, [src[k] for k in s])
-    return tuple(out), None
+    return tuple(out)
 
 
 def dim_groups(shape, src):

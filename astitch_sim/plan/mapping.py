@@ -1,7 +1,9 @@
 """Thread mappings: which block and thread compute which element, in which loop iteration.
 
 A stage of a kernel iterates over a *domain* (a shape: the dominant op's output,
-or its input for a reduce).  The mapping groups the domain's dimensions and
+or its input for a reduce; or a shape that output is a reshape of, the domain of
+another stage whose mapping it takes: ``flatindex.reshapes``, an op's index the
+domain's reshaped).  The mapping groups the domain's dimensions and
 lays the groups out on blocks and threads; three kinds cover XLA's and AStitch's
 schedules (the paper's "adaptive thread mapping"):
 
@@ -60,6 +62,18 @@ def _like(flat_index, *arrays) -> tuple:
     shape = np.shape(flat_index)
     return tuple(a if np.shape(a) == shape else np.broadcast_to(np.asarray(a, dtype=np.int64), shape).copy()
                  for a in arrays)
+
+
+def lanes_contiguous(kind: str, domain, groups) -> bool:
+    """Do neighbouring lanes of a ``kind`` mapping of ``domain`` (dims grouped as ``groups``) take neighbouring
+    elements, row-major?  A flat mapping's do; a row's lanes when the row's dims are the domain's innermost, in
+    order; a column tile's when its column dims are.  Otherwise a warp's loads and stores stride through memory
+    (a column reduction over a group norm's ``(n, g)``: lanes 40 bytes apart, a sector each)."""
+    lanes = {"rows": 1, "columns": 2}.get(kind)
+    if lanes is None:
+        return True
+    dims = tuple(groups[lanes])
+    return bool(dims) and dims == tuple(range(len(domain) - len(dims), len(domain)))
 
 
 @dataclass

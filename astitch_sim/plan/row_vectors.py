@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil
 
+from ..ir.flatindex import reshapes
 from .vector_width import stages_vector_bytes, stages_width
 
 #: most vector trips per lane along one row (each trip one vector per tensor read contiguously)
@@ -112,7 +113,7 @@ def vectorize_rows(graph, stages, gpu, stored, carried_cap: int | None = 0) -> N
         return _vectorize_in_launch(graph, rows, m, stored, others)
     # read at the very element the lane computed (a domain-shaped value: a slice or a view of another shape may
     # read an element another lane holds, which goes through global memory)
-    computed = {n for s in rows for n in s.ops if tuple(graph[n].shape) == tuple(m.domain)}
+    computed = {n for s in rows for n in s.ops if graph[n].op != "reduce" and reshapes(m.domain, graph[n].shape)}
     width, whys = stages_width(graph, rows, m, stored, ())
     if carried_cap != 0 and len(rows) > 1:
         wider, wider_whys = stages_width(graph, rows, m, stored, computed)

@@ -30,6 +30,7 @@ from typing import Callable
 
 from ..errors import AStitchError
 from ..ir.graph import shape_str
+from ..ir.flatindex import reshapes
 from .index_bits import LIMIT_32, WIDTHS, largest_index
 from .reduce_scheme import lanes_of, scratch_areas, shuffle_blocked
 from .machine import blocks_per_wave as resident_blocks
@@ -341,7 +342,7 @@ def values_are_consistent(c: KernelCheck) -> None:
             _check_kept_input(c, name, v)
         if v.stage >= 0 and (name in c.crossing or v.output):
             s = k.stages[v.stage]
-            whole = g[name].op == "reduce" or name in s.epilogue or tuple(g[name].shape) == tuple(s.mapping.domain)
+            whole = g[name].op == "reduce" or name in s.epilogue or reshapes(s.mapping.domain, g[name].shape)
             if not whole:
                 c.fail(f"{name} {shape_str(g[name].shape)} is stored for later use, but stage {v.stage} "
                        f"iterates over {shape_str(s.mapping.domain)}: no thread owns each of its elements. "
@@ -355,7 +356,7 @@ def _check_kept_input(c: KernelCheck, name: str, v) -> None:
         c.fail(f"value {name} says loaded_in={v.loaded_in}, but only a kernel input (stage -1) living in "
                f"registers can be kept by one of stages 0..{len(k.stages) - 1}")
     m = k.stages[v.loaded_in].mapping
-    if tuple(g[name].shape) != tuple(m.domain):
+    if not reshapes(m.domain, g[name].shape):
         c.fail(f"input {name} {shape_str(g[name].shape)} is kept in registers by stage {v.loaded_in}, which "
                f"visits {shape_str(m.domain)}: a thread holds none of its elements")
     for j in v.read_later:

@@ -42,6 +42,7 @@ from dataclasses import replace
 from math import ceil
 
 from ..ir.dtypes import itemsize
+from ..ir.flatindex import reshapes
 
 #: widest vector access, bytes (ld.global.v4.b32 / v2.b64)
 VECTOR_BYTES = 16
@@ -119,6 +120,18 @@ def _through_flat(node):
     return SCATTER, f"{operand.name} is read through {node.op}, not at the domain's flat index"
 
 
+def reshaped_state(state, shape, width: int, rank: int):
+    """The lane state at an op of ``shape`` that a stage over a domain of ``rank`` dims computes at every element,
+    its index the domain's reshaped (``flatindex.reshapes``).  A vector along the domain's innermost dim (whose
+    extent ``width`` divides) covers ``width`` consecutive flat positions from a multiple of ``width``: the same
+    positions of the op, inside one of its rows when ``width`` divides the op's innermost extent too."""
+    if state in (UNIFORM, SCATTER, FLAT) or not shape:
+        return state
+    if state[1] != rank - 1:
+        return SCATTER
+    return (CONTIG, len(shape) - 1) if shape[-1] % width == 0 else SCATTER
+
+
 def lane_reads(graph, ops, domain, width: int, flat: bool = False) -> list:
     """``(tensor, state, why)`` for every read of a tensor not computed by ``ops`` when the stage's
     domain elements are taken ``width`` at a time along the innermost dim (``flat``: along the flattened
@@ -132,6 +145,8 @@ def lane_reads(graph, ops, domain, width: int, flat: bool = False) -> list:
         node = graph[n]
         if tuple(node.shape) == tuple(domain):
             todo.append((n, start, ""))
+        elif node.op != "reduce" and reshapes(domain, node.shape):      # computed at every element, reshaped
+            todo.append((n, reshaped_state(start, node.shape, width, rank), ""))
         elif node.op == "reduce":           # a row stage: the reduced values are read at the domain's index
             half = len(node.operands) // 2
             todo.extend((o.name, start if i < half else UNIFORM, "") for i, o in enumerate(node.operands))

@@ -32,8 +32,10 @@ import numpy as np
 
 from ..errors import AStitchError
 from ..passes.analysis import is_scalar_of_inputs
-from ..ir.flatindex import distinct, ravel, unravel
+from ..ir.flatindex import distinct, ravel, reshapes, unravel
+from ..ir.index_rules import reshape_index
 from ..plan.index_bits import index_bits
+from ..plan.mapping import lanes_contiguous
 from ..plan.vector_width import vectorize
 from ..plan.column_vectors import vectorize_columns
 from ..plan.row_vectors import carried_register_cap, vectorize_rows
@@ -147,7 +149,9 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
             found[name] = (ids, index)
 
     for r in stage_roots(graph, stage, needed_later):
-        add(r, elems, idx)
+        shape = graph[r].shape
+        own = graph[r].op != "reduce" and tuple(shape) != tuple(domain) and reshapes(domain, shape)
+        add(r, elems, reshape_index(idx, domain, shape) if own else idx)    # the domain reshaped: its own index
     for n in reversed(stage.ops):
         if n not in found:
             continue
@@ -192,7 +196,8 @@ def producer_blocks(graph, stage: Stage, node: str, index: tuple, count: int) ->
         tasks = ravel(index, tshape) if tshape else np.zeros(count, np.int64)
         first = stage.mapping.first_element_of_task(tasks)
         return m.locate(first)[0]
-    flat = ravel(index, m.domain) if m.domain else np.zeros(count, np.int64)
+    shape = graph[node].shape               # the domain's, or one it reshapes: the same flat positions
+    flat = ravel(index, shape) if shape else np.zeros(count, np.int64)
     return m.locate(flat)[0]
 
 
@@ -216,13 +221,13 @@ def same_thread_same_element(graph, producer: Stage, consumer: Stage, node: str,
     """Can a later stage use ``node`` from registers? Same mapping and read at the index it was made."""
     if producer.mapping != consumer.mapping or node in producer.epilogue or graph[node].op == "reduce":
         return False
-    if tuple(graph[node].shape) != tuple(producer.mapping.domain):
+    if not reshapes(producer.mapping.domain, graph[node].shape):
         return False
     read = _sampled_read_of(graph, consumer, node, needed_later, memo)
     if read is None or read is True:
         return bool(read)
     ids, index = read
-    return bool(np.array_equal(ravel(index, producer.mapping.domain), ids))
+    return bool(np.array_equal(ravel(index, graph[node].shape), ids))
 
 
 def _sampled_read_of(graph, consumer: Stage, node: str, needed_later: set, memo):
@@ -411,21 +416,27 @@ def _other_mapping_note(n: str, first: int, j: int, stages, reload: str) -> str:
     5-D view, its normalisation as the 4-D output)."""
     def shape(m):
         return f"{m.kind} over {'x'.join(map(str, m.domain))}, grid {m.grid} x block {m.block}"
+    a, b = stages[first].mapping, stages[j].mapping
+    why = ""
+    if reshapes(a.domain, b.domain) and not lanes_contiguous(a.kind, a.domain, a.groups):
+        along = a.groups[1] if a.kind == "rows" else (a.groups[2] or a.groups[0])
+        why = (f"; stage {first}'s lanes stride through memory (neighbouring lanes step along dims {along}, not the "
+               f"innermost), and stage {j} keeps a mapping of its own rather than take strided loads and stores")
     return (f"no data reuse of input {n}: stage {j} maps its elements to other threads than stage {first} "
-            f"({shape(stages[j].mapping)} against {shape(stages[first].mapping)}), so no thread holds the elements "
-            f"it reads: {reload} {n} from global memory again")
+            f"({shape(b)} against {shape(a)}), so no thread holds the elements it reads: {reload} {n} from global "
+            f"memory again{why}")
 
 
 def loads_every_element(graph, stage: Stage, node: str, needed_later: set, memo: dict | None = None) -> bool:
     """Does every thread of ``stage`` load ``node`` at each domain element it visits (so it holds the whole
     of its share of ``node`` in a register after the stage)?  Reads at other indices may come on top."""
-    if tuple(graph[node].shape) != tuple(stage.mapping.domain):
+    if not reshapes(stage.mapping.domain, graph[node].shape):
         return False
     elems, r = _sampled_reads(graph, stage, needed_later, memo)
     if node not in r or r[node][1] is None:
         return False
     ids, index = r[node]
-    own = distinct(ids[ravel(index, stage.mapping.domain) == ids])
+    own = distinct(ids[ravel(index, graph[node].shape) == ids])
     at = np.minimum(np.searchsorted(own, elems), max(own.size - 1, 0))     # is every element in ``own``?
     return bool(not elems.size or (own.size and np.array_equal(own[at], elems)))
 
@@ -504,7 +515,7 @@ def _storable(graph, stages, values, part_of, name) -> bool:
     if v is None or v.stage < 0:
         return True
     return graph[name].op == "reduce" or part_of.get(name) == "epilogue" or \
-        tuple(graph[name].shape) == tuple(stages[v.stage].mapping.domain)
+        reshapes(stages[v.stage].mapping.domain, graph[name].shape)
 
 
 def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, escapes, position) -> list:
@@ -527,7 +538,7 @@ def _recompute_instead_of_storing(graph, stages, values, consumers, part_of, esc
         readers = [j for j in consumers.get(n, ()) if j > v.stage]
         targets = [j for j in readers if any(n in (o.name for o in graph[c].operands) for c in stages[j].ops)]
         if not targets or len(targets) != len(readers) or \
-                any(tuple(node.shape) != tuple(stages[j].mapping.domain) for j in targets):
+                any(not reshapes(stages[j].mapping.domain, node.shape) for j in targets):
             continue      # only a value over the reader's own domain can be recomputed element for element
         if not all(_storable(graph, stages, values, part_of, o.name) for o in node.operands):
             continue      # its operands would have to cross stages, and they cannot be stored

@@ -38,6 +38,8 @@ import numpy as np
 
 from ..ir.dtypes import cast
 from ..errors import AStitchError
+from ..ir.flatindex import reshapes
+from ..ir.index_rules import reshape_index
 from ..ir.indexing import operand_index, runtime_operand_index
 # the thresholds are the numpy reference's (same reason: a domain-sized result is a gigabyte at 8192x32000)
 from ..ir.reference import IN_PLACE_BLOCK, IN_PLACE_MIN, compute_into, result_dtype
@@ -55,6 +57,7 @@ class Evaluator:
         self.interned: dict = {}          # (shape, dtype) -> index arrays seen, to reuse equal ones
         self.uses = run.stage_uses[index] if phase == "elements" else None
         self.fresh = weakref.WeakValueDictionary()   # name -> the array an elementwise op of this loop just made
+        self.own: dict = {}               # shape -> the own index of an op of that shape (own_index)
         for a in geom.idx:
             self.intern_array(a)
 
@@ -96,11 +99,31 @@ class Evaluator:
             return True
         return node.name in self.ops and node.op != "reduce"
 
+    def own_index(self, node) -> tuple:
+        """``node``'s index at each element of the phase: the domain's own, or, where the node is the domain
+        reshaped (``flatindex.reshapes``: a stage over ``[2, 32, 10240]`` computing an op of ``[2, 320, 32, 32]``),
+        the index reshaped -- interned, so every reader of the node at its own elements shares one memo entry
+        (one load, one op)."""
+        shape = tuple(node.shape)
+        if self.geom.kind != "element" or shape == tuple(self.geom.shape):
+            return self.geom.idx
+        got = self.own.get(shape)
+        if got is None:
+            got = self.own[shape] = self.intern(reshape_index(self.geom.idx, self.geom.shape, shape))
+        return got
+
     def is_identity(self, idx: tuple, node) -> bool:
-        """Is ``idx`` the phase's own index, over a node of the domain's (or task's) shape?"""
-        gi = self.geom.idx
-        shape = self.geom.shape if self.geom.kind == "element" else self.geom.task_shape
-        return len(idx) == len(gi) and tuple(node.shape) == tuple(shape) and all(a is b for a, b in zip(idx, gi))
+        """Is ``idx`` the phase's own index of ``node`` (:meth:`own_index`): the node of the domain's (or the
+        task's) shape, or the domain reshaped?"""
+        if self.geom.kind == "element":
+            if not reshapes(self.geom.shape, node.shape):
+                return False
+            own = self.own_index(node)
+        else:
+            if tuple(node.shape) != tuple(self.geom.task_shape):
+                return False
+            own = self.geom.idx
+        return len(idx) == len(own) and all(a is b for a, b in zip(idx, own))
 
     # -- computing an op of this stage ---------------------------------------------------
     def compute(self, node, idx, mask):

@@ -78,7 +78,7 @@ from ..ir.dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
 from ..plan.machine import resident_resources
 from ..plan.plan import Plan
-from ..ir.flatindex import distinct, ravel, row_major_strides, walks_in_order
+from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, support
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
@@ -414,12 +414,12 @@ class KernelRun:
                 reduce_inputs[r] = fold(node, tuple(ev.value(x.name, geom.idx)
                                                     for x in node.operands[:len(node.operands) // 2]), geom)
                 continue
-            if tuple(node.shape) != geom.shape:
+            if not reshapes(geom.shape, node.shape):
                 if r in needed_here:
                     raise AStitchError(f"kernel {k.name} stage {i}: {r} ({node.shape}) must be stored, but the stage "
                                        f"evaluates elements of {geom.shape}; it has no element of its own to store")
                 continue
-            self.store_elements(ev, r, ev.value(r, geom.idx))
+            self.store_elements(ev, r, ev.value(r, ev.own_index(node)))
         for n in self.kept_inputs.get(i, ()):
             self.keep_loaded_input(ev, n)
         reduces = s.reduces
@@ -530,7 +530,7 @@ class KernelRun:
         if node.rank == 0:
             val = arr
         elif ident and ev.geom.kind == "element":
-            val = arr
+            val = arr if arr.shape == ev.geom.shape else arr.reshape(ev.geom.shape)     # another shape: a view
         elif ev.geom.kind == "element" and walks_in_order(idx, node.shape, ev.geom.shape):
             val = arr.reshape(ev.geom.shape)            # the domain is the tensor reshaped: its memory, no gather
         else:
@@ -667,33 +667,35 @@ class KernelRun:
         v = k.values.get(name)
         if v is None or v.stage != ev.i:
             return
-        geom = ev.geom
+        geom, node = ev.geom, self.graph[name]
+        own = ev.own_index(node)                # the domain's index, or reshaped where the node is the domain reshaped
         if name in k.outputs or v.space == Space.GLOBAL:
-            if not self.mem.adopt(name, val):
+            full = np.broadcast_to(val, geom.shape).reshape(node.shape) if geom.shape != tuple(node.shape) else val
+            if not self.mem.adopt(name, full):
                 arr = self.mem[name]
-                arr[...] = np.broadcast_to(val, arr.shape)
-            self.account(ev, geom, self._global_access("write", name, geom.idx, identity=True))
+                arr[...] = np.broadcast_to(full, arr.shape)
+            self.account(ev, geom, self._global_access("write", name, own, identity=True))
         if v.space == Space.SHARED:
             raise AStitchError(f"kernel {k.name}: {name} is Regional but is computed per element, not per "
                                "reduction task; shared memory keeps one value per task")
         if v.space == Space.REGISTER and name in self.needed_later:
             self.regs[name] = (geom, val)
             if self.recorder is not None:
-                node = self.graph[name]
                 self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
-                                              [ravel(geom.idx, node.shape)]))
+                                              [ravel(own, node.shape)]))
 
     def keep_loaded_input(self, ev, name) -> None:
         """A kept input: the value this stage loaded at each of its elements stays in the thread's registers
         (the load itself is the stage's own read, counted once: reading it again here hits the memo)."""
         node, geom = self.graph[name], ev.geom
-        if tuple(node.shape) != geom.shape:
+        if not reshapes(geom.shape, node.shape):
             raise AStitchError(f"kernel {self.kernel.name} stage {ev.i}: input {name} {node.shape} is kept in "
                                f"registers, but the stage visits elements of {geom.shape}")
-        self.regs[name] = (geom, ev.value(name, geom.idx))
+        own = ev.own_index(node)
+        self.regs[name] = (geom, ev.value(name, own))
         if self.recorder is not None:
             self.account(ev, geom, Access("register", "write", name, itemsize(node.dtype), 0,
-                                          [ravel(geom.idx, node.shape)]))
+                                          [ravel(own, node.shape)]))
 
     def store_task_value(self, ev, name, val, epi) -> None:
         """An epilogue result or a reduce result, one per task: shared (every split block),

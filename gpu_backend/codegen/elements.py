@@ -16,7 +16,8 @@ from astitch_sim.ir.graph import shape_str
 from astitch_sim.ir.reducers import reduce_inputs
 
 from . import exprs as E
-from astitch_sim.plan.vector_width import SCALAR_DTYPES
+from astitch_sim.ir.flatindex import reshapes
+from astitch_sim.plan.vector_width import SCALAR_DTYPES, reshaped_state
 
 from .values import LaneIdx, Scope
 
@@ -24,6 +25,20 @@ if TYPE_CHECKING:
     from .reductions import ReductionEmitter
     from .stage_context import StageContext
     from .values import ValueEmitter
+
+
+def own_index(idx: tuple, domain, shape) -> tuple:
+    """The index expressions of an op of ``shape`` at the domain element ``idx``: ``idx`` itself, or where the op is
+    the domain reshaped (``flatindex.reshapes``: ``[8, 64, 64, 320]`` in a stage over ``[8, 64, 64, 32, 10]``) the
+    index reshaped (``(d0, d1, d2, d3 * 10 + d4)``); a vector's lane index stays one, its lanes along the op's
+    innermost dim (``vector_width.reshaped_state``)."""
+    if tuple(shape) == tuple(domain):
+        return idx
+    items = E.reshape_index(idx, domain, shape)
+    if isinstance(idx, LaneIdx):
+        return LaneIdx(items, idx.lane, E.reshape_index(idx.base, domain, shape),
+                       reshaped_state(idx.state, tuple(shape), idx.width, len(domain)), idx.width)
+    return items
 
 
 class ElementEmitter:
@@ -69,10 +84,10 @@ class ElementEmitter:
             node = ctx.g[n]
             if v.space == "shared":
                 ctx.fail(f"{n} is Regional but is neither a reduce nor an epilogue value")
-            if tuple(node.shape) != tuple(dom):
+            if not reshapes(dom, node.shape):
                 ctx.fail(f"{n} {shape_str(node.shape)} must be stored at every element of the domain "
                          f"{shape_str(dom)} but has a different shape")
-            val = self.values.value(n, idx, scope)
+            val = self.values.value(n, own_index(idx, dom, node.shape), scope)
             if v.output or v.space == "global":
                 self.store(n, kw.global_array(n), idx, kw.store(node.dtype, val),
                            f"store {n} ({'output' if v.output else 'Global'})")
@@ -83,7 +98,7 @@ class ElementEmitter:
                 out(f"{pname}[{E.ravel(idx, dom)}] = (bid * {m.block} + tid) * "
                     f"{m.elements_per_thread} + {ctx.it}  # probe: who stores this element")
         for n in self.kept_here():
-            val = self.values.value(n, idx, scope)
+            val = self.values.value(n, own_index(idx, dom, ctx.g[n].shape), scope)
             out(f"{kw.local_array(n)}[{ctx.it}] = {val}  # keep input {n} in registers for a later stage")
 
     def store(self, n: str, arr: str, idx: tuple, val: str, comment: str):

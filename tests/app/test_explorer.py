@@ -838,3 +838,23 @@ def test_data_movement_lists_which_reads_the_l2_served():
     bars = next(chart_frames(ch)[0] for ch in at.get("vega_lite_chart")
                 if "traffic" in chart_frames(ch)[0].columns and "L2 hit read" in set(chart_frames(ch)[0]["traffic"]))
     assert bars[bars["traffic"] == "L2 hit read"]["bytes"].sum() > 0
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_view_of_a_stage_over_a_view_of_its_tensors(view):
+    """A PyTorch group norm (``test_data_reuse.group_norm_nchw``), pasted as StableHLO: astitch's last stage
+    computes ``[N, C, H, W]`` over the statistics' ``[N, G, rest]`` domain (issue 28).  Every view draws it, and the
+    Kernel view shows the plan's note saying so."""
+    from astitch_sim.frontends.to_stablehlo import to_stablehlo
+    from test_data_reuse import group_norm_nchw
+    text = to_stablehlo(group_norm_nchw(n=2, c=8, h=4, w=4, groups=2))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["view"] = view
+    at.run()
+    at.radio(key="source").set_value("Your HLO").run()
+    at.text_area(key="hlo_text").input(text).run()
+    assert_clean(at)
+    for kind, least in DRAWS[view]:
+        assert len(at.get(kind)) >= least, (view, kind)
+    if view == "Kernel":
+        assert "adaptive thread mapping over a view" in page_text(at)

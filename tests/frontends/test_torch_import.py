@@ -186,7 +186,8 @@ def test_promotion_follows_pytorch():
 # -- the Numba backend (CUDA simulator), a sample ---------------------------------------------------------
 
 @pytest.mark.parametrize("name,strategy", [("bert_self_output", "astitch"), ("masked_softmax", "xla"),
-                                           ("llama_rmsnorm_bf16", "astitch"), ("embedding_and_indexing", "astitch")])
+                                           ("llama_rmsnorm_bf16", "astitch"), ("embedding_and_indexing", "astitch"),
+                                           ("groupnorm_silu", "astitch")])     # stages over a view of the input
 def test_numba_backend_matches_pytorch(name, strategy):
     gpu_backend = pytest.importorskip("gpu_backend")
     g, inputs, want = imported(name, 4)

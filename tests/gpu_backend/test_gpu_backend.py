@@ -752,3 +752,27 @@ def test_64_bit_index_math_compiles_with_numba_and_ptxas_and_32_bit_is_cheaper(t
     assert pairs, (narrow, wide)
     assert all(a < b for a, b in pairs), pairs
     assert all(spills == 0 for tag in res for *_, spills in res[tag])
+
+
+@pytest.mark.parametrize("shape", [dict(n=2, c=8, h=3, w=4, groups=2), dict(n=2, c=8, h=4, w=3, groups=2)])
+def test_a_stage_over_a_view_computes_and_stores_the_tensor_at_its_own_index(shape):
+    """A PyTorch group norm (``test_data_reuse.group_norm_nchw``): every stage maps ``x`` viewed as ``[N, G, rest]``,
+    the affine's ops are ``[N, C, H, W]`` (the domain reshaped), so the generated code indexes them by the
+    domain's index reshaped (``codegen.elements.own_index``), read ``x`` from the registers the first stage
+    loaded it into, and store ``out`` where ``locate`` says (the probe build).  With ``w = 4`` a row's
+    4-element vectors are 4 neighbours of ``out``'s rows too; with ``w = 3`` they cross them (one vector store
+    still: the same 16 contiguous bytes)."""
+    from test_data_reuse import group_norm_nchw
+    g = group_norm_nchw(**shape)
+    plan = asim.compile(g, "astitch", "H100")
+    (k,) = plan.generated
+    assert k.stages[-1].mapping.domain != g["out"].shape and k.values["x"].loaded_in == 0, str(plan)
+    inputs = workload_inputs(g, seed=3)
+    assert_matches_reference(g, gpu_backend.run(plan, inputs), inputs, str(shape))
+    src = gpu_backend.generate_source(plan)
+    first, later = src.split("# ---- stage 1:")
+    assert "(g_x, " in first and "(g_x, " not in later and "r_x[" in later   # x loaded once, then from registers
+    _, probes = execute(plan, inputs, probe=True)
+    m = k.stages[-1].mapping
+    block, thread, it = m.locate(np.arange(m.size))
+    np.testing.assert_array_equal(probes[(0, "out")][:m.size], (block * m.block + thread) * m.elements_per_thread + it)

@@ -183,3 +183,30 @@ def test_what_does_not_walk_in_order_is_said_so():
     assert not walks_in_order((i // 2, j), (3, 4), (6, 4))                     # a broadcast: fewer elements
     assert not walks_in_order(((i * 4 + j) % 24 * 0 + (i * j) % 24,), (24,), (6, 4))   # not a sum of lines
     assert not walks_in_order((i, j), (6, 4, 1), (6, 4))                       # an index per dim, or no answer
+
+
+def test_a_tensor_is_the_domain_reshaped_when_it_has_as_many_elements():
+    """``reshapes``: a stage over the domain may compute an op of that shape at every element (its own index the
+    domain's reshaped).  A scalar or an empty tensor never is; a tensor of another size never is."""
+    from astitch_sim.ir.flatindex import reshapes
+    assert reshapes((2, 32, 10240), (2, 320, 32, 32))          # a PyTorch group norm's view and its input
+    assert reshapes((8, 64, 64, 32, 10), (8, 64, 64, 320))     # a JAX group norm's
+    assert reshapes((4, 6), (4, 6)) and reshapes((0, 3), (0, 3))
+    assert not reshapes((4, 6), (4, 5)) and not reshapes((4, 6), (24, 2))
+    assert not reshapes((1,), ()) and not reshapes((), (1,))   # a scalar: the evaluator reads those at ()
+    assert not reshapes((0, 3), (3, 0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(shapes=_factor_shapes())
+def test_an_ops_own_index_in_a_reshaped_domain_is_its_element_at_the_same_flat_position(shapes):
+    """``reshape_index``: the index into ``src`` at each element of ``shape`` (broadcastable arrays, as the SIMT
+    model holds a domain's index) is the element at the same row-major position, whatever the two shapes."""
+    from astitch_sim.ir.index_rules import reshape_index
+    shape, src = shapes
+    idx = tuple(np.arange(e).reshape([e if d == k else 1 for d in range(len(shape))]) for k, e in enumerate(shape))
+    got = reshape_index(idx, shape, src)
+    assert len(got) == len(src)
+    flat = ravel([np.broadcast_to(a, shape) for a in got], src) if src else np.zeros(shape, np.int64)
+    assert np.array_equal(np.broadcast_to(flat, shape), np.arange(int(np.prod(shape))).reshape(shape))
+    assert reshape_index(idx, shape, shape) == idx

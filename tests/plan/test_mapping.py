@@ -181,3 +181,30 @@ def test_locate_takes_the_cheapest_arithmetic_and_gives_the_definitions_answer(k
     for got, want in zip(m.locate(flat), _locate_by_the_definition(m, flat), strict=True):
         assert isinstance(got, np.ndarray) and got.shape == flat.shape
         np.testing.assert_array_equal(got, want)
+
+
+def test_lanes_are_contiguous_where_they_step_along_the_innermost_dims():
+    """``lanes_contiguous``: does a warp's neighbouring lanes take neighbouring elements?  The planner adopts a
+    mapping of another shape for an elementwise stage only then (its loads and stores stay coalesced)."""
+    from astitch_sim.plan.mapping import lanes_contiguous
+    assert lanes_contiguous("flat", (6, 5), ((0, 1),))
+    assert lanes_contiguous("rows", (2, 32, 10240), ((0, 1), (2,)))              # a group norm's view, rows
+    assert lanes_contiguous("columns", (16, 64, 96), ((0,), (1,), (2,)))         # columns along the innermost dim
+    assert not lanes_contiguous("rows", (8, 64, 64, 32, 10), ((0, 3), (1, 2, 4)))   # dim 3 between the row's dims
+    assert not lanes_contiguous("columns", (8, 64, 64, 32, 10), ((0, 3), (1, 2, 4), ()))  # lanes over (n, g)
+    assert not lanes_contiguous("columns", (64, 96, 16), ((0,), (2,), (1,)))     # columns not the innermost
+    # with random groups, the answer is exactly: neighbouring lanes' elements are neighbours in memory
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        rank = int(rng.integers(2, 5))
+        domain = tuple(int(d) for d in rng.integers(2, 4, rank))
+        dims = [int(d) for d in rng.permutation(rank)]
+        cut = int(rng.integers(1, rank))
+        groups = (tuple(sorted(dims[:cut])), tuple(sorted(dims[cut:])))
+        m = ThreadMapping("rows", domain, groups, block=64, grid=1, threads_per_row=64)
+        first_row = m.first_element_of_task(np.zeros(1, np.int64))[0]
+        cols = np.arange(m.cols)
+        flat = np.array([np.flatnonzero((m.task_of(np.arange(m.size)) == 0)
+                                        & (m.view_index(np.arange(m.size))[1] == c))[0] for c in cols])
+        assert flat[0] == first_row
+        assert lanes_contiguous("rows", domain, groups) == bool(np.all(np.diff(flat) == 1)), (domain, groups)

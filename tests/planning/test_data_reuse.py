@@ -50,6 +50,30 @@ def group_norm(n, h, w, c, groups, eps=1e-6):
     return g
 
 
+def group_norm_nchw(n, c, h, w, groups, eps=1e-6):
+    """torch.nn.GroupNorm as astitch-sim's PyTorch import decomposes it (``native_group_norm``): statistics over
+    ``x`` viewed as ``[N, G, C/G * H * W]`` (two passes: the mean, then the mean of squared deviations), the
+    normalisation over that view, reshaped back to ``[N, C, H, W]`` for the per-channel affine."""
+    g = asim.Graph("group_norm_nchw")
+    x = g.parameter("x", (n, c, h, w))
+    weight, bias = g.parameter("weight", (c,)), g.parameter("bias", (c,))
+    view = (n, groups, c // groups * h * w)
+    xg = g.reshape(x, view, name="xg")
+
+    def mean_of(v, name):
+        total = g.reduce(v, (2,), name=name + "_sum")
+        count = g.broadcast(g.constant(float(view[2]), "f32", name=name + "_n"), (n, groups), (), name=name + "_nb")
+        return g.broadcast(g.divide(total, count, name=name), view, (0, 1), name=name + "_b")
+    centred = g.subtract(xg, mean_of(xg, "mean"), name="centred")
+    var = mean_of(g.multiply(centred, centred, name="sq"), "var")
+    eps_b = g.broadcast(g.constant(eps, "f32", name="eps"), view, (), name="eps_b")
+    normed = g.multiply(centred, g.rsqrt(g.add(var, eps_b, name="var_eps"), name="rstd"), name="normed")
+    y = g.reshape(normed, (n, c, h, w), name="y")
+    y = g.multiply(y, g.broadcast(weight, (n, c, h, w), (1,), name="weight_b"), name="scaled")
+    g.set_outputs(g.add(y, g.broadcast(bias, (n, c, h, w), (1,), name="bias_b"), name="out"))
+    return g
+
+
 def _inputs(g, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(p.shape).astype(np.float32) for p in g.inputs]
@@ -89,19 +113,56 @@ def test_group_norm_statistics_share_one_stage_and_read_x_once(shape):
 
 def test_an_input_read_again_under_another_mapping_is_said_so():
     """Issue 28: the group norm's statistics map x as the reduction's 5-D view, its normalisation as the 4-D
-    output, so the normalisation loads x again.  The plan says so, naming both mappings (at 8x64x64x320 x is
-    40 MiB, more than an H100's whole register file: no mapping could keep it on chip between the stages)."""
+    output (the 5-D view's columns stride through memory: ``plan.mapping.lanes_contiguous``; a view whose rows
+    run along memory is shared: the test above), so the normalisation loads x again.  The plan says so, naming
+    both mappings and why (at 8x64x64x320 x is 40 MiB, more than an H100's whole register file: no mapping could
+    keep it on chip between the stages)."""
     g = group_norm(n=4, h=16, w=16, c=64, groups=8)
     plan = asim.compile(g, "astitch", "H100", never_behind=False)
     (k,) = plan.generated
     assert len(k.stages) == 2 and k.stages[0].mapping != k.stages[1].mapping
     (note,) = [n for n in k.notes if n.startswith("no data reuse of input x:")]
     assert "4x16x16x8x8" in note and "4x16x16x64" in note and "stage 1 loads x from global memory again" in note
+    # the statistics' columns run over (n, g), 8 floats apart: an elementwise stage does not take such a mapping
+    assert "stage 0's lanes stride through memory (neighbouring lanes step along dims (0, 3)" in note
     assert note in str(plan)                                           # print(plan) shows it
     # a layernorm's stages share one mapping: x is kept in registers, nothing to say
     ln = asim.compile(asim.workload("layernorm", rows=64, cols=256), "astitch", "H100").generated[0]
     assert not [n for n in ln.notes if n.startswith("no data reuse")]
     assert any(n.startswith("hierarchical data reuse: input x is loaded once") for n in ln.notes)
+
+
+@pytest.mark.parametrize("shape", [dict(n=2, c=16, h=3, w=5, groups=4), dict(n=2, c=320, h=32, w=32, groups=32)])
+def test_group_norm_over_a_view_shares_its_mapping_and_reads_x_once(shape):
+    """A PyTorch group norm: statistics over ``x`` viewed as ``[N, G, rest]``, the affine over ``[N, C, H, W]``.
+    The affine's stage takes the statistics' row mapping (its ops are that domain reshaped: ``flatindex.reshapes``;
+    the rows run along contiguous memory), so every stage gives each element to the same thread: ``x`` is loaded
+    once and kept in registers, and the kernel moves ``x`` in and ``out`` back, nothing else of their size
+    (before, the affine's own flat mapping made it load ``x`` again: issue 28).  The second shape is diffusers'
+    ResnetBlock2D at 32x32 latents."""
+    g = group_norm_nchw(**shape)
+    plan = asim.compile(g, "astitch", "H100")
+    (k,) = plan.generated
+    view = (shape["n"], shape["groups"], g["x"].size // (shape["n"] * shape["groups"]))
+    assert [s.mapping.domain for s in k.stages] == [view] * len(k.stages) and len(k.stages) == 3, str(plan)
+    assert all(s.mapping == k.stages[0].mapping for s in k.stages)
+    assert k.stages[-1].dominant == "out" and g["out"].shape != view      # computed over the view, stored as itself
+    assert any(n.startswith("hierarchical data reuse: input x is loaded once") for n in k.notes), str(plan)
+    assert not [n for n in k.notes if n.startswith("no data reuse")]
+    (why,) = [n for n in k.notes if n.startswith("adaptive thread mapping over a view: stage 2 computes out")]
+    assert why in str(plan)                                                # print(plan) says what it decided
+    ins = _inputs(g)
+    res = asim.simulate(plan, ins)
+    def x_read(r):         # bytes of x's sectors read, every stage of every kernel
+        return 32 * sum(s.tensors["x"].read_sectors for k in r.stats.kernels for s in k.stages if "x" in s.tensors)
+    if view[2] * 4 % 32 == 0:                       # rows start on sector boundaries: each sector read once
+        assert x_read(res) == g["x"].nbytes
+        assert res.stats.global_bytes_read < 1.01 * g["x"].nbytes          # weight and bias: a few per block
+    else:                                           # a sector two rows share is read for each
+        assert x_read(res) <= g["x"].nbytes + 32 * view[0] * view[1]
+    assert res.stats.global_bytes_written == g["out"].nbytes
+    assert x_read(asim.simulate(asim.compile(g, "xla", "H100"), ins)) >= 2 * g["x"].nbytes    # XLA: once per kernel
+    _close(res.outputs, asim.reference(g, ins))
 
 
 def test_group_norm_fixture_from_jax_reads_x_once_per_sibling_group():

@@ -227,17 +227,28 @@ def test_folding_column_reductions_across_their_tasks_changes_no_counter_and_no_
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_reading_a_reshaped_tensor_in_order_changes_no_counter_and_no_value(strategy):
     """A stage whose domain is a tensor reshaped (Inductor's ``[blocks, rows, columns]`` view of a column sum, a
-    group norm's 5-D view of x) reads the tensor's memory reshaped (``flatindex.walks_in_order``) instead of
-    gathering it through the index: every counter, the timeline and every output byte as the gather's."""
+    group norm's 5-D view of x) reads the tensor at its own index reshaped: the evaluator knows that index
+    (``Evaluator.is_identity``, through ``flatindex.reshapes``) and takes the tensor's memory as it is; without
+    that, ``flatindex.walks_in_order`` finds the same from the index arrays; without either, the read is a
+    gather through the index.  Every counter, the timeline and every output byte are the same three ways, and
+    each shortcut is really taken."""
     from pathlib import Path
 
     from anchor import TESTS_FILE
-    from astitch_sim.simt import executor
     hlo = (Path(TESTS_FILE).parent / "fixtures" / "hlo" / "groupnorm.hlo").read_text()
-    in_order = []
+    real, own, in_order = evaluate.reshapes, [], []
+
+    def spy(domain, shape):                  # the evaluator's own index of a tensor of another shape
+        own.append(tuple(domain) != tuple(shape) and real(domain, shape))
+        return real(domain, shape)
     for g in (asim.workload("column_reduce", rows=4096, cols=384), asim.from_hlo(hlo)):
-        in_order += on_and_off(asim.compile(g, strategy, "H100"), workload_inputs(g, 0), executor, "walks_in_order")
-    assert any(in_order), "no read took the reshaped memory: the comparison would be vacuous"
+        plan, ins = asim.compile(g, strategy, "H100"), workload_inputs(g, 0)
+        with mock.patch.object(evaluate, "reshapes", spy):
+            first = record(asim.simulate(plan, ins))
+        with mock.patch.object(evaluate, "reshapes", lambda domain, shape: tuple(domain) == tuple(shape)):
+            in_order += on_and_off(plan, ins, executor, "walks_in_order")
+            assert record(asim.simulate(plan, ins)) == first
+    assert any(own) and any(in_order), "no read took the reshaped memory: the comparison would be vacuous"
 
 
 def _blocks_of_tasks(mapping) -> bool:

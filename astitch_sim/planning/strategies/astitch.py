@@ -82,8 +82,10 @@ from ...passes.analysis import VIEW_OPS, ancestors, boundary_source, classify_re
     with_rematerialised
 from ...plan.boundary import library_groups
 from ...ir.reducers import has_atomic, reducer
+from ...ir.flatindex import reshapes
+from ...ir.graph import shape_str
 from ..kernel_builder import assemble_kernel
-from ...plan.mapping import ThreadMapping
+from ...plan.mapping import ThreadMapping, lanes_contiguous
 from ...plan.plan import Kernel, Plan, Stage
 from ...plan.kernel_end import EndRule
 from .astitch_ends import record_scope_ends
@@ -466,12 +468,19 @@ def _absorb_epilogue(graph, gr, names, home, cand_names, joinable):
 
 
 def _elementwise_group(graph, groups, d, cache):
-    """An elementwise dominant adapts to an earlier group over the same domain (proactive adaptation)."""
+    """An elementwise dominant adapts to an earlier group over the same domain (proactive adaptation), or over
+    a domain it is a reshape of (``flatindex.reshapes``) whose lanes take neighbouring elements
+    (:func:`~astitch_sim.plan.mapping.lanes_contiguous`): a PyTorch group norm's statistics over ``x`` viewed
+    as ``[N, G, C/G * H * W]`` and its affine over ``[N, C, H, W]`` then share one mapping, and the threads that
+    loaded ``x`` for the one still hold it for the other (not the paper's rule, which adopts equal domains
+    only).  A strided mapping made for a reduction (a JAX NHWC group norm's columns over ``(n, g)``, 40 bytes
+    apart) is not adopted: it would make the elementwise stage's loads and stores strided too."""
     for gr in reversed(groups):
-        if gr.domain != tuple(d.shape):
+        base = gr.adopt or gr
+        if gr.domain != tuple(d.shape) and not (reshapes(gr.domain, d.shape)
+                                                and lanes_contiguous(base.kind, gr.domain, base.groups)):
             continue
         results = {n.name for n in gr.reduces} | {n.name for n in gr.epilogue}
-        base = gr.adopt or gr
         if not gr.reduces and not gr.epilogue and not _depends_on(graph, d, results, cache):
             return gr                                   # same domain, no barrier needed: one group
         new = _Group(d, base.kind, gr.domain, base.groups, adopt=base)
@@ -685,6 +694,8 @@ def _build_at(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchO
     # Regional stitching off: no value may live in shared memory across stages
     force_global: set = set() if opts.regional_stitching else {n.name for gr in groups for n in gr.ops + gr.epilogue}
     notes = [_split_note(gr, wave, block) for gr in groups if gr.adopt is None and gr.splits > 1]
+    notes += [_view_note(i, gr) for i, gr in enumerate(groups)
+              if gr.dominant.op != "reduce" and tuple(gr.dominant.shape) != gr.domain]
     cap = None
     for _ in range(64):
         k = _assemble(graph, gpu, groups, escapes, index, opts, block, _grid(groups, natural, cap), force_global,
@@ -700,6 +711,15 @@ def _build_at(graph, gpu, groups: list, escapes: set, index: int, opts: AStitchO
             continue                                    # retry: the grid capped at one wave
         return _relax_registers(gpu, k, block, opts.assumed_registers), None      # exit: accepted
     raise AssertionError("astitch: launch configuration did not settle")
+
+
+def _view_note(i: int, gr) -> str:
+    """Why stage ``i`` iterates over a domain its dominant is a reshape of (:func:`_elementwise_group`)."""
+    d = gr.dominant
+    return (f"adaptive thread mapping over a view: stage {i} computes {d.name} {shape_str(d.shape, d.dtype)} over "
+            f"{'x'.join(map(str, gr.domain))}, the domain of the stage whose mapping it takes, element for element "
+            "(the same row-major positions; that mapping's lanes run along memory): each thread computes the "
+            "elements whose inputs the earlier stage gave it [not the paper's rule: it adapts equal domains only]")
 
 
 def _grid(groups: list, natural: int, cap) -> int:
