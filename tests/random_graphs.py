@@ -783,6 +783,11 @@ class Case:
         ins = ", ".join(f"{p.name}: {p.dtype}{list(p.shape)}" for p in self.graph.inputs)
         return f"Case({self.note}; inputs {ins})\n{self.graph}"
 
+    def _repr_pretty_(self, p, cycle):
+        """What hypothesis prints for a failing example (its printer shows a dataclass field by field, which
+        gives the inputs' values but not the graph): the graph, whole, so a CI log alone reproduces it."""
+        p.text(repr(self))
+
 
 def make_inputs(gen: Gen, seed: int) -> list:
     rng = np.random.default_rng(seed)

@@ -124,12 +124,13 @@ def reshaped_state(state, shape, width: int, rank: int):
     """The lane state at an op of ``shape`` that a stage over a domain of ``rank`` dims computes at every element,
     its index the domain's reshaped (``flatindex.reshapes``).  A vector along the domain's innermost dim (whose
     extent ``width`` divides) covers ``width`` consecutive flat positions from a multiple of ``width``: the same
-    positions of the op, inside one of its rows when ``width`` divides the op's innermost extent too."""
+    positions of the op -- inside one of its rows when ``width`` divides the op's innermost extent too, else across
+    its rows in flat order (:data:`FLAT`: a tensor read at the op's own index is still one aligned vector)."""
     if state in (UNIFORM, SCATTER, FLAT) or not shape:
         return state
     if state[1] != rank - 1:
         return SCATTER
-    return (CONTIG, len(shape) - 1) if shape[-1] % width == 0 else SCATTER
+    return (CONTIG, len(shape) - 1) if shape[-1] % width == 0 else FLAT
 
 
 def lane_reads(graph, ops, domain, width: int, flat: bool = False) -> list:

@@ -150,8 +150,11 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
 
     for r in stage_roots(graph, stage, needed_later):
         shape = graph[r].shape
-        own = graph[r].op != "reduce" and tuple(shape) != tuple(domain) and reshapes(domain, shape)
-        add(r, elems, reshape_index(idx, domain, shape) if own else idx)    # the domain reshaped: its own index
+        if graph[r].op == "reduce" or tuple(shape) == tuple(domain):
+            add(r, elems, idx)
+        elif reshapes(domain, shape):                   # the domain reshaped: its own index
+            add(r, elems, reshape_index(idx, domain, shape))
+        # (a root of another size has no element of its own here; the SIMT model skips it too)
     for n in reversed(stage.ops):
         if n not in found:
             continue

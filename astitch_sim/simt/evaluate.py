@@ -38,7 +38,6 @@ import numpy as np
 
 from ..ir.dtypes import cast
 from ..errors import AStitchError
-from ..ir.flatindex import reshapes
 from ..ir.index_rules import reshape_index
 from ..ir.indexing import operand_index, runtime_operand_index
 # the thresholds are the numpy reference's (same reason: a domain-sized result is a gigabyte at 8192x32000)
@@ -114,11 +113,14 @@ class Evaluator:
 
     def is_identity(self, idx: tuple, node) -> bool:
         """Is ``idx`` the phase's own index of ``node`` (:meth:`own_index`): the node of the domain's (or the
-        task's) shape, or the domain reshaped?"""
+        task's) shape, or the domain reshaped (once :meth:`own_index` made its index: a root of that shape)?"""
         if self.geom.kind == "element":
-            if not reshapes(self.geom.shape, node.shape):
-                return False
-            own = self.own_index(node)
+            if tuple(node.shape) == tuple(self.geom.shape):
+                own = self.geom.idx
+            else:               # the domain reshaped: only once its own index exists (a root made it), as no
+                own = self.own.get(tuple(node.shape))   # other index is (a transpose's would cost a domain-sized
+                if own is None:                         # reshape to tell apart)
+                    return False
         else:
             if tuple(node.shape) != tuple(self.geom.task_shape):
                 return False

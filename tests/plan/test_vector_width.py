@@ -357,10 +357,11 @@ def test_vectors_across_rows_at_twelve_million_elements():
 def test_a_vector_through_an_op_of_another_shape_stays_one_where_the_ops_rows_allow():
     """``reshaped_state``: a stage over ``[2, 32, 10240]`` computing an op of ``[2, 320, 32, 32]`` (its index the
     domain's reshaped) sees a 4-element vector along the domain's rows as 4 neighbours along the op's innermost dim
-    when 4 divides that dim; not when it does not, nor for a vector along another dim than the innermost."""
+    when 4 divides that dim, as 4 neighbours in flat order across the op's rows when it does not; a vector along
+    another dim than the domain's innermost is scattered."""
     from astitch_sim.plan.vector_width import CONTIG, FLAT, SCATTER, UNIFORM, reshaped_state
     assert reshaped_state((CONTIG, 2), (2, 320, 32, 32), 4, 3) == (CONTIG, 3)
     assert reshaped_state((CONTIG, 2), (2, 320, 1024), 4, 3) == (CONTIG, 2)
-    assert reshaped_state((CONTIG, 2), (2, 3, 2, 5), 4, 3) == SCATTER           # 4 does not divide 5
+    assert reshaped_state((CONTIG, 2), (2, 3, 2, 5), 4, 3) == FLAT              # 4 does not divide 5: flat order
     assert reshaped_state((CONTIG, 1), (2, 320, 32, 32), 4, 3) == SCATTER       # not along the domain's innermost
     assert reshaped_state(FLAT, (7, 3), 4, 2) == FLAT and reshaped_state(UNIFORM, (7, 3), 4, 2) == UNIFORM

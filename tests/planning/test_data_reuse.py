@@ -165,6 +165,42 @@ def test_group_norm_over_a_view_shares_its_mapping_and_reads_x_once(shape):
     _close(res.outputs, asim.reference(g, ins))
 
 
+def test_a_value_computed_over_a_view_is_computed_once():
+    """``exp`` of a softmax's ``[N, C, H, W]`` input, in a stage over the statistics' ``[N, G, rest]`` view, is read
+    by the next stage (over the same view) from where it was made: computed at every element of its stage
+    (``flatindex.reshapes``), not recomputed (an expensive op: one exponential per element in all)."""
+    g = asim.Graph("exp_over_a_view")
+    x = g.parameter("x", (2, 8, 3, 4))
+    view = (2, 2, 48)
+    v = g.reshape(x, view, name="v")
+    c = g.subtract(v, g.broadcast(g.reduce(v, (2,), reducer="max", name="m"), view, (0, 1), name="mb"), name="c")
+    e = g.exponential(g.reshape(c, x.shape, name="y"), name="e")
+    ev = g.reshape(e, view, name="ev")
+    out = g.divide(ev, g.broadcast(g.reduce(ev, (2,), name="s"), view, (0, 1), name="sb"), name="out")
+    g.set_outputs(g.reshape(out, x.shape, name="o4"), e)
+    plan = asim.compile(g, "astitch", "H100")
+    assert sum("e" in s.ops for k in plan.generated for s in k.stages) == 1, str(plan)
+    ins = _inputs(g)
+    res = asim.simulate(plan, ins)
+    once = sum(n.opdef.flops * n.size for n in g if n.opdef.cost == "expensive")     # exp and the divide, once each
+    assert sum(s.expensive_flops for k in res.stats.kernels for s in k.stages) == once
+    _close(res.outputs, asim.reference(g, ins))
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+def test_a_stage_of_another_size_recomputing_a_view_value_plans_and_runs(strategy):
+    """A later stage of another size (a concatenate of the result) reads what a stage over a view computed: no
+    root of it there gets the later stage's index (the planner crashed on a rank mismatch)."""
+    g = asim.Graph("view_then_concatenate")
+    p = g.parameter("p", (37,))
+    v = g.reshape(p, (1, 37), name="v")
+    c = g.subtract(v, g.broadcast(g.reduce(v, (1,), name="r"), (1, 37), (0,), name="b"), name="c")
+    o = g.multiply(g.reshape(c, (37,), name="back"), p, name="o")
+    g.set_outputs(o, g.concatenate([o, o], 0, name="cat"))
+    ins = _inputs(g)
+    _close(asim.simulate(asim.compile(g, strategy, "H100"), ins).outputs, asim.reference(g, ins))
+
+
 def test_group_norm_fixture_from_jax_reads_x_once_per_sibling_group():
     g = asim.from_hlo(open(os.path.join(HERE, "fixtures", "hlo", "groupnorm.hlo")).read())
     plan = asim.compile(g, "astitch", "V100")

@@ -99,6 +99,22 @@ def test_pointwise_fuses_into_reduction_as_prologue_loop_and_epilogue():
     assert "scaled" in k.stages[1].ops and len(k.stages) == 2
 
 
+def test_an_epilogue_after_a_later_loop_runs_after_the_loop_that_reduces():
+    """A node over the reduction's output shape that reads only inputs (``p10 + p10``) joins the kernel after a
+    later loop over the elements (``x - colsum + p10``) has started: it runs once per output after the loop that
+    reduces, not in the later loop (which has no tasks: the SIMT model refused the plan).  A random graph found it."""
+    g = asim.Graph("epilogue_after_a_loop")
+    x, p10 = g.parameter("x", (13, 13)), g.parameter("p10", (13,))
+    colsum = g.reduce(x, [0], "sum", name="colsum")
+    centred = g.subtract(x, g.broadcast(colsum, (13, 13), [1], name="cb"), name="centred")
+    out = g.add(centred, g.broadcast(p10, (13, 13), [0], name="pb"), name="out")
+    g.set_outputs(out, g.add(p10, p10, name="twice"))
+    plan, _ = _run(g)
+    (k,) = plan.kernels
+    assert [s.epilogue for s in k.stages] == [["twice"], []], plan
+    assert k.stages[0].reduces == ("colsum",) and "out" in k.stages[1].ops
+
+
 def test_layernorm_and_softmax_are_one_kernel_each():
     for name in ("layernorm", "softmax", "log_softmax", "attention_softmax"):
         plan = asim.compile(asim.workload(name, **SMALL[name]), IND, "H100")

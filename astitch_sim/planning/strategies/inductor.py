@@ -345,8 +345,11 @@ def _stages(graph, f: Fused, d: Decision | None, mapping) -> list:
     for s, role in zip(f.nodes, f.roles):
         if role == "epilogue":
             made = epi_values | {o for st in stages for o in st[0] if graph[o].op == "reduce"}
-            stages[-1][1].extend(o for o in s.ops if o not in made)
-            stages[-1][2].update(s.ops)
+            # once per output, after the last loop that reduces: a loop after it (over the elements, reading
+            # the results) has no tasks to run an epilogue over
+            home = next(st for st in reversed(stages) if any(graph[o].op == "reduce" for o in st[0]))
+            home[1].extend(o for o in s.ops if o not in made)
+            home[2].update(s.ops)
             epi_values.update(s.ops)
             continue
         reads = _reads(graph, set(s.ops))
