@@ -280,14 +280,16 @@ def _idivide(a, b):
 
 @cuda.jit(device=True)
 def _iremainder(a, b):
-    """XLA integer remainder: the sign of the dividend; x % 0 = x."""
+    """XLA integer remainder: the sign of the dividend; x % 0 = x.  From the floored remainder (the sign of the
+    divisor), moved by one divisor where the signs differ -- no ``abs``: ``abs(-128)`` overflows an int8 (the
+    simulator's numpy scalars keep int8, and gave -128 % 65 = -2 instead of -63)."""
     if b == 0:
         return a
     if b == -1:
         return a - a
-    r = abs(a) % abs(b)
-    if a < 0:
-        return -r
+    r = a % b
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
     return r
 
 
