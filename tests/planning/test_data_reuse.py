@@ -187,6 +187,18 @@ def test_a_value_computed_over_a_view_is_computed_once():
     _close(res.outputs, asim.reference(g, ins))
 
 
+def test_a_value_of_the_domains_size_reached_through_a_transpose_is_recomputed_not_read_back():
+    """Only a stage's dominant is taken as computed at every element of a domain it is a reshape of: an op of
+    ``[4, 2, 8, 16]`` in a stage over the transposed ``[8, 16, 4, 2]`` output has the domain's size but not its
+    elements' places, so a later stage recomputes it as before, rather than read it back from global memory
+    through a grid barrier (``tests/fixtures/hlo/chain_1.hlo``: 13.0 KiB and no grid barrier, against 24.5 KiB
+    and one when it was read back)."""
+    g = asim.from_hlo(open(os.path.join(HERE, "fixtures", "hlo", "chain_1.hlo")).read())
+    (k,) = asim.compile(g, "astitch", "H100").generated
+    assert k.global_barriers == 0 and not any(v.space == "global" and v.stage >= 0 and not v.output
+                                            for v in k.values.values()), k
+
+
 @pytest.mark.parametrize("strategy", asim.STRATEGIES)
 def test_a_stage_of_another_size_recomputing_a_view_value_plans_and_runs(strategy):
     """A later stage of another size (a concatenate of the result) reads what a stage over a view computed: no

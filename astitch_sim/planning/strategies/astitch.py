@@ -285,9 +285,11 @@ class _GroupBuilder:
                 if o.name in home:
                     owner = home[o.name]
                     same_map = (owner is gr or (owner.domain == gr.domain and _same_mapping(owner, gr)))
-                    # computed at every element of its stage (its domain, or the domain reshaped)
-                    whole = o.op != "reduce" and reshapes(owner.domain, o.shape)
-                    if owner is gr or (same_map and whole) or o.op == "reduce" \
+                    # computed at every element of its stage: of its domain's shape, or the dominant of a stage
+                    # over a view (the domain reshaped: its own index at each element; an op reached through a
+                    # transpose there has the domain's size but not its elements' places)
+                    whole = tuple(o.shape) == owner.domain or (o is owner.dominant and reshapes(owner.domain, o.shape))
+                    if owner is gr or (same_map and tuple(o.shape) == gr.domain) or o.op == "reduce" \
                             or o in owner.epilogue or (whole and (is_expensive(o) or o.name in cand_names)):
                         continue      # read its value: registers, shared or global (kernel_builder decides)
                     visit(o)          # cheap, or only computed at some elements over there: recompute it here
