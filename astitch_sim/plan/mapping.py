@@ -64,15 +64,20 @@ def _like(flat_index, *arrays) -> tuple:
                  for a in arrays)
 
 
+def lane_dims(kind: str, groups) -> tuple:
+    """The dims neighbouring lanes (and a lane's vector) step along: a row's dims (rows), the column dims
+    (columns), every dim (flat)."""
+    return tuple(groups[{"rows": 1, "columns": 2}.get(kind, 0)])
+
+
 def lanes_contiguous(kind: str, domain, groups) -> bool:
     """Do neighbouring lanes of a ``kind`` mapping of ``domain`` (dims grouped as ``groups``) take neighbouring
     elements, row-major?  A flat mapping's do; a row's lanes when the row's dims are the domain's innermost, in
     order; a column tile's when its column dims are.  Otherwise a warp's loads and stores stride through memory
     (a column reduction over a group norm's ``(n, g)``: lanes 40 bytes apart, a sector each)."""
-    lanes = {"rows": 1, "columns": 2}.get(kind)
-    if lanes is None:
+    if kind == "flat":
         return True
-    dims = tuple(groups[lanes])
+    dims = lane_dims(kind, groups)
     return bool(dims) and dims == tuple(range(len(domain) - len(dims), len(domain)))
 
 
@@ -248,7 +253,7 @@ class ThreadMapping(Sealable):
     @property
     def vector_dims(self) -> tuple:
         """The dims a lane's vector runs along: a row's dims (rows), the column dims (columns), every dim (flat)."""
-        return self.groups[{"rows": 1, "columns": 2}.get(self.kind, 0)]
+        return lane_dims(self.kind, self.groups)
 
     @property
     def along_innermost(self) -> bool:

@@ -35,7 +35,7 @@ from ..passes.analysis import is_scalar_of_inputs
 from ..ir.flatindex import distinct, ravel, reshapes, unravel
 from ..ir.index_rules import reshape_index
 from ..plan.index_bits import index_bits
-from ..plan.mapping import lanes_contiguous
+from ..plan.mapping import lane_dims, lanes_contiguous
 from ..plan.vector_width import vectorize
 from ..plan.column_vectors import vectorize_columns
 from ..plan.row_vectors import carried_register_cap, vectorize_rows
@@ -150,9 +150,9 @@ def reads(graph, stage: Stage, elems: np.ndarray, needed_later: set) -> dict:
 
     for r in stage_roots(graph, stage, needed_later):
         shape = graph[r].shape
-        if graph[r].op == "reduce" or tuple(shape) == tuple(domain):
+        if graph[r].op == "reduce":                     # evaluated per input element: the domain's index
             add(r, elems, idx)
-        elif reshapes(domain, shape):                   # the domain reshaped: its own index
+        elif reshapes(domain, shape):                   # the domain, or the domain reshaped: its own index
             add(r, elems, reshape_index(idx, domain, shape))
         # (a root of another size has no element of its own here; the SIMT model skips it too)
     for n in reversed(stage.ops):
@@ -422,7 +422,7 @@ def _other_mapping_note(n: str, first: int, j: int, stages, reload: str) -> str:
     a, b = stages[first].mapping, stages[j].mapping
     why = ""
     if reshapes(a.domain, b.domain) and not lanes_contiguous(a.kind, a.domain, a.groups):
-        along = a.groups[1] if a.kind == "rows" else (a.groups[2] or a.groups[0])
+        along = lane_dims(a.kind, a.groups) or a.groups[0]        # (no column dims: lanes run over the outer ones)
         why = (f"; stage {first}'s lanes stride through memory (neighbouring lanes step along dims {along}, not the "
                f"innermost), and stage {j} keeps a mapping of its own rather than take strided loads and stores")
     return (f"no data reuse of input {n}: stage {j} maps its elements to other threads than stage {first} "

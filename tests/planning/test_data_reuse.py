@@ -165,6 +165,19 @@ def test_group_norm_over_a_view_shares_its_mapping_and_reads_x_once(shape):
     _close(res.outputs, asim.reference(g, ins))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [dict(n=8, c=320, h=64, w=64, groups=32), dict(n=16, c=96, h=61, w=67, groups=24)])
+def test_group_norm_over_a_view_at_real_sizes(shape):
+    """The stage over a view at real sizes (10.5M elements, rows of 40960; 6.3M elements of odd extents, rows of
+    16348): index arithmetic past 2^13 and 2^16 elements, every output element against the numpy reference."""
+    g = group_norm_nchw(**shape)
+    plan = asim.compile(g, "astitch", "H100")
+    (k,) = plan.generated
+    assert k.stages[-1].dominant == "out" and k.stages[-1].mapping.domain != g["out"].shape, str(plan)
+    ins = _inputs(g)
+    _close(asim.simulate(plan, ins).outputs, asim.reference(g, ins), rtol=1e-5, atol=1e-5)
+
+
 def test_a_value_computed_over_a_view_is_computed_once():
     """``exp`` of a softmax's ``[N, C, H, W]`` input, in a stage over the statistics' ``[N, G, rest]`` view, is read
     by the next stage (over the same view) from where it was made: computed at every element of its stage
