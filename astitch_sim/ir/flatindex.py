@@ -20,33 +20,43 @@ from __future__ import annotations
 import numpy as np
 
 
-def unravel(flat, shape) -> tuple:
+def unravel(flat, shape, in_range: bool = False) -> tuple:
     """Row-major multi-index of flat element numbers ``flat`` in an array of ``shape``.
 
     Returns one int64 array per dim, each shaped like ``flat``; ``()`` for a scalar shape.  Dims of
     extent 1 and of a power-of-two extent skip the division (the same numbers, without its cost:
     unravelling a rank-4 domain of 4M elements was a large part of simulating a reshape-heavy model).
+    ``in_range``: the caller knows every number lies in ``[0, prod(shape))``, so the outermost index is what
+    the inner dims leave, with no division (without it, a number past the end wraps around the outermost dim).
     """
     flat = np.asarray(flat, dtype=np.int64)
     out = []
-    for extent in reversed(tuple(shape)):
-        extent = int(extent)
+    extents = [int(e) for e in shape]
+    for k in range(len(extents) - 1, -1, -1):
+        extent = extents[k]
         if extent == 1 or extent <= 0:   # divmod by 1 leaves flat and gives 0; an empty dim: no element exists
             rem = np.zeros_like(flat)
+        elif k == 0 and in_range:
+            rem = flat
         else:
             flat, rem = divmod_by(flat, extent)
         out.append(rem)
     return tuple(reversed(out))
 
 
-def divmod_by(a, d: int):
+def divmod_by(a, d: int, bound: int | None = None):
     """``(a // d, a % d)`` for an int64 index array ``a`` and a divisor ``d >= 1``, at the cost the divisor
     allows: ``(a, 0)`` for 1 (the remainder a scalar), a shift and a mask for a power of two (exactly the
     floored divmod, negatives too, and several times faster than an int64 division over a whole domain), one
-    ``np.divmod`` pass otherwise."""
+    ``np.divmod`` pass otherwise.  ``bound``: the caller knows every value of ``a`` lies in ``[0, bound)``;
+    where ``bound <= d`` the quotient is 0 and the remainder ``a`` itself, with no pass at all (a rows mapping's
+    grid covers every row at once: ``row // slots`` is 0 for 750000 rows, and an int64 division of them took
+    3.5 ms)."""
     d = int(d)
     if d == 1:
         return a, 0
+    if bound is not None and bound <= d:
+        return 0, a
     if d > 0 and d & (d - 1) == 0:
         shift = d.bit_length() - 1
         return a >> shift, a & (d - 1)

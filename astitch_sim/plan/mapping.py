@@ -291,8 +291,9 @@ class ThreadMapping(Sealable):
         reshaped to the groups' extents, and its coordinates one unravel of the flat index by them: a divide
         per group, not one per dim and a multiply-add back (4M-element rows domains: a tenth of a simulation)."""
         if [d for g in self.groups for d in g] == list(range(len(self.domain))):
-            return unravel(np.asarray(flat_index, dtype=np.int64), [self.extent(i) for i in range(len(self.groups))])
-        multi = unravel(np.asarray(flat_index, dtype=np.int64), self.domain)
+            return unravel(np.asarray(flat_index, dtype=np.int64), [self.extent(i) for i in range(len(self.groups))],
+                           in_range=True)
+        multi = unravel(np.asarray(flat_index, dtype=np.int64), self.domain, in_range=True)
         coords = []
         for g in self.groups:
             c = np.zeros_like(np.asarray(flat_index, dtype=np.int64))
@@ -308,6 +309,8 @@ class ThreadMapping(Sealable):
         packing) times inner (elements within a task): ``outer*inner_iterations+inner``.
         """
         flat_index = np.asarray(flat_index, dtype=np.int64)
+        # the indices lie in the domain, so each coordinate below is bounded by its extent: a divisor at least
+        # that large divides nothing (``divmod_by``'s bound)
         if self.kind == "flat":
             total, V = self.grid * self.block, self.vector
             c, v = flat_index // V, flat_index % V          # vector c, lane v within it
@@ -316,22 +319,24 @@ class ThreadMapping(Sealable):
             return g // self.block, g % self.block, rnd * self.per_thread + k * V + v
         if self.kind == "rows":
             r, c = self.view_index(flat_index)
-            outer, slot = divmod_by(r, self.slots)
-            part, within = divmod_by(c, self.chunk)
-            q, j = divmod_by(within, self.vector)                         # the lane's vector q, element j of it
-            row_slot, row_in_block = divmod_by(slot, self.rows_per_block)
-            trip, lane = divmod_by(q, self.threads_per_row)
+            rows, chunk = self.extent(0), min(self.chunk, self.extent(1))
+            outer, slot = divmod_by(r, self.slots, bound=rows)
+            part, within = divmod_by(c, self.chunk, bound=self.extent(1))
+            q, j = divmod_by(within, self.vector, bound=chunk)             # the lane's vector q, element j of it
+            row_slot, row_in_block = divmod_by(slot, self.rows_per_block, bound=min(rows, self.slots))
+            trip, lane = divmod_by(q, self.threads_per_row, bound=ceil(chunk / self.vector))
             block = row_slot * self.splits + part
             thread = row_in_block * self.threads_per_row + lane
             inner = trip * self.vector + j
             return _like(flat_index, block, thread, outer * self.inner_iterations + inner)
         o, red, c = self.view_index(flat_index)
         col = o * self.extent(2) + c
-        q, j = divmod_by(col, self.vector)                              # the lane's column vector q, column j of it
-        tile, lane_c = divmod_by(q, self.threads_per_row)
-        outer, tslot = divmod_by(tile, self.slots)
-        part, within = divmod_by(red, self.chunk)
-        trip, row_lane = divmod_by(within, self.rows_per_block)
+        cols, reduced = self.extent(0) * self.extent(2), self.extent(1)
+        q, j = divmod_by(col, self.vector, bound=cols)                  # the lane's column vector q, column j of it
+        tile, lane_c = divmod_by(q, self.threads_per_row, bound=ceil(cols / self.vector))
+        outer, tslot = divmod_by(tile, self.slots, bound=ceil(cols / (self.vector * self.threads_per_row)))
+        part, within = divmod_by(red, self.chunk, bound=reduced)
+        trip, row_lane = divmod_by(within, self.rows_per_block, bound=min(self.chunk, reduced))
         block = tslot * self.splits + part
         thread = row_lane * self.threads_per_row + lane_c
         return _like(flat_index, block, thread, outer * self.inner_iterations + trip * self.vector + j)

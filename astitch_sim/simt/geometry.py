@@ -42,7 +42,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
-from ..ir.flatindex import distinct, row_major_strides, unravel
+from ..ir.flatindex import distinct, divmod_by, row_major_strides, unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it
@@ -299,7 +299,10 @@ class Geometry:
             return self._cache["layout"]
         m = self.mapping
         tpr = m.threads_per_row
-        if self.separable:
+        if self.separable and m.kind == "rows" and [d for g in m.groups for d in g] == list(range(self.rank)):
+            task = np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
+            b, t, it = (a.ravel() for a in self._lines[1])
+        elif self.separable:
             p0, p1 = self.parts
             e0 = np.zeros([1] * self.rank, dtype=np.int64)
             strides = row_major_strides(self.shape)
@@ -310,11 +313,12 @@ class Geometry:
         else:
             task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
             b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
-        part = b % m.splits
-        inner = it % m.inner_iterations
+        # (divmod_by: a divisor of 1, a power of two, or one the values never reach costs no division)
+        part = divmod_by(b, m.splits, bound=m.grid)[1]
+        inner = divmod_by(it, m.inner_iterations, bound=m.elements_per_thread)[1]
         if m.tasks_per_lane > 1:
             inner = inner // m.tasks_per_lane           # a column lane's vector: its trip down column j
-        lane = t % tpr if m.kind == "rows" else t // tpr
+        lane = divmod_by(t, tpr, bound=m.block)[1 if m.kind == "rows" else 0]
         lanes = tpr if m.kind == "rows" else m.rows_per_block
         self._cache["layout"] = (task, part, inner, lane, lanes)
         return self._cache["layout"]
@@ -324,6 +328,10 @@ class Geometry:
         if "heads" in self._cache:
             return self._cache["heads"]
         m = self.mapping
+        if self.separable and np.array_equal(self.reduce_layout()[0], np.arange(m.rows)):
+            # the task line (reduced coordinates 0) is every task's first element, in task order: located already
+            self._cache["heads"] = tuple(a.ravel() for a in self._lines[0])
+            return self._cache["heads"]
         first = m.first_element_of_task(np.arange(m.rows, dtype=np.int64))
         b, t, it = (np.asarray(a, dtype=np.int64) for a in m.locate(first))
         self._cache["heads"] = (b, t, it)
@@ -342,11 +350,13 @@ class Geometry:
         if "slots" not in self._cache:
             m = self.mapping
             _, t, it = self.task_heads()
-            outer = it // m.inner_iterations
+            outer = divmod_by(it, m.inner_iterations, bound=m.elements_per_thread)[0]
             if m.kind == "rows":
-                self._cache["slots"] = outer * m.rows_per_block + t // m.threads_per_row
+                slots = outer * m.rows_per_block + divmod_by(t, m.threads_per_row, bound=m.block)[0]
             else:
-                self._cache["slots"] = outer * m.tile_width + (t % m.threads_per_row) * m.vector + it % m.vector
+                slots = outer * m.tile_width + (t % m.threads_per_row) * m.vector + it % m.vector
+            # one slot per task even where every quotient above was a scalar 0 (one task per block)
+            self._cache["slots"] = np.broadcast_to(np.asarray(slots, dtype=np.int64), np.shape(t))
         return self._cache["slots"]
 
 

@@ -68,7 +68,8 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
-    step = lead if chunk is None or not p0 else max(1, chunk // max(per_lead * len(pos), 1))
+    # a layout that is the rows as they lie (a view, nothing copied) is one block: blocks only bound the copies
+    step = lead if chunk is None or not p0 or layout_in_place(geom) else max(1, chunk // max(per_lead * len(pos), 1))
     for a in range(0, lead, step):
         b = min(lead, a + step)
         vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), len(pos))
@@ -94,6 +95,22 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         yield rows, dense.reshape(n, S, I, lanes)
 
 
+def layout_in_place(geom) -> bool:
+    """Is a separable reduce's ``[task, part, inner, lane]`` layout its input as it lies (every task in order,
+    each row's elements at their own positions, or dealt to the lanes filling them exactly)?  Then
+    :func:`lay_out_chunks` copies nothing, and yields one block whatever the size."""
+    m = geom.mapping
+    task, part, inner, lane, lanes = geom.reduce_layout()
+    S, I = m.splits, m.folds_per_task
+    pos = (part * I + inner) * lanes + lane
+    if not geom.separable or not np.array_equal(task, np.arange(m.rows)):
+        return False
+    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
+    if dealt is not None:
+        return _dealt_in_place(dealt, S, len(pos))
+    return _contiguous_runs(pos) == [(0, 0, S * I * lanes)]
+
+
 #: at most this many contiguous runs of positions are listed (more: the positions are taken as scattered)
 MAX_RUNS = 64
 #: at most this many runs are copied run by run (block copies); more are gathered with one ``np.take``
@@ -116,12 +133,18 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     return (trips, lanes, V, chunk) if np.array_equal(pos, want) else None
 
 
+def _dealt_in_place(dealt: tuple, S: int, size: int) -> bool:
+    """Do a row's ``size`` elements fill the dealt layout exactly (:func:`_dealt_view` is then a view)?"""
+    trips, lanes, V, chunk = dealt
+    return chunk == trips * lanes * V and size == S * chunk
+
+
 def _dealt_view(vb: np.ndarray, S: int, dealt: tuple, ident) -> np.ndarray:
     """Rows ``vb`` (``[task, element]``) as ``[task, part, trip, lane, j]`` (:func:`dealt_vectors`): a view when the
     parts' vectors fill their lanes' trips, else a copy padded with the identity where the layout has holes."""
     trips, lanes, V, chunk = dealt
     n, size, full = vb.shape[0], vb.shape[1], trips * lanes * V
-    if chunk == full and size == S * chunk:
+    if _dealt_in_place(dealt, S, size):
         return vb.reshape((n, S, trips, lanes, V))
     padded = np.full((n, S, full), ident, dtype=vb.dtype)
     whole = size // chunk
@@ -240,7 +263,7 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combi
 
 
 #: elements of one block of tasks the tree works on at a time (a few hundred KB: it stays in cache)
-TREE_BLOCK = 1 << 16
+TREE_BLOCK = 1 << 18
 
 
 def tree_steps(lanes: int) -> int:
