@@ -78,7 +78,7 @@ from ..ir.dtypes import cast, itemsize, numpy_dtype
 from ..errors import AStitchError
 from ..plan.machine import resident_resources
 from ..plan.plan import Plan
-from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, walks_in_order
+from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, strided_view, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, support
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
@@ -534,7 +534,8 @@ class KernelRun:
         elif ev.geom.kind == "element" and walks_in_order(idx, node.shape, ev.geom.shape):
             val = arr.reshape(ev.geom.shape)            # the domain is the tensor reshaped: its memory, no gather
         else:
-            val = arr[tuple(idx)]
+            val = strided_view(arr, idx, ev.geom.rank)  # a slice or a transpose: its memory through steps
+            val = arr[tuple(idx)] if val is None else val
         acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident)
         self.account(ev, ev.geom, acc)
         return val

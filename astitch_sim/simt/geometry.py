@@ -84,9 +84,11 @@ class Geometry:
 
     kind = "element"
 
-    def __init__(self, mapping, dense: bool = False):
+    def __init__(self, mapping, dense: bool = False, split=None):
         m = self.mapping = mapping
-        self.shape = tuple(int(d) for d in m.domain)
+        # ``split``: ``(shape, X dims, Y dims)``, the domain reshaped and its warp-free and warp dims given (a
+        # split row's parts, :meth:`refined`); the flat element numbers, and so ``locate``, are the domain's
+        self.shape = tuple(int(d) for d in (m.domain if split is None else split[0]))
         self.rank = len(self.shape)
         self.size = int(np.prod(self.shape)) if self.shape else 1
         self.idx = tuple(np.indices(self.shape, sparse=True)) if self.shape else ()
@@ -100,7 +102,11 @@ class Geometry:
         self._cache: dict = {}
         self.separable = False
         self.flat = False
-        if not dense and m.kind in ("rows", "columns") and self.size >= SEPARABLE_MIN:
+        if split is not None:
+            self.separable = self._try_separable(split[1:])
+            if not self.separable:
+                raise AStitchError(f"the split {split} of a {m.kind} mapping over {m.domain} is not separable")
+        elif not dense and m.kind in ("rows", "columns") and self.size >= SEPARABLE_MIN:
             self.separable = self._try_separable()
         elif not dense and m.kind == "flat" and m.block % WARP == 0 and self.size >= SEPARABLE_MIN:
             self.flat = self._check_flat()
@@ -132,8 +138,31 @@ class Geometry:
         return all(np.array_equal(np.asarray(a), b) for a, b in zip(m.locate(e), want))
 
     def _line(self, dims) -> tuple:
-        """locate() for the elements whose coordinates vary only over ``dims`` (others 0)."""
+        """locate() for the elements whose coordinates vary only over ``dims`` (others 0).
+
+        A split row's line (the reduced dims of a rows mapping whose rows ``splits`` blocks share) is located
+        as its parts' starts plus one part's elements (:meth:`part_cut`): a million-element row of 256 parts
+        asks ``locate`` about 256 + 4096 elements and adds (the sample check in :meth:`_try_separable` holds
+        the sum to ``locate`` as it holds the rest)."""
         strides = row_major_strides(self.shape)
+        cut = self.part_cut() if tuple(dims) == tuple(self.mapping.groups[1]) and self.mapping.kind == "rows" else None
+        if cut is not None:
+            k, inner = cut
+            before = [d for d in dims if d < k]
+            after = [d for d in dims if d > k]
+            outer = np.zeros([1] * self.rank, dtype=np.int64)
+            for d in before:
+                outer = outer + self.idx[d].astype(np.int64) * strides[d]
+            outer = outer.ravel()[:, None] + (np.arange(self.shape[k] // inner, dtype=np.int64) * inner
+                                              * strides[k])[None, :]
+            within = np.zeros([1] * self.rank, dtype=np.int64)
+            for d in after:
+                within = within + self.idx[d].astype(np.int64) * strides[d]
+            within = np.arange(inner, dtype=np.int64)[:, None] * strides[k] + within.ravel()[None, :]
+            shape = tuple(self.shape[d] if d in dims else 1 for d in range(self.rank))
+            lo, hi, at0 = (self.mapping.locate(e.ravel()) for e in (outer, within, np.zeros(1, np.int64)))
+            return tuple((np.asarray(a, np.int64)[:, None] + np.asarray(b, np.int64)[None, :] - int(np.asarray(c)[0]))
+                         .reshape(shape) for a, b, c in zip(lo, hi, at0))
         e = np.zeros([1] * self.rank, dtype=np.int64)
         for k in dims:
             e = e + self.idx[k].astype(np.int64) * strides[k]
@@ -141,11 +170,32 @@ class Geometry:
         b, t, it = self.mapping.locate(e.ravel())
         return tuple(np.asarray(a, dtype=np.int64).reshape(shape) for a in (b, t, it))
 
-    def _try_separable(self) -> bool:
+    def part_cut(self):
+        """Where a split row's parts end: ``(k, n)``, a part is whole trailing reduced dims after dim ``k`` and
+        ``n`` of dim ``k``'s indices (``n`` divides its extent), or None (rows not split over blocks, split
+        unevenly, or parts that end inside a dim at no such cut, or reduced dims out of order)."""
+        m = self.mapping
+        if m.kind != "rows" or m.splits < 2 or m.cols != m.splits * m.chunk or self.shape != tuple(m.domain) \
+                or [d for g in m.groups for d in g] != list(range(self.rank)):
+            return None
+        inner = 1
+        for k in reversed(m.groups[1]):          # the reduced dims, innermost first: where does a part end?
+            extent = self.shape[k]
+            if m.chunk % (inner * extent) == 0:
+                inner *= extent
+                continue
+            if m.chunk % inner or extent % (m.chunk // inner):
+                return None
+            return k, m.chunk // inner
+        return None
+
+    def _try_separable(self, parts=None) -> bool:
         m = self.mapping
         g = m.groups
         p0 = tuple(g[0]) + (tuple(g[2]) if m.kind == "columns" else ())
         p1 = tuple(g[1])
+        if parts is not None:
+            p0, p1 = (tuple(p) for p in parts)
         l0, l1 = self._line(p0), self._line(p1)
         o = [int(a.ravel()[0]) for a in self._line(())]
         comps = []
@@ -168,6 +218,29 @@ class Geometry:
         if m.threads_per_row % WARP == 0:
             self.X, self.Y = (p0, p1) if m.kind == "rows" else (p1, p0)
         return True
+
+    @property
+    def refined(self):
+        """A geometry for counting memory accesses where this one's ``Y`` line is long: a rows mapping whose rows
+        are split over blocks (``splits`` parts of ``chunk`` elements).  A part is one block, so a warp never
+        spans two parts: the dim where a part ends is cut in two (``[4096, 1024]`` summed whole over 256 blocks
+        of 16 rows: ``[256, 16, 1024]``; global_norm's one row of 1M elements over 256 blocks: ``[1, 256,
+        4096]``), its outer half joins ``X`` and the memory counters run on a part's line (16K elements) instead
+        of the row (4M: adafactor's global sums).  The same elements in the same flat order, so ``locate`` and
+        the counters are the same; None where the rows are not split, or the parts do not end at such a cut."""
+        if "refined" not in self._cache:
+            self._cache["refined"] = self._refine()
+        return self._cache["refined"]
+
+    def _refine(self):
+        cut = self.part_cut() if self.separable and self.X is not None else None
+        if cut is None:
+            return None
+        k, n = cut
+        shape = self.shape[:k] + (self.shape[k] // n, n) + self.shape[k + 1:]
+        fine = Geometry(self.mapping, split=(shape, tuple(range(k + 1)), tuple(range(k + 1, self.rank + 1))))
+        fine.cut = k                             # the domain's dim k is the fine shape's k and k + 1
+        return fine
 
     def _sum(self, i):
         a0, a1 = self._comps[i]

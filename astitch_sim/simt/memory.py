@@ -333,6 +333,12 @@ def count(geom, acc: Access) -> dict:
         if geom.mapping.per_thread > 1:
             return count_flat_vectors(geom, acc)
         return count_flat(geom, acc)
+    fine = getattr(geom, "refined", None)
+    if fine is not None:
+        out = _count_refined(fine, acc)
+        if out is not None:
+            PATHS["refined"] = PATHS.get("refined", 0) + 1
+            return out
     sp = _split(geom, acc)
     if sp is not None:
         out = _count_separable(geom, acc, *sp)
@@ -346,6 +352,27 @@ def count(geom, acc: Access) -> dict:
             return out
     PATHS["dense"] += 1
     return count_dense(geom, acc)
+
+
+def _count_refined(fine, acc):
+    """The separable count on a split row's parts (``Geometry.refined``), the access's index and mask seen over
+    the refined shape (views: the cut dim of a term that varies along it is split in two); None where the
+    access does not split over the parts (the caller counts it on the whole row)."""
+    reshaped = [_on_refined(t, fine) for t in acc.terms]
+    mask = None if acc.mask is None else _on_refined(acc.mask, fine)
+    racc = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base, reshaped, mask, dedup=acc.dedup,
+                  identity=acc.identity, extra=acc.extra)
+    sp = _split(fine, racc)
+    return None if sp is None else _count_separable(fine, racc, *sp)
+
+
+def _on_refined(a, fine):
+    """A broadcastable array over the domain, seen over ``fine.shape``: the domain with its dim ``fine.cut`` cut
+    in two (a reshape: a view)."""
+    a = np.asarray(a)
+    shape = (1,) * (fine.rank - 1 - a.ndim) + a.shape
+    k = fine.cut
+    return a.reshape(shape[:k] + ((1, 1) if shape[k] == 1 else fine.shape[k:k + 2]) + shape[k + 1:])
 
 
 def _count_periodic(geom, acc):
@@ -446,7 +473,7 @@ def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
         return False
     if not ((G - G[:, :1]) == np.arange(V)).all():
         return True
-    starts, aligns = distinct(G[:, 0] % V), distinct((F_X + base) % V)
+    starts, aligns = _residues(G[:, 0], V)[0], _residues(F_X + base, V)[0]    # (by counting: no sort of the row)
     return bool(((starts[:, None] + aligns[None, :]) % V).any())
 
 
@@ -643,6 +670,8 @@ def _flat_range(geom, a, lo: int, hi: int, coords: dict = None) -> np.ndarray:
     a = a.reshape((1,) * (geom.rank - a.ndim) + a.shape)
     if all(a.shape[k] == 1 for k in range(geom.rank)):
         return np.broadcast_to(a.reshape(-1), (hi - lo,))
+    if a.shape == tuple(geom.shape):       # a whole-domain array (a dynamic-update-slice's mask): its own elements
+        return a.reshape(-1)[lo:hi]
     coords = {} if coords is None else coords
     if "flat" not in coords:
         coords["flat"] = np.arange(lo, hi, dtype=np.int64)
@@ -684,25 +713,33 @@ def _count_flat_vector_chunks(geom, acc):
     for lo in range(0, whole, VECTOR_CHUNK):
         hi = min(whole, lo + VECTOR_CHUNK)
         coords = {}
-        F = sum((_flat_range(geom, t, lo, hi, coords).astype(np.int64) for t in acc.terms),
-                np.zeros(hi - lo, np.int64))
-        sel = _flat_range(geom, acc.mask, lo, hi, coords).astype(bool) if acc.mask is not None else None
+        if lo == 0 and hi == n_all:         # one chunk, the whole domain: the terms summed where they are small
+            F = acc.flat(geom)
+            sel = geom.full(acc.mask).astype(bool) if acc.mask is not None else None
+        else:
+            F = sum((_flat_range(geom, t, lo, hi, coords).astype(np.int64) for t in acc.terms),
+                    np.zeros(hi - lo, np.int64))
+            sel = _flat_range(geom, acc.mask, lo, hi, coords).astype(bool) if acc.mask is not None else None
         n += int(sel.sum()) if sel is not None else hi - lo
         if "scattered" not in classes:
             classes.add(lane_class(F, V, base_elems))
         rows = -(-(hi - lo) // span)
         S = np.full(rows * span, BIG, dtype=np.int64)
-        S[:hi - lo] = (acc.base + s * F) // SECTOR
+        S[:hi - lo] = (acc.base + s * F) >> SECTOR_SHIFT
         if sel is not None:
             S[:hi - lo][~sel] = BIG
-        for shape, M in (("vector", S.reshape(rows, span)),
-                         ("scalar", S.reshape(rows, WARP_LANES, V).transpose(0, 2, 1).reshape(-1, WARP_LANES))):
+        # one chunk: its lane class already says which instruction shape counts; several: both, until all are seen
+        shapes = ("vector", "scalar") if whole > VECTOR_CHUNK else ("scalar" if "scattered" in classes else "vector",)
+        for shape in shapes:
+            M = S.reshape(rows, span) if shape == "vector" else \
+                S.reshape(rows, WARP_LANES, V).transpose(0, 2, 1).reshape(-1, WARP_LANES)
             sec, req = rows_distinct(M)
             counts[shape][0] += sec
             counts[shape][1] += req
-        if dedup:
-            B = ((np.arange(lo, hi, dtype=np.int64) // V) % total) // m.block
-            pairs.add(B * K + (F - f_lo) if sel is None else (B * K + (F - f_lo))[sel])
+        if dedup:          # the lanes' blocks, only where a lane reads (a dynamic-update-slice's few updated rows)
+            e = np.arange(lo, hi, dtype=np.int64) if sel is None else np.flatnonzero(sel) + lo
+            B = ((e // V) % total) // m.block
+            pairs.add(B * K + ((F if sel is None else F[sel]) - f_lo))
     tail = 0
     if whole < n_all:                             # one thread, one scalar load per distinct address
         coords = {}
@@ -819,11 +856,12 @@ def _count_flat_structured(geom, acc, vector: int = 1):
         # are the distinct inner offsets of its chunk (the outer offset only shifts them)
         out["bytes"] = s * n_o * distinct_pairs(pos_i // chunk, Fi)[0]
         return out
-    if one_trip and chunk % P == 0 and (Fi == Fi[0]).all():
-        # a block holds chunk/P whole outer positions and reads one element per outer position
-        pos_o = np.flatnonzero(sel_o)
-        out["bytes"] = s * distinct_pairs(pos_o // (chunk // P), Fo)[0]
-        return out
+    if chunk % P == 0:
+        pairs = whole_rows_pairs(np.flatnonzero(sel_o), Fo, [Fi], chunk // P, m.grid)
+        if pairs is not None:
+            PATHS["whole_rows"] = PATHS.get("whole_rows", 0) + 1
+            out["bytes"] = s * pairs
+            return out
     if all_distinct(Fo) and all_distinct(Fi) and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
         out["bytes"] = s * n_o * n_i                # every lane reads its own element: nothing to share
         return out
@@ -837,6 +875,41 @@ def _count_flat_structured(geom, acc, vector: int = 1):
             PATHS["outer_and_period"] = PATHS.get("outer_and_period", 0) + 1
             return out
     return None
+
+
+def whole_rows_pairs(pos_o: np.ndarray, Fo: np.ndarray, inner: list, rows: int, grid: int) -> Optional[int]:
+    """Distinct (block, element) pairs of flat reads ``Fo[o] + f`` (``f`` in each read's inner values ``inner``)
+    at the outer positions ``pos_o``, where a block's trip holds ``rows`` whole outer positions (its chunk a
+    multiple of the inner size): the block of outer position ``o`` is ``(o // rows) % grid`` for every inner
+    position, whichever trip.  When the distinct outer offsets lie further apart than the inner values span,
+    two outer offsets never reach one element: each distinct (block, offset) pair reads every inner value
+    once.  (Rotary embedding's ``pos[s]`` read at every ``(s, head, d)`` under the concatenate's mask, and ``q``
+    read through the two slices of one concatenate: 4M lane accesses, counted on 32K outer positions.)  None
+    where the offsets may meet."""
+    values = distinct(np.concatenate([np.asarray(f).reshape(-1) for f in inner])) if inner else np.zeros(0, np.int64)
+    if values.size == 0 or not _gap_ok(distinct(Fo), values):
+        return None
+    return distinct_pairs(*_as_pairs((pos_o // rows) % grid, Fo))[0] * int(values.size)
+
+
+def union_flat_whole_rows(reads: list) -> Optional[int]:
+    """:func:`union_bytes` of reads that all split the same flat geometry at the same outer positions with the
+    same outer part and no outer mask, a block's trip holding whole outer positions: the union's inner values
+    per offset (:func:`whole_rows_pairs`) in ``O(outer + inner)``; None otherwise (the caller lists pairs)."""
+    geom = reads[0][0]
+    if not getattr(geom, "flat", False) or any(g is not geom for g, _ in reads):
+        return None
+    m = geom.mapping
+    span = WARP_LANES * m.vector if m.per_thread > 1 else WARP_LANES
+    splits = [_split_flat(geom, acc, span) for _, acc in reads]
+    if any(sp is None for sp in splits):
+        return None
+    F_o, F_i0 = splits[0][0], splits[0][1]
+    P, chunk = F_i0.size, m.block * m.vector
+    if chunk % P or any(sp[2] is not None or sp[1].size != P or not np.array_equal(sp[0], F_o) for sp in splits):
+        return None
+    inner = [sp[1] if sp[3] is None else sp[1][np.asarray(sp[3], bool)] for sp in splits]
+    return whole_rows_pairs(np.arange(F_o.size, dtype=np.int64), F_o, inner, chunk // P, m.grid)
 
 
 def _constant_runs(values: np.ndarray, dims: tuple) -> int:
@@ -1155,6 +1228,9 @@ def pair_keys(geom, acc, K: int, limit: int = PAIR_LIMIT, unique: bool = True):
 
 def union_bytes(reads: list, K: int) -> int:
     """Distinct (block, element) pairs over several reads ``[(geom, acc)]`` of one buffer (``K`` elements)."""
+    whole_rows = union_flat_whole_rows(reads)
+    if whole_rows is not None:
+        return whole_rows
     keys, big = [], []
     for geom, acc in reads:
         k = pair_keys(geom, acc, K, unique=False)

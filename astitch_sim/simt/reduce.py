@@ -23,6 +23,9 @@ XLA's reduce semantics and the numpy reference).  An argmax/argmin folds
 """
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..ir.dtypes import cast, numpy_dtype
@@ -52,24 +55,23 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     task, part, inner, lane, lanes = layout
     T, S, I = m.rows, m.splits, m.folds_per_task
     width = S * I * lanes
-    pos = (part * I + inner) * lanes + lane
     if not geom.separable:
+        pos = (part * I + inner) * lanes + lane
         dense = np.full((T, width), ident, dtype=values.dtype)
         dense.reshape(-1)[task * width + pos] = geom.full(values)
         yield slice(0, T), dense.reshape(T, S, I, lanes)
         return
+    form = layout_form(geom)
+    pos, every_task, dealt, runs = form.pos, form.every_task, form.dealt, form.runs
     p0, p1 = geom.parts
     v = np.transpose(np.broadcast_to(values, geom.shape), list(p0) + list(p1))
-    every_task = np.array_equal(task, np.arange(T))
-    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
-    # the runs and sources only where the row is not dealt (a pass each over a 4M-element row otherwise unused)
-    runs = _contiguous_runs(pos) if dealt is None else None
+    # the sources only where the row is not dealt (a pass over a 4M-element row otherwise unused)
     source, holes = _sources(pos, width) if dealt is None else (None, None)
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
     # a layout that is the rows as they lie (a view, nothing copied) is one block: blocks only bound the copies
-    step = lead if chunk is None or not p0 or layout_in_place(geom) else max(1, chunk // max(per_lead * len(pos), 1))
+    step = lead if chunk is None or not p0 or form.in_place else max(1, chunk // max(per_lead * len(pos), 1))
     for a in range(0, lead, step):
         b = min(lead, a + step)
         vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), len(pos))
@@ -95,20 +97,45 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         yield rows, dense.reshape(n, S, I, lanes)
 
 
+@dataclass(frozen=True)
+class LayoutForm:
+    """How a separable reduce's row lies in its ``[task, part, inner, lane]`` layout: ``pos``, each reduced
+    element's layout position; ``every_task``, the task line is the tasks in order; ``dealt``, the row's vectors
+    dealt to its lanes (:func:`dealt_vectors`) or None; ``runs``, otherwise, the row's contiguous runs of
+    positions (:func:`_contiguous_runs`); ``in_place``, the layout is the input as it lies (every task in order,
+    each element at its own position or dealt filling the lanes exactly): nothing to copy."""
+    pos: np.ndarray
+    every_task: bool
+    dealt: tuple | None
+    runs: list | None
+    in_place: bool
+
+
+#: each geometry's layout form, found once however many reduces its stage has (a geometry lives one simulation)
+_FORMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def layout_form(geom) -> LayoutForm:
+    """:class:`LayoutForm` of a separable geometry's reduce layout (cached per geometry)."""
+    form = _FORMS.get(geom)
+    if form is None:
+        m = geom.mapping
+        task, part, inner, lane, lanes = geom.reduce_layout()
+        S, I = m.splits, m.folds_per_task
+        pos = (part * I + inner) * lanes + lane
+        every_task = bool(np.array_equal(task, np.arange(m.rows)))
+        dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
+        runs = _contiguous_runs(pos) if dealt is None else None
+        in_place = every_task and (_dealt_in_place(dealt, S, len(pos)) if dealt is not None
+                                   else runs == [(0, 0, S * I * lanes)])
+        form = _FORMS[geom] = LayoutForm(pos, every_task, dealt, runs, in_place)
+    return form
+
+
 def layout_in_place(geom) -> bool:
-    """Is a separable reduce's ``[task, part, inner, lane]`` layout its input as it lies (every task in order,
-    each row's elements at their own positions, or dealt to the lanes filling them exactly)?  Then
-    :func:`lay_out_chunks` copies nothing, and yields one block whatever the size."""
-    m = geom.mapping
-    task, part, inner, lane, lanes = geom.reduce_layout()
-    S, I = m.splits, m.folds_per_task
-    pos = (part * I + inner) * lanes + lane
-    if not geom.separable or not np.array_equal(task, np.arange(m.rows)):
-        return False
-    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
-    if dealt is not None:
-        return _dealt_in_place(dealt, S, len(pos))
-    return _contiguous_runs(pos) == [(0, 0, S * I * lanes)]
+    """Is a separable reduce's ``[task, part, inner, lane]`` layout its input as it lies (:class:`LayoutForm`)?
+    Then :func:`lay_out_chunks` copies nothing, and yields one block whatever the size."""
+    return bool(geom.separable) and layout_form(geom).in_place
 
 
 #: at most this many contiguous runs of positions are listed (more: the positions are taken as scattered)
@@ -128,9 +155,21 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
         return None
     trips, chunk = I // V, -(-pos.size // S)
     # the positions of a full part's elements, as a broadcast formula; a part's first `chunk` are its own
-    part, trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (S, trips, lanes, V)))
-    want = ((part * I + trip * V + j) * lanes + lane).reshape(S, I * lanes)[:, :chunk].reshape(-1)[:pos.size]
-    return (trips, lanes, V, chunk) if np.array_equal(pos, want) else None
+    trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (trips, lanes, V)))
+    first = ((trip * V + j) * lanes + lane).reshape(-1)[:chunk]           # part 0's positions
+    found = (trips, lanes, V, chunk)
+    if pos.size != S * chunk:              # a shorter last part: the whole formula, part by part
+        want = (np.arange(S, dtype=np.int64)[:, None] * (I * lanes) + first[None, :]).reshape(-1)[:pos.size]
+        return found if np.array_equal(pos, want) else None
+    # every part full: part p's positions are part 0's moved by p * I * lanes, checked a cache-sized block of
+    # parts at a time (a 4M-element row split 256 ways: no row-sized array of wanted positions)
+    rows, step = pos.reshape(S, chunk), max(1, (1 << 16) // max(chunk, 1))
+    for a in range(0, S, step):
+        b = min(S, a + step)
+        if not np.array_equal(rows[a:b] - np.arange(a, b, dtype=np.int64)[:, None] * (I * lanes),
+                              np.broadcast_to(first, (b - a, chunk))):
+            return None
+    return found
 
 
 def _dealt_in_place(dealt: tuple, S: int, size: int) -> bool:
@@ -250,7 +289,7 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combi
         return None          # no task dim after the reduced ones (a row: the layout is the row), or reduced dims apart
     task, part, inner, lane, lanes = layout
     S, I = m.splits, m.folds_per_task
-    pos = (part * I + inner) * lanes + lane
+    pos = layout_form(geom).pos
     if pos.size != S * I * lanes or not np.array_equal(pos, np.arange(pos.size)) \
             or not np.array_equal(task, np.arange(m.rows)):
         return None

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import astitch_sim as asim
-from astitch_sim.ir.flatindex import distinct, ravel, unravel
+from astitch_sim.ir.flatindex import distinct, divmod_by, ravel, strided_view, unravel
 from anchor import TESTS_FILE
 
 ROOT = pathlib.Path(TESTS_FILE).resolve().parents[1]
@@ -210,3 +210,86 @@ def test_an_ops_own_index_in_a_reshaped_domain_is_its_element_at_the_same_flat_p
     flat = ravel([np.broadcast_to(a, shape) for a in got], src) if src else np.zeros(shape, np.int64)
     assert np.array_equal(np.broadcast_to(flat, shape), np.arange(int(np.prod(shape))).reshape(shape))
     assert reshape_index(idx, shape, shape) == idx
+
+
+@pytest.mark.parametrize("shape", [(1, 1024, 32, 128), (750000, 32), (3, 5, 7), (2, 1, 1, 6, 64)])
+def test_in_range_unravel_skips_only_the_outermost_division(shape):
+    """Numbers inside the array: the outermost index is what the inner dims leave, the same as dividing."""
+    size = int(np.prod(shape))
+    flat = np.concatenate([np.arange(min(size, 5000)), np.random.default_rng(3).integers(0, size, 5000)])
+    for a, b in zip(unravel(flat, shape, in_range=True), unravel(flat, shape), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 32, 750016])
+def test_divmod_by_with_a_bound_is_the_floored_divmod(d):
+    """A bound at most the divisor: quotient 0 and the values themselves, with no pass; any other bound
+    changes nothing."""
+    for bound in (1, d, d + 1, 3 * d + 5):
+        a = np.arange(bound, dtype=np.int64)
+        q, r = divmod_by(a, d, bound=bound)
+        assert np.array_equal(np.broadcast_to(q, a.shape), a // d) and np.array_equal(np.broadcast_to(r, a.shape), a % d)
+
+
+def _index_lines(draw_kind, rng, n, extent):
+    """One index line of ``n`` values inside ``[0, extent)``: a progression (slice, reversal), a constant
+    (broadcast) or arbitrary values (a gather along the dim)."""
+    if draw_kind == "constant" or n == 1:
+        return np.full(n, rng.integers(0, extent))
+    if draw_kind == "step":
+        step = int(rng.choice([s for s in (-3, -2, -1, 1, 2, 3) if abs(s) * (n - 1) < extent] or [0]))
+        if step == 0:
+            return np.full(n, rng.integers(0, extent))
+        lo = (n - 1) * -step if step < 0 else 0
+        hi = extent - (n - 1) * step if step > 0 else extent
+        start = int(rng.integers(lo, hi))
+        return start + step * np.arange(n)
+    return rng.integers(0, extent, n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), rank=st.integers(1, 4), tensor_rank=st.integers(1, 4))
+def test_strided_view_is_the_gather_or_says_it_is_not(seed, rank, tensor_rank):
+    """``strided_view(arr, idx)`` broadcast over the domain equals numpy's gather ``arr[idx]`` whenever it
+    answers; it answers for slices, reversals, transposes and broadcasts with one arbitrary line among them,
+    and refuses two arbitrary lines or an index over two domain dims."""
+    rng = np.random.default_rng(seed)
+    domain = tuple(int(n) for n in rng.integers(1, 7, rank))
+    arr = rng.standard_normal(tuple(int(n) for n in rng.integers(1, 9, tensor_rank)))
+    dims = list(rng.permutation(rank))
+    idx, arbitrary, mixed = [], 0, False
+    for d in range(tensor_rank):
+        kind = rng.choice(["constant", "step", "step", "any"])
+        if kind == "constant" or not dims:
+            line = _index_lines("constant", rng, 1, arr.shape[d])
+            idx.append(line.reshape((1,) * rank))
+            continue
+        k = int(dims.pop())
+        line = _index_lines(kind, rng, domain[k], arr.shape[d])
+        shape = [1] * rank
+        shape[k] = domain[k]
+        a = line.reshape(shape)
+        if rng.random() < 0.1 and rank > 1:      # an index over two domain dims: never a view
+            other = (k + 1) % rank
+            a = a + np.zeros([domain[j] if j == other else 1 for j in range(rank)], dtype=np.int64)
+            mixed = mixed or domain[other] > 1
+        arbitrary += kind == "any" and not np.array_equal(line, line[0] + (line[1] - line[0] if line.size > 1 else 0)
+                                                          * np.arange(line.size))
+        idx.append(a)
+    want = arr[tuple(idx)]
+    got = strided_view(arr, tuple(idx), rank)
+    if got is None:
+        assert arbitrary > 1 or mixed, "a slice, transpose or broadcast with at most one gathered line is a view"
+        return
+    assert np.array_equal(np.broadcast_to(got, np.broadcast_shapes(got.shape, want.shape)),
+                          np.broadcast_to(want, np.broadcast_shapes(got.shape, want.shape)))
+    assert got.ndim == rank
+
+
+def test_strided_view_keeps_memory_and_refuses_what_is_outside():
+    """A transpose and a reversed slice share the tensor's memory; an index past the end is left to numpy."""
+    arr = np.arange(2 * 3 * 4).reshape(2, 3, 4)
+    i = np.indices((4, 3, 2), sparse=True)                     # domain [4, 3, 2]: the tensor transposed
+    view = strided_view(arr, (i[2], i[1], i[0][::-1]), 3)
+    assert np.shares_memory(view, arr) and np.array_equal(view, arr.transpose(2, 1, 0)[::-1])
+    assert strided_view(arr, (i[2], i[1], i[0] + 1), 3) is None

@@ -443,15 +443,58 @@ def test_the_offset_per_group_shortcut_was_exercised():
 
 def test_attention_masks_offset_per_batch_takes_the_shortcut(monkeypatch):
     """At attention's own shape (16 x 12 x 128 x 128, blocks of 256 threads with two unrolled vectors each) the
-    mask's (block, element) pairs are counted per batch from the keys each trip covers, not address by address
-    (the chunked count took 80 ms of a 115 ms simulation), and exactly."""
+    mask's (block, element) pairs are counted per batch, not address by address (the chunked count took 80 ms
+    of a 115 ms simulation), and exactly: a block's trip holds 8 whole key rows, so its pairs are its (block,
+    batch offset) pairs times the 128 keys (``whole_rows``); with that path off, from the keys each trip covers
+    (``outer_and_period``)."""
     m = ThreadMapping("flat", (16, 12, 128, 128), ((0, 1, 2, 3),), block=256, grid=1536, per_thread=8, vector=4)
     geom = geometry.Geometry(m)
     b, _, _, k = geom.idx
     acc = Access("global", "read", "mask", 4, 12582912, [b * 128, k], dedup=True)
     monkeypatch.setattr(memory, "PATHS", {})
     fast = memory.count_flat_vectors(geom, acc)
+    assert memory.PATHS.get("whole_rows") == 1, memory.PATHS
+    with monkeypatch.context() as off:
+        off.setattr(memory, "whole_rows_pairs", lambda *a: None)
+        assert memory.count_flat_vectors(geom, acc) == fast
     assert memory.PATHS.get("outer_and_period") == 1, memory.PATHS
     # a block's two trips lie in batches b and b + 8: 128 distinct keys each, so 2 x 128 elements per block
     assert fast["bytes"] == 4 * 1536 * 2 * 128
     assert fast == _vectors_by_definition(geom, acc)
+
+
+@pytest.mark.parametrize("domain,groups,block,grid,splits,vector", [
+    ((64, 256), ((), (0, 1)), 256, 16, 16, 4),        # a whole-tensor sum over 16 blocks: parts of 4 rows
+    ((96, 128), ((), (0, 1)), 128, 32, 32, 1),        # ... 32 blocks of 3 rows, scalar lanes
+    ((1, 65536), ((0,), (1,)), 1024, 64, 64, 4),      # global_norm's one long row: each part cuts the dim
+    ((4, 8, 1024), ((0,), (1, 2)), 256, 8, 2, 4),     # 4 rows of [8, 1024], each over 2 blocks of 4 x 1024
+])
+def test_a_split_row_counts_on_its_parts_exactly(monkeypatch, domain, groups, block, grid, splits, vector):
+    """A rows mapping whose rows ``splits`` blocks share: the geometry locates its row as the parts' starts
+    plus one part (the same block, thread and iteration as ``locate`` everywhere), and its accesses are
+    counted over the parts (``Geometry.refined``: a part is one block, so the cut dim's outer half joins the
+    dims a warp never spans) with the dense count's counters."""
+    monkeypatch.setattr(geometry, "SEPARABLE_MIN", 1)
+    m = ThreadMapping("rows", domain, groups, block=block, grid=grid, threads_per_row=block, splits=splits,
+                      combine="atomic", per_thread=vector, vector=vector)
+    m.check()
+    geom, dense = geometry.Geometry(m), geometry.Geometry(m, dense=True)
+    assert geom.separable and geom.refined is not None and geom.part_cut() is not None
+    for name in ("block", "thread", "iteration"):
+        assert np.array_equal(np.broadcast_to(getattr(geom, name), geom.shape), getattr(dense, name)), name
+    idx = geom.idx
+    strides = [int(np.prod(domain[k + 1:])) for k in range(len(domain))]
+    own = [i * s for i, s in zip(idx, strides, strict=True)]
+    accesses = [Access("global", "read", "x", 4, 0, own, dedup=True, identity=True),
+                Access("global", "write", "y", 2, 4096, own, identity=True),
+                Access("global", "read", "stat", 4, 256, [idx[0]], dedup=True),
+                Access("global", "read", "gamma", 4, 512, [idx[-1]], dedup=True),
+                Access("global", "read", "x", 4, 0, own, mask=idx[-1] % 3 > 0, dedup=True),
+                Access("global", "read", "scalar", 4, 0, [np.zeros((1,) * len(domain), np.int64)], dedup=True),
+                Access("shared", "read", "factor", 4, 16, [np.zeros((1,) * len(domain), np.int64)])]
+    for acc in accesses:
+        monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
+        assert memory.count(geom, acc) == memory.count_dense(dense, acc), acc.node
+        # a mask along the cut dim does not split over the parts: that access is counted on the whole row
+        assert memory.PATHS.get("refined") == (0 if acc.mask is not None and np.shape(acc.mask)[geom.refined.cut] > 1
+                                               else 1), (acc.node, memory.PATHS)
