@@ -4,8 +4,11 @@
     paper size (the workload's default shape; softmax also at the paper's DIEN shape
     <750000,32>), under every strategy.  The simulator computes the same values
     *and* locates every element on its block/thread/iteration, counts every
-    load/store, and schedules the timeline; the target is at most 5x the numpy
-    reference (issue 14).
+    load/store, and schedules the timeline; the goal is at most 3x the numpy
+    reference (issue 28; issue 14 asked for 5x, and both counts are printed).
+(c) The same for every real model under ``tests/fixtures/models`` (JAX's HLO of a GPT forward and training
+    step, optimizers, attention, rotary embedding, a KV-cache update...) with their seeded inputs: the sizes
+    users bring, whose graphs mix every op and mapping.
 (b) Elements per second of the SIMT model against Numba's CUDA simulator
     (``NUMBA_ENABLE_CUDASIM=1``, which runs every CUDA thread as a Python thread)
     on the same computation: a one-block-per-row layernorm kernel, written below
@@ -22,7 +25,8 @@ The biggest catalog shapes (log_softmax and cross_entropy at 8192 x 32000: 262M
 elements, 1 GB per f32 array) need several GB of memory.
 
     python -m benchmarks.simt_speed                         # everything -> benchmarks/results/simt_speed.{json,md}
-    python -m benchmarks.simt_speed --only softmax layernorm --repeat 5 --out /tmp/s --skip-numba
+    python -m benchmarks.simt_speed --only softmax layernorm --repeat 5 --out /tmp/s --skip-numba   # (a) only
+    python -m benchmarks.simt_speed --skip-models --skip-numba                                      # (a)
 """
 from __future__ import annotations
 
@@ -42,9 +46,12 @@ import astitch_sim as asim
 from astitch_sim.frontends.workloads import list_workloads, workload_inputs
 
 OUT = Path(__file__).parent / "results"
+MODELS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "models"
 BERT = dict(rows=16384, cols=768)
 TINY = dict(rows=16, cols=128)
-TARGET_RATIO = 5
+#: issue 28's goal (issue 14 asked for 5x; both counts are reported)
+TARGET_RATIO = 3
+EARLIER_TARGET = 5
 #: paper shapes beyond the catalog's defaults (the catalog's softmax default is the Transformer <64,30000>)
 EXTRA_SHAPES = [("softmax", dict(rows=750000, cols=32))]
 
@@ -152,6 +159,44 @@ def part_a(repeat: int, strategies, only=None, log=print, rows=None, on_row=lamb
     return rows
 
 
+def part_c(repeat: int, strategies, log=print, rows=None, on_row=lambda rows: None, paths=None) -> list:
+    """Every model fixture (or the HLO files ``paths``): reference and simulate times per strategy (the
+    fixture's seeded inputs)."""
+    from astitch_sim.frontends.seeded import fixture_inputs
+    rows = [] if rows is None else rows
+    for path in sorted(MODELS.glob("*.hlo")) if paths is None else [Path(p) for p in paths]:
+        g = asim.from_hlo_file(path)
+        x = fixture_inputs(path)
+        ref_wall, ref_cpu, want = timed(lambda: asim.reference(g, x), repeat)
+        for strategy in strategies:
+            plan = asim.compile(g, strategy, "H100")
+            sim_wall, sim_cpu, res = timed(lambda: asim.simulate(plan, x), repeat)
+            row = {"model": path.stem, "ops": len(list(g)), "strategy": strategy, "gpu": "H100",
+                   "kernels": res.stats.kernel_launches, "reference_s": ref_wall, "simulate_s": sim_wall,
+                   "reference_cpu_s": ref_cpu, "simulate_cpu_s": sim_cpu,
+                   "ratio": median(sim_wall) / median(ref_wall), "ratio_cpu": median(sim_cpu) / median(ref_cpu),
+                   "max_rel_error": max_error(want, res.outputs)}
+            rows.append(row)
+            on_row(rows)
+            log(f"{path.stem:24s} {strategy:16s} reference {median(ref_wall):7.3f} s  simulate "
+                f"{median(sim_wall):7.3f} s  ratio {row['ratio']:5.1f}x (CPU time {row['ratio_cpu']:5.1f}x)")
+            del res
+        del want, x
+    return rows
+
+
+def _over(rows: list) -> str:
+    """How many rows are over the goal and over the earlier target, and the worst."""
+    if not rows:
+        return ""
+    worst = max(rows, key=lambda x: x["ratio"])
+    name = worst.get("model") or f"{worst['workload']} {_shape(worst['shape'])}"
+    over = sum(x["ratio"] > TARGET_RATIO for x in rows)
+    earlier = sum(x["ratio"] > EARLIER_TARGET for x in rows)
+    return (f"Worst: {name} {worst['strategy']} at {worst['ratio']:.1f}x (CPU {worst['ratio_cpu']:.1f}x); "
+            f"{over} of {len(rows)} over {TARGET_RATIO}x, {earlier} over {EARLIER_TARGET}x.")
+
+
 def _shape(shape: dict) -> str:
     return "x".join(str(v) for v in shape.values())
 
@@ -215,8 +260,9 @@ def markdown(r: dict) -> str:
         "## (a) simulate vs the numpy reference: the catalog at paper size, every strategy, H100 plans", "",
         f"Median of {r['repeat']} runs after a warm-up.  *Ratio* is simulate / reference in wall-clock time; "
         "*CPU ratio* the same in process CPU time (the machine may be shared: wall clock stretches with "
-        f"other load, CPU time much less).  Target: ratio <= {TARGET_RATIO}x.  *Error*: largest |simulate - "
-        "reference| over the outputs, relative to the output's largest |value|.", "",
+        f"other load, CPU time much less).  Goal: ratio <= {TARGET_RATIO}x (issue 28; issue 14 asked for "
+        f"{EARLIER_TARGET}x).  *Error*: largest |simulate - reference| over the outputs, relative to the output's "
+        "largest |value|.", "",
         "| workload | shape | strategy | kernels | reference s | simulate s | ratio | CPU ratio | error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -226,10 +272,20 @@ def markdown(r: dict) -> str:
                      f"{median(row['reference_s']):.3f} | {median(row['simulate_s']):.3f} | "
                      f"{row['ratio']:.1f}x{over} | {row['ratio_cpu']:.1f}x | {row['max_rel_error']:.1e} |")
     if a:
-        worst = max(a, key=lambda x: x["ratio"])
-        over = [x for x in a if x["ratio"] > TARGET_RATIO]
-        lines += ["", f"Worst: {worst['workload']} {_shape(worst['shape'])} {worst['strategy']} at "
-                  f"{worst['ratio']:.1f}x (CPU {worst['ratio_cpu']:.1f}x); {len(over)} of {len(a)} over {TARGET_RATIO}x."]
+        lines += ["", _over(a)]
+    c = r.get("c")
+    if c:
+        lines += ["", "## (c) simulate vs the numpy reference: every model fixture, every strategy, H100 plans", "",
+                  "The HLO JAX printed for real model code (`tests/fixtures/models`), with its seeded inputs; "
+                  "columns as in (a).", "",
+                  "| model | ops | strategy | kernels | reference s | simulate s | ratio | CPU ratio | error |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for row in c:
+            over = " **over**" if row["ratio"] > TARGET_RATIO else ""
+            lines.append(f"| {row['model']} | {row['ops']} | {row['strategy']} | {row['kernels']} | "
+                         f"{median(row['reference_s']):.4f} | {median(row['simulate_s']):.4f} | "
+                         f"{row['ratio']:.1f}x{over} | {row['ratio_cpu']:.1f}x | {row['max_rel_error']:.1e} |")
+        lines += ["", _over(c)]
     b = r.get("b")
     if b:
         nb = b["numba_cudasim"]
@@ -255,6 +311,7 @@ def main(argv=None) -> int:
     ap.add_argument("--strategies", nargs="+", default=list(asim.STRATEGIES), choices=list(asim.STRATEGIES))
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per measurement (after one warm-up)")
     ap.add_argument("--skip-numba", action="store_true", help="leave out part (b), the Numba CUDA simulator run")
+    ap.add_argument("--skip-models", action="store_true", help="leave out part (c), the model fixtures")
     ap.add_argument("--out", default=str(OUT), help="folder for simt_speed.json / simt_speed.md")
     args = ap.parse_args(argv)
     known = {w.name for w in list_workloads()}
@@ -275,12 +332,15 @@ def main(argv=None) -> int:
         (out / "simt_speed.md").write_text(markdown(r))
 
     part_a(args.repeat, args.strategies, args.only, log, rows=r["a"], on_row=lambda rows: save())
+    if not args.skip_models and not args.only:
+        r["c"] = []
+        part_c(args.repeat, args.strategies, log, rows=r["c"], on_row=lambda rows: save())
     if not args.skip_numba:
         r["b"] = part_b(args.repeat)
     r["complete"] = True
     save()
     print(markdown(r))
-    ok = all(row["ratio"] <= TARGET_RATIO for row in r["a"])
+    ok = all(row["ratio"] <= TARGET_RATIO for row in r["a"] + r.get("c", []))
     if "b" in r:
         ok = ok and r["b"]["simt_same_shape"]["ratio_vs_numba"] >= 1000
     return 0 if ok else 1

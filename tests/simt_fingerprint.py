@@ -12,7 +12,7 @@ between its AVX2 and baseline code paths).  A digest changes when any value in i
 numpy float64 of one value read the same), and the readable part shows roughly where.
 
 ``CASES`` are the catalog at test sizes, every strategy, plus bigger shapes (the paper's
-among them, marked ``slow``).  ``tests/make_simt_stats.py`` records them into
+among them) and every model fixture, marked ``slow``.  ``tests/make_simt_stats.py`` records them into
 ``tests/fixtures/simt_stats.json`` (one line per case) from a known-good version of the
 model; ``tests/simt/test_simt_stats_fixture.py`` checks the current model reproduces them exactly.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
@@ -47,6 +48,7 @@ SMALL = [
     ("paper_fig7", dict(n=128, c=256)),
     ("row_reduce", dict(rows=7500, cols=32)),
     ("column_reduce", dict(rows=100, cols=3072)),
+    ("global_norm", dict(rows=256, cols=1024)),     # one row split over blocks, counted over its parts
 ]
 
 #: bigger shapes (``slow``): the paper's three speed shapes and a few past the sizes small tests reach
@@ -58,6 +60,12 @@ BIG = [
     ("column_reduce", dict(rows=2048, cols=3072)),
     ("batchnorm_train", dict(rows=65536, cols=64)),
 ]
+
+
+#: real models (``tests/fixtures/models``, with their seeded inputs; ``slow``): graphs that mix every op and
+#: mapping -- gathers through slices and transposes, a dynamic-update-slice, whole-tensor sums split over blocks
+MODELS = sorted(p.stem for p in (Path(__file__).parent / "fixtures" / "models").glob("*.hlo"))
+MODEL = "model:"
 
 
 def case_id(name: str, shape: dict, strategy: str) -> str:
@@ -73,6 +81,8 @@ def cases(big: bool = False):
         for name, shape in group:
             for strategy in asim.STRATEGIES:
                 out.append((case_id(name, shape, strategy), name, shape, strategy, slow))
+    if big:
+        out += [(case_id(MODEL + m, {}, s), MODEL + m, {}, s, True) for m in MODELS for s in asim.STRATEGIES]
     return out
 
 
@@ -82,9 +92,15 @@ UNBOUNDED: dict = {}
 
 
 def run_case(name: str, shape: dict, strategy: str, gpu: str = "H100"):
-    g = asim.workload(name, **shape)
+    if name.startswith(MODEL):
+        from astitch_sim.frontends.seeded import fixture_inputs
+        path = Path(__file__).parent / "fixtures" / "models" / f"{name[len(MODEL):]}.hlo"
+        g, inputs = asim.from_hlo_file(path), fixture_inputs(path)
+    else:
+        g = asim.workload(name, **shape)
+        inputs = workload_inputs(g, 0)
     plan = asim.compile(g, strategy, gpu, **UNBOUNDED.get(strategy, {}))
-    return asim.simulate(plan, workload_inputs(g, 0))
+    return asim.simulate(plan, inputs)
 
 
 def _sha(text: str) -> str:

@@ -185,9 +185,13 @@ def update_at_runtime(node, i, idx, fetch):
     upd = node.operands[1]
     starts = indexed.dynamic_starts(node, upd.shape, lambda j: fetch(j, ()), clamp_index)
     pos = [np.asarray(x) - s for x, s in zip(idx, starts)]
-    inside = np.ones(np.broadcast_shapes(*(np.shape(p) for p in pos)), dtype=bool)
+    # only the dims the window narrows enter the mask: a cache row's update ([2, 1, 8, 64] into [2, 1024, 8,
+    # 64]) is masked along dim 1 alone, so the mask stays [1, 1024, 1, 1] and its reads count separably
+    inside = np.ones((1,) * len(pos), dtype=bool)
     for p, n in zip(pos, upd.shape):
-        inside = inside & (p >= 0) & (p < n)
+        within = (p >= 0) & (p < n)
+        if not within.all():
+            inside = inside & within
     if i == 0:
         return idx, ~inside
     return tuple(np.clip(p, 0, max(n - 1, 0)) for p, n in zip(pos, upd.shape)), inside

@@ -587,6 +587,10 @@ class KernelRun:
     def _register_lookup(self, pg, pval, cg, node):
         """The consumer thread reads *its own* register: whatever the producer thread left in that
         (block, thread, iteration) slot -- the right value only if the plan put the same element there."""
+        if pg is cg:
+            # one mapping: each (block, thread, iteration) slot holds the same element for both, so every
+            # consumer element finds the producer's value at its own position (a 4M-element sort avoided)
+            return np.broadcast_to(pval, cg.shape)
         span = max(pg.iters, cg.iters) + 1
         T = self.kernel.block
 

@@ -493,3 +493,22 @@ def test_no_script_or_test_edits_sys_path():
                         if edit.search(line) and not colab.search(line):
                             found.append(f"{os.path.relpath(path, ROOT)}:{i}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_simt_speed_times_a_model_fixture_and_reports_it_against_the_goal():
+    """Part (c) of the SIMT speed benchmark on one real model (JAX's cumsum positions): a row per strategy with
+    the simulation's outputs matching the reference, and the table and its summary counting the rows over
+    the 3x goal and the earlier 5x target from the measured ratios."""
+    from benchmarks import simt_speed
+    path = Path(ROOT) / "tests" / "fixtures" / "models" / "cumsum_positions.hlo"
+    rows = simt_speed.part_c(1, ["xla", "astitch"], log=lambda msg: None, paths=[path])
+    assert [r["strategy"] for r in rows] == ["xla", "astitch"]
+    for r in rows:
+        assert r["model"] == "cumsum_positions" and r["kernels"] >= 1 and r["max_rel_error"] < 1e-5
+        assert r["ratio"] == pytest.approx(np.median(r["simulate_s"]) / np.median(r["reference_s"]))
+    rows[0]["ratio"], rows[1]["ratio"] = 4.0, 2.0          # one over the goal, none over the earlier target
+    md = simt_speed.markdown({"provenance": {"date": "d", "cpu": "c", "cores": 2, "python": "3", "numpy": "2",
+                                             "numba": "0", "git_commit": "x", "command": "python -m b"},
+                              "repeat": 1, "a": [], "c": rows})
+    assert "## (c)" in md and "| cumsum_positions |" in md and "4.0x **over**" in md
+    assert "1 of 2 over 3x, 0 over 5x" in md
