@@ -104,9 +104,8 @@ class Geometry:
         self.flat = False
         if split is not None:
             self.separable = self._try_separable(split[1:])
-            if not self.separable:
-                raise AStitchError(f"the split {split} of a {m.kind} mapping over {m.domain} is not separable")
-        elif not dense and m.kind in ("rows", "columns") and self.size >= SEPARABLE_MIN:
+            return                          # not separable: the caller does without it (no dense arrays made)
+        if not dense and m.kind in ("rows", "columns") and self.size >= SEPARABLE_MIN:
             self.separable = self._try_separable()
         elif not dense and m.kind == "flat" and m.block % WARP == 0 and self.size >= SEPARABLE_MIN:
             self.flat = self._check_flat()
@@ -239,6 +238,8 @@ class Geometry:
         k, n = cut
         shape = self.shape[:k] + (self.shape[k] // n, n) + self.shape[k + 1:]
         fine = Geometry(self.mapping, split=(shape, tuple(range(k + 1)), tuple(range(k + 1, self.rank + 1))))
+        if not fine.separable or fine.X is None:
+            return None                          # locate is not a sum over the parts: count on the row
         fine.cut = k                             # the domain's dim k is the fine shape's k and k + 1
         return fine
 

@@ -70,8 +70,10 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
-    # a layout that is the rows as they lie (a view, nothing copied) is one block: blocks only bound the copies
-    step = lead if chunk is None or not p0 or form.in_place else max(1, chunk // max(per_lead * len(pos), 1))
+    # blocks bound the copies and keep a fold's accumulators in cache across its steps: the rows as they lie,
+    # folded in one step (one element per thread and task: <750000,32> over 32-thread blocks), gain from neither
+    one_step = I == 1 and every_task and runs == [(0, 0, width)]
+    step = lead if one_step or chunk is None or not p0 else max(1, chunk // max(per_lead * len(pos), 1))
     for a in range(0, lead, step):
         b = min(lead, a + step)
         vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), len(pos))
@@ -102,13 +104,11 @@ class LayoutForm:
     """How a separable reduce's row lies in its ``[task, part, inner, lane]`` layout: ``pos``, each reduced
     element's layout position; ``every_task``, the task line is the tasks in order; ``dealt``, the row's vectors
     dealt to its lanes (:func:`dealt_vectors`) or None; ``runs``, otherwise, the row's contiguous runs of
-    positions (:func:`_contiguous_runs`); ``in_place``, the layout is the input as it lies (every task in order,
-    each element at its own position or dealt filling the lanes exactly): nothing to copy."""
+    positions (:func:`_contiguous_runs`)."""
     pos: np.ndarray
     every_task: bool
     dealt: tuple | None
     runs: list | None
-    in_place: bool
 
 
 #: each geometry's layout form, found once however many reduces its stage has (a geometry lives one simulation)
@@ -126,16 +126,8 @@ def layout_form(geom) -> LayoutForm:
         every_task = bool(np.array_equal(task, np.arange(m.rows)))
         dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
         runs = _contiguous_runs(pos) if dealt is None else None
-        in_place = every_task and (_dealt_in_place(dealt, S, len(pos)) if dealt is not None
-                                   else runs == [(0, 0, S * I * lanes)])
-        form = _FORMS[geom] = LayoutForm(pos, every_task, dealt, runs, in_place)
+        form = _FORMS[geom] = LayoutForm(pos, every_task, dealt, runs)
     return form
-
-
-def layout_in_place(geom) -> bool:
-    """Is a separable reduce's ``[task, part, inner, lane]`` layout its input as it lies (:class:`LayoutForm`)?
-    Then :func:`lay_out_chunks` copies nothing, and yields one block whatever the size."""
-    return bool(geom.separable) and layout_form(geom).in_place
 
 
 #: at most this many contiguous runs of positions are listed (more: the positions are taken as scattered)
@@ -172,18 +164,12 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     return found
 
 
-def _dealt_in_place(dealt: tuple, S: int, size: int) -> bool:
-    """Do a row's ``size`` elements fill the dealt layout exactly (:func:`_dealt_view` is then a view)?"""
-    trips, lanes, V, chunk = dealt
-    return chunk == trips * lanes * V and size == S * chunk
-
-
 def _dealt_view(vb: np.ndarray, S: int, dealt: tuple, ident) -> np.ndarray:
     """Rows ``vb`` (``[task, element]``) as ``[task, part, trip, lane, j]`` (:func:`dealt_vectors`): a view when the
     parts' vectors fill their lanes' trips, else a copy padded with the identity where the layout has holes."""
     trips, lanes, V, chunk = dealt
     n, size, full = vb.shape[0], vb.shape[1], trips * lanes * V
-    if _dealt_in_place(dealt, S, size):
+    if chunk == full and size == S * chunk:
         return vb.reshape((n, S, trips, lanes, V))
     padded = np.full((n, S, full), ident, dtype=vb.dtype)
     whole = size // chunk
@@ -289,7 +275,7 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combi
         return None          # no task dim after the reduced ones (a row: the layout is the row), or reduced dims apart
     task, part, inner, lane, lanes = layout
     S, I = m.splits, m.folds_per_task
-    pos = layout_form(geom).pos
+    pos = (part * I + inner) * lanes + lane
     if pos.size != S * I * lanes or not np.array_equal(pos, np.arange(pos.size)) \
             or not np.array_equal(task, np.arange(m.rows)):
         return None
@@ -302,7 +288,7 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combi
 
 
 #: elements of one block of tasks the tree works on at a time (a few hundred KB: it stays in cache)
-TREE_BLOCK = 1 << 18
+TREE_BLOCK = 1 << 16
 
 
 def tree_steps(lanes: int) -> int:

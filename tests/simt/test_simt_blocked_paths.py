@@ -272,11 +272,9 @@ def _centred_times_x():
 
 
 def _blocks_of_tasks(mapping) -> bool:
-    """Can this stage's reduces fold in blocks (a separable domain whose first task dim has several rows, laid
-    out by a copy: a layout that is the input as it lies is one block whatever its size)?"""
+    """Can this stage's reduces fold in blocks (a separable domain whose first task dim has several rows)?"""
     geom = Geometry(mapping)
-    return geom.separable and bool(geom.parts[0]) and geom.shape[geom.parts[0][0]] > 1 \
-        and not reduce.layout_in_place(geom)
+    return geom.separable and bool(geom.parts[0]) and geom.shape[geom.parts[0][0]] > 1
 
 
 def test_the_forced_paths_run_in_place_and_in_blocks():
