@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from astitch_sim.errors import AStitchError
 
@@ -68,6 +69,11 @@ LIMITING_FACTORS = ("threads", "blocks", "warps", "registers", "shared")
 
 KIB = 1024
 MIB = 1024 * 1024
+
+
+#: occupancy reports by (GPU, threads, shared bytes, registers); at most OCCUPANCY_CACHE of them
+_OCCUPANCY: dict = {}
+OCCUPANCY_CACHE = 1 << 16
 
 
 def _round_up(value: int, unit: int) -> int:
@@ -255,8 +261,23 @@ class GPU:
         """Full occupancy report: blocks per SM, what limits it, warps, waves.
 
         Raises :class:`AStitchError` for out-of-range inputs and for a block
-        that cannot fit on an SM at all (too many registers in total).
+        that cannot fit on an SM at all (too many registers in total).  A GPU
+        preset is immutable, so each launch shape's report is worked out once
+        (the SIMT model asks it a dozen times per kernel: a training step's
+        thousand unfused kernels asked 12,000 times per simulation).
         """
+        args = (threads_per_block, shared_bytes, registers_per_thread)
+        if any(type(a) is not int for a in args):     # (True == 1: only plain ints are looked up; the rest are
+            return self._occupancy(*args)             # checked, and refused where they are no whole number)
+        key = (self,) + args
+        occ = _OCCUPANCY.get(key)
+        if occ is None:
+            occ = self._occupancy(*args)
+            if len(_OCCUPANCY) < OCCUPANCY_CACHE:
+                _OCCUPANCY[key] = occ
+        return occ
+
+    def _occupancy(self, threads_per_block, shared_bytes, registers_per_thread) -> Occupancy:
         warps_per_block, limits, (threads, shared, regs, shared_alloc) = \
             self._limits(threads_per_block, shared_bytes, registers_per_thread)
         blocks = min(limits.values())
@@ -276,6 +297,7 @@ class GPU:
             )
         factor = next(f for f in LIMITING_FACTORS if limits[f] == blocks)
         active_warps = blocks * warps_per_block
+        limits = MappingProxyType(limits)   # a report may be handed out again: read-only
         return Occupancy(
             blocks_per_sm=blocks,
             limiting_factor=factor,

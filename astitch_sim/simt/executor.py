@@ -164,19 +164,21 @@ def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimRes
             mem.place(n.name, cast(np.asarray(n.attrs["value"]), n.dtype).reshape(n.shape), n.nbytes)
     recorder = TraceRecorder(graph) if trace else None
     kstats, divergence = [], []
-    last_read = _last_reader(plan)
+    dying: dict = {}                  # kernel index -> the buffers dead after it (one pass, not one per kernel)
+    for name, last in _last_reader(plan).items():
+        dying.setdefault(last, []).append(name)
     for ki, k in enumerate(plan.kernels):
         ks = KernelStats(k.name, k.kind, k.grid, k.block, *resident_resources(k))
         if k.kind == "library":
             _run_library(graph, k, mem, ks)
         else:
-            run = KernelRun(plan, ki, k, mem, recorder, dying=[n for n, last in last_read.items() if last == ki])
+            run = KernelRun(plan, ki, k, mem, recorder, dying=dying.get(ki, []))
             ks.stages = run.run()
             ks.memset_bytes = run.memset_bytes
             divergence.extend(run.divergence)
         kstats.append(ks)
         if not trace:
-            for name in [n for n, last in last_read.items() if last == ki]:
+            for name in dying.get(ki, []):
                 mem.release(name)
     outputs = _outputs(graph, mem)
     stats = SimStats(kstats)
