@@ -79,9 +79,60 @@ def reshape_index(idx: tuple, shape, src) -> tuple:
         return tuple(unravel(flat, src))
     out = []
     for o, s in groups:
+        refined = _through_common_factors([idx[k] for k in o], [shape[k] for k in o], [src[k] for k in s])
+        if refined is not None:
+            out += refined
+            continue
         flat = ravel([idx[k] for k in o], [shape[k] for k in o]) if o else np.zeros((), np.int64)
         out += unravel(flat, [src[k] for k in s])
     return tuple(out)
+
+
+def _suffix_products(dims) -> list:
+    """Elements under each dim of a row-major shape, innermost first: ``[d_n, d_{n-1} d_n, ...]``."""
+    out, p = [], 1
+    for n in reversed(dims):
+        p *= int(n)
+        out.append(p)
+    return out
+
+
+def _through_common_factors(idx: list, shape: list, src: list):
+    """:func:`reshape_index` of one group of dims through the factors both shapes are made of, or None.
+
+    ``[4096, 1024]`` read as ``[1024, 4096]``: both are ``[1024, 4, 1024]`` (the row-major boundaries of one,
+    1024 and 4096 elements, divide those of the other), so the first index is ``i0 // 4`` and the second
+    ``(i0 % 4) * 1024 + i1``: each factor's coordinate comes from one dim's index, which varies along its own
+    dims only, and a result index is as large as the dims its factors come from -- not one flat position of
+    the whole domain, divided again per dim (4M-element arrays for a stage over a view of a ``[4096, 1024]``
+    optimizer state).  None where one shape's boundaries do not divide the other's (``[6, 10]`` as ``[4, 15]``)
+    or a group has one dim on each side (nothing to gain)."""
+    if len(shape) < 2 and len(src) < 2:
+        return None
+    bounds = sorted((set(_suffix_products(shape)) | set(_suffix_products(src))) - {1})   # factors of one element: none
+    if not bounds or any(b % a for a, b in zip([1] + bounds, bounds)):
+        return None
+    # factor k spans elements bounds[k-1] .. bounds[k] (row-major, innermost first): its coordinate in a dim
+    # whose inner elements are `inner` is (index // (bounds[k-1] // inner)) % (bounds[k] // bounds[k-1])
+    lows = [1] + bounds[:-1]
+    inner_of = [q // int(n) for q, n in zip(reversed(_suffix_products(shape)), shape)]
+    coords = []
+    for lo, hi in zip(lows, bounds):
+        d = next(d for d in range(len(shape)) if inner_of[d] <= lo and hi <= inner_of[d] * int(shape[d]))
+        a = np.asarray(idx[d], dtype=np.int64)
+        step, size = lo // inner_of[d], hi // lo
+        a = a // step if step > 1 else a
+        coords.append(a % size if hi < inner_of[d] * int(shape[d]) else a)
+    out = []
+    src_inner = [q // int(n) for q, n in zip(reversed(_suffix_products(src)), src)]
+    for e in range(len(src)):
+        total = None
+        for k, (lo, hi) in enumerate(zip(lows, bounds)):
+            if src_inner[e] <= lo and hi <= src_inner[e] * int(src[e]):
+                term = coords[k] * (lo // src_inner[e]) if lo > src_inner[e] else coords[k]
+                total = term if total is None else total + term
+        out.append(np.zeros((1,) * max((np.ndim(a) for a in idx), default=0), np.int64) if total is None else total)
+    return out
 
 
 def dim_groups(shape, src):

@@ -293,3 +293,23 @@ def test_strided_view_keeps_memory_and_refuses_what_is_outside():
     view = strided_view(arr, (i[2], i[1], i[0][::-1]), 3)
     assert np.shares_memory(view, arr) and np.array_equal(view, arr.transpose(2, 1, 0)[::-1])
     assert strided_view(arr, (i[2], i[1], i[0] + 1), 3) is None
+
+
+@pytest.mark.parametrize("shape,src,sizes", [
+    ((4096, 1024), (1024, 4096), (4096, 4096 * 1024)),       # an optimizer state read as its transpose's shape
+    ((8, 12), (4, 24), (8, 96)),
+    ((2, 3, 4), (6, 4), (6, 4)),                              # (groups: nothing to refine)
+    ((16, 4), (4, 16), (16, 64)),
+    ((6, 10), (4, 15), (60, 60)),                             # 10 does not divide 15: through the flat position
+])
+def test_a_reshape_index_goes_through_the_factors_both_shapes_share(shape, src, sizes):
+    """``[4096, 1024]`` read as ``[1024, 4096]`` is ``[1024, 4, 1024]`` either way: the first index is ``i0 // 4``
+    (as large as dim 0), the second ``(i0 % 4) * 1024 + i1`` -- the element at the same row-major position, with
+    no flat number of the whole domain divided again; shapes whose boundaries do not nest go through it."""
+    from astitch_sim.ir.index_rules import reshape_index
+    idx = tuple(np.indices(shape, sparse=True))
+    got = reshape_index(idx, shape, src)
+    want = unravel(ravel(idx, shape), src)
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(np.broadcast_to(a, shape), b)
+    assert tuple(int(np.size(a)) for a in got) == sizes
