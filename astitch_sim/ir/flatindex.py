@@ -118,10 +118,33 @@ def walks_in_order(idx: tuple, shape, domain) -> bool:
                              for line, n, s in zip(lines, domain, row_major_strides(domain))):
         return False
     for a, origin, own in arrays:
-        sum_of_lines = np.full(a.shape, origin, dtype=np.int64)
-        for k, line in own.items():
-            sum_of_lines += line.reshape((1,) * k + (-1,) + (1,) * (rank - k - 1))
-        if not np.array_equal(a, sum_of_lines):
+        lines_k = [np.full((1,) * rank, origin, dtype=np.int64)]
+        lines_k += [line.reshape((1,) * k + (-1,) + (1,) * (rank - k - 1)) for k, line in own.items()]
+        if not is_sum(a, lines_k):
+            return False
+    return True
+
+
+#: elements of a block :func:`is_sum` compares at a time (it stays in cache)
+SUM_BLOCK = 1 << 16
+
+
+def is_sum(a, parts) -> bool:
+    """Is the array ``a`` the broadcast sum of ``parts`` (of ``a``'s very shape)?  Compared a cache-sized block of
+    the leading axis at a time: the sum of a 4M-element index is never made whole (a 32 MB array, and the page
+    faults of a fresh one, per check)."""
+    a = np.asarray(a)
+    if np.broadcast_shapes(*(np.shape(p) for p in parts)) != a.shape:
+        return False
+    parts = [np.asarray(p).reshape((1,) * (a.ndim - np.ndim(p)) + np.shape(p)) for p in parts]   # a's rank
+    if a.ndim == 0 or a.size <= SUM_BLOCK:
+        return bool(np.array_equal(sum(parts[1:], parts[0]), a))
+    rows = max(1, SUM_BLOCK // max(1, a.size // a.shape[0]))
+    for s in range(0, a.shape[0], rows):
+        block = a[s:s + rows]
+        total = sum((p[s:s + rows] if np.shape(p)[0] > 1 else p for p in parts[1:]),
+                    parts[0][s:s + rows] if np.shape(parts[0])[0] > 1 else parts[0])
+        if not np.array_equal(np.broadcast_to(total, block.shape), block):
             return False
     return True
 

@@ -42,7 +42,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
-from ..ir.flatindex import distinct, divmod_by, row_major_strides, unravel
+from ..ir.flatindex import distinct, divmod_by, is_sum, row_major_strides, unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it
@@ -74,7 +74,7 @@ def additive_parts(a, dims_a, rank: int):
         return a[tuple(slice(0, 1) if k in dims else slice(None) for k in range(rank))]
     part_a = at0(other)                     # varies over dims_a (the other dims at 0)
     part_b = at0(mine) - a.reshape(-1)[0]   # varies over the other dims, minus the corner counted in part_a
-    if not np.array_equal(part_a + part_b, a):
+    if not is_sum(a, [part_a, part_b]):
         return None
     return part_a, part_b
 

@@ -313,3 +313,24 @@ def test_a_reshape_index_goes_through_the_factors_both_shapes_share(shape, src, 
     for a, b in zip(got, want, strict=True):
         assert np.array_equal(np.broadcast_to(a, shape), b)
     assert tuple(int(np.size(a)) for a in got) == sizes
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), rows=st.integers(1, 300), cols=st.integers(1, 700))
+def test_is_sum_compares_block_by_block_what_the_whole_sum_would(seed, rows, cols):
+    """``is_sum`` (compared a block of rows at a time) says what ``array_equal`` of the whole sum says: for a
+    true sum, for one element off anywhere, and for parts of another shape."""
+    from astitch_sim.ir import flatindex
+    rng = np.random.default_rng(seed)
+    p0, p1 = rng.integers(-50, 50, (rows, 1)), rng.integers(-50, 50, (1, cols))
+    a = p0 + p1
+    old = flatindex.SUM_BLOCK
+    try:
+        flatindex.SUM_BLOCK = 97                    # many blocks, not aligned to the rows
+        assert flatindex.is_sum(a, [p0, p1]) and flatindex.is_sum(a, [p0, p1[0]])
+        b = a.copy()
+        b[rng.integers(rows), rng.integers(cols)] += 1
+        assert not flatindex.is_sum(b, [p0, p1])
+        assert not flatindex.is_sum(a, [p0[:1], p1]) or rows == 1
+    finally:
+        flatindex.SUM_BLOCK = old
