@@ -1,6 +1,7 @@
 """The SIMT model's results do not move: every counter, the predicted time, the timeline and the
 outputs (exact where exact: dtypes, shapes, integers, non-finite positions; float values within
-``simt_fingerprint.RTOL``, so the fixture holds on CPUs without AVX2) of ``simulate`` on the catalog (test sizes, and bigger shapes in the slow set) equal
+``simt_fingerprint.RTOL``, so the fixture holds on CPUs without AVX2) of ``simulate`` on the catalog (test sizes, and bigger shapes and every
+model fixture in the slow set) equal
 what ``tests/make_simt_stats.py`` recorded from the model before its speed work (issue 14).
 
 A deliberate change to what the model counts regenerates the fixture and says why in its commit."""
