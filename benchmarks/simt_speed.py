@@ -140,22 +140,8 @@ def part_a(repeat: int, strategies, only=None, log=print, rows=None, on_row=lamb
     rows = [] if rows is None else rows
     for name, shape in cases(only):
         g = asim.workload(name, **shape)
-        x = workload_inputs(g, 0)
-        ref_wall, ref_cpu, want = timed(lambda: asim.reference(g, x), repeat)
-        for strategy in strategies:
-            plan = asim.compile(g, strategy, "H100")
-            sim_wall, sim_cpu, res = timed(lambda: asim.simulate(plan, x), repeat)
-            row = {"workload": name, "shape": shape, "elements": int(max(n.size for n in g)), "strategy": strategy,
-                   "gpu": "H100", "kernels": res.stats.kernel_launches,
-                   "reference_s": ref_wall, "simulate_s": sim_wall, "reference_cpu_s": ref_cpu, "simulate_cpu_s": sim_cpu,
-                   "ratio": median(sim_wall) / median(ref_wall), "ratio_cpu": median(sim_cpu) / median(ref_cpu),
-                   "max_rel_error": max_error(want, res.outputs)}
-            rows.append(row)
-            on_row(rows)
-            log(f"{name:20s} {_shape(shape):14s} {strategy:16s} reference {median(ref_wall):7.3f} s  "
-                f"simulate {median(sim_wall):7.3f} s  ratio {row['ratio']:5.1f}x (CPU time {row['ratio_cpu']:5.1f}x)")
-            del res
-        del want, x
+        _time_graph(g, workload_inputs(g, 0), repeat, strategies, f"{name:20s} {_shape(shape):14s}",
+                    {"workload": name, "shape": shape, "elements": int(max(n.size for n in g))}, log, rows, on_row)
     return rows
 
 
@@ -166,23 +152,27 @@ def part_c(repeat: int, strategies, log=print, rows=None, on_row=lambda rows: No
     rows = [] if rows is None else rows
     for path in sorted(MODELS.glob("*.hlo")) if paths is None else [Path(p) for p in paths]:
         g = asim.from_hlo_file(path)
-        x = fixture_inputs(path)
-        ref_wall, ref_cpu, want = timed(lambda: asim.reference(g, x), repeat)
-        for strategy in strategies:
-            plan = asim.compile(g, strategy, "H100")
-            sim_wall, sim_cpu, res = timed(lambda: asim.simulate(plan, x), repeat)
-            row = {"model": path.stem, "ops": len(list(g)), "strategy": strategy, "gpu": "H100",
-                   "kernels": res.stats.kernel_launches, "reference_s": ref_wall, "simulate_s": sim_wall,
-                   "reference_cpu_s": ref_cpu, "simulate_cpu_s": sim_cpu,
-                   "ratio": median(sim_wall) / median(ref_wall), "ratio_cpu": median(sim_cpu) / median(ref_cpu),
-                   "max_rel_error": max_error(want, res.outputs)}
-            rows.append(row)
-            on_row(rows)
-            log(f"{path.stem:24s} {strategy:16s} reference {median(ref_wall):7.3f} s  simulate "
-                f"{median(sim_wall):7.3f} s  ratio {row['ratio']:5.1f}x (CPU time {row['ratio_cpu']:5.1f}x)")
-            del res
-        del want, x
+        _time_graph(g, fixture_inputs(path), repeat, strategies, f"{path.stem:35s}",
+                    {"model": path.stem, "ops": len(list(g))}, log, rows, on_row)
     return rows
+
+
+def _time_graph(g, x, repeat: int, strategies, label: str, fields: dict, log, rows: list, on_row) -> None:
+    """The reference once, then each strategy's plan simulated: a row per strategy (``fields`` first) appended to
+    ``rows``, ``on_row(rows)`` after each (the partial results are saved as they come)."""
+    ref_wall, ref_cpu, want = timed(lambda: asim.reference(g, x), repeat)
+    for strategy in strategies:
+        plan = asim.compile(g, strategy, "H100")
+        sim_wall, sim_cpu, res = timed(lambda: asim.simulate(plan, x), repeat)
+        row = {**fields, "strategy": strategy, "gpu": "H100", "kernels": res.stats.kernel_launches,
+               "reference_s": ref_wall, "simulate_s": sim_wall, "reference_cpu_s": ref_cpu, "simulate_cpu_s": sim_cpu,
+               "ratio": median(sim_wall) / median(ref_wall), "ratio_cpu": median(sim_cpu) / median(ref_cpu),
+               "max_rel_error": max_error(want, res.outputs)}
+        rows.append(row)
+        on_row(rows)
+        log(f"{label} {strategy:16s} reference {median(ref_wall):7.3f} s  simulate {median(sim_wall):7.3f} s  "
+            f"ratio {row['ratio']:5.1f}x (CPU time {row['ratio_cpu']:5.1f}x)")
+        del res
 
 
 def _over(rows: list) -> str:
