@@ -199,7 +199,7 @@ class Geometry:
         o = [int(a.ravel()[0]) for a in self._line(())]
         comps = []
         for a0, a1, origin in zip(l0, l1, o):
-            comps.append((a0, a1 - origin))
+            comps.append((a0, a1 - origin if origin else a1))     # (element 0 sits at 0, 0, 0: no copy)
         # check against locate on a sample (ends included)
         rng = np.random.default_rng(12345)
         sample = distinct(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
