@@ -393,6 +393,8 @@ class Geometry:
         if m.tasks_per_lane > 1:
             inner = inner // m.tasks_per_lane           # a column lane's vector: its trip down column j
         lane = divmod_by(t, tpr, bound=m.block)[1 if m.kind == "rows" else 0]
+        # a remainder by 1 is a scalar 0: every element's, as an array (a row of one element, one thread per row)
+        part, inner, lane = (x if np.ndim(x) else np.zeros(np.shape(b), np.int64) for x in (part, inner, lane))
         lanes = tpr if m.kind == "rows" else m.rows_per_block
         self._cache["layout"] = (task, part, inner, lane, lanes)
         return self._cache["layout"]

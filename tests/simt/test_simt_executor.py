@@ -517,3 +517,23 @@ def test_a_scalar_output_computed_in_a_task_epilogue_is_stored_once(options):
     import gpu_backend                    # the Numba backend follows the same plan (CUDA simulator without a GPU)
     for got, want in zip(gpu_backend.run(plan, inputs), ref, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+def test_a_reduce_over_a_dim_of_one_element_at_a_separable_size(strategy):
+    """Rows of one element (a sum over a dim of extent 1, 40000 of them: the separable geometry, one thread per
+    row, one trip): every remainder in the reduce layout is by 1, and each element must still take its own
+    layout position (a scalar 0 there once crashed the fold).  The sum is the element plus 0."""
+    hlo = """
+HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[40000,1] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[40000] reduce(x, z), dimensions={1}, to_apply=add
+}
+"""
+    g = asim.from_hlo(hlo)
+    x = np.random.default_rng(0).standard_normal((40000, 1)).astype(np.float32)
+    res = asim.simulate(asim.compile(g, strategy, "H100"), [x])
+    assert np.array_equal(res.outputs[0], x[:, 0] + np.float32(0))
