@@ -206,6 +206,32 @@ def test_random_graphs_with_statistics_over_a_view(case, sample, typechecker):
 
 
 #: a long-row example simulates past 2^16 elements (about 1 s each on 2 cores): 2 in 5 of the profile's count
+def _simulated(plan, inputs, separable_min: int) -> tuple:
+    """Every kernel's counters and the outputs' bytes, with the geometries' separable threshold set."""
+    import dataclasses
+    from unittest import mock
+    from astitch_sim.simt import geometry
+    with mock.patch.object(geometry, "SEPARABLE_MIN", separable_min):
+        res = asim.simulate(plan, inputs)
+    return [dataclasses.asdict(k) for k in res.stats.kernels], [np.asarray(o).tobytes() for o in res.outputs]
+
+
+@settings(PROPERTY, max_examples=40)
+@given(case=cases("mixed", max_ops=6))
+def test_the_fast_counting_paths_count_what_every_element_counted_would(case):
+    """The SIMT model's fast paths (separable lines, flat runs and their shortcuts, strided views of gathers:
+    whichever the graph's plans take) switched on for every domain, however small, against every geometry
+    dense (every element located and counted): the same counters in every stage of every kernel, the same
+    output bytes, under four strategies.  (A split row's parts and whole rows per block trip, which random
+    graphs seldom reach, have their own tests in ``tests/simt/test_simt_counting_paths.py``.)"""
+    for strategy in ("unfused", "xla", "inductor", "astitch"):
+        try:
+            plan = asim.compile(case.graph, strategy, "H100")
+        except asim.AStitchError:
+            continue
+        assert _simulated(plan, case.inputs, 1) == _simulated(plan, case.inputs, 1 << 60), (strategy, case.graph)
+
+
 LONG_ROW_EXAMPLES = max(20, settings().max_examples * 2 // 5)
 
 
