@@ -238,7 +238,7 @@ def update_at_runtime(node, i, idx, fetch):
     pos = [np.asarray(x) - s for x, s in zip(idx, starts)]
     # only the dims the window narrows enter the mask: a cache row's update ([2, 1, 8, 64] into [2, 1024, 8,
     # 64]) is masked along dim 1 alone, so the mask stays [1, 1024, 1, 1] and its reads count separably
-    inside = np.ones((1,) * len(pos), dtype=bool)
+    inside = np.ones((1,) * len(np.broadcast_shapes(*(np.shape(p) for p in pos))), dtype=bool)   # the index's rank
     for p, n in zip(pos, upd.shape):
         within = (p >= 0) & (p < n)
         if not within.all():
