@@ -56,8 +56,7 @@ to be calibrated against real measurements.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass, field, replace
 
 from astitch_sim.errors import AStitchError
 
@@ -275,7 +274,7 @@ class GPU:
             occ = self._occupancy(*args)
             if len(_OCCUPANCY) < OCCUPANCY_CACHE:
                 _OCCUPANCY[key] = occ
-        return occ
+        return replace(occ, limits=dict(occ.limits))     # each caller its own dict of limits
 
     def _occupancy(self, threads_per_block, shared_bytes, registers_per_thread) -> Occupancy:
         warps_per_block, limits, (threads, shared, regs, shared_alloc) = \
@@ -297,7 +296,6 @@ class GPU:
             )
         factor = next(f for f in LIMITING_FACTORS if limits[f] == blocks)
         active_warps = blocks * warps_per_block
-        limits = MappingProxyType(limits)   # a report may be handed out again: read-only
         return Occupancy(
             blocks_per_sm=blocks,
             limiting_factor=factor,

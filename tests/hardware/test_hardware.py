@@ -326,16 +326,18 @@ def test_describe_mentions_key_numbers():
     assert isinstance(GPU, type)
 
 
-def test_an_occupancy_report_is_worked_out_once_and_cannot_be_changed():
+def test_an_occupancy_report_is_worked_out_once_and_handed_out_as_a_copy():
     """A preset is immutable, so a launch shape's report is kept and handed out again (the SIMT model asks it
-    thousands of times per simulation): the same numbers, the limits read-only, and a bool or a float is still
+    thousands of times per simulation): the same numbers each time, each caller its own dict of limits (changing
+    one changes no other), the report still a plain dataclass (asdict, pickle), and a bool or a float still
     refused (``True == 1`` must not find the report of 1 thread)."""
-    from types import MappingProxyType
+    import pickle
     h100 = GPUS["H100"]
     first, again = h100.occupancy(256, 1024, 40), h100.occupancy(256, 1024, 40)
-    assert again is first and isinstance(first.limits, MappingProxyType)
-    with pytest.raises(TypeError):
-        first.limits["warps"] = 0
+    assert again == first and again.limits is not first.limits
+    first.limits["warps"] = 0
+    assert h100.occupancy(256, 1024, 40).limits["warps"] == again.limits["warps"] > 0
+    assert dataclasses.asdict(again)["limits"] == again.limits and pickle.loads(pickle.dumps(again)) == again
     assert h100.occupancy(1).blocks_per_sm == h100.occupancy(1, 0, 32).blocks_per_sm
     for bad in (True, 1.0):
         with pytest.raises(AStitchError):
