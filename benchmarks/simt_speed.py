@@ -246,7 +246,7 @@ def markdown(r: dict) -> str:
         f"{p['date']} -- {p['cpu']} ({p['cores']} cores{'' if load is None else f', 1-min load average {load:.1f} at the end'}), "
         f"Python {p['python']}, numpy {p['numpy']}, numba {p['numba']}, commit {p['git_commit']}; `{p['command']}`", "",
     ] + ([] if r.get("complete", True) else ["**Partial run**: the command was still running (or was stopped) "
-                                             "when this was written; the rows below are the cases it finished.", ""]) + [
+                                             "when this was written; the rows below are the cases it finished.", ""]) + ([
         "## (a) simulate vs the numpy reference: the catalog at paper size, every strategy, H100 plans", "",
         f"Median of {r['repeat']} runs after a warm-up.  *Ratio* is simulate / reference in wall-clock time; "
         "*CPU ratio* the same in process CPU time (the machine may be shared: wall clock stretches with "
@@ -255,7 +255,7 @@ def markdown(r: dict) -> str:
         "largest |value|.", "",
         "| workload | shape | strategy | kernels | reference s | simulate s | ratio | CPU ratio | error |",
         "|---|---|---|---|---|---|---|---|---|",
-    ]
+    ] if a else [])                         # (a part (c) run alone: no empty table for (a))
     for row in a:
         over = " **over**" if row["ratio"] > TARGET_RATIO else ""
         lines.append(f"| {row['workload']} | {_shape(row['shape'])} | {row['strategy']} | {row['kernels']} | "
@@ -263,9 +263,6 @@ def markdown(r: dict) -> str:
                      f"{row['ratio']:.1f}x{over} | {row['ratio_cpu']:.1f}x | {row['max_rel_error']:.1e} |")
     if a:
         lines += ["", _over(a)]
-    else:                                   # a part (c) run alone: no empty table for (a)
-        lines = lines[:lines.index("## (a) simulate vs the numpy reference: the catalog at paper size, every "
-                                   "strategy, H100 plans")]
     c = r.get("c")
     if c:
         lines += ["", "## (c) simulate vs the numpy reference: every model fixture, every strategy, H100 plans", "",

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import indexed
 from ..errors import AStitchError
-from .flatindex import ravel, unravel
+from .flatindex import ravel, row_major_strides, unravel
 
 
 def same_index(node, i, idx):
@@ -115,7 +115,7 @@ def _through_common_factors(idx: list, shape: list, src: list):
     # factor k spans elements bounds[k-1] .. bounds[k] (row-major, innermost first): its coordinate in a dim
     # whose inner elements are `inner` is (index // (bounds[k-1] // inner)) % (bounds[k] // bounds[k-1])
     lows = [1] + bounds[:-1]
-    inner_of = [q // int(n) for q, n in zip(reversed(_suffix_products(shape)), shape)]
+    inner_of = row_major_strides(shape)        # elements under each dim
     coords = []
     for lo, hi in zip(lows, bounds):
         d = next(d for d in range(len(shape)) if inner_of[d] <= lo and hi <= inner_of[d] * int(shape[d]))
@@ -124,7 +124,7 @@ def _through_common_factors(idx: list, shape: list, src: list):
         a = a // step if step > 1 else a
         coords.append(a % size if hi < inner_of[d] * int(shape[d]) else a)
     out = []
-    src_inner = [q // int(n) for q, n in zip(reversed(_suffix_products(src)), src)]
+    src_inner = row_major_strides(src)
     for e in range(len(src)):
         total = None
         for k, (lo, hi) in enumerate(zip(lows, bounds)):

@@ -283,6 +283,12 @@ class ThreadMapping(Sealable):
     def elements_per_thread(self) -> int:
         return self.task_iterations * self.inner_iterations
 
+    @property
+    def groups_in_order(self) -> bool:
+        """Do the groups take the domain's dims in order (``(0, 1), (2,)``)?  Then the view is the domain reshaped
+        to the groups' extents, and a task's dims lead its reduced ones."""
+        return [d for g in self.groups for d in g] == list(range(len(self.domain)))
+
     # -- where does an element go? -------------------------------------------------
     def view_index(self, flat_index: np.ndarray) -> tuple:
         """Flat domain index (row-major) -> the view coordinates (rows/cols, or outer/reduced/cols).
@@ -290,7 +296,7 @@ class ThreadMapping(Sealable):
         Where the groups take the dims in order (``(0, 1), (2,)``: the usual view), the view is the domain
         reshaped to the groups' extents, and its coordinates one unravel of the flat index by them: a divide
         per group, not one per dim and a multiply-add back (4M-element rows domains: a tenth of a simulation)."""
-        if [d for g in self.groups for d in g] == list(range(len(self.domain))):
+        if self.groups_in_order:
             return unravel(np.asarray(flat_index, dtype=np.int64), [self.extent(i) for i in range(len(self.groups))],
                            in_range=True)
         multi = unravel(np.asarray(flat_index, dtype=np.int64), self.domain, in_range=True)

@@ -143,31 +143,30 @@ class Geometry:
         as its parts' starts plus one part's elements (:meth:`part_cut`): a million-element row of 256 parts
         asks ``locate`` about 256 + 4096 elements and adds (the sample check in :meth:`_try_separable` holds
         the sum to ``locate`` as it holds the rest)."""
-        strides = row_major_strides(self.shape)
         cut = self.part_cut() if tuple(dims) == tuple(self.mapping.groups[1]) and self.mapping.kind == "rows" else None
         if cut is not None:
             k, inner = cut
-            before = [d for d in dims if d < k]
-            after = [d for d in dims if d > k]
-            outer = np.zeros([1] * self.rank, dtype=np.int64)
-            for d in before:
-                outer = outer + self.idx[d].astype(np.int64) * strides[d]
-            outer = outer.ravel()[:, None] + (np.arange(self.shape[k] // inner, dtype=np.int64) * inner
-                                              * strides[k])[None, :]
-            within = np.zeros([1] * self.rank, dtype=np.int64)
-            for d in after:
-                within = within + self.idx[d].astype(np.int64) * strides[d]
-            within = np.arange(inner, dtype=np.int64)[:, None] * strides[k] + within.ravel()[None, :]
+            stride = row_major_strides(self.shape)[k]
+            outer = self._flat_numbers([d for d in dims if d < k]).ravel()[:, None] + \
+                (np.arange(self.shape[k] // inner, dtype=np.int64) * inner * stride)[None, :]
+            within = np.arange(inner, dtype=np.int64)[:, None] * stride + \
+                self._flat_numbers([d for d in dims if d > k]).ravel()[None, :]
             shape = tuple(self.shape[d] if d in dims else 1 for d in range(self.rank))
             lo, hi, at0 = (self.mapping.locate(e.ravel()) for e in (outer, within, np.zeros(1, np.int64)))
             return tuple((np.asarray(a, np.int64)[:, None] + np.asarray(b, np.int64)[None, :] - int(np.asarray(c)[0]))
                          .reshape(shape) for a, b, c in zip(lo, hi, at0))
+        e = self._flat_numbers(dims)
+        b, t, it = self.mapping.locate(e.ravel())
+        return tuple(np.asarray(a, dtype=np.int64).reshape(e.shape) for a in (b, t, it))
+
+    def _flat_numbers(self, dims) -> np.ndarray:
+        """Flat element numbers of the elements whose coordinates vary only over ``dims`` (others 0), shaped to
+        broadcast over the domain."""
+        strides = row_major_strides(self.shape)
         e = np.zeros([1] * self.rank, dtype=np.int64)
         for k in dims:
             e = e + self.idx[k].astype(np.int64) * strides[k]
-        shape = e.shape
-        b, t, it = self.mapping.locate(e.ravel())
-        return tuple(np.asarray(a, dtype=np.int64).reshape(shape) for a in (b, t, it))
+        return e
 
     def part_cut(self):
         """Where a split row's parts end: ``(k, n)``, a part is whole trailing reduced dims after dim ``k`` and
@@ -175,7 +174,7 @@ class Geometry:
         unevenly, or parts that end inside a dim at no such cut, or reduced dims out of order)."""
         m = self.mapping
         if m.kind != "rows" or m.splits < 2 or m.cols != m.splits * m.chunk or self.shape != tuple(m.domain) \
-                or [d for g in m.groups for d in g] != list(range(self.rank)):
+                or not m.groups_in_order:
             return None
         inner = 1
         for k in reversed(m.groups[1]):          # the reduced dims, innermost first: where does a part end?
@@ -373,16 +372,11 @@ class Geometry:
             return self._cache["layout"]
         m = self.mapping
         tpr = m.threads_per_row
-        if self.separable and m.kind == "rows" and [d for g in m.groups for d in g] == list(range(self.rank)):
+        if self.separable and m.kind == "rows" and m.groups_in_order:
             task = np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
             b, t, it = (a.ravel() for a in self._lines[1])
         elif self.separable:
-            p0, p1 = self.parts
-            e0 = np.zeros([1] * self.rank, dtype=np.int64)
-            strides = row_major_strides(self.shape)
-            for k in p0:
-                e0 = e0 + self.idx[k] * strides[k]
-            task = np.asarray(m.task_of(e0.ravel()), dtype=np.int64)
+            task = np.asarray(m.task_of(self._flat_numbers(self.parts[0]).ravel()), dtype=np.int64)
             b, t, it = (a.ravel() for a in self._lines[1])
         else:
             task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
