@@ -70,8 +70,7 @@ KIB = 1024
 MIB = 1024 * 1024
 
 
-#: occupancy reports by (GPU, threads, shared bytes, registers); at most OCCUPANCY_CACHE of them
-_OCCUPANCY: dict = {}
+#: occupancy reports kept per GPU preset (by threads, shared bytes, registers): at most this many
 OCCUPANCY_CACHE = 1 << 16
 
 
@@ -265,16 +264,27 @@ class GPU:
         (the SIMT model asks it a dozen times per kernel: a training step's
         thousand unfused kernels asked 12,000 times per simulation).
         """
+        occ = self.occupancy_shared(threads_per_block, shared_bytes, registers_per_thread)
+        return replace(occ, limits=dict(occ.limits))     # each caller its own dict of limits
+
+    def occupancy_shared(self, threads_per_block: int, shared_bytes: int = 0,
+                         registers_per_thread: int = 32) -> Occupancy:
+        """:meth:`occupancy`'s report itself, not a copy: one object for every caller of this launch shape, to
+        read and never change (the SIMT model's cost, L2 and barrier checks, a dozen times per kernel).  Kept
+        per preset, by launch shape (the preset is immutable; hashing its thirty fields per ask cost more
+        than the lookup saved)."""
         args = (threads_per_block, shared_bytes, registers_per_thread)
         if any(type(a) is not int for a in args):     # (True == 1: only plain ints are looked up; the rest are
             return self._occupancy(*args)             # checked, and refused where they are no whole number)
-        key = (self,) + args
-        occ = _OCCUPANCY.get(key)
+        reports = self.__dict__.get("_reports")
+        if reports is None:                           # (frozen: set beside the fields, outside eq and hash)
+            reports = self.__dict__["_reports"] = {}
+        occ = reports.get(args)
         if occ is None:
             occ = self._occupancy(*args)
-            if len(_OCCUPANCY) < OCCUPANCY_CACHE:
-                _OCCUPANCY[key] = occ
-        return replace(occ, limits=dict(occ.limits))     # each caller its own dict of limits
+            if len(reports) < OCCUPANCY_CACHE:
+                reports[args] = occ
+        return occ
 
     def _occupancy(self, threads_per_block, shared_bytes, registers_per_thread) -> Occupancy:
         warps_per_block, limits, (threads, shared, regs, shared_alloc) = \

@@ -25,7 +25,13 @@ Each row gives
     commutative, so any association order (a GPU tree, a split) gives the same
     result as XLA's in-order fold -- except float rounding of ``sum``/``prod``;
   * ``identity(dtypes)``: the tuple a thread's accumulator starts from; holes in
-    a reduction tree hold it, so it must never win (index ``INT_MAX`` for argmax).
+    a reduction tree hold it, so it must never win (index ``INT_MAX`` for argmax);
+  * ``ufunc``: a one-value reducer's numpy ufunc (``combine`` is it on one-tuples),
+    so a fold may run it in place or as one ``ufunc.reduce``;
+  * ``any_order``: folding in any order gives the same result bit for bit (``max``,
+    ``min``, ``and``, ``or``: no rounding; signed zeros as below), so the SIMT model
+    may fold a thread's elements in whatever order numpy runs fastest; ``sum`` and
+    ``prod`` must fold in the GPU's order.
 
 Argmax, exactly: NaN beats any number, two NaNs or two equal values keep the
 lower index (so the result is the *first* maximum, or the first NaN, as JAX
@@ -52,6 +58,8 @@ class Reducer:
     scalar: Optional[str] = None
     #: its scalar template on two bools gives a bool (``_max``, ``&``), so generated code needs no cast
     scalar_keeps_bool: bool = False
+    ufunc: Optional[np.ufunc] = None
+    any_order: bool = False
 
     @property
     def splittable(self) -> bool:
@@ -97,13 +105,18 @@ def _arg_combine(better):
     return combine
 
 
+def _one_value(name, region_op, atomic, ufunc, identity, scalar, keeps_bool=False, any_order=False) -> Reducer:
+    """A one-value reducer: its region is the binary op ``ufunc``."""
+    return Reducer(name, 1, region_op, atomic, _one(ufunc), identity, scalar, keeps_bool, ufunc, any_order)
+
+
 ROWS = [
-    Reducer("sum", 1, "add", "add", _one(np.add), lambda dts: (np.zeros((), dts[0]),), "({0} + {1})"),
-    Reducer("max", 1, "maximum", "max", _one(np.maximum), lambda dts: (_min_of(dts[0]),), "_max({0}, {1})", True),
-    Reducer("min", 1, "minimum", "min", _one(np.minimum), lambda dts: (_max_of(dts[0]),), "_min({0}, {1})", True),
-    Reducer("prod", 1, "multiply", None, _one(np.multiply), lambda dts: (np.ones((), dts[0]),), "({0} * {1})"),
-    Reducer("and", 1, "and", None, _one(np.logical_and), lambda dts: (np.array(True),), "({0} & {1})", True),
-    Reducer("or", 1, "or", None, _one(np.logical_or), lambda dts: (np.array(False),), "({0} | {1})", True),
+    _one_value("sum", "add", "add", np.add, lambda dts: (np.zeros((), dts[0]),), "({0} + {1})"),
+    _one_value("max", "maximum", "max", np.maximum, lambda dts: (_min_of(dts[0]),), "_max({0}, {1})", True, True),
+    _one_value("min", "minimum", "min", np.minimum, lambda dts: (_max_of(dts[0]),), "_min({0}, {1})", True, True),
+    _one_value("prod", "multiply", None, np.multiply, lambda dts: (np.ones((), dts[0]),), "({0} * {1})"),
+    _one_value("and", "and", None, np.logical_and, lambda dts: (np.array(True),), "({0} & {1})", True, True),
+    _one_value("or", "or", None, np.logical_or, lambda dts: (np.array(False),), "({0} | {1})", True, True),
     Reducer("argmax", 2, None, None, _arg_combine(np.greater), lambda dts: (_min_of(dts[0]), _max_of(dts[1]))),
     Reducer("argmin", 2, None, None, _arg_combine(np.less), lambda dts: (_max_of(dts[0]), _max_of(dts[1]))),
 ]

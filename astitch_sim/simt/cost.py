@@ -268,7 +268,7 @@ def constants(gpu: GPU) -> dict:
 
 def residency(gpu: GPU, ks):
     """The occupancy report of a kernel's launch shape (blocks per SM, per wave, limiting factor)."""
-    return gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread)
+    return gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread)
 
 
 def saturating_warps(c: dict, bytes_per_warp: float | None = None) -> float:

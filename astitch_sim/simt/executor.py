@@ -81,6 +81,7 @@ from ..plan.plan import Plan
 from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, strided_view, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, support
+from .kept_geometries import KeptGeometries
 from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator, element_uses
 from .reduce import fold, run_reduce
@@ -167,13 +168,15 @@ def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimRes
     dying: dict = {}                  # kernel index -> the buffers dead after it (one pass, not one per kernel)
     for name, last in _last_reader(plan).items():
         dying.setdefault(last, []).append(name)
+    kept = KeptGeometries()           # geometries a later kernel of the same mapping takes as they are
     for ki, k in enumerate(plan.kernels):
         ks = KernelStats(k.name, k.kind, k.grid, k.block, *resident_resources(k))
         if k.kind == "library":
             _run_library(graph, k, mem, ks)
         else:
-            run = KernelRun(plan, ki, k, mem, recorder, dying=dying.get(ki, []))
+            run = KernelRun(plan, ki, k, mem, recorder, dying=dying.get(ki, []), kept=kept)
             ks.stages = run.run()
+            kept.keep(run.geoms)
             ks.memset_bytes = run.memset_bytes
             divergence.extend(run.divergence)
         kstats.append(ks)
@@ -318,8 +321,9 @@ def gather_shared(view: np.ndarray, geom, slot) -> np.ndarray:
 class KernelRun:
     """One generated kernel: its shared memory, registers kept across stages, the stages."""
 
-    def __init__(self, plan, index, kernel, mem, recorder, dying=()):
+    def __init__(self, plan, index, kernel, mem, recorder, dying=(), kept=None):
         self.plan, self.graph, self.index, self.kernel = plan, plan.graph, index, kernel
+        self.kept = kept                   # earlier kernels' geometries (``kept_geometries``), or None
         self.mem, self.recorder = mem, recorder
         self.stage_of, self.needed_later = kernel.stage_of, kernel.live_later
         self.kept_inputs: dict = {}        # loading stage -> kernel inputs it keeps in registers for later stages
@@ -350,9 +354,13 @@ class KernelRun:
     # -- geometry ---------------------------------------------------------------------
     def geometry(self, mapping) -> Geometry:
         key = tuple(getattr(mapping, f.name) for f in fields(mapping))      # every field, load_trips too
-        if key not in self.geoms:
-            self.geoms[key] = Geometry(mapping, dense=self.recorder is not None)
-        return self.geoms[key]
+        geom = self.geoms.get(key)
+        if geom is None:
+            geom = self.kept.get(key) if self.kept is not None else None
+            if geom is None:
+                geom = Geometry(mapping, dense=self.recorder is not None)
+            self.geoms[key] = geom
+        return geom
 
     def epilogue_geometry(self, i) -> EpilogueGeometry:
         if i not in self.epis:

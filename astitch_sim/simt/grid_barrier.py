@@ -27,7 +27,7 @@ def check_grid_barrier(gpu, kernel, ks) -> None:
     barriers = max(sum(barrier_counts(kernel, ks)), kernel.global_barriers if kernel is not None else 0)
     if not barriers:
         return
-    occ = gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread)
+    occ = gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread)
     per_wave = occ.blocks_per_wave
     if ks.grid <= per_wave:
         return

@@ -158,7 +158,7 @@ def _resident_share(gpu, ks) -> float:
     if ks.kind == "library":
         return 1.0
     grid = max(1, ks.grid)
-    per_wave = gpu.occupancy(ks.block, ks.shared_bytes, ks.registers_per_thread).blocks_per_wave
+    per_wave = gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread).blocks_per_wave
     return min(grid, per_wave) / grid
 
 

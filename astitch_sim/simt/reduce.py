@@ -164,13 +164,25 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     return found
 
 
-def _dealt_view(vb: np.ndarray, S: int, dealt: tuple, ident) -> np.ndarray:
+class Trips(tuple):
+    """A dealt row's layout in pieces, each ``[task, part, trip, lane, j]``, folded one after another: the full
+    trips as a view of the row, then its last trip padded with the identity where its vectors leave lanes empty
+    (a copy of ``1 / trips`` of the row, not of all of it)."""
+
+
+def _dealt_view(vb: np.ndarray, S: int, dealt: tuple, ident):
     """Rows ``vb`` (``[task, element]``) as ``[task, part, trip, lane, j]`` (:func:`dealt_vectors`): a view when the
-    parts' vectors fill their lanes' trips, else a copy padded with the identity where the layout has holes."""
+    parts' vectors fill their lanes' trips; else, every part as long, :class:`Trips` (the full trips a view, the
+    last one padded); else (a shorter last part) a copy padded with the identity where the layout has holes."""
     trips, lanes, V, chunk = dealt
     n, size, full = vb.shape[0], vb.shape[1], trips * lanes * V
     if chunk == full and size == S * chunk:
         return vb.reshape((n, S, trips, lanes, V))
+    if size == S * chunk:
+        parts, body = vb.reshape(n, S, chunk), (trips - 1) * lanes * V
+        tail = np.full((n, S, lanes * V), ident, dtype=vb.dtype)
+        tail[:, :, :chunk - body] = parts[:, :, body:]
+        return Trips((parts[:, :, :body].reshape(n, S, trips - 1, lanes, V), tail.reshape(n, S, 1, lanes, V)))
     padded = np.full((n, S, full), ident, dtype=vb.dtype)
     whole = size // chunk
     padded[:, :whole, :chunk] = vb[:, :whole * chunk].reshape(n, whole, chunk)
@@ -204,36 +216,79 @@ def _contiguous_runs(pos: np.ndarray):
     return [(int(s), int(pos[s]), int(e - s)) for s, e in zip(starts, ends)]
 
 
-def per_thread(dense: tuple, combine, ident: tuple) -> tuple:
+def per_thread(dense: tuple, red, ident: tuple) -> tuple:
     """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value.  ``dense`` is the
     ``[task, part, inner, lane]`` layout, or a row's own ``[task, part, trip, lane, j]`` view whose inner
-    iteration is ``trip * V + j`` (``dealt_vectors``)."""
-    acc = _fold(zip(*(_in_iteration_order(d) for d in dense)), combine, ident, dense)
-    shape = dense[0].shape[:2] + dense[0].shape[3:4]
-    return tuple(np.broadcast_to(np.asarray(a, dtype=d.dtype), shape) for a, d in zip(acc, dense))
+    iteration is ``trip * V + j`` (``dealt_vectors``), or such views one after another (:class:`Trips`)."""
+    first = dense[0][0] if isinstance(dense[0], Trips) else dense[0]
+    shape = first.shape[:2] + first.shape[3:4]
+    if red.any_order:
+        acc = (_fold_in_any_order(dense[0], red.ufunc, ident[0]),)
+    else:
+        acc = _fold(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
+    return tuple(np.broadcast_to(np.asarray(a, dtype=ident_dtype(d)), shape) for a, d in zip(acc, dense))
 
 
-def _fold(steps, combine, ident: tuple, like: tuple) -> tuple:
-    """Accumulators folded over ``steps`` (a tuple of slices per loop iteration, in order) from the identity."""
+def ident_dtype(d) -> np.dtype:
+    """The element type of a layout (of its first piece, for :class:`Trips`)."""
+    return d[0].dtype if isinstance(d, Trips) else d.dtype
+
+
+def _fold(steps, red, ident: tuple, like: tuple) -> tuple:
+    """Accumulators folded over ``steps`` (a tuple of slices per loop iteration, in order) from the identity.  A
+    one-value reducer folds into its first result in place (the same additions, no array per step)."""
     # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
-    acc = tuple(np.asarray(i, dtype=d.dtype).reshape(()) for i, d in zip(ident, like))
-    for step in steps:
-        acc = combine(acc, step)
+    acc = tuple(np.asarray(i, dtype=ident_dtype(d)).reshape(()) for i, d in zip(ident, like))
+    if red.ufunc is None:
+        for step in steps:
+            acc = red.combine(acc, step)
+        return acc
+    u, (a,) = red.ufunc, acc
+    for k, (step,) in enumerate(steps):
+        if k == 0 or a.shape != step.shape:
+            a = u(a, step)                       # the first step makes the accumulator (the identity broadcast)
+        else:
+            u(a, step, out=a)
+    return (a,)
+
+
+def _fold_in_any_order(d, u, ident, vectors=None) -> np.ndarray:
+    """A thread's fold for a reducer whose order does not matter (``any_order``): one ``u.reduce`` over the
+    iteration axis 2 of each piece of ``d`` (the layout's ``inner``, or a dealt row's ``trip``: contiguous rows
+    of lanes, numpy's fast case), then the vector elements ``j`` of a dealt row one by one (a reduce along that
+    short strided axis is 25x slower), then the pieces -> ``[task, part, lane]`` (``vectors``: whether the last axis
+    is ``j``; by default a 5-D piece's is)."""
+    init = np.asarray(ident).item()
+    acc = None
+    for p in (d if isinstance(d, Trips) else (d,)):
+        r = u.reduce(p, axis=2, initial=init)
+        if p.ndim == 5 if vectors is None else vectors:
+            r = _fold_slices([r[..., j] for j in range(r.shape[-1])], u)
+        acc = r if acc is None else u(acc, r)
     return acc
 
 
-def _in_iteration_order(d: np.ndarray) -> list:
+def _fold_slices(slices: list, u):
+    out = slices[0]
+    for s in slices[1:]:
+        out = u(out, s)
+    return out
+
+
+def _in_iteration_order(d) -> list:
     """The ``[task, part, lane]`` slices of a layout, one per inner iteration, in order."""
+    if isinstance(d, Trips):
+        return [s for piece in d for s in _in_iteration_order(piece)]
     if d.ndim == 5:
         return [d[:, :, t, :, j] for t in range(d.shape[2]) for j in range(d.shape[4])]
     return [d[:, :, i, :] for i in range(d.shape[2])]
 
 
-def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, combine) -> tuple:
+def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, red) -> tuple:
     """:func:`per_thread` over the whole reduce, a block of tasks at a time (:func:`lay_out_chunks`):
     ``[task, part, lane]`` per value, equal to folding the whole layout at once (each task's fold is its
     own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
-    across = fold_across_tasks(values, layout, geom, m, ident, combine)
+    across = fold_across_tasks(values, layout, geom, m, ident, red)
     if across is not None:
         return across
     size = geom.size if values[0].ndim else 1
@@ -242,23 +297,23 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, co
     out = None
     for blocks in zip(*(lay_out_chunks(v, layout, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
         rows = blocks[0][0]
-        acc = per_thread(tuple(d for _, d in blocks), combine, ident)
+        acc = per_thread(tuple(d for _, d in blocks), red, ident)
         if out is None and rows == slice(0, T):
             return acc                                   # one block, every task: the whole fold at once
         if out is None:                                  # tasks no block reaches keep an all-identity fold
             empty = tuple(np.full((1, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
             out = tuple(np.empty((T, S, lanes), dtype=a.dtype) for a in acc)
-            for o, a in zip(out, per_thread(empty, combine, ident), strict=True):
+            for o, a in zip(out, per_thread(empty, red, ident), strict=True):
                 o[...] = a
         for o, a in zip(out, acc, strict=True):
             o[rows] = a
     if out is None:                                      # a domain without elements: every task is empty
         empty = tuple(np.full((T, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
-        return per_thread(empty, combine, ident)
+        return per_thread(empty, red, ident)
     return out
 
 
-def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combine):
+def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, red):
     """:func:`per_thread` for a reduction whose reduced dims lie between its task dims in memory (``[A, R, B]``:
     a column reduction, ``A`` empty, or Inductor's ``[32, 512, 3072]`` view of a ``[16384, 3072]`` column sum)
     and whose reduced elements sit at their own layout position (``[part, inner, lane]`` is the reduced index
@@ -282,7 +337,10 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, combi
     A = int(np.prod(geom.shape[:p1[0]], dtype=np.int64))
     B = int(np.prod(geom.shape[p1[-1] + 1:], dtype=np.int64))
     views = tuple(v.reshape(A, S, I, lanes, B) for v in values)
-    acc = _fold((tuple(v[:, :, i] for v in views) for i in range(I)), combine, ident, values)
+    if red.any_order:
+        acc = (_fold_in_any_order(views[0], red.ufunc, ident[0], vectors=False),)
+    else:
+        acc = _fold((tuple(v[:, :, i] for v in views) for i in range(I)), red, ident, values)
     return tuple(np.ascontiguousarray(np.moveaxis(np.broadcast_to(np.asarray(a, dtype=v.dtype), (A, S, lanes, B)), 3, 1))
                  .reshape(A * B, S, lanes) for a, v in zip(acc, values))
 
@@ -379,7 +437,7 @@ def fold(node, values, geom) -> Folded:
     dtypes = [numpy_dtype(x.dtype) for x in node.operands[:n]]
     values = tuple(np.asarray(v).astype(d, copy=False) for v, d in zip(values, dtypes))
     with np.errstate(all="ignore"):
-        return Folded(per_thread_in_blocks(values, geom.reduce_layout(), geom, m, identity(node), red.combine))
+        return Folded(per_thread_in_blocks(values, geom.reduce_layout(), geom, m, identity(node), red))
 
 
 def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:

@@ -146,12 +146,13 @@ def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(na
     taken = on_and_off(plan, workload_inputs(g, 0), reduce, "dealt_vectors")
     dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
              and s.mapping.vector > 1]
-    # (cross-entropy's 300 rows are laid out densely, below the separable size: no row view is asked for)
-    assert any(t is not None for t in taken) == bool(dealt and taken), (dealt, taken)
+    # (a domain below the separable size is laid out densely, no row view: unfused cross-entropy's one stage with
+    # vectors is its 300-element loss sum; its [300, 96] rows are scalar, and the view is asked for and refused)
+    dealt = [s for s in dealt if s.mapping.size >= geometry_module.SEPARABLE_MIN]
+    assert taken and any(t is not None for t in taken) == bool(dealt), (dealt, taken)
     holes = [t for t in taken if t is not None and t[0] * t[1] * t[2] > t[3]]
     ragged = [s for s in dealt if s.mapping.domain[-1] % (s.mapping.splits * s.mapping.threads_per_row * s.mapping.vector)]
-    assert bool(holes) == bool(ragged and taken), (ragged, taken)
-    assert bool(taken) == (name != "cross_entropy"), taken
+    assert bool(holes) == bool(ragged), (ragged, taken)
 
 
 @pytest.mark.parametrize("cols", [7996, 7900])

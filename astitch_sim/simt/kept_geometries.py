@@ -1,0 +1,76 @@
+"""Geometries kept from one kernel to the next.
+
+A :class:`~astitch_sim.simt.geometry.Geometry` says where each element of a stage's domain runs (block, thread,
+loop trip) under its thread mapping; making one locates a row's line and checks it against a sample, about a
+millisecond for the paper's ``<64,30000>`` rows.  Kernels of one plan often share a mapping: xla's softmax
+reduces two rows of the same shape in two kernels, an unfused graph runs each elementwise op of one shape in a
+kernel of its own (a GPT training step: a thousand kernels over a few dozen mappings).  A geometry depends on its
+mapping alone, so the simulation keeps the ones its kernels made and hands them to later kernels of the same
+mapping.
+
+What a geometry holds grows as it is used (a dense domain's element arrays, a count's warp numbers), so what is
+kept is bounded by the bytes of the arrays it holds: geometries past :data:`KEEP_BYTES` together are let go,
+the longest kept first, and so is one that alone holds more -- a big kernel's element arrays never outlive
+their kernel.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .geometry import Geometry
+
+#: the arrays all kept geometries may hold together (a few separable lines each; a dense 1M-element domain's
+#: block, thread and trip numbers are 24 MB)
+KEEP_BYTES = 64 << 20
+
+
+def held_bytes(obj, seen=None) -> int:
+    """Bytes of the arrays ``obj`` keeps alive (a view: the array it views, counted once), through dicts, tuples,
+    lists and geometries (a split row's refined one)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, np.ndarray):
+        while isinstance(obj.base, np.ndarray):
+            obj = obj.base
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        return obj.nbytes
+    if isinstance(obj, Geometry):
+        obj = vars(obj)
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (tuple, list)):
+        return sum(held_bytes(v, seen) for v in obj)
+    return 0
+
+
+class KeptGeometries:
+    """The geometries of the kernels run so far, by mapping key (``KernelRun.geometry``'s), within a budget."""
+
+    def __init__(self, budget: int = KEEP_BYTES):
+        self.budget = budget
+        self.kept: dict = {}              # key -> geometry, the longest kept first
+        self.sizes: dict = {}             # key -> bytes its arrays held when last kept
+        self.total = 0
+
+    def get(self, key):
+        return self.kept.get(key)
+
+    def keep(self, geoms: dict) -> None:
+        """Keep a finished kernel's geometries (measured again: a kept one this kernel used may have cached
+        more), then let go of one that alone exceeds the budget, and of the oldest while all together do."""
+        for key, geom in geoms.items():
+            self._drop(key)
+            size = held_bytes(geom)
+            if size <= self.budget:
+                self.kept[key], self.sizes[key] = geom, size      # (re)inserted last: the kernel just used it
+                self.total += size
+        for key in list(self.kept):
+            if self.total <= self.budget:
+                break
+            self._drop(key)
+
+    def _drop(self, key) -> None:
+        if key in self.kept:
+            del self.kept[key]
+            self.total -= self.sizes.pop(key)

@@ -1,0 +1,78 @@
+"""Geometries kept from one kernel to the next (``simt/kept_geometries.py``): a later kernel of the same mapping
+takes the earlier one's geometry, which changes no counter and no value, and what is kept stays in its budget."""
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+
+import astitch_sim as asim
+from astitch_sim.frontends.workloads import workload_inputs
+from astitch_sim.plan.mapping import ThreadMapping
+from astitch_sim.simt import executor
+from astitch_sim.simt.geometry import Geometry
+from astitch_sim.simt.kept_geometries import KeptGeometries, held_bytes
+from test_simt_blocked_paths import record
+
+
+@pytest.mark.parametrize("name,shape,strategy", [("softmax", dict(rows=64, cols=3000), "xla"),
+                                                 ("layernorm", dict(rows=256, cols=768), "unfused"),
+                                                 ("adam_step", dict(size=65536), "unfused")])
+def test_a_kept_geometry_changes_no_counter_and_no_value(name, shape, strategy):
+    """Every counter, the timeline and every output byte are the same with each kernel making its own
+    geometries, and the kept ones really are taken (xla's two row reductions of one shape, an unfused graph's
+    elementwise kernels)."""
+    g = asim.workload(name, **shape)
+    plan, x = asim.compile(g, strategy, "H100"), workload_inputs(g, 0)
+    taken = []
+    real = KeptGeometries.get
+
+    def spy(self, key):
+        taken.append(real(self, key))
+        return taken[-1]
+    with mock.patch.object(KeptGeometries, "get", spy):
+        kept = record(asim.simulate(plan, x))
+    with mock.patch.object(KeptGeometries, "get", lambda self, key: None):
+        own = record(asim.simulate(plan, x))
+    assert kept == own
+    assert any(t is not None for t in taken), "no kernel took a kept geometry: the comparison would be vacuous"
+
+
+def _geometry(rows: int, cols: int) -> Geometry:
+    return Geometry(ThreadMapping("rows", (rows, cols), ((0,), (1,)), block=32, grid=rows, threads_per_row=32),
+                    dense=True)
+
+
+def test_what_is_kept_stays_in_the_budget():
+    """A geometry holding more than the budget is not kept; past the budget together, the longest kept goes
+    first; a kept geometry that cached more since is measured again when its kernel ends."""
+    small, other, big = _geometry(4, 64), _geometry(8, 64), _geometry(64, 1024)
+    assert 0 < held_bytes(small) < held_bytes(other) < held_bytes(big)
+    kept = KeptGeometries(budget=held_bytes(small) + held_bytes(other))
+    kept.keep({"small": small, "big": big})
+    assert kept.get("small") is small and kept.get("big") is None
+    kept.keep({"other": other})
+    assert kept.get("small") is small and kept.get("other") is other and kept.total <= kept.budget
+    small.__dict__["_cache"]["W"] = np.zeros(held_bytes(other), dtype=np.uint8)     # small grows past the room left
+    kept.keep({"small": small})
+    assert kept.get("other") is None and kept.get("small") is small, "the longest kept goes first"
+    assert kept.total == held_bytes(small) <= kept.budget
+
+
+def test_a_trace_run_keeps_its_own_dense_geometries():
+    """``trace=True`` makes every geometry dense; a kept one is a dense one of the same run (the cache lives one
+    simulation), and the traced run still counts what the untraced one does."""
+    g = asim.workload("softmax", rows=4, cols=256)
+    plan, x = asim.compile(g, "xla", "H100"), workload_inputs(g, 0)
+    made = []
+    real = executor.KernelRun.geometry
+
+    def spy(self, m):
+        made.append(real(self, m))
+        return made[-1]
+    with mock.patch.object(executor.KernelRun, "geometry", spy):
+        traced = asim.simulate(plan, x, trace=True)
+    assert made and not any(geom.separable or geom.flat for geom in made)
+    plain = asim.simulate(plan, x)
+    assert [k.stages for k in traced.stats.kernels] == [k.stages for k in plain.stats.kernels]
