@@ -281,7 +281,9 @@ def _encode(a, dtype):
 
 def _decode(a, dtype):
     if dtype == "bf16":
-        return (np.asarray(a).astype(np.uint32) << 16).view(np.float32)
+        wide = np.asarray(a).astype(np.uint32)
+        wide <<= 16                                     # (in place: one pass less over a domain-sized read)
+        return wide.view(np.float32)
     return a
 
 

@@ -156,7 +156,8 @@ class Geometry:
                 self._flat_numbers([d for d in dims if d > k]).ravel()[None, :]
             shape = tuple(self.shape[d] if d in dims else 1 for d in range(self.rank))
             lo, hi, at0 = (self.mapping.locate(e.ravel()) for e in (outer, within, np.zeros(1, np.int64)))
-            return tuple((np.asarray(a, np.int64)[:, None] + np.asarray(b, np.int64)[None, :] - int(np.asarray(c)[0]))
+            # (the part's line less element 0's, then one pass over the row: the row-long sum is made once)
+            return tuple((np.asarray(a, np.int64)[:, None] + (np.asarray(b, np.int64) - int(np.asarray(c)[0]))[None, :])
                          .reshape(shape) for a, b, c in zip(lo, hi, at0))
         e = self._flat_numbers(dims)
         b, t, it = self.mapping.locate(e.ravel())

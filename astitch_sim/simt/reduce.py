@@ -65,8 +65,9 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     pos, every_task, dealt, runs = form.pos, form.every_task, form.dealt, form.runs
     p0, p1 = geom.parts
     v = np.transpose(np.broadcast_to(values, geom.shape), list(p0) + list(p1))
-    # the sources only where the row is not dealt (a pass over a 4M-element row otherwise unused)
-    source, holes = _sources(pos, width) if dealt is None else (None, None)
+    # the sources only where positions are gathered (a pass over a 4M-element row otherwise unused)
+    gathered = dealt is None and (runs is None or len(runs) > FEW_RUNS)
+    source, holes = _sources(pos, width) if gathered else (None, None)
     # blocks of whole tasks along the first task dim (a view of it; only the block is reshaped or copied)
     lead = v.shape[0] if p0 else 1
     per_lead = max(1, len(task) // max(lead, 1))
@@ -84,7 +85,7 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
         elif dealt is not None:                         # a row's vectors dealt to its lanes: a strided view,
             yield rows, _dealt_view(vb, S, dealt, ident)    # [task, part, trip, lane, j], nothing gathered
             continue
-        elif runs is None or len(runs) > FEW_RUNS:      # scattered positions (a ragged row's vectors dealt to its lanes):
+        elif gathered:                                  # scattered positions (a ragged row's vectors dealt to its lanes):
             dense = np.take(vb, source, axis=1)         # one gather along the row, 20x faster than a run-by-run
             if holes is not None:                       # copy or a fancy-indexed scatter for 32-element rows
                 dense[:, holes] = ident
