@@ -23,6 +23,7 @@ XLA's reduce semantics and the numpy reference).  An argmax/argmin folds
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 
@@ -227,10 +228,10 @@ def per_thread(dense: tuple, red, ident: tuple) -> tuple:
         acc = (_fold_in_any_order(dense[0], red.ufunc, ident[0]),)
     else:
         acc = _fold(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
-    return tuple(np.broadcast_to(np.asarray(a, dtype=ident_dtype(d)), shape) for a, d in zip(acc, dense))
+    return tuple(np.broadcast_to(np.asarray(a, dtype=_dtype_of(d)), shape) for a, d in zip(acc, dense))
 
 
-def ident_dtype(d) -> np.dtype:
+def _dtype_of(d) -> np.dtype:
     """The element type of a layout (of its first piece, for :class:`Trips`)."""
     return d[0].dtype if isinstance(d, Trips) else d.dtype
 
@@ -239,7 +240,7 @@ def _fold(steps, red, ident: tuple, like: tuple) -> tuple:
     """Accumulators folded over ``steps`` (a tuple of slices per loop iteration, in order) from the identity.  A
     one-value reducer folds into its first result in place (the same additions, no array per step)."""
     # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
-    acc = tuple(np.asarray(i, dtype=ident_dtype(d)).reshape(()) for i, d in zip(ident, like))
+    acc = tuple(np.asarray(i, dtype=_dtype_of(d)).reshape(()) for i, d in zip(ident, like))
     if red.ufunc is None:
         for step in steps:
             acc = red.combine(acc, step)
@@ -264,16 +265,9 @@ def _fold_in_any_order(d, u, ident, vectors=None) -> np.ndarray:
     for p in (d if isinstance(d, Trips) else (d,)):
         r = u.reduce(p, axis=2, initial=init)
         if p.ndim == 5 if vectors is None else vectors:
-            r = _fold_slices([r[..., j] for j in range(r.shape[-1])], u)
+            r = functools.reduce(u, [r[..., j] for j in range(r.shape[-1])])
         acc = r if acc is None else u(acc, r)
     return acc
-
-
-def _fold_slices(slices: list, u):
-    out = slices[0]
-    for s in slices[1:]:
-        out = u(out, s)
-    return out
 
 
 def _in_iteration_order(d) -> list:
