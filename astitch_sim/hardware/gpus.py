@@ -332,7 +332,7 @@ class GPU:
     def blocks_per_sm(self, threads_per_block: int, shared_bytes: int = 0,
                       registers_per_thread: int = 32) -> int:
         """How many blocks of this shape can be resident on one SM at once."""
-        return self.occupancy(
+        return self.occupancy_shared(
             threads_per_block, shared_bytes, registers_per_thread
         ).blocks_per_sm
 

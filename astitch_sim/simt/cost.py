@@ -528,11 +528,13 @@ def dispatch_block_us(gpu: GPU, ks) -> float:
     return _sharing_sm(c, residency(gpu, ks), ks) * c["block_dispatch_ns"] / 1e3
 
 
-def stage_block_us(plan, kernel, ks) -> list:
-    """Per-block time (us) of each stage, in order; library kernels have one pseudo-stage."""
+def stage_block_us(plan, kernel, ks, terms=None) -> list:
+    """Per-block time (us) of each stage, in order; library kernels have one pseudo-stage.  ``terms``: the kernel's
+    :func:`block_terms`, where the caller has them already (the SIMT model prices each kernel's once, for both
+    the timeline and the prediction)."""
     if ks.kind == "library":
         return [library_us(plan.gpu, ks) / max(1, _waves(plan.gpu, ks))]
-    terms = block_terms(plan.gpu, kernel, ks)
+    terms = block_terms(plan.gpu, kernel, ks) if terms is None else terms
     if not terms:   # a generated kernel with no stages does nothing but start its blocks
         return [constants(plan.gpu)["block_start_ns"] / 1e3]
     return [sum(t.values()) for t in terms]
@@ -569,8 +571,9 @@ def grid_barrier_count(kernel, ks) -> int:
     return counted if counted or kernel is None else kernel.global_barriers
 
 
-def predict_kernel(plan, kernel, ks) -> None:
-    """Fill ``ks.predicted_us``, ``ks.breakdown``, ``ks.blocks_per_wave`` and ``ks.waves``."""
+def predict_kernel(plan, kernel, ks, per_stage=None) -> None:
+    """Fill ``ks.predicted_us``, ``ks.breakdown``, ``ks.blocks_per_wave`` and ``ks.waves`` (``per_stage``: the
+    kernel's :func:`block_terms`, where the caller has them)."""
     gpu, c = plan.gpu, constants(plan.gpu)
     check_grid_barrier(gpu, kernel, ks)
     occ = residency(gpu, ks)
@@ -581,7 +584,7 @@ def predict_kernel(plan, kernel, ks) -> None:
     else:
         grid = max(1, ks.grid)
         frac = grid / min(grid, occ.blocks_per_wave)         # fractional waves
-        per_stage = block_terms(gpu, kernel, ks)
+        per_stage = block_terms(gpu, kernel, ks) if per_stage is None else per_stage
         block = constants(gpu)["block_start_ns"] / 1e3 if not per_stage else 0.0
         for st in per_stage:
             for name, us in st.items():
@@ -598,13 +601,21 @@ def predict_kernel(plan, kernel, ks) -> None:
     ks.predicted_us = float(sum(terms.values()))
 
 
-def predict(plan, kernel_stats) -> None:
-    """Fill ``predicted_us`` and ``breakdown`` for every kernel (``kernel_stats`` in plan order)."""
+def predict(plan, kernel_stats, terms=None) -> None:
+    """Fill ``predicted_us`` and ``breakdown`` for every kernel (``kernel_stats`` in plan order; ``terms``: each
+    kernel's :func:`block_terms`, from :func:`kernels_block_terms`, or None to work them out)."""
     if len(kernel_stats) != len(plan.kernels):
         raise AStitchError(f"{len(kernel_stats)} kernel stats for a plan of {len(plan.kernels)} kernels: "
                            "pass one KernelStats per plan kernel, in plan order")
-    for kernel, ks in zip(plan.kernels, kernel_stats):
-        predict_kernel(plan, kernel, ks)
+    for i, (kernel, ks) in enumerate(zip(plan.kernels, kernel_stats)):
+        predict_kernel(plan, kernel, ks, None if terms is None else terms[i])
+
+
+def kernels_block_terms(plan, kernel_stats) -> list:
+    """:func:`block_terms` of every generated kernel (None for a library kernel), in plan order: worked out once
+    and handed to both the timeline and the prediction."""
+    return [None if ks.kind == "library" else block_terms(plan.gpu, kernel, ks)
+            for kernel, ks in zip(plan.kernels, kernel_stats)]
 
 
 def format_breakdown(ks, min_us: float = 0.005) -> str:

@@ -68,7 +68,6 @@ barriers a naive early return would break).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from math import ceil
 from typing import Optional
 
 import numpy as np
@@ -218,24 +217,12 @@ def _outputs(graph, mem) -> list:
 
 
 def _schedule(plan, kstats):
-    """Waves per kernel, and the timeline and cost model when those modules are there."""
-    timeline = None
-    try:
-        from . import schedule
-    except ImportError:
-        schedule = None
-    if schedule is not None and hasattr(schedule, "build_timeline"):
-        timeline = schedule.build_timeline(plan, kstats)
-    else:
-        for ks in kstats:
-            ks.blocks_per_wave = plan.gpu.blocks_per_wave(ks.block, ks.shared_bytes, ks.registers_per_thread)
-            ks.waves = ceil(ks.grid / ks.blocks_per_wave)
-    try:
-        from . import cost
-    except ImportError:
-        cost = None
-    if cost is not None and hasattr(cost, "predict"):
-        cost.predict(plan, kstats)
+    """The timeline (waves per kernel, every block's place) and the cost model's prediction, from one pricing of
+    each kernel's blocks (``cost.kernels_block_terms``: the timeline and the prediction both read it)."""
+    from . import cost, schedule
+    terms = cost.kernels_block_terms(plan, kstats)
+    timeline = schedule.build_timeline(plan, kstats, terms=terms)
+    cost.predict(plan, kstats, terms=terms)
     return timeline
 
 

@@ -292,12 +292,14 @@ def _stage_spans(stage_us, start):
     return spans
 
 
-def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timeline:
+def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None, terms: Optional[list] = None) -> Timeline:
     """Schedule every kernel of ``plan`` on its GPU; fills ``blocks_per_wave`` and ``waves``.
 
     ``block_us`` optionally maps a kernel index to per-block durations (an
     experiment: what if some blocks are slower?); blocks then go through the
     event queue, and a barrier kernel's stages are stretched in proportion.
+    ``terms``: every kernel's per-block cost terms (``cost.kernels_block_terms``)
+    where the caller has them, else they are worked out here.
     """
     gpu, c = plan.gpu, cost.constants(plan.gpu)
     if len(kernel_stats) != len(plan.kernels):
@@ -310,7 +312,7 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None) -> Timel
         occ = cost.residency(gpu, ks)
         grid, per_wave = max(1, ks.grid), occ.blocks_per_wave
         ks.blocks_per_wave, ks.waves = per_wave, ceil(grid / per_wave)
-        stage_us = np.asarray(cost.stage_block_us(plan, kernel, ks), dtype=float)
+        stage_us = np.asarray(cost.stage_block_us(plan, kernel, ks, None if terms is None else terms[i]), dtype=float)
         work = float(stage_us.sum())
         barriers = barrier_counts(kernel, ks) if ks.kind != "library" else []
         barriers = (barriers + [0] * len(stage_us))[:len(stage_us)]
