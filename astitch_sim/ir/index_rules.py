@@ -88,15 +88,6 @@ def reshape_index(idx: tuple, shape, src) -> tuple:
     return tuple(out)
 
 
-def _suffix_products(dims) -> list:
-    """Elements under each dim of a row-major shape, innermost first: ``[d_n, d_{n-1} d_n, ...]``."""
-    out, p = [], 1
-    for n in reversed(dims):
-        p *= int(n)
-        out.append(p)
-    return out
-
-
 def _through_common_factors(idx: list, shape: list, src: list):
     """:func:`reshape_index` of one group of dims through the factors both shapes are made of, or None.
 
@@ -109,7 +100,8 @@ def _through_common_factors(idx: list, shape: list, src: list):
     or a group has one dim on each side (nothing to gain)."""
     if len(shape) < 2 and len(src) < 2:
         return None
-    bounds = sorted((set(_suffix_products(shape)) | set(_suffix_products(src))) - {1})   # factors of one element: none
+    # the row-major boundaries: elements under each dim and the dim itself, of both shapes (one element: none)
+    bounds = sorted({st * int(n) for dims in (shape, src) for st, n in zip(row_major_strides(dims), dims)} - {1})
     if not bounds or any(b % a for a, b in zip([1] + bounds, bounds)):
         return None
     # factor k spans elements bounds[k-1] .. bounds[k] (row-major, innermost first): its coordinate in a dim

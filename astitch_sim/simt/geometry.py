@@ -221,6 +221,13 @@ class Geometry:
             self.X, self.Y = (p0, p1) if m.kind == "rows" else (p1, p0)
         return True
 
+    def cached(self, key: str, make):
+        """``make()``, worked out once per geometry under ``key`` (what a reader derives from the geometry alone,
+        kept with the geometry's own derived arrays)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
     @property
     def refined(self):
         """A geometry for counting memory accesses where this one's ``Y`` line is long: a rows mapping whose rows
@@ -230,9 +237,7 @@ class Geometry:
         4096]``), its outer half joins ``X`` and the memory counters run on a part's line (16K elements) instead
         of the row (4M: adafactor's global sums).  The same elements in the same flat order, so ``locate`` and
         the counters are the same; None where the rows are not split, or the parts do not end at such a cut."""
-        if "refined" not in self._cache:
-            self._cache["refined"] = self._refine()
-        return self._cache["refined"]
+        return self.cached("refined", self._refine)
 
     def _refine(self):
         cut = self.part_cut() if self.separable and self.X is not None else None

@@ -15,6 +15,8 @@ their kernel.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .geometry import Geometry
@@ -26,7 +28,7 @@ KEEP_BYTES = 64 << 20
 
 def held_bytes(obj, seen=None) -> int:
     """Bytes of the arrays ``obj`` keeps alive (a view: the array it views, counted once), through dicts, tuples,
-    lists and geometries (a split row's refined one)."""
+    lists, dataclasses (a reduce's layout form) and geometries (a split row's refined one)."""
     seen = set() if seen is None else seen
     if isinstance(obj, np.ndarray):
         while isinstance(obj.base, np.ndarray):
@@ -35,7 +37,7 @@ def held_bytes(obj, seen=None) -> int:
             return 0
         seen.add(id(obj))
         return obj.nbytes
-    if isinstance(obj, Geometry):
+    if isinstance(obj, Geometry) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
         obj = vars(obj)
     if isinstance(obj, dict):
         obj = list(obj.values())

@@ -24,7 +24,6 @@ XLA's reduce semantics and the numpy reference).  An argmax/argmin folds
 from __future__ import annotations
 
 import functools
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,23 +112,21 @@ class LayoutForm:
     runs: list | None
 
 
-#: each geometry's layout form, found once however many reduces its stage has (a geometry lives one simulation)
-_FORMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def layout_form(geom) -> LayoutForm:
-    """:class:`LayoutForm` of a separable geometry's reduce layout (cached per geometry)."""
-    form = _FORMS.get(geom)
-    if form is None:
-        m = geom.mapping
-        task, part, inner, lane, lanes = geom.reduce_layout()
-        S, I = m.splits, m.folds_per_task
-        pos = (part * I + inner) * lanes + lane
-        every_task = bool(np.array_equal(task, np.arange(m.rows)))
-        dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
-        runs = _contiguous_runs(pos) if dealt is None else None
-        form = _FORMS[geom] = LayoutForm(pos, every_task, dealt, runs)
-    return form
+    """:class:`LayoutForm` of a separable geometry's reduce layout, found once per geometry however many reduces
+    read it (kept in the geometry's cache, whose arrays the kept-geometry budget counts)."""
+    return geom.cached("layout_form", lambda: _layout_form(geom))
+
+
+def _layout_form(geom) -> LayoutForm:
+    m = geom.mapping
+    task, part, inner, lane, lanes = geom.reduce_layout()
+    S, I = m.splits, m.folds_per_task
+    pos = (part * I + inner) * lanes + lane
+    every_task = bool(np.array_equal(task, np.arange(m.rows)))
+    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
+    runs = _contiguous_runs(pos) if dealt is None else None
+    return LayoutForm(pos, every_task, dealt, runs)
 
 
 #: at most this many contiguous runs of positions are listed (more: the positions are taken as scattered)
@@ -247,7 +244,7 @@ def _fold(steps, red, ident: tuple, like: tuple) -> tuple:
         return acc
     u, (a,) = red.ufunc, acc
     for k, (step,) in enumerate(steps):
-        if k == 0 or a.shape != step.shape:
+        if k == 0:
             a = u(a, step)                       # the first step makes the accumulator (the identity broadcast)
         else:
             u(a, step, out=a)
