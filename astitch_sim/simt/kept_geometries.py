@@ -37,7 +37,9 @@ def held_bytes(obj, seen=None) -> int:
             return 0
         seen.add(id(obj))
         return obj.nbytes
-    if isinstance(obj, Geometry) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
+    if isinstance(obj, Geometry):
+        obj = [v for k, v in vars(obj).items() if k != "mapping"]      # (its mapping holds no arrays)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         obj = vars(obj)
     if isinstance(obj, dict):
         obj = list(obj.values())
