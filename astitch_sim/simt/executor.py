@@ -81,7 +81,8 @@ from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, strided
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, support
 from .kept_geometries import KeptGeometries
-from .memory import Access, GlobalMemory, count, layout_strides, uninitialised, union_bytes
+from .count_memo import count_once
+from .memory import Access, GlobalMemory, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator, element_uses
 from .reduce import fold, run_reduce
 from . import l2 as l2_model
@@ -454,7 +455,7 @@ class KernelRun:
 
     # -- accounting ----------------------------------------------------------------------
     def account(self, ev, geom, acc: Access) -> dict:
-        c = count(geom, acc)
+        c = count_once(geom, acc)
         st = ev.stats
         if acc.space == Space.GLOBAL:
             buf = self.mem.name_at[acc.base]

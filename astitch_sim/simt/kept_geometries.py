@@ -28,8 +28,11 @@ KEEP_BYTES = 64 << 20
 
 def held_bytes(obj, seen=None) -> int:
     """Bytes of the arrays ``obj`` keeps alive (a view: the array it views, counted once), through dicts, tuples,
-    lists, dataclasses (a reduce's layout form) and geometries (a split row's refined one)."""
+    lists, dataclasses (a reduce's layout form) and geometries (a split row's refined one); an object with a
+    ``held_bytes`` method (the counters kept on a geometry: ``count_memo.KeptCounts``) says so itself."""
     seen = set() if seen is None else seen
+    if hasattr(obj, "held_bytes"):
+        return obj.held_bytes()
     if isinstance(obj, np.ndarray):
         while isinstance(obj.base, np.ndarray):
             obj = obj.base

@@ -1,0 +1,140 @@
+"""Counters kept per geometry (``simt/count_memo.py``): an access counted again on the same geometry gives what
+counting it gives, the key tells apart accesses that differ, and the global base it leaves out really does not
+matter (every counting path, on the accesses of real plans, at bases 256 bytes apart)."""
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import astitch_sim as asim
+from astitch_sim.frontends.workloads import workload_inputs
+from astitch_sim.plan.mapping import ThreadMapping
+from astitch_sim.simt import count_memo, memory
+from astitch_sim.simt.geometry import Geometry
+from astitch_sim.simt.kept_geometries import held_bytes
+from astitch_sim.simt.memory import Access
+from random_graphs import cases
+from test_simt_blocked_paths import record
+
+#: plans whose kernels repeat accesses on one geometry (a stitched softmax reads x in two stages, xla's
+#: softmax in two kernels, unfused graphs store through shared mappings), over rows, columns, flat and
+#: periodic (short rows) mappings, split rows, and a column reduction
+PLANS = [("softmax", dict(rows=64, cols=3000), "astitch"), ("softmax", dict(rows=64, cols=3000), "xla"),
+         ("layernorm", dict(rows=256, cols=768), "unfused"), ("adam_step", dict(size=65536), "unfused"),
+         ("softmax", dict(rows=4096, cols=24), "astitch"), ("global_norm", dict(rows=256, cols=1024), "astitch"),
+         ("batchnorm_train", dict(rows=4096, cols=64), "xla"), ("layernorm_backward", dict(rows=128, cols=768),
+                                                                  "fusionstitching")]
+
+
+def _accesses(plan, inputs) -> list:
+    """Every ``(geometry, access)`` the simulation counts (each one counted once more here, unkept)."""
+    seen = []
+    real = count_memo.count
+
+    def spy(geom, acc):
+        seen.append((geom, acc))
+        return real(geom, acc)
+    with mock.patch.object(count_memo, "count", spy), mock.patch.object(count_memo, "MEMO_ELEMENTS", -1):
+        asim.simulate(plan, inputs)
+    return seen
+
+
+@pytest.mark.parametrize("name,shape,strategy", PLANS)
+def test_kept_counters_change_no_counter_and_no_value(name, shape, strategy):
+    """The whole simulation (counters, timeline, outputs) is the same with every access counted afresh, and
+    the kept counters really are taken (fewer counts than accesses)."""
+    g = asim.workload(name, **shape)
+    plan, x = asim.compile(g, strategy, "H100"), workload_inputs(g, 0)
+    calls = []
+    real = count_memo.count
+    with mock.patch.object(count_memo, "count", lambda geom, acc: calls.append(1) or real(geom, acc)):
+        kept = record(asim.simulate(plan, x))
+    with mock.patch.object(count_memo, "MEMO_ELEMENTS", -1):
+        fresh = record(asim.simulate(plan, x))
+    assert kept == fresh
+    if (name, strategy) != ("global_norm", "astitch"):     # (its one kernel repeats no access)
+        assert len(calls) < len(_accesses(plan, x)), "no access was answered from the kept counters"
+
+
+@pytest.mark.parametrize("name,shape,strategy", PLANS)
+def test_a_global_access_counts_the_same_at_any_256_byte_aligned_base(name, shape, strategy):
+    """The key leaves a global buffer's base out: shifting an access by whole 256-byte blocks (the allocator's
+    alignment) changes none of its counters, on every counting path the plan's accesses take."""
+    g = asim.workload(name, **shape)
+    checked = 0
+    for geom, acc in _accesses(asim.compile(g, strategy, "H100"), workload_inputs(g, 0)):
+        if acc.space != "global":
+            continue
+        want = memory.count(geom, acc)
+        for shift in (memory.ALIGN, 3 * memory.ALIGN, 4097 * memory.ALIGN):
+            moved = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base + shift, acc.terms, acc.mask,
+                           dedup=acc.dedup, identity=acc.identity, extra=acc.extra)
+            assert memory.count(geom, moved) == want, f"{acc.node} {acc.kind} moved by {shift} bytes"
+        checked += 1
+    assert checked
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=st.one_of(cases("mixed"), cases("long_rows")), strategy=st.sampled_from(["astitch", "xla", "unfused"]))
+def test_random_graphs_count_the_same_at_shifted_bases(case, strategy):
+    """The same on random graphs (gathers, pads, transposes, long rows, every dtype)."""
+    try:
+        plan = asim.compile(case.graph, strategy, "H100")
+    except asim.AStitchError:
+        return
+    for geom, acc in _accesses(plan, case.inputs):
+        if acc.space == "global":
+            moved = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base + 5 * memory.ALIGN, acc.terms,
+                           acc.mask, dedup=acc.dedup, identity=acc.identity, extra=acc.extra)
+            assert memory.count(geom, moved) == memory.count(geom, acc), f"{case.note}: {acc.node} {acc.kind}"
+
+
+def test_accesses_that_differ_are_counted_each():
+    """Two accesses of the same shapes whose index values, mask, kind, element size or shared offset differ
+    are each counted (and a repeat of either is answered from what was kept, as a copy)."""
+    geom = Geometry(ThreadMapping("rows", (64, 512), ((0,), (1,)), block=128, grid=64, threads_per_row=128))
+    row, col = geom.idx
+    mask = np.broadcast_to(col < 300, (1, 512))
+    variants = [Access("global", "read", "x", 4, 0, [row * 512, col]),
+                Access("global", "read", "x", 4, 0, [row * 512, col * 2]),          # strided: more sectors
+                Access("global", "read", "x", 4, 0, [row * 512, col], mask),
+                Access("global", "read", "x", 4, 0, [row * 512, col], dedup=True),
+                Access("global", "write", "x", 4, 0, [row * 512, col]),
+                Access("global", "read", "x", 2, 0, [row * 512, col]),
+                Access("shared", "read", "s", 4, 0, [col * 33]),
+                Access("shared", "read", "s", 4, 4, [col * 33]),
+                Access("shared", "read", "s", 4, 0, [col * 32])]                     # bank conflicts
+    want = [memory.count(geom, a) for a in variants]
+    assert len({tuple(sorted(w.items())) for w in want}) >= 5, "the variants should not all count alike"
+    for _ in range(2):
+        for a, w in zip(variants, want, strict=True):
+            got = count_memo.count_once(geom, a)
+            assert got == w
+            got["bytes"] = -1                    # a caller may change its copy; the kept counters stay
+    kept = geom.cached("counts", count_memo.KeptCounts)
+    # what the budget reads is at least what the kept arrays hold (an array two entries share counts twice)
+    assert kept.nbytes >= held_bytes([a for acc in variants for a in acc.terms + [acc.mask] if a is not None]) > 0
+    kept = kept.by_key
+    assert sum(len(v) for v in kept.values()) == len(variants)      # each kept once, the strided read and the
+    assert len(kept) == len(variants) - 2                            # conflicting one beside an equal key's
+    with mock.patch.object(count_memo, "count", side_effect=AssertionError("counted again")):
+        assert [count_memo.count_once(geom, a) for a in variants] == want
+
+
+def test_an_access_over_the_size_limit_is_not_kept():
+    """An access whose arrays hold more than ``MEMO_ELEMENTS`` together (a domain-sized index) is counted every
+    time, and nothing of it is held by the geometry."""
+    geom = Geometry(ThreadMapping("rows", (512, 512), ((0,), (1,)), block=128, grid=512, threads_per_row=128))
+    row, col = geom.idx
+    flat = np.ascontiguousarray(row * 512 + col)                      # 262144 elements, one array
+    assert flat.size > count_memo.MEMO_ELEMENTS
+    acc = Access("global", "read", "x", 4, 0, [flat])
+    calls = []
+    real = count_memo.count
+    with mock.patch.object(count_memo, "count", lambda g, a: calls.append(1) or real(g, a)):
+        assert count_memo.count_once(geom, acc) == count_memo.count_once(geom, acc) == real(geom, acc)
+    assert len(calls) == 2
+    assert not geom.cached("counts", count_memo.KeptCounts).by_key
