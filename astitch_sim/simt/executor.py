@@ -288,6 +288,10 @@ def gather_shared(view: np.ndarray, geom, slot) -> np.ndarray:
     falls in).  The reduced part then takes few distinct values, so those are gathered into a small table, whose
     rows the reduced dims pick: a gather of table rows instead of every element through a domain-sized pair of
     indices (a third of a stitched batch norm's simulation).  The same values, shaped alike."""
+    if isinstance(geom, Geometry) and geom.part_line is not None and geom.refined is not None:
+        # a split row: its parts' blocks from the refined geometry (a block per part), not a block per element
+        fine = geom.refined
+        return np.broadcast_to(gather_shared(view, fine, fine.over_parts(slot)), fine.shape).reshape(geom.shape)
     split = geom.block_split() if isinstance(geom, Geometry) else None
     d1 = support(split[1], geom.rank) if split is not None else ()
     d0 = tuple(sorted(set(support(split[0], geom.rank)) | set(support(slot, geom.rank)))) if d1 else ()

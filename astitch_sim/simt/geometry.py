@@ -37,6 +37,7 @@ address alignment class instead of over every element (see ``memory.py``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import ceil
 
 import numpy as np
@@ -80,6 +81,37 @@ def additive_parts(a, dims_a, rank: int):
     if not is_sum(a, [part_a, part_b]):
         return None
     return part_a, part_b
+
+
+@dataclass(frozen=True)
+class PartLine:
+    """One of a split row's reduced-line arrays (block, thread or iteration of each element of the row) as two
+    short lines that add up: the line's element ``c = o * n + w`` (row-major over the reduced dims; ``o`` a part,
+    ``w`` an element of it, ``n`` a part's length) holds ``lo[o] + hi[w]``.  Where each part is one block (a
+    split row: block over the parts, thread and trip within one), readers that know it use the two lines
+    (:func:`reduce.layout_form`, the shared-memory gather); the rest ask for :meth:`whole`."""
+    shape: tuple                   # the line's shape: the domain's over the reduced dims, 1 elsewhere
+    lo: np.ndarray                 # over the parts
+    hi: np.ndarray                 # over one part's elements
+
+    def less(self, origin: int) -> "PartLine":
+        return self if not origin else PartLine(self.shape, self.lo - origin, self.hi)
+
+    def whole(self) -> np.ndarray:
+        """The line, row-long, shaped to broadcast over the domain."""
+        return (self.lo[:, None] + self.hi[None, :]).reshape(self.shape)
+
+    def at(self, multi: tuple) -> np.ndarray:
+        """The line's values at the domain coordinates ``multi`` (one index array per dim)."""
+        strides = row_major_strides(self.shape)
+        c = sum((np.asarray(multi[k], np.int64) * strides[k] for k in range(len(self.shape)) if self.shape[k] != 1),
+                np.zeros((), np.int64))
+        return self.lo[c // self.hi.size] + self.hi[c % self.hi.size]
+
+    def constant(self, which: str) -> bool:
+        """Does the line not vary within a part (``"hi"``: ``hi`` all equal) or across parts (``"lo"``)?"""
+        a = self.hi if which == "hi" else self.lo
+        return bool((a == a[0]).all())
 
 
 class Geometry:
@@ -140,28 +172,30 @@ class Geometry:
         return all(np.array_equal(np.asarray(a), b) for a, b in zip(m.locate(e), want))
 
     def _line(self, dims) -> tuple:
-        """locate() for the elements whose coordinates vary only over ``dims`` (others 0).
-
-        A split row's line (the reduced dims of a rows mapping whose rows ``splits`` blocks share) is located
-        as its parts' starts plus one part's elements (:meth:`part_cut`): a million-element row of 256 parts
-        asks ``locate`` about 256 + 4096 elements and adds (the sample check in :meth:`_try_separable` holds
-        the sum to ``locate`` as it holds the rest)."""
-        cut = self.part_cut() if tuple(dims) == tuple(self.mapping.groups[1]) and self.mapping.kind == "rows" else None
-        if cut is not None:
-            k, inner = cut
-            stride = row_major_strides(self.shape)[k]
-            outer = self._flat_numbers([d for d in dims if d < k]).ravel()[:, None] + \
-                (np.arange(self.shape[k] // inner, dtype=np.int64) * inner * stride)[None, :]
-            within = np.arange(inner, dtype=np.int64)[:, None] * stride + \
-                self._flat_numbers([d for d in dims if d > k]).ravel()[None, :]
-            shape = tuple(self.shape[d] if d in dims else 1 for d in range(self.rank))
-            lo, hi, at0 = (self.mapping.locate(e.ravel()) for e in (outer, within, np.zeros(1, np.int64)))
-            # (the part's line less element 0's, then one pass over the row: the row-long sum is made once)
-            return tuple((np.asarray(a, np.int64)[:, None] + (np.asarray(b, np.int64) - int(np.asarray(c)[0]))[None, :])
-                         .reshape(shape) for a, b, c in zip(lo, hi, at0))
+        """locate() for the elements whose coordinates vary only over ``dims`` (others 0)."""
         e = self._flat_numbers(dims)
         b, t, it = self.mapping.locate(e.ravel())
         return tuple(np.asarray(a, dtype=np.int64).reshape(e.shape) for a in (b, t, it))
+
+    def split_row_line(self, dims):
+        """A split row's reduced line (the reduced dims of a rows mapping whose rows ``splits`` blocks share) as
+        three :class:`PartLine` (block, thread, iteration): its parts' starts and one part's elements located,
+        not the row (a million-element row of 256 parts asks ``locate`` about 256 + 4096 elements; the sample
+        check in :meth:`_try_separable` holds the sum to ``locate`` as it holds the rest).  None where the parts
+        do not end at a cut (:meth:`part_cut`)."""
+        cut = self.part_cut() if tuple(dims) == tuple(self.mapping.groups[1]) and self.mapping.kind == "rows" else None
+        if cut is None:
+            return None
+        k, inner = cut
+        stride = row_major_strides(self.shape)[k]
+        outer = self._flat_numbers([d for d in dims if d < k]).ravel()[:, None] + \
+            (np.arange(self.shape[k] // inner, dtype=np.int64) * inner * stride)[None, :]
+        within = np.arange(inner, dtype=np.int64)[:, None] * stride + \
+            self._flat_numbers([d for d in dims if d > k]).ravel()[None, :]
+        lo, hi, at0 = (self.mapping.locate(e.ravel()) for e in (outer, within, np.zeros(1, np.int64)))
+        shape = tuple(self.shape[d] if d in dims else 1 for d in range(self.rank))
+        return tuple(PartLine(shape, np.asarray(a, np.int64), np.asarray(b, np.int64) - int(np.asarray(c)[0]))
+                     for a, b, c in zip(lo, hi, at0))
 
     def _flat_numbers(self, dims) -> np.ndarray:
         """Flat element numbers of the elements whose coordinates vary only over ``dims`` (others 0), shaped to
@@ -198,28 +232,55 @@ class Geometry:
         p1 = tuple(g[1])
         if parts is not None:
             p0, p1 = (tuple(p) for p in parts)
-        l0, l1 = self._line(p0), self._line(p1)
+        l0 = self._line(p0)
+        l1 = self.split_row_line(p1) if parts is None else None
+        l1 = self._line(p1) if l1 is None else l1
         o = [int(a.ravel()[0]) for a in self._line(())]
-        comps = []
-        for a0, a1, origin in zip(l0, l1, o):
-            comps.append((a0, a1 - origin if origin else a1))     # (element 0 sits at 0, 0, 0: no copy)
+        # the reduced part less element 0's (element 0 at 0, 0, 0: no copy); a split row's stays in parts
+        a1s = tuple(a1.less(origin) if isinstance(a1, PartLine) else a1 - origin if origin else a1
+                    for a1, origin in zip(l1, o))
         # check against locate on a sample (ends included)
         rng = np.random.default_rng(12345)
         sample = distinct(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
                                           [0, self.size - 1, self.size // 2]]).astype(np.int64))
         want = m.locate(sample)
         multi = unravel(sample, self.shape)
-        for (a0, a1), w in zip(comps, want):
-            got = a0[tuple(multi[k] if a0.shape[k] != 1 else 0 for k in range(self.rank))] + \
-                a1[tuple(multi[k] if a1.shape[k] != 1 else 0 for k in range(self.rank))]
-            if not np.array_equal(got, np.asarray(w)):
+
+        def at(a):
+            if isinstance(a, PartLine):
+                return a.at(multi)
+            return a[tuple(multi[k] if a.shape[k] != 1 else 0 for k in range(self.rank))]
+        for a0, a1, w in zip(l0, a1s, want):
+            if not np.array_equal(at(a0) + at(a1), np.asarray(w)):
                 return False
         self.parts = (p0, p1)
-        self._comps = comps                      # [(part0 array, part1 array - origin)] for block, thread, iteration
-        self._lines = (l0, l1)
+        self._line0 = l0
+        if isinstance(a1s[0], PartLine):
+            self.part_line, self._line1, self._comps1 = a1s, None, None     # (made row-long only if asked)
+        else:
+            self._line1, self._comps1 = l1, a1s
         if m.threads_per_row % WARP == 0:
             self.X, self.Y = (p0, p1) if m.kind == "rows" else (p1, p0)
         return True
+
+    #: a split row's reduced line, (block, thread, iteration) less element 0's, each a :class:`PartLine`; None
+    #: where the reduced line is plain arrays
+    part_line = None
+
+    @property
+    def _comps(self) -> list:
+        """``[(task part, reduced part less element 0's)]`` for block, thread and iteration: they add up to the
+        element's.  A split row's reduced part is made row-long here, once, when a reader asks for it."""
+        if self._comps1 is None:
+            self._comps1 = tuple(p.whole() for p in self.part_line)
+        return list(zip(self._line0, self._comps1))
+
+    @property
+    def _lines(self) -> tuple:
+        """``(task line, reduced line)``, each ``(block, thread, iteration)`` located (element 0's included)."""
+        if self._line1 is None:
+            self._line1 = tuple(a1 + int(a0.ravel()[0]) for a0, (_, a1) in zip(self._line0, self._comps))
+        return self._line0, self._line1
 
     def cached(self, key: str, make):
         """``make()``, worked out once per geometry under ``key`` (what a reader derives from the geometry alone,
@@ -250,6 +311,14 @@ class Geometry:
             return None                          # locate is not a sum over the parts: count on the row
         fine.cut = k                             # the domain's dim k is the fine shape's k and k + 1
         return fine
+
+    def over_parts(self, a) -> np.ndarray:
+        """A broadcastable array over the coarse domain seen over this refined geometry's shape (its dim
+        :attr:`cut` cut in two: a reshape, a view)."""
+        a = np.asarray(a)
+        shape = (1,) * (self.rank - 1 - a.ndim) + a.shape
+        k = self.cut
+        return a.reshape(shape[:k] + ((1, 1) if shape[k] == 1 else self.shape[k:k + 2]) + shape[k + 1:])
 
     def _sum(self, i):
         a0, a1 = self._comps[i]
@@ -356,7 +425,7 @@ class Geometry:
         a_x = self._comps[0][k]
         a_y = self._comps[0][1 - k]
         if k == 1:     # part 1 carries minus the origin; move the origin to X
-            origin = int(self._lines[0][0].ravel()[0])
+            origin = int(self._line0[0].ravel()[0])
             return (a_x + origin).ravel(), (a_y - origin).ravel()
         return a_x.ravel(), a_y.ravel()
 
@@ -379,37 +448,70 @@ class Geometry:
         """
         if "layout" in self._cache:
             return self._cache["layout"]
-        m = self.mapping
-        tpr = m.threads_per_row
-        if self.separable and m.kind == "rows" and m.groups_in_order:
-            task = np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
-            b, t, it = (a.ravel() for a in self._lines[1])
-        elif self.separable:
-            task = np.asarray(m.task_of(self._flat_numbers(self.parts[0]).ravel()), dtype=np.int64)
+        task = self.layout_tasks()
+        if self.separable:
             b, t, it = (a.ravel() for a in self._lines[1])
         else:
-            task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
             b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
+        part, inner, lane = self._part_inner_lane(b, t, it)
+        # a remainder by 1 is a scalar 0: every element's, as an array (a row of one element, one thread per row)
+        part, inner, lane = (x if np.ndim(x) else np.zeros(np.shape(b), np.int64) for x in (part, inner, lane))
+        self._cache["layout"] = (task, part, inner, lane, self.layout_lanes)
+        return self._cache["layout"]
+
+    def _part_inner_lane(self, b, t, it) -> tuple:
+        """``(part, inner, lane)`` of elements run by blocks ``b``, threads ``t`` in iterations ``it``."""
+        m = self.mapping
         # (divmod_by: a divisor of 1, a power of two, or one the values never reach costs no division)
         part = divmod_by(b, m.splits, bound=m.grid)[1]
         inner = divmod_by(it, m.inner_iterations, bound=m.elements_per_thread)[1]
         if m.tasks_per_lane > 1:
             inner = inner // m.tasks_per_lane           # a column lane's vector: its trip down column j
-        lane = divmod_by(t, tpr, bound=m.block)[1 if m.kind == "rows" else 0]
-        # a remainder by 1 is a scalar 0: every element's, as an array (a row of one element, one thread per row)
-        part, inner, lane = (x if np.ndim(x) else np.zeros(np.shape(b), np.int64) for x in (part, inner, lane))
-        lanes = tpr if m.kind == "rows" else m.rows_per_block
-        self._cache["layout"] = (task, part, inner, lane, lanes)
-        return self._cache["layout"]
+        lane = divmod_by(t, m.threads_per_row, bound=m.block)[1 if m.kind == "rows" else 0]
+        return part, inner, lane
+
+    def split_row_layout(self):
+        """A split row's :meth:`reduce_layout` without the row: ``(part over the parts, inner and lane over one
+        part's elements)`` -- each part one block, its threads and trips the same in every part (what
+        :class:`PartLine` shows) -- or None (not a split row, or its parts differ so)."""
+        if self.part_line is None or not self.mapping.groups_in_order:
+            return None
+        b, t, it = self.part_line
+        if not (b.constant("hi") and t.constant("lo") and it.constant("lo")):
+            return None
+        o = [int(a.ravel()[0]) for a in self._line0]           # (the task line's first element is element 0)
+        part, inner, lane = self._part_inner_lane(b.lo + int(b.hi[0]) + o[0], t.hi + int(t.lo[0]) + o[1],
+                                                  it.hi + int(it.lo[0]) + o[2])
+        return tuple(np.broadcast_to(x, np.shape(y)) for x, y in ((part, b.lo), (inner, t.hi), (lane, t.hi)))
+
+    def layout_tasks(self) -> np.ndarray:
+        """:meth:`reduce_layout`'s ``task`` alone (no reduced line needed): the reduce output index over the
+        task-dims grid (separable), or of every element."""
+        if "layout_tasks" not in self._cache:
+            m = self.mapping
+            if self.separable and m.kind == "rows" and m.groups_in_order:
+                task = np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
+            elif self.separable:
+                task = np.asarray(m.task_of(self._flat_numbers(self.parts[0]).ravel()), dtype=np.int64)
+            else:
+                task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
+            self._cache["layout_tasks"] = task
+        return self._cache["layout_tasks"]
+
+    @property
+    def layout_lanes(self) -> int:
+        """A task's lanes in the reduce layout: a row's threads, or a column tile's row lanes."""
+        m = self.mapping
+        return m.threads_per_row if m.kind == "rows" else m.rows_per_block
 
     def task_heads(self) -> tuple:
         """For every task: ``(block, thread, iteration)`` of its first element (part 0)."""
         if "heads" in self._cache:
             return self._cache["heads"]
         m = self.mapping
-        if self.separable and np.array_equal(self.reduce_layout()[0], np.arange(m.rows)):
+        if self.separable and np.array_equal(self.layout_tasks(), np.arange(m.rows)):
             # the task line (reduced coordinates 0) is every task's first element, in task order: located already
-            self._cache["heads"] = tuple(a.ravel() for a in self._lines[0])
+            self._cache["heads"] = tuple(a.ravel() for a in self._line0)
             return self._cache["heads"]
         first = m.first_element_of_task(np.arange(m.rows, dtype=np.int64))
         b, t, it = (np.asarray(a, dtype=np.int64) for a in m.locate(first))

@@ -358,21 +358,12 @@ def _count_refined(fine, acc):
     """The separable count on a split row's parts (``Geometry.refined``), the access's index and mask seen over
     the refined shape (views: the cut dim of a term that varies along it is split in two); None where the
     access does not split over the parts (the caller counts it on the whole row)."""
-    reshaped = [_on_refined(t, fine) for t in acc.terms]
-    mask = None if acc.mask is None else _on_refined(acc.mask, fine)
+    reshaped = [fine.over_parts(t) for t in acc.terms]
+    mask = None if acc.mask is None else fine.over_parts(acc.mask)
     racc = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base, reshaped, mask, dedup=acc.dedup,
                   identity=acc.identity, extra=acc.extra)
     sp = _split(fine, racc)
     return None if sp is None else _count_separable(fine, racc, *sp)
-
-
-def _on_refined(a, fine):
-    """A broadcastable array over the domain, seen over ``fine.shape``: the domain with its dim ``fine.cut`` cut
-    in two (a reshape: a view)."""
-    a = np.asarray(a)
-    shape = (1,) * (fine.rank - 1 - a.ndim) + a.shape
-    k = fine.cut
-    return a.reshape(shape[:k] + ((1, 1) if shape[k] == 1 else fine.shape[k:k + 2]) + shape[k + 1:])
 
 
 def _count_periodic(geom, acc):

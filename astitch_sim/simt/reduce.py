@@ -45,23 +45,23 @@ def identity(node) -> tuple:
 LAYOUT_CHUNK = 1 << 22
 
 
-def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYOUT_CHUNK):
+def lay_out_chunks(values: np.ndarray, geom, m, ident, chunk=LAYOUT_CHUNK):
     """The reduce input scattered into ``[task, part, inner, lane]`` (holes hold the identity), a block of tasks
     at a time: yields ``(tasks, dense)``, ``dense`` the layout of the tasks ``tasks`` names (a slice or an index
     array into the task axis), which are distinct across the blocks -- or, for rows whose vectors are dealt to
     their lanes, the rows' own ``[task, part, trip, lane, j]`` view (``dealt_vectors``).  Blocks hold about
     ``chunk`` elements (whole tasks); ``chunk=None``: one block, every task.  Tasks no element of a separable
     domain reaches are in no block (their row is all identity)."""
-    task, part, inner, lane, lanes = layout
     T, S, I = m.rows, m.splits, m.folds_per_task
-    width = S * I * lanes
+    width = S * I * geom.layout_lanes
     if not geom.separable:
+        task, part, inner, lane, lanes = geom.reduce_layout()
         pos = (part * I + inner) * lanes + lane
         dense = np.full((T, width), ident, dtype=values.dtype)
         dense.reshape(-1)[task * width + pos] = geom.full(values)
         yield slice(0, T), dense.reshape(T, S, I, lanes)
         return
-    form = layout_form(geom)
+    form, task, lanes = layout_form(geom), geom.layout_tasks(), geom.layout_lanes
     pos, every_task, dealt, runs = form.pos, form.every_task, form.dealt, form.runs
     p0, p1 = geom.parts
     v = np.transpose(np.broadcast_to(values, geom.shape), list(p0) + list(p1))
@@ -74,10 +74,10 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
     # blocks bound the copies and keep a fold's accumulators in cache across its steps: the rows as they lie,
     # folded in one step (one element per thread and task: <750000,32> over 32-thread blocks), gain from neither
     one_step = I == 1 and every_task and runs == [(0, 0, width)]
-    step = lead if one_step or chunk is None or not p0 else max(1, chunk // max(per_lead * len(pos), 1))
+    step = lead if one_step or chunk is None or not p0 else max(1, chunk // max(per_lead * form.n, 1))
     for a in range(0, lead, step):
         b = min(lead, a + step)
-        vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), len(pos))
+        vb = (v[a:b] if p0 else v).reshape((b - a) * per_lead if p0 else len(task), form.n)
         rows = slice(a * per_lead, b * per_lead) if every_task else task[a * per_lead:b * per_lead]
         n = vb.shape[0]
         if every_task and runs == [(0, 0, width)]:
@@ -102,11 +102,13 @@ def lay_out_chunks(values: np.ndarray, layout: tuple, geom, m, ident, chunk=LAYO
 
 @dataclass(frozen=True)
 class LayoutForm:
-    """How a separable reduce's row lies in its ``[task, part, inner, lane]`` layout: ``pos``, each reduced
-    element's layout position; ``every_task``, the task line is the tasks in order; ``dealt``, the row's vectors
-    dealt to its lanes (:func:`dealt_vectors`) or None; ``runs``, otherwise, the row's contiguous runs of
-    positions (:func:`_contiguous_runs`)."""
-    pos: np.ndarray
+    """How a separable reduce's row lies in its ``[task, part, inner, lane]`` layout: ``n``, the reduced elements
+    (a row's); ``pos``, each one's layout position (None for a split row whose vectors are dealt: found from its
+    parts, :meth:`Geometry.split_row_layout`, without a row-long array); ``every_task``, the task line is the
+    tasks in order; ``dealt``, the row's vectors dealt to its lanes (:func:`dealt_vectors`) or None; ``runs``,
+    otherwise, the row's contiguous runs of positions (:func:`_contiguous_runs`)."""
+    n: int
+    pos: np.ndarray | None
     every_task: bool
     dealt: tuple | None
     runs: list | None
@@ -120,13 +122,25 @@ def layout_form(geom) -> LayoutForm:
 
 def _layout_form(geom) -> LayoutForm:
     m = geom.mapping
-    task, part, inner, lane, lanes = geom.reduce_layout()
-    S, I = m.splits, m.folds_per_task
+    S, I, lanes, V = m.splits, m.folds_per_task, geom.layout_lanes, getattr(geom, "vector", 1)
+    every_task = bool(np.array_equal(geom.layout_tasks(), np.arange(m.rows)))
+    parts = geom.split_row_layout()
+    if parts is not None:                # a split row: its form from one part's positions, where it shows
+        part, inner, lane = parts
+        within, n = inner * lanes + lane, part.size * inner.size
+        if V <= 1 or I % V:              # (what dealt_vectors turns down at once: no vectors dealt)
+            runs = split_row_runs(part, within, I * lanes)
+            if runs is not None and len(runs) <= FEW_RUNS:
+                return LayoutForm(n, None, every_task, None, runs)
+        else:
+            dealt = dealt_split_row(part, within, S, I, lanes, V)
+            if dealt is not None:
+                return LayoutForm(n, None, every_task, dealt, None)
+    _, part, inner, lane, _ = geom.reduce_layout()
     pos = (part * I + inner) * lanes + lane
-    every_task = bool(np.array_equal(task, np.arange(m.rows)))
-    dealt = dealt_vectors(pos, S, I, lanes, getattr(geom, "vector", 1))
+    dealt = dealt_vectors(pos, S, I, lanes, V)
     runs = _contiguous_runs(pos) if dealt is None else None
-    return LayoutForm(pos, every_task, dealt, runs)
+    return LayoutForm(pos.size, pos, every_task, dealt, runs)
 
 
 #: at most this many contiguous runs of positions are listed (more: the positions are taken as scattered)
@@ -145,9 +159,7 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
     if V <= 1 or I % V or pos.size == 0 or pos.size > S * I * lanes:
         return None
     trips, chunk = I // V, -(-pos.size // S)
-    # the positions of a full part's elements, as a broadcast formula; a part's first `chunk` are its own
-    trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (trips, lanes, V)))
-    first = ((trip * V + j) * lanes + lane).reshape(-1)[:chunk]           # part 0's positions
+    first = _part_positions(trips, lanes, V, chunk)                       # part 0's positions
     found = (trips, lanes, V, chunk)
     if pos.size != S * chunk:              # a shorter last part: the whole formula, part by part
         want = (np.arange(S, dtype=np.int64)[:, None] * (I * lanes) + first[None, :]).reshape(-1)[:pos.size]
@@ -161,6 +173,42 @@ def dealt_vectors(pos: np.ndarray, S: int, I: int, lanes: int, V: int):
                               np.broadcast_to(first, (b - a, chunk))):
             return None
     return found
+
+
+def _part_positions(trips: int, lanes: int, V: int, chunk: int) -> np.ndarray:
+    """The layout positions of a part's first ``chunk`` elements when its vectors are dealt to its lanes, as a
+    broadcast formula: element ``(trip * lanes + lane) * V + j`` at ``(trip * V + j) * lanes + lane``."""
+    trip, lane, j = np.ix_(*(np.arange(k, dtype=np.int64) for k in (trips, lanes, V)))
+    return ((trip * V + j) * lanes + lane).reshape(-1)[:chunk]
+
+
+def dealt_split_row(part: np.ndarray, within: np.ndarray, S: int, I: int, lanes: int, V: int):
+    """:func:`dealt_vectors` of a split row whose positions are ``part[o] * I * lanes + within[w]`` for element
+    ``o * len(within) + w`` (:meth:`Geometry.split_row_layout`): every part full and part ``o`` the ``o``-th, so
+    the check is on one part's positions, not the row's.  None where it cannot tell so (the caller then asks
+    :func:`dealt_vectors` about the whole row)."""
+    n = part.size * within.size
+    if V <= 1 or I % V or n == 0 or n > S * I * lanes or part.size != S or within.size * S != n:
+        return None
+    trips, chunk = I // V, within.size
+    if not np.array_equal(part, np.arange(S)) or not np.array_equal(within, _part_positions(trips, lanes, V, chunk)):
+        return None
+    return trips, lanes, V, chunk
+
+
+def split_row_runs(part: np.ndarray, within: np.ndarray, span: int):
+    """:func:`_contiguous_runs` of a split row whose positions are ``part[o] * span + within[w]`` for element
+    ``o * len(within) + w``, where a part's positions run on (``within`` consecutive): runs break only between
+    parts.  None where ``within`` does not run on, or past :data:`MAX_RUNS` runs."""
+    n = within.size
+    if n == 0 or not np.array_equal(within, within[0] + np.arange(n)):
+        return None
+    starts = part * span + within[0]
+    breaks = np.flatnonzero(np.diff(starts) != n) + 1
+    if breaks.size >= MAX_RUNS:
+        return None
+    bounds = [0, *breaks.tolist(), starts.size]
+    return [(a * n, int(starts[a]), (b - a) * n) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 class Trips(tuple):
@@ -276,18 +324,18 @@ def _in_iteration_order(d) -> list:
     return [d[:, :, i, :] for i in range(d.shape[2])]
 
 
-def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, red) -> tuple:
+def per_thread_in_blocks(values: tuple, geom, m, ident: tuple, red) -> tuple:
     """:func:`per_thread` over the whole reduce, a block of tasks at a time (:func:`lay_out_chunks`):
     ``[task, part, lane]`` per value, equal to folding the whole layout at once (each task's fold is its
     own).  Over at most :data:`LAYOUT_CHUNK` elements: one block, the whole layout, as before."""
-    across = fold_across_tasks(values, layout, geom, m, ident, red)
+    across = fold_across_tasks(values, geom, m, ident, red)
     if across is not None:
         return across
     size = geom.size if values[0].ndim else 1
     chunk = LAYOUT_CHUNK if size > LAYOUT_CHUNK else None
-    T, S, I, lanes = m.rows, m.splits, m.folds_per_task, layout[4]
+    T, S, I, lanes = m.rows, m.splits, m.folds_per_task, geom.layout_lanes
     out = None
-    for blocks in zip(*(lay_out_chunks(v, layout, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
+    for blocks in zip(*(lay_out_chunks(v, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
         rows = blocks[0][0]
         acc = per_thread(tuple(d for _, d in blocks), red, ident)
         if out is None and rows == slice(0, T):
@@ -305,7 +353,7 @@ def per_thread_in_blocks(values: tuple, layout: tuple, geom, m, ident: tuple, re
     return out
 
 
-def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, red):
+def fold_across_tasks(values: tuple, geom, m, ident: tuple, red):
     """:func:`per_thread` for a reduction whose reduced dims lie between its task dims in memory (``[A, R, B]``:
     a column reduction, ``A`` empty, or Inductor's ``[32, 512, 3072]`` view of a ``[16384, 3072]`` column sum)
     and whose reduced elements sit at their own layout position (``[part, inner, lane]`` is the reduced index
@@ -320,7 +368,7 @@ def fold_across_tasks(values: tuple, layout: tuple, geom, m, ident: tuple, red):
     if not p1 or not p0 or p0[-1] < p1[0] or p1 != tuple(range(p1[0], p1[0] + len(p1))) \
             or p0 != tuple(k for k in range(geom.rank) if k not in p1):
         return None          # no task dim after the reduced ones (a row: the layout is the row), or reduced dims apart
-    task, part, inner, lane, lanes = layout
+    task, part, inner, lane, lanes = geom.reduce_layout()
     S, I = m.splits, m.folds_per_task
     pos = (part * I + inner) * lanes + lane
     if pos.size != S * I * lanes or not np.array_equal(pos, np.arange(pos.size)) \
@@ -429,7 +477,7 @@ def fold(node, values, geom) -> Folded:
     dtypes = [numpy_dtype(x.dtype) for x in node.operands[:n]]
     values = tuple(np.asarray(v).astype(d, copy=False) for v, d in zip(values, dtypes))
     with np.errstate(all="ignore"):
-        return Folded(per_thread_in_blocks(values, geom.reduce_layout(), geom, m, identity(node), red))
+        return Folded(per_thread_in_blocks(values, geom, m, identity(node), red))
 
 
 def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
@@ -455,4 +503,4 @@ def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
     k = node.attrs.get("result", 0)
     result = cast(np.asarray(result[k], dtype=dtypes[k]), node.dtype)
     partial = cast(np.asarray(partial[k], dtype=dtypes[k]), node.dtype)
-    return {"result": result.reshape(node.shape), "partial": partial, "lanes": geom.reduce_layout()[4], "steps": steps}
+    return {"result": result.reshape(node.shape), "partial": partial, "lanes": geom.layout_lanes, "steps": steps}

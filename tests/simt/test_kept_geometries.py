@@ -2,6 +2,7 @@
 takes the earlier one's geometry, which changes no counter and no value, and what is kept stays in its budget."""
 from __future__ import annotations
 
+import dataclasses
 from unittest import mock
 
 import numpy as np
@@ -11,6 +12,7 @@ import astitch_sim as asim
 from astitch_sim.frontends.workloads import workload_inputs
 from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.simt import executor
+from astitch_sim.simt.count_memo import KeptCounts
 from astitch_sim.simt.geometry import Geometry
 from astitch_sim.simt.kept_geometries import KeptGeometries, held_bytes
 from test_simt_blocked_paths import record
@@ -76,3 +78,24 @@ def test_a_trace_run_keeps_its_own_dense_geometries():
     assert made and not any(geom.separable or geom.flat for geom in made)
     plain = asim.simulate(plan, x)
     assert [k.stages for k in traced.stats.kernels] == [k.stages for k in plain.stats.kernels]
+
+
+def test_held_bytes_counts_each_array_once_through_containers():
+    """Views count the array they view, once; arrays inside tuples, lists, dicts, dataclasses and geometries
+    count; an object that measures itself is believed; numbers and strings weigh nothing."""
+    @dataclasses.dataclass
+    class Form:
+        a: np.ndarray
+        n: int
+
+    base = np.zeros(1000, dtype=np.int64)                 # 8000 bytes
+    other = np.zeros(10, dtype=np.float32)                # 40 bytes
+    counts = KeptCounts()
+    counts.nbytes = 123
+    nested = {"views": (base[:10], base.reshape(10, 100)[3]), "form": Form(other, 7), "more": [base, 1, 2.5, "s", None],
+              "counts": counts}
+    assert held_bytes(nested) == 8000 + 40 + 123
+    geom = _geometry(4, 64)
+    alone = held_bytes(geom)
+    geom.__dict__["_cache"]["extra"] = [other, other[2:]]
+    assert held_bytes(geom) == alone + 40

@@ -17,6 +17,7 @@ and the tree), and on random graphs of every dtype.
 from __future__ import annotations
 
 import dataclasses
+import contextlib
 from contextlib import contextmanager
 from unittest import mock
 
@@ -115,19 +116,25 @@ DEALT = [("softmax", dict(rows=2001, cols=32), {}), ("log_softmax", dict(rows=64
          ("layernorm", dict(rows=64, cols=768), {})]
 
 
-def on_and_off(plan, ins, module, watched: str) -> list:
-    """``plan`` simulated with a shortcut on, and off (``module.<watched>``, the shortcut's test, answering no:
-    None, which every such test answers for "not here"): every counter, the timeline and every output byte
-    equal.  Returns what the test answered when on, call by call."""
+def on_and_off(plan, ins, module, *watched: str) -> list:
+    """``plan`` simulated with a shortcut on, and off (``module.<watched>``, the shortcut's tests -- one, or the
+    several that take it on different paths -- answering no: None, which every such test answers for "not
+    here"): every counter, the timeline and every output byte equal.  Returns what the tests answered when on,
+    call by call."""
     answers = []
-    real = getattr(module, watched)
 
-    def spy(*a):
-        answers.append(real(*a))
-        return answers[-1]
-    with mock.patch.object(module, watched, spy):
+    def spy(real):
+        def asked(*a):
+            answers.append(real(*a))
+            return answers[-1]
+        return asked
+    with contextlib.ExitStack() as on_stack:
+        for name in watched:
+            on_stack.enter_context(mock.patch.object(module, name, spy(getattr(module, name))))
         on = record(asim.simulate(plan, ins))
-    with mock.patch.object(module, watched, lambda *a: None):
+    with contextlib.ExitStack() as off_stack:
+        for name in watched:
+            off_stack.enter_context(mock.patch.object(module, name, lambda *a: None))
         off = record(asim.simulate(plan, ins))
     assert len(on["outputs"]) == len(plan.graph.outputs)
     assert on == off
@@ -143,7 +150,8 @@ def test_folding_dealt_vectors_through_a_view_changes_no_counter_and_no_value(na
     really taken, holes or none."""
     g = asim.workload(name, **shape)
     plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
-    taken = on_and_off(plan, workload_inputs(g, 0), reduce, "dealt_vectors")
+    # (a split row's dealt parts are found from one part's positions: ``reduce.dealt_split_row``)
+    taken = on_and_off(plan, workload_inputs(g, 0), reduce, "dealt_vectors", "dealt_split_row")
     dealt = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
              and s.mapping.vector > 1]
     # (a domain below the separable size is laid out densely, no row view: unfused cross-entropy's one stage with
@@ -164,7 +172,7 @@ def test_a_ragged_split_row_pads_its_view_with_the_identity(cols):
     g = asim.workload("softmax", rows=12, cols=cols)
     plan = asim.compile(g, "astitch", "H100", launch_search=False)
     ins = [-np.abs(x) - 1 for x in workload_inputs(g, 0)]
-    taken = on_and_off(plan, ins, reduce, "dealt_vectors")
+    taken = on_and_off(plan, ins, reduce, "dealt_vectors", "dealt_split_row")
     splits = {s.mapping.splits for k in plan.generated for s in k.stages if s.reduces}
     assert splits == {8} and taken and all(t is not None and t[3] * 8 > cols for t in taken), (splits, taken)
 
