@@ -492,14 +492,24 @@ class KernelRun:
             self.recorder.add(self.index, ev.i, ev.phase, tuple(self.epochs), geom, acc)
         return c
 
-    def _global_access(self, kind, name, idx, mask=None, dedup=False, identity=False) -> Access:
+    def _global_access(self, kind, name, idx, mask=None, dedup=False, identity=False, geom=None) -> Access:
+        """``name`` read or written at ``idx``; ``identity``: ``idx`` is the node's own index at each element of
+        ``geom``'s domain (the node of the domain's shape, or the domain reshaped, row-major)."""
         node = self.graph[name]
-        strides = layout_strides(node)
+        row_major = tuple(node.layout) == tuple(range(node.rank - 1, -1, -1))
+        if identity and row_major and geom is not None and geom.kind == "element" \
+                and tuple(node.shape) != tuple(geom.shape):
+            # the domain reshaped (Inductor's [512, 8192] view of a [4096, 1024] tensor): element e of the domain
+            # is element e of the node, so the domain's own index, a term per dim, says which, where the node's
+            # reshaped index is domain-sized arrays (r * 8 + c // 1024) that counting would have to take apart
+            idx, strides = geom.idx, row_major_strides(geom.shape)
+        else:
+            strides = layout_strides(node)
         # a stride-1 term is the index itself (no domain-sized copy: at 50M elements each copy is 400 MB)
-        index = [np.asarray(idx[d], dtype=np.int64) for d in range(node.rank)]
+        index = [np.asarray(idx[d], dtype=np.int64) for d in range(len(strides))]
         terms = [a if st == 1 else a * st for a, st in zip(index, strides, strict=True)]
         extra = {}
-        if tuple(node.layout) != tuple(range(node.rank - 1, -1, -1)):
+        if not row_major:
             rm = row_major_strides(node.shape)
             extra["logical"] = sum(a * st for a, st in zip(index, rm, strict=True))
         return Access("global", kind, name, itemsize(node.dtype), self.mem.base[name], terms, mask,
@@ -537,10 +547,11 @@ class KernelRun:
             val = arr if arr.shape == ev.geom.shape else arr.reshape(ev.geom.shape)     # another shape: a view
         elif ev.geom.kind == "element" and walks_in_order(idx, node.shape, ev.geom.shape):
             val = arr.reshape(ev.geom.shape)            # the domain is the tensor reshaped: its memory, no gather
+            ident = True                                # (its own index: counted as one)
         else:
             val = strided_view(arr, idx, ev.geom.rank)  # a slice or a transpose: its memory through steps
             val = arr[tuple(idx)] if val is None else val
-        acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident)
+        acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident, geom=ev.geom)
         self.account(ev, ev.geom, acc)
         return val
 
@@ -683,7 +694,7 @@ class KernelRun:
             if not self.mem.adopt(name, full):
                 arr = self.mem[name]
                 arr[...] = np.broadcast_to(full, arr.shape)
-            self.account(ev, geom, self._global_access("write", name, own, identity=True))
+            self.account(ev, geom, self._global_access("write", name, own, identity=True, geom=geom))
         if v.space == Space.SHARED:
             raise AStitchError(f"kernel {k.name}: {name} is Regional but is computed per element, not per "
                                "reduction task; shared memory keeps one value per task")

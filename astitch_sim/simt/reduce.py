@@ -188,7 +188,7 @@ def dealt_split_row(part: np.ndarray, within: np.ndarray, S: int, I: int, lanes:
     the check is on one part's positions, not the row's.  None where it cannot tell so (the caller then asks
     :func:`dealt_vectors` about the whole row)."""
     n = part.size * within.size
-    if V <= 1 or I % V or n == 0 or n > S * I * lanes or part.size != S or within.size * S != n:
+    if V <= 1 or I % V or n == 0 or n > S * I * lanes or part.size != S:
         return None
     trips, chunk = I // V, within.size
     if not np.array_equal(part, np.arange(S)) or not np.array_equal(within, _part_positions(trips, lanes, V, chunk)):

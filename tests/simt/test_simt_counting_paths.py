@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from astitch_sim.ir.flatindex import row_major_strides
+from astitch_sim.ir.index_rules import reshape_index
 from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.simt import geometry, memory, reduce
 from astitch_sim.simt.memory import Access
@@ -498,3 +500,28 @@ def test_a_split_row_counts_on_its_parts_exactly(monkeypatch, domain, groups, bl
         # a mask along the cut dim does not split over the parts: that access is counted on the whole row
         assert memory.PATHS.get("refined") == (0 if acc.mask is not None and np.shape(acc.mask)[geom.refined.cut] > 1
                                                else 1), (acc.node, memory.PATHS)
+
+
+@pytest.mark.parametrize("kind,domain,groups,node_shape", [
+    ("rows", (512, 8192), ((0,), (1,)), (4096, 1024)),          # Inductor's view of a [4096, 1024] sum
+    ("rows", (64, 3, 100), ((0,), (1, 2)), (192, 100)),
+    ("flat", (96, 40), ((0, 1),), (3840,)),
+    ("columns", (32, 128, 1024), ((), (1,), (0, 2)), (4096, 1024))])
+@pytest.mark.parametrize("kind_of_access", ["read", "write"])
+def test_a_reshaped_node_at_its_own_index_counts_as_the_domains_own_index(kind, domain, groups, node_shape,
+                                                                           kind_of_access):
+    """A node that is the domain reshaped, read or written at its own index, is counted through the domain's own
+    index (a term per dim: ``KernelRun._global_access``) instead of its reshaped index (domain-sized arrays):
+    the same flat element at every element, so the same counters on whichever counting path each takes."""
+    extra = dict(threads_per_row=32) if kind == "columns" else \
+        dict(threads_per_row=256) if kind == "rows" else {}
+    m = ThreadMapping(kind, domain, groups, block=256, grid=64, **extra)
+    geom = geometry.Geometry(m)
+    reshaped = reshape_index(geom.idx, domain, node_shape)
+    via_node = [np.asarray(a, np.int64) * s for a, s in zip(reshaped, row_major_strides(node_shape), strict=True)]
+    via_domain = [np.asarray(a, np.int64) * s for a, s in zip(geom.idx, row_major_strides(domain), strict=True)]
+    assert max(np.size(t) for t in via_node) > max(np.size(t) for t in via_domain)    # (the point of it)
+    for dedup in ((True, False) if kind_of_access == "read" else (False,)):
+        want = memory.count(geom, Access("global", kind_of_access, "x", 4, 512, via_node, dedup=dedup, identity=True))
+        got = memory.count(geom, Access("global", kind_of_access, "x", 4, 512, via_domain, dedup=dedup, identity=True))
+        assert got == want
