@@ -430,9 +430,18 @@ class Geometry:
         return a_x.ravel(), a_y.ravel()
 
     def count(self, mask=None) -> int:
+        """Elements of the domain ``mask`` (broadcastable over it) selects.  A mask over fewer dims (a
+        concatenate's ``[1, 1, 1, 128]`` half over a ``[1, 1024, 32, 128]`` domain) is counted as it is, times
+        how often the domain repeats it, instead of over its domain-sized broadcast."""
         if mask is None:
             return self.size
-        return int(np.broadcast_to(mask, self.shape).sum()) if self.shape else int(bool(mask))
+        if not self.shape:
+            return int(bool(mask))
+        m = np.asarray(mask)
+        np.broadcast_to(m, self.shape)                  # (a view: refuses a mask of another shape, as before)
+        if m.dtype != bool:
+            return int(np.broadcast_to(m, self.shape).sum())
+        return int(np.count_nonzero(m)) * (self.size // m.size) if m.size else 0
 
     # -- reductions -----------------------------------------------------------------
     def reduce_layout(self) -> tuple:

@@ -525,3 +525,17 @@ def test_a_reshaped_node_at_its_own_index_counts_as_the_domains_own_index(kind, 
         want = memory.count(geom, Access("global", kind_of_access, "x", 4, 512, via_node, dedup=dedup, identity=True))
         got = memory.count(geom, Access("global", kind_of_access, "x", 4, 512, via_domain, dedup=dedup, identity=True))
         assert got == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=st.lists(st.integers(0, 5), min_size=1, max_size=4), seed=st.integers(0, 1000),
+       dtype=st.sampled_from([bool, np.int8]))
+def test_a_masks_count_is_its_broadcasts(shape, seed, dtype):
+    """``Geometry.count`` of a mask over fewer dims than the domain (counted as it is, times its repeats) is the
+    count of its broadcast over the domain, empty domains and non-boolean masks included."""
+    m = ThreadMapping("flat", tuple(shape), (tuple(range(len(shape))),), block=32, grid=4)
+    geom = geometry.Geometry(m, dense=True)
+    rng = np.random.default_rng(seed)
+    mask_shape = tuple(n if rng.random() < 0.5 else 1 for n in shape)[rng.integers(0, len(shape) + 1):]
+    mask = (rng.random(mask_shape) < 0.5).astype(dtype)
+    assert geom.count(mask) == int(np.broadcast_to(mask, geom.shape).sum())

@@ -156,3 +156,4 @@ def test_a_split_row_below_the_separable_size_is_located_whole():
                       combine="atomic")
     assert geometry_module.SEPARABLE_MIN > 512
     assert Geometry(m).part_line is None
+
