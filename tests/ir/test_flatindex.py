@@ -88,6 +88,22 @@ def test_no_module_uses_numpys_unravel_index():
     assert not offenders, f"use astitch_sim.ir.flatindex instead of numpy's index helpers in {offenders}"
 
 
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 3000), span=st.sampled_from([1, 3, 100, 5000, 1 << 20, 1 << 40]), lo=st.integers(-1000, 1000),
+       dtype=st.sampled_from(["int64", "int32", "int8", "uint8", "uint16", "uint32", "uint64", "int16"]),
+       seed=st.integers(0, 1000))
+def test_distinct_is_np_unique_whether_it_sorts_or_marks_a_table(n, span, lo, dtype, seed):
+    """Both ways (a table over a narrow range of values, a sort over a wide one) give ``np.unique``, in the
+    array's dtype, at the dtypes' edges too (an int8's range overflows int8)."""
+    info = np.iinfo(dtype)
+    lo = max(int(info.min), min(lo, int(info.max)))
+    hi = min(int(info.max), lo + span)
+    a = np.random.default_rng(seed).integers(lo, hi, n, endpoint=True, dtype=np.dtype(dtype))
+    got = distinct(a)
+    np.testing.assert_array_equal(got, np.unique(a))
+    assert got.dtype == a.dtype
+
+
 def test_distinct_is_np_unique_by_sorting():
     rng = np.random.default_rng(0)
     for a in (np.array([], np.int64), np.array([5]), rng.integers(-50, 50, 1000), rng.integers(0, 1 << 40, 50000),
