@@ -14,10 +14,11 @@ the counters depend only on
   per warp, requests, distinct block-element pairs, lane classes) is unchanged.  A shared access's offset stays
   in the key (it places the words in banks).
 
-So the counters are kept on the geometry (``Geometry.cached``; the kept-geometry budget reads what their arrays
-weigh from :attr:`KeptCounts.nbytes` instead of walking them after every kernel) under those inputs, their arrays compared by value (a new ``row * 30000`` term equals the last one).  Only
-accesses whose arrays are small together (:data:`MEMO_ELEMENTS`) are kept: comparing is then far cheaper than
-counting, and the kept arrays never weigh a geometry out of the budget.
+So the counters are kept on the geometry under those inputs (``Geometry.cached``; the kept-geometry budget reads
+what their arrays weigh from ``KeptCounts.nbytes`` instead of walking them after every kernel), the arrays
+compared by value (a new ``row * 30000`` term equals the last one).  Only accesses whose arrays are small
+together (:data:`MEMO_ELEMENTS`) are kept: comparing is then far cheaper than counting, and the kept arrays never
+weigh a geometry out of the budget.
 """
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ and the tree), and on random graphs of every dtype.
 from __future__ import annotations
 
 import dataclasses
-import contextlib
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from unittest import mock
 
 import numpy as np
@@ -128,11 +127,11 @@ def on_and_off(plan, ins, module, *watched: str) -> list:
             answers.append(real(*a))
             return answers[-1]
         return asked
-    with contextlib.ExitStack() as on_stack:
+    with ExitStack() as on_stack:
         for name in watched:
             on_stack.enter_context(mock.patch.object(module, name, spy(getattr(module, name))))
         on = record(asim.simulate(plan, ins))
-    with contextlib.ExitStack() as off_stack:
+    with ExitStack() as off_stack:
         for name in watched:
             off_stack.enter_context(mock.patch.object(module, name, lambda *a: None))
         off = record(asim.simulate(plan, ins))

@@ -4,6 +4,7 @@ part's elements, the reduce layout is read from one part (``Geometry.split_row_l
 shortcut changes no counter, no timeline entry and no output byte, and each is really taken."""
 from __future__ import annotations
 
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -17,7 +18,6 @@ from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.simt import geometry as geometry_module, reduce
 from astitch_sim.simt.geometry import Geometry, PartLine
 from anchor import TESTS_FILE
-from pathlib import Path
 from test_simt_blocked_paths import on_and_off
 
 ADAFACTOR = Path(TESTS_FILE).parent / "fixtures" / "models" / "adafactor_step.hlo"
@@ -121,6 +121,12 @@ def test_split_row_runs_are_the_rows_runs(parts, n, span_extra, shuffle, gap, se
         assert got == (runs if len(runs) < reduce.MAX_RUNS else None)
 
 
+def _dealt_positions(trips, lanes, V, chunk):
+    """The definition: a part's element ``(trip * lanes + lane) * V + j`` sits at ``(trip * V + j) * lanes + lane``."""
+    trip, lane, j = np.ix_(*(np.arange(k) for k in (trips, lanes, V)))
+    return ((trip * V + j) * lanes + lane).reshape(-1)[:chunk]
+
+
 @settings(max_examples=200, deadline=None)
 @given(S=st.integers(1, 9), trips=st.integers(1, 4), lanes=st.sampled_from([1, 2, 32, 64]), V=st.sampled_from([1, 2, 4]),
        short=st.integers(0, 7), mess=st.sampled_from([None, "part", "within"]), seed=st.integers(0, 1000))
@@ -130,7 +136,7 @@ def test_dealt_split_row_agrees_with_dealt_vectors(S, trips, lanes, V, short, me
     positions moved."""
     I = trips * V
     chunk = max(1, trips * lanes * V - short)
-    within = reduce_part_positions(trips, lanes, V, chunk)
+    within = _dealt_positions(trips, lanes, V, chunk)
     part = np.arange(S)
     rng = np.random.default_rng(seed)
     if mess == "part" and S > 1:
@@ -143,11 +149,6 @@ def test_dealt_split_row_agrees_with_dealt_vectors(S, trips, lanes, V, short, me
     assert got is None or got == reduce.dealt_vectors(pos, S, I, lanes, V)
     if mess is None and V > 1:
         assert got is not None
-
-
-def reduce_part_positions(trips, lanes, V, chunk):
-    trip, lane, j = np.ix_(*(np.arange(k) for k in (trips, lanes, V)))
-    return ((trip * V + j) * lanes + lane).reshape(-1)[:chunk]
 
 
 def test_a_split_row_below_the_separable_size_is_located_whole():
