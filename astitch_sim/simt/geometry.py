@@ -279,7 +279,8 @@ class Geometry:
     def _lines(self) -> tuple:
         """``(task line, reduced line)``, each ``(block, thread, iteration)`` located (element 0's included)."""
         if self._line1 is None:
-            self._line1 = tuple(a1 + int(a0.ravel()[0]) for a0, (_, a1) in zip(self._line0, self._comps))
+            origins = (int(a0.ravel()[0]) for a0 in self._line0)
+            self._line1 = tuple(a1 + o if o else a1 for (_, a1), o in zip(self._comps, origins))
         return self._line0, self._line1
 
     def cached(self, key: str, make):

@@ -30,7 +30,7 @@ PLANS = [("softmax", dict(rows=64, cols=3000), "astitch"), ("softmax", dict(rows
 
 
 def _accesses(plan, inputs) -> list:
-    """Every ``(geometry, access)`` the simulation counts (each one counted once more here, unkept)."""
+    """Every ``(geometry, access)`` the simulation counts, nothing kept (so each reaches ``memory.count``)."""
     seen = []
     real = count_memo.count
 
