@@ -254,7 +254,7 @@ class Geometry:
             if not np.array_equal(at(a0) + at(a1), np.asarray(w)):
                 return False
         self.parts = (p0, p1)
-        self._line0 = l0
+        self._line0, self._origin = l0, tuple(o)      # (the origin: element 0's block, thread, iteration)
         if isinstance(a1s[0], PartLine):
             self.part_line, self._line1, self._comps1 = a1s, None, None     # (made row-long only if asked)
         else:
@@ -279,8 +279,7 @@ class Geometry:
     def _lines(self) -> tuple:
         """``(task line, reduced line)``, each ``(block, thread, iteration)`` located (element 0's included)."""
         if self._line1 is None:
-            origins = (int(a0.ravel()[0]) for a0 in self._line0)
-            self._line1 = tuple(a1 + o if o else a1 for (_, a1), o in zip(self._comps, origins))
+            self._line1 = tuple(a1 + o if o else a1 for (_, a1), o in zip(self._comps, self._origin))
         return self._line0, self._line1
 
     def cached(self, key: str, make):
@@ -426,7 +425,7 @@ class Geometry:
         a_x = self._comps[0][k]
         a_y = self._comps[0][1 - k]
         if k == 1:     # part 1 carries minus the origin; move the origin to X
-            origin = int(self._line0[0].ravel()[0])
+            origin = self._origin[0]
             return (a_x + origin).ravel(), (a_y - origin).ravel()
         return a_x.ravel(), a_y.ravel()
 
@@ -489,7 +488,7 @@ class Geometry:
         b, t, it = self.part_line
         if not (b.constant("hi") and t.constant("lo") and it.constant("lo")):
             return None
-        o = [int(a.ravel()[0]) for a in self._line0]           # (the task line's first element is element 0)
+        o = self._origin
         part, inner, lane = self._part_inner_lane(b.lo + int(b.hi[0]) + o[0], t.hi + int(t.lo[0]) + o[1],
                                                   it.hi + int(it.lo[0]) + o[2])
         return tuple(np.broadcast_to(x, np.shape(y)) for x, y in ((part, b.lo), (inner, t.hi), (lane, t.hi)))
@@ -497,16 +496,15 @@ class Geometry:
     def layout_tasks(self) -> np.ndarray:
         """:meth:`reduce_layout`'s ``task`` alone (no reduced line needed): the reduce output index over the
         task-dims grid (separable), or of every element."""
-        if "layout_tasks" not in self._cache:
-            m = self.mapping
-            if self.separable and m.kind == "rows" and m.groups_in_order:
-                task = np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
-            elif self.separable:
-                task = np.asarray(m.task_of(self._flat_numbers(self.parts[0]).ravel()), dtype=np.int64)
-            else:
-                task = np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
-            self._cache["layout_tasks"] = task
-        return self._cache["layout_tasks"]
+        return self.cached("layout_tasks", self._layout_tasks)
+
+    def _layout_tasks(self) -> np.ndarray:
+        m = self.mapping
+        if self.separable and m.kind == "rows" and m.groups_in_order:
+            return np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
+        if self.separable:
+            return np.asarray(m.task_of(self._flat_numbers(self.parts[0]).ravel()), dtype=np.int64)
+        return np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
 
     @property
     def layout_lanes(self) -> int:
