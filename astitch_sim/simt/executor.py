@@ -302,14 +302,25 @@ def gather_shared(view: np.ndarray, geom, slot) -> np.ndarray:
     u = distinct(part)
     table = view[np.broadcast_to(split[0], shape0).ravel()[None, :] + u[:, None],
                  np.broadcast_to(slot, shape0).ravel()[None, :]]
-    row_of = np.zeros(int(u[-1] - u[0]) + 1, dtype=np.int64)  # block part -> its table row (a range of block ids)
-    row_of[u - u[0]] = np.arange(u.size)
-    rows = np.take(table, row_of[part - u[0]], axis=0)
-    out = rows.reshape([geom.shape[k] for k in d1 + d0]).transpose(np.argsort(d1 + d0))
+    if rows_alike(table):
+        # every block holds the same bits (a value each block made after a grid barrier): one row, broadcast
+        # over the reduced dims -- the ops that read it then run once per task, as their values are the same
+        out, kept = table[0].reshape([geom.shape[k] for k in d0]), d0
+    else:
+        row_of = np.zeros(int(u[-1] - u[0]) + 1, dtype=np.int64)  # block part -> its table row (a range of ids)
+        row_of[u - u[0]] = np.arange(u.size)
+        rows = np.take(table, row_of[part - u[0]], axis=0)
+        out, kept = rows.reshape([geom.shape[k] for k in d1 + d0]).transpose(np.argsort(d1 + d0)), d1 + d0
     for k in range(geom.rank):
-        if k not in d0 and k not in d1:
+        if k not in kept:
             out = np.expand_dims(out, k)
     return out
+
+
+def rows_alike(table: np.ndarray) -> bool:
+    """Do all rows of ``table`` hold the same bits (NaNs and signed zeros compared as bits, not values)?"""
+    b = np.ascontiguousarray(table).view(np.uint8).reshape(table.shape[0], -1)
+    return bool((b == b[:1]).all())
 
 
 class KernelRun:

@@ -585,6 +585,24 @@ class EpilogueGeometry:
         self.slot = geom.slot_of_task().reshape((1,) + self.task_shape)
         self._cache: dict = {}
 
+    def first_part(self):
+        """This epilogue's first split part alone (domain ``(1, *task_shape)``), when every part is it again in
+        other blocks: the tasks' head blocks agree modulo ``splits``, so part ``p``'s blocks (``head + p``) are
+        none of part ``q``'s.  An access that does not vary over the parts then counts ``splits`` times what it
+        counts on the first part: no warp, block or sector is shared between parts.  None otherwise."""
+        if self.splits < 2:
+            return None
+        if "first_part" not in self._cache:
+            heads = np.asarray(self.block[:1]) % self.splits
+            one = None
+            if (heads == heads.flat[0]).all():
+                one = object.__new__(EpilogueGeometry)
+                one.__dict__.update(self.__dict__)
+                one.splits, one.shape, one.size, one._cache = 1, (1,) + self.task_shape, self.size // self.splits, {}
+                one.block, one.part = self.block[:1], self.part[:1]
+            self._cache["first_part"] = one
+        return self._cache["first_part"]
+
     full = Geometry.full
     floor_div = Geometry.floor_div
     W = Geometry.W

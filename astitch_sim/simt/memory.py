@@ -339,6 +339,11 @@ def count(geom, acc: Access) -> dict:
         if out is not None:
             PATHS["refined"] = PATHS.get("refined", 0) + 1
             return out
+    if geom.kind == "epilogue":
+        out = count_first_part(geom, acc)
+        if out is not None:
+            PATHS["epilogue parts"] = PATHS.get("epilogue parts", 0) + 1
+            return out
     sp = _split(geom, acc)
     if sp is not None:
         out = _count_separable(geom, acc, *sp)
@@ -364,6 +369,30 @@ def _count_refined(fine, acc):
                   identity=acc.identity, extra=acc.extra)
     sp = _split(fine, racc)
     return None if sp is None else _count_separable(fine, racc, *sp)
+
+
+def count_first_part(epi, acc):
+    """An epilogue access the same in every split part (its index and mask constant over the parts axis: each
+    part's block stores ``mean`` to its shared memory, reads the partial sums, adds its partial atomically),
+    counted on the first part and times the parts (``EpilogueGeometry.first_part``: no warp, block or sector is
+    shared between parts, so every counter adds up); None where the access varies over the parts."""
+    one = epi.first_part()
+    if one is None or not all(_same_over_parts(a, epi.rank) for a in (*acc.terms, acc.mask)):
+        return None
+    first = [a[:1] if np.ndim(a) == epi.rank else a for a in acc.terms]
+    mask = acc.mask[:1] if np.ndim(acc.mask) == epi.rank else acc.mask
+    racc = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base, first, mask, dedup=acc.dedup,
+                  identity=acc.identity, extra=acc.extra)
+    return {k: v * epi.splits for k, v in count(one, racc).items()}
+
+
+def _same_over_parts(a, rank: int) -> bool:
+    """Is ``a`` (a term or mask over an epilogue's ``(splits, *task_shape)``) constant along the parts axis: absent
+    from it, of length 1 there, or broadcast along it (stride 0)?"""
+    if np.ndim(a) < rank:
+        return True
+    a = np.asarray(a)
+    return a.shape[0] == 1 or a.strides[0] == 0
 
 
 def _count_periodic(geom, acc):
