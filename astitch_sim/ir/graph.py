@@ -77,6 +77,11 @@ class Node:
         return tuple(self.attrs.get("layout") or range(self.rank - 1, -1, -1))
 
     @property
+    def row_major(self) -> bool:
+        """Is the layout row-major (the last dim fastest in memory: element ``e`` of the shape at offset ``e``)?"""
+        return self.layout == tuple(range(self.rank - 1, -1, -1))
+
+    @property
     def users(self) -> list["Node"]:
         return self.graph.users(self) if self.graph is not None else []
 

@@ -63,14 +63,10 @@ def _squeezed(shape) -> tuple:
     return tuple(d for d in shape if d != 1)
 
 
-def _row_major(node) -> bool:
-    return tuple(node.layout) == tuple(range(node.rank - 1, -1, -1))
-
-
 def is_degenerate_broadcast(node) -> bool:
     """A broadcast that replicates nothing (sorted dimension map, as many elements as its operand): a reshape."""
     dims = tuple(node.attrs.get("dimensions", ()))
-    return (node.op == "broadcast" and list(dims) == sorted(dims) and _row_major(node)
+    return (node.op == "broadcast" and list(dims) == sorted(dims) and node.row_major
             and prod(node.shape) == prod(node.operands[0].shape))
 
 
@@ -116,7 +112,7 @@ def canonicalize_unit_dims(graph: Graph) -> tuple[Graph, list]:
                 alias[n.name] = src.name              # a reshape to its operand's shape is its operand
                 folded += 1
                 continue
-        elif n.kind == "elementwise" and n.name not in outputs and _row_major(n):
+        elif n.kind == "elementwise" and n.name not in outputs and n.row_major:
             s = _sink_shape(op, ops)
             if s is not None:
                 op.operands = [_inverse(ops[o], s, ops, taken) for o in op.operands]

@@ -234,7 +234,7 @@ def flat_order(graph, ops, domain, stored, width: int) -> str:
         if st == UNIFORM and graph[n].rank:
             return f"{n} is read once per vector, not at the domain's flat index"
     for n in [n for n, st, _ in reads if st == FLAT] + list(stored):
-        if tuple(graph[n].layout) != tuple(range(graph[n].rank - 1, -1, -1)):
+        if not graph[n].row_major:
             return f"{n} is not laid out row-major"
     return ""
 

@@ -507,7 +507,7 @@ class KernelRun:
         """``name`` read or written at ``idx``; ``identity``: ``idx`` is the node's own index at each element of
         ``geom``'s domain (the node of the domain's shape, or the domain reshaped, row-major)."""
         node = self.graph[name]
-        row_major = tuple(node.layout) == tuple(range(node.rank - 1, -1, -1))
+        row_major = node.row_major
         if identity and row_major and geom is not None and geom.kind == "element" \
                 and tuple(node.shape) != tuple(geom.shape):
             # the domain reshaped (Inductor's [512, 8192] view of a [4096, 1024] tensor): element e of the domain

@@ -379,13 +379,16 @@ class Geometry:
         """``a`` broadcast to the domain and flattened (domain order)."""
         return np.broadcast_to(a, self.shape).ravel() if self.shape else np.asarray(a).reshape(1)
 
+    def warp_ids(self, b, t, it):
+        """The warp instruction that block ``b``'s thread ``t`` issues in loop trip ``it``: its block's warps
+        numbered trip by trip (a vector's elements are one trip's, one instruction)."""
+        return (b * self.iters + it // self.vector) * self.wpb + t // WARP
+
     @property
     def W(self) -> np.ndarray:
         """Warp-instruction id of every element, flattened in domain order."""
-        if "W" not in self._cache:
-            b, t, it = (self.full(a) for a in (self.block, self.thread, self.iteration))
-            self._cache["W"] = (b * self.iters + it // self.vector) * self.wpb + t // WARP
-        return self._cache["W"]
+        return self.cached("W", lambda: self.warp_ids(*(self.full(a) for a in (self.block, self.thread,
+                                                                              self.iteration))))
 
     def part_shape(self, dims) -> tuple:
         return tuple(self.shape[k] if k in dims else 1 for k in range(self.rank))
@@ -403,10 +406,7 @@ class Geometry:
     @property
     def W_Y(self) -> np.ndarray:
         """Warp-instruction ids along one Y line (a fixed X coordinate): enough to tell Y's warps apart."""
-        if "W_Y" not in self._cache:
-            b, t, it = self.line("Y")
-            self._cache["W_Y"] = (b * self.iters + it // self.vector) * self.wpb + t // WARP
-        return self._cache["W_Y"]
+        return self.cached("W_Y", lambda: self.warp_ids(*self.line("Y")))
 
     def split_lines(self) -> tuple:
         """A separable geometry's ``(block, thread, iteration)`` as two lines that add up: ``(over the task
@@ -455,8 +455,9 @@ class Geometry:
         ``thread // threads_per_row``).  Separable: ``task`` over the task-dims grid,
         the other three over the reduced-dims grid.
         """
-        if "layout" in self._cache:
-            return self._cache["layout"]
+        return self.cached("layout", self._reduce_layout)
+
+    def _reduce_layout(self) -> tuple:
         task = self.layout_tasks()
         if self.separable:
             b, t, it = (a.ravel() for a in self._lines[1])
@@ -465,8 +466,7 @@ class Geometry:
         part, inner, lane = self._part_inner_lane(b, t, it)
         # a remainder by 1 is a scalar 0: every element's, as an array (a row of one element, one thread per row)
         part, inner, lane = (x if np.ndim(x) else np.zeros(np.shape(b), np.int64) for x in (part, inner, lane))
-        self._cache["layout"] = (task, part, inner, lane, self.layout_lanes)
-        return self._cache["layout"]
+        return task, part, inner, lane, self.layout_lanes
 
     def _part_inner_lane(self, b, t, it) -> tuple:
         """``(part, inner, lane)`` of elements run by blocks ``b``, threads ``t`` in iterations ``it``."""
@@ -514,17 +514,15 @@ class Geometry:
 
     def task_heads(self) -> tuple:
         """For every task: ``(block, thread, iteration)`` of its first element (part 0)."""
-        if "heads" in self._cache:
-            return self._cache["heads"]
+        return self.cached("heads", self._task_heads)
+
+    def _task_heads(self) -> tuple:
         m = self.mapping
         if self.separable and np.array_equal(self.layout_tasks(), np.arange(m.rows)):
             # the task line (reduced coordinates 0) is every task's first element, in task order: located already
-            self._cache["heads"] = tuple(a.ravel() for a in self._line0)
-            return self._cache["heads"]
+            return tuple(a.ravel() for a in self._line0)
         first = m.first_element_of_task(np.arange(m.rows, dtype=np.int64))
-        b, t, it = (np.asarray(a, dtype=np.int64) for a in m.locate(first))
-        self._cache["heads"] = (b, t, it)
-        return self._cache["heads"]
+        return tuple(np.asarray(a, dtype=np.int64) for a in m.locate(first))
 
     def slot_of_task(self) -> np.ndarray:
         """Shared-memory slot of every task's result in its block.
@@ -536,17 +534,18 @@ class Geometry:
         the block (rows) or its column in the tile (columns: the column lane's vector,
         then the column within it -- the head's iteration modulo ``vector``).
         """
-        if "slots" not in self._cache:
-            m = self.mapping
-            _, t, it = self.task_heads()
-            outer = divmod_by(it, m.inner_iterations, bound=m.elements_per_thread)[0]
-            if m.kind == "rows":
-                slots = outer * m.rows_per_block + divmod_by(t, m.threads_per_row, bound=m.block)[0]
-            else:
-                slots = outer * m.tile_width + (t % m.threads_per_row) * m.vector + it % m.vector
-            # one slot per task even where every quotient above was a scalar 0 (one task per block)
-            self._cache["slots"] = np.broadcast_to(np.asarray(slots, dtype=np.int64), np.shape(t))
-        return self._cache["slots"]
+        return self.cached("slots", self._slot_of_task)
+
+    def _slot_of_task(self) -> np.ndarray:
+        m = self.mapping
+        _, t, it = self.task_heads()
+        outer = divmod_by(it, m.inner_iterations, bound=m.elements_per_thread)[0]
+        if m.kind == "rows":
+            slots = outer * m.rows_per_block + divmod_by(t, m.threads_per_row, bound=m.block)[0]
+        else:
+            slots = outer * m.tile_width + (t % m.threads_per_row) * m.vector + it % m.vector
+        # one slot per task even where every quotient above was a scalar 0 (one task per block)
+        return np.broadcast_to(np.asarray(slots, dtype=np.int64), np.shape(t))
 
 
 class EpilogueGeometry:
@@ -590,19 +589,20 @@ class EpilogueGeometry:
         other blocks: the tasks' head blocks agree modulo ``splits``, so part ``p``'s blocks (``head + p``) are
         none of part ``q``'s.  An access that does not vary over the parts then counts ``splits`` times what it
         counts on the first part: no warp, block or sector is shared between parts.  None otherwise."""
-        if self.splits < 2:
-            return None
-        if "first_part" not in self._cache:
-            heads = np.asarray(self.block[:1]) % self.splits
-            one = None
-            if (heads == heads.flat[0]).all():
-                one = object.__new__(EpilogueGeometry)
-                one.__dict__.update(self.__dict__)
-                one.splits, one.shape, one.size, one._cache = 1, (1,) + self.task_shape, self.size // self.splits, {}
-                one.block, one.part = self.block[:1], self.part[:1]
-            self._cache["first_part"] = one
-        return self._cache["first_part"]
+        return self.cached("first_part", self._first_part) if self.splits > 1 else None
 
+    def _first_part(self):
+        heads = np.asarray(self.block[:1]) % self.splits
+        if not (heads == heads.flat[0]).all():
+            return None
+        one = object.__new__(EpilogueGeometry)
+        one.__dict__.update(self.__dict__)
+        one.splits, one.shape, one.size, one._cache = 1, (1,) + self.task_shape, self.size // self.splits, {}
+        one.block, one.part = self.block[:1], self.part[:1]
+        return one
+
+    cached = Geometry.cached
+    warp_ids = Geometry.warp_ids
     full = Geometry.full
     floor_div = Geometry.floor_div
     W = Geometry.W

@@ -132,9 +132,9 @@ def _find_periods(geom):
     V = geom.vector
     if (d_t % WARP).any() or (d_it % V).any():
         return None
-    d_W = (d_b * geom.iters + d_it // V) * geom.wpb + d_t // WARP
+    d_W = geom.warp_ids(d_b, d_t, d_it)
     period = [(a[:P, None] + b[None, :]).ravel() for a, b in zip(lines0, lines1)]
-    W_Y = (period[0] * geom.iters + period[2] // V) * geom.wpb + period[1] // WARP
+    W_Y = geom.warp_ids(*period)
     if not _apart(d_W, W_Y):
         return None
     parts = (lines0[0][:n * P:P], period[0] - lines0[0][0])
@@ -143,7 +143,7 @@ def _find_periods(geom):
     if n * P < R:
         tasks = np.arange(n * P, R)
         b, t, it = ((a[tasks, None] + c[None, :]).ravel() for a, c in zip(lines0, lines1))
-        W = (b * geom.iters + it // V) * geom.wpb + t // WARP
+        W = geom.warp_ids(b, t, it)
         if _meets(W, d_W, W_Y):
             return None                       # the partial block shares a warp instruction with a whole period
         rest = SimpleNamespace(tasks=tasks, W=W, block=b, iteration=it, shared=_meets_blocks(b, *parts))

@@ -30,10 +30,6 @@ NOTE_PREFIX = "inductor split reduction"
 IDEMPOTENT = ("max", "min", "and", "or")
 
 
-def _row_major(x) -> bool:
-    return tuple(x.layout) == tuple(range(x.rank - 1, -1, -1))
-
-
 def _contiguous_run(dims) -> bool:
     d = sorted(dims)
     return bool(d) and d == list(range(d[0], d[-1] + 1))
@@ -60,7 +56,7 @@ def plan_split(node, gpu) -> tuple[int, str]:
     want = split_factor(gpu, rnumel, node.size, reduction_hint(node))
     if want <= 1:
         return 1, ""
-    if not (_row_major(x) and _contiguous_run(dims)):
+    if not (x.row_major and _contiguous_run(dims)):
         return 1, f"{node.name}: Inductor would split it in {want}; not modelled for its layout (not split)"
     if not _init_is_identity(node):
         return 1, f"{node.name}: Inductor would split it in {want}; its init is not the identity (not split)"
