@@ -650,9 +650,11 @@ class KernelRun:
         R = -(-self.kernel.block // max(1, min(pm.threads_per_row, cm.threads_per_row)))
 
         def keys(g, m):             # the block's part and the lane's part, added once at the end
-            lane = g.floor_div("thread", max(1, m.threads_per_row)) * span + \
-                g.floor_div("iteration", max(1, m.inner_iterations))
-            return _squeeze_constant(np.asarray(g.block, dtype=np.int64) * (R * span)), _squeeze_constant(lane)
+            def make():
+                lane = g.floor_div("thread", max(1, m.threads_per_row)) * span + \
+                    g.floor_div("iteration", max(1, m.inner_iterations))
+                return _squeeze_constant(np.asarray(g.block, dtype=np.int64) * (R * span)), _squeeze_constant(lane)
+            return g.cached(f"task register keys {R} {span}", make)     # (a geometry's, for later stages too)
         pb, pl = keys(pg, pm)
         pk = pg.full(pb + pl)
         pv = np.broadcast_to(pval, pg.shape).ravel() if pg.shape else np.asarray(pval).reshape(1)

@@ -294,6 +294,34 @@ def _split(geom, acc):
     return F_X, F_Y, mx, my
 
 
+def terms_injective(terms, shape) -> bool:
+    """Does an index that is a sum of ``terms`` (broadcastable over a domain of ``shape``) name a different
+    element at every domain element?  Shown when each term is an arithmetic progression along one dim (terms
+    of one dim add up to one), every dim longer than 1 has a nonzero step, and the steps, smallest first, each
+    pass what the dims before them reach -- mixed-radix digits, as a transpose's or a slice's index is (the
+    key-major ``[b, h, d, s]`` tensor read at ``[b, s, h, d]``: steps 1, 256, 16384, 524288).  False when it
+    cannot tell (a broadcast's repeats, a gather's looked-up index)."""
+    rank, steps = len(shape), {}
+    for t in terms:
+        a = np.asarray(t)
+        varies = [k for k in range(a.ndim) if a.shape[k] > 1]
+        if not varies:
+            continue
+        if len(varies) > 1 or a.ndim > rank:
+            return False
+        d = np.diff(a.reshape(-1).astype(np.int64))
+        if not bool((d == d[0]).all()):
+            return False
+        k = varies[0] + rank - a.ndim
+        steps[k] = steps.get(k, 0) + int(d[0])
+    reach = 0
+    for step, n in sorted((abs(steps.get(k, 0)), int(n)) for k, n in enumerate(shape) if n > 1):
+        if step <= reach:
+            return False
+        reach += step * (n - 1)
+    return True
+
+
 def _gap_ok(values: np.ndarray, other: np.ndarray) -> bool:
     """Distinct ``values`` spaced more than ``other``'s range apart: sums never collide."""
     if values.size <= 1 or other.size == 0:
@@ -594,7 +622,7 @@ def count_flat(geom, acc):
     if sel is not None:
         S[:n_all][~sel] = BIG
     out["sectors"], out["requests"] = rows_distinct(S.reshape(-1, 32))
-    if acc.dedup and not acc.identity:
+    if acc.dedup and not acc.identity and not terms_injective(acc.terms, geom.shape):
         E = np.full(pad, BIG, dtype=np.int64)
         E[:n_all] = F
         if sel is not None:
@@ -615,9 +643,12 @@ def lane_class(F: np.ndarray, V: int, base_elems: int = 0) -> str:
     if V <= 1 or F.size % V:
         return "scattered"
     G = F.reshape(-1, V)
-    if (G == G[:, :1]).all():
+    # (the first vector tells which of the two whole checks may pass; no vectors at all: uniform, vacuously)
+    lanes = G[0] - G[0, 0] if G.shape[0] else np.zeros(V, np.int64)
+    if not lanes.any() and (G == G[:, :1]).all():
         return "uniform"
-    if ((G - G[:, :1]) == np.arange(V)).all() and not ((G[:, 0] + base_elems) % V).any():
+    if (lanes == np.arange(V)).all() and ((G - G[:, :1]) == np.arange(V)).all() \
+            and not ((G[:, 0] + base_elems) % V).any():
         return "contiguous"
     return "scattered"
 
@@ -720,7 +751,8 @@ def _count_flat_vector_chunks(geom, acc):
     span = WARP_LANES * V
     base_elems = acc.base // s if acc.base % s == 0 else 1
     total = m.grid * m.block
-    dedup = acc.dedup and not acc.identity
+    # (an index that names each element once reads n distinct (block, element) pairs: no pairs to gather)
+    dedup = acc.dedup and not acc.identity and not terms_injective(acc.terms, geom.shape)
     pairs, K, f_lo = None, 0, 0
     if dedup:       # keys block * K + (element - f_lo), K the elements' range: in [0, grid * K) (pairs.PairSet)
         f_lo = sum(int(np.min(t)) for t in acc.terms if np.size(t))

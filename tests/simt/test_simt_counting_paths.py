@@ -539,3 +539,71 @@ def test_a_masks_count_is_its_broadcasts(shape, seed, dtype):
     mask_shape = tuple(n if rng.random() < 0.5 else 1 for n in shape)[rng.integers(0, len(shape) + 1):]
     mask = (rng.random(mask_shape) < 0.5).astype(dtype)
     assert geom.count(mask) == int(np.broadcast_to(mask, geom.shape).sum())
+
+
+@settings(max_examples=300, deadline=None)
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), seed=st.integers(0, 2 ** 32 - 1))
+def test_terms_injective_only_says_yes_for_an_index_that_names_each_element_once(shape, seed):
+    """``terms_injective`` against the definition (the broadcast sum's distinct values): never yes where two
+    domain elements share an index, and yes for mixed-radix steps in any order and sign (a transpose's, a
+    slice's, a reversal's) -- the steps drawn near the radix boundaries, where a collision is one step away."""
+    rng = np.random.default_rng(seed)
+    rank = len(shape)
+    radix, terms = 1, []
+    for k in rng.permutation(rank):
+        step = int(radix + rng.integers(-1, 2)) * int(rng.choice([1, -1]))
+        line = np.arange(shape[k], dtype=np.int64) * step + int(rng.integers(-3, 4))
+        if rng.random() < 0.2:                     # a repeat or a gather: not a progression
+            line = rng.integers(0, 5, shape[k])
+        if rng.random() < 0.3 and shape[k] > 1:    # split over two terms of one dim
+            terms.append((line // 2).reshape([-1 if d == k else 1 for d in range(rank)]))
+            line = line - line // 2
+        terms.append(line.reshape([-1 if d == k else 1 for d in range(rank)]))
+        radix *= shape[k]
+    if rng.random() < 0.2:                          # a term over two dims
+        terms.append(rng.integers(0, 3, shape).astype(np.int64))
+    if rng.random() < 0.2 and rank > 1:             # ... a progression once flattened (a row-major own index)
+        terms.append(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape) * int(rng.integers(-2, 3)))
+    F = sum(np.broadcast_to(t, shape) for t in terms).ravel()
+    if memory.terms_injective(terms, tuple(shape)):
+        assert np.unique(F).size == F.size, (terms, shape)
+
+
+def test_terms_injective_answers_yes_for_a_transposed_read():
+    """The key-major ``[b, h, d, s]`` tensor read at ``[b, s, h, d]`` (grouped-query attention's values),
+    and no for a broadcast along one dim or a dim left out."""
+    b, s, h, d = np.ogrid[:2, :256, :32, :64]
+    assert memory.terms_injective([b * 524288, h * 16384, d * 256, s], (2, 256, 32, 64))
+    assert not memory.terms_injective([b * 524288, h * 16384, d * 256], (2, 256, 32, 64))
+    assert not memory.terms_injective([b * 524288, h * 16384, d * 256, s // 2], (2, 256, 32, 64))
+    assert not memory.terms_injective([b * 524288, h * 16384, d * 255, s], (2, 256, 32, 64))
+    # a term over two dims is a progression once flattened, but not one step per dim: 3*i + j + 2*j repeats
+    assert not memory.terms_injective([np.arange(6).reshape(2, 3), np.arange(3) * 2], (2, 3))
+
+
+def _lane_class_by_definition(F, V, base_elems=0):
+    if V <= 1 or F.size % V:
+        return "scattered"
+    G = F.reshape(-1, V)
+    if (G == G[:, :1]).all():
+        return "uniform"
+    if ((G - G[:, :1]) == np.arange(V)).all() and not ((G[:, 0] + base_elems) % V).any():
+        return "contiguous"
+    return "scattered"
+
+
+@settings(max_examples=300, deadline=None)
+@given(V=st.sampled_from([1, 2, 4, 8]), rows=st.integers(0, 40), kind=st.sampled_from(["uniform", "contiguous",
+                                                                                       "scattered"]),
+       spoil=st.integers(-1, 200), base=st.integers(0, 9), seed=st.integers(0, 2 ** 32 - 1))
+def test_lane_class_is_its_definition(V, rows, kind, spoil, base, seed):
+    """The first vector's early answer changes nothing: uniform, contiguous or scattered vectors, one element
+    (the first vector's or a later one's) spoiled, any alignment."""
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 50, rows) * (V if rng.random() < 0.7 else 1)
+    lanes = {"uniform": np.zeros(V, np.int64), "contiguous": np.arange(V),
+             "scattered": rng.integers(0, 3, V)}[kind]
+    F = (starts[:, None] + lanes[None, :]).ravel()
+    if 0 <= spoil < F.size:
+        F[spoil] += 1
+    assert memory.lane_class(F, V, base) == _lane_class_by_definition(F, V, base)
