@@ -51,7 +51,7 @@ every element (same definitions).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -393,8 +393,7 @@ def _count_refined(fine, acc):
     access does not split over the parts (the caller counts it on the whole row)."""
     reshaped = [fine.over_parts(t) for t in acc.terms]
     mask = None if acc.mask is None else fine.over_parts(acc.mask)
-    racc = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base, reshaped, mask, dedup=acc.dedup,
-                  identity=acc.identity, extra=acc.extra)
+    racc = replace(acc, terms=reshaped, mask=mask)
     sp = _split(fine, racc)
     return None if sp is None else _count_separable(fine, racc, *sp)
 
@@ -407,11 +406,9 @@ def count_first_part(epi, acc):
     one = epi.first_part()
     if one is None or not all(_same_over_parts(a, epi.rank) for a in (*acc.terms, acc.mask)):
         return None
-    first = [a[:1] if np.ndim(a) == epi.rank else a for a in acc.terms]
-    mask = acc.mask[:1] if np.ndim(acc.mask) == epi.rank else acc.mask
-    racc = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base, first, mask, dedup=acc.dedup,
-                  identity=acc.identity, extra=acc.extra)
-    return {k: v * epi.splits for k, v in count(one, racc).items()}
+    first = replace(acc, terms=[a[:1] if np.ndim(a) == epi.rank else a for a in acc.terms],
+                    mask=acc.mask[:1] if np.ndim(acc.mask) == epi.rank else acc.mask)
+    return {k: v * epi.splits for k, v in count(one, first).items()}
 
 
 def _same_over_parts(a, rank: int) -> bool:

@@ -3,6 +3,7 @@ counting it gives, the key tells apart accesses that differ, and the global base
 matter (every counting path, on the accesses of real plans, at bases 256 bytes apart)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -70,8 +71,7 @@ def test_a_global_access_counts_the_same_at_any_256_byte_aligned_base(name, shap
             continue
         want = memory.count(geom, acc)
         for shift in (memory.ALIGN, 3 * memory.ALIGN, 4097 * memory.ALIGN):
-            moved = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base + shift, acc.terms, acc.mask,
-                           dedup=acc.dedup, identity=acc.identity, extra=acc.extra)
+            moved = replace(acc, base=acc.base + shift)
             assert memory.count(geom, moved) == want, f"{acc.node} {acc.kind} moved by {shift} bytes"
         checked += 1
     assert checked
@@ -87,8 +87,7 @@ def test_random_graphs_count_the_same_at_shifted_bases(case, strategy):
         return
     for geom, acc in _accesses(plan, case.inputs):
         if acc.space == "global":
-            moved = Access(acc.space, acc.kind, acc.node, acc.itemsize, acc.base + 5 * memory.ALIGN, acc.terms,
-                           acc.mask, dedup=acc.dedup, identity=acc.identity, extra=acc.extra)
+            moved = replace(acc, base=acc.base + 5 * memory.ALIGN)
             assert memory.count(geom, moved) == memory.count(geom, acc), f"{case.note}: {acc.node} {acc.kind}"
 
 
