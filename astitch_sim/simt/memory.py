@@ -595,6 +595,10 @@ def count_flat(geom, acc):
         return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": full + (1 if rest else 0),
                 "conflicts": 0}
     if FLAT_STRUCTURED:
+        out = count_flat_uniform(geom, acc)
+        if out is not None:
+            PATHS["flat_uniform"] = PATHS.get("flat_uniform", 0) + 1
+            return out
         out = count_flat_outer(geom, acc)
         if out is not None:
             PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
@@ -629,6 +633,19 @@ def count_flat(geom, acc):
     else:
         out["bytes"] = s * n
     return out
+
+
+def count_flat_uniform(geom, acc, vector: int = 1):
+    """One address read at every element of a grid-stride loop (a scalar: a dynamic slice's start, a learning
+    rate), no mask: each warp instruction (32 lanes' ``vector``-element vectors: one load of the one element)
+    touches one sector, and a block that runs any element reads the one element (a block runs vectors
+    ``b * block ..`` in the first trip).  None for any other access, or a domain that ends in a scalar tail."""
+    m, n = geom.mapping, geom.size
+    if not n or n % vector or acc.mask is not None or any(np.size(t) != 1 for t in acc.terms):
+        return None
+    warps, blocks = -(-n // (WARP_LANES * vector)), min(m.grid, -(-n // (vector * m.block)))
+    reads = blocks if acc.dedup and not acc.identity else n
+    return {"n": n, "bytes": acc.itemsize * reads, "sectors": warps, "requests": warps, "conflicts": 0}
 
 
 def lane_class(F: np.ndarray, V: int, base_elems: int = 0) -> str:
@@ -673,6 +690,10 @@ def count_flat_vectors(geom, acc):
         return _count_vector_identity(geom, acc)
     if geom.size % V:
         return _count_flat_vector_chunks(geom, acc)
+    out = count_flat_uniform(geom, acc, vector=V)
+    if out is not None:
+        PATHS["flat_uniform"] = PATHS.get("flat_uniform", 0) + 1
+        return out
     out = count_flat_outer(geom, acc, vector=V)
     if out is not None:
         PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1

@@ -309,6 +309,8 @@ def _vector_accesses(geom):
     # element indices below zero (an offset from the buffer's base): distinct pairs must not collide
     yield Access("global", "read", "off", 4, 4 * 5120, [i * (cols + 3) - 5120, j], dedup=True)
     yield Access("global", "read", "off", 4, 4 * 64, [(rows - 1 - i) - 64, j // 3], dedup=True)
+    yield Access("global", "read", "lr", 4, 1024 + 4, [], dedup=True)                # one scalar for all
+    yield Access("global", "read", "lr", 2, 6, [7], dedup=False)
 
 
 @pytest.mark.parametrize("rows,cols,block,grid,vector,unroll", VECTOR_CASES)
@@ -607,3 +609,17 @@ def test_lane_class_is_its_definition(V, rows, kind, spoil, base, seed):
     if 0 <= spoil < F.size:
         F[spoil] += 1
     assert memory.lane_class(F, V, base) == _lane_class_by_definition(F, V, base)
+
+
+@pytest.mark.parametrize("rows,cols,block,grid", FLAT_CASES + [(1, 7, 256, 4), (3, 100, 64, 1), (2, 1024, 256, 2)])
+@pytest.mark.parametrize("terms", [[], [5], [np.int64(3), np.zeros((1, 1), np.int64)]])
+@pytest.mark.parametrize("dedup", [True, False])
+def test_a_scalar_read_at_every_element_counts_as_the_plain_count(monkeypatch, rows, cols, block, grid, terms, dedup):
+    """One address read by every thread of a grid-stride loop (a dynamic slice's start): a sector and a request
+    per warp instruction, one element per block that runs any -- the plain count's answer, over one trip or
+    many, a last trip partly filled, fewer elements than a block; a masked read is left to the other paths."""
+    geom = _flat_geometry(monkeypatch, rows, cols, block, grid)
+    acc = Access("global", "read", "start", 4, 256 + 4, terms, dedup=dedup)
+    assert memory.count_flat_uniform(geom, acc) == _plain(monkeypatch, geom, acc)
+    masked = Access("global", "read", "start", 4, 256, terms, geom.idx[1] < 3, dedup=dedup)
+    assert memory.count_flat_uniform(geom, masked) is None
