@@ -672,9 +672,10 @@ def count_flat_vectors(geom, acc):
     elements (its 32 threads' vectors side by side), one request however wide; a tensor read
     scattered is ``vector`` scalar requests.  Sectors are what the addresses touch, as without vectors.
 
-    Five ways to the same counters, cheapest first: the tensor's own index (one formula), a
-    statistic of the leading dims broadcast along the rows (``count_flat_outer`` with the warp's
-    ``32 * vector`` elements), an index that is a sum of an outer and an inner part
+    Six ways to the same counters, cheapest first: the tensor's own index (one formula), one address
+    read everywhere (``count_flat_uniform``, one formula), a statistic of the leading dims broadcast
+    along the rows (``count_flat_outer`` with the warp's ``32 * vector`` elements), an index that is a
+    sum of an outer and an inner part
     (``_count_flat_structured``), one of trailing dims that a warp row holds whole several times
     (``_count_flat_short_period``), and otherwise the addresses chunk by chunk of warp rows
     (``_count_flat_vector_chunks``), so that no array the size of the domain is ever built.
