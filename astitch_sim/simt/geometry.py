@@ -493,6 +493,17 @@ class Geometry:
                                                   it.hi + int(it.lo[0]) + o[2])
         return tuple(np.broadcast_to(x, np.shape(y)) for x, y in ((part, b.lo), (inner, t.hi), (lane, t.hi)))
 
+    def layout_positions(self) -> np.ndarray:
+        """:meth:`reduce_layout`'s place of each element in its task's ``[part, inner, lane]`` block, flattened:
+        ``(part * folds_per_task + inner) * lanes + lane`` (over the reduced line, or every element)."""
+        _, part, inner, lane, lanes = self.reduce_layout()
+        return (part * self.mapping.folds_per_task + inner) * lanes + lane
+
+    def tasks_in_order(self) -> bool:
+        """Is :meth:`layout_tasks` the tasks in order (the task line, or every element, one task each)?"""
+        return self.cached("tasks_in_order",
+                           lambda: bool(np.array_equal(self.layout_tasks(), np.arange(self.mapping.rows))))
+
     def layout_tasks(self) -> np.ndarray:
         """:meth:`reduce_layout`'s ``task`` alone (no reduced line needed): the reduce output index over the
         task-dims grid (separable), or of every element."""
@@ -518,7 +529,7 @@ class Geometry:
 
     def _task_heads(self) -> tuple:
         m = self.mapping
-        if self.separable and np.array_equal(self.layout_tasks(), np.arange(m.rows)):
+        if self.separable and self.tasks_in_order():
             # the task line (reduced coordinates 0) is every task's first element, in task order: located already
             return tuple(a.ravel() for a in self._line0)
         first = m.first_element_of_task(np.arange(m.rows, dtype=np.int64))

@@ -55,8 +55,7 @@ def lay_out_chunks(values: np.ndarray, geom, m, ident, chunk=LAYOUT_CHUNK):
     T, S, I = m.rows, m.splits, m.folds_per_task
     width = S * I * geom.layout_lanes
     if not geom.separable:
-        task, part, inner, lane, lanes = geom.reduce_layout()
-        pos = (part * I + inner) * lanes + lane
+        task, lanes, pos = geom.layout_tasks(), geom.layout_lanes, geom.layout_positions()
         dense = np.full((T, width), ident, dtype=values.dtype)
         dense.reshape(-1)[task * width + pos] = geom.full(values)
         yield slice(0, T), dense.reshape(T, S, I, lanes)
@@ -123,7 +122,7 @@ def layout_form(geom) -> LayoutForm:
 def _layout_form(geom) -> LayoutForm:
     m = geom.mapping
     S, I, lanes, V = m.splits, m.folds_per_task, geom.layout_lanes, getattr(geom, "vector", 1)
-    every_task = bool(np.array_equal(geom.layout_tasks(), np.arange(m.rows)))
+    every_task = geom.tasks_in_order()
     parts = geom.split_row_layout()
     if parts is not None:                # a split row: its form from one part's positions, where it shows
         part, inner, lane = parts
@@ -136,8 +135,7 @@ def _layout_form(geom) -> LayoutForm:
             dealt = dealt_split_row(part, within, S, I, lanes, V)
             if dealt is not None:
                 return LayoutForm(n, None, every_task, dealt, None)
-    _, part, inner, lane, _ = geom.reduce_layout()
-    pos = (part * I + inner) * lanes + lane
+    pos = geom.layout_positions()
     dealt = dealt_vectors(pos, S, I, lanes, V)
     runs = _contiguous_runs(pos) if dealt is None else None
     return LayoutForm(pos.size, pos, every_task, dealt, runs)
@@ -368,11 +366,9 @@ def fold_across_tasks(values: tuple, geom, m, ident: tuple, red):
     if not p1 or not p0 or p0[-1] < p1[0] or p1 != tuple(range(p1[0], p1[0] + len(p1))) \
             or p0 != tuple(k for k in range(geom.rank) if k not in p1):
         return None          # no task dim after the reduced ones (a row: the layout is the row), or reduced dims apart
-    task, part, inner, lane, lanes = geom.reduce_layout()
-    S, I = m.splits, m.folds_per_task
-    pos = (part * I + inner) * lanes + lane
-    if pos.size != S * I * lanes or not np.array_equal(pos, np.arange(pos.size)) \
-            or not np.array_equal(task, np.arange(m.rows)):
+    S, I, lanes = m.splits, m.folds_per_task, geom.layout_lanes
+    pos = geom.layout_positions()
+    if pos.size != S * I * lanes or not np.array_equal(pos, np.arange(pos.size)) or not geom.tasks_in_order():
         return None
     A = int(np.prod(geom.shape[:p1[0]], dtype=np.int64))
     B = int(np.prod(geom.shape[p1[-1] + 1:], dtype=np.int64))
