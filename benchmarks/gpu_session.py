@@ -1,7 +1,7 @@
 """The GPU window's runbook: a window of device time cut into device commands (parts), then a render step here.
 
     python -m benchmarks.gpu_session --plan                          # the window's parts and what is left (no GPU)
-    python -m benchmarks.gpu_session --plan --skip-done benchmarks/results/2026-11-27-h200/parts
+    python -m benchmarks.gpu_session --plan --skip-done benchmarks/results/2026-11-2[79]-h200/parts
     python -m benchmarks.gpu_session --part 1/2 --out $OUT/p1 --commit <hash> [--skip-done ...]   # on the GPU
     python -m benchmarks.gpu_session --render p1 p2 --out benchmarks/results/<date>-<device>      # here
     python -m benchmarks.gpu_session --simulator --out /tmp/dry      # every step, no GPU (CI)
@@ -11,7 +11,7 @@ costs 35-60 s, and none starts with under 4 minutes left), at most 10 minutes pe
 command, on a bare image (nothing to install; the repository travels, ``../shared``
 does not).  The window's work is a list of *steps* (:func:`steps`), in the order of
 what they are worth, each with a duration (:data:`ESTIMATE_S`: measured on the H200 on
-2026-11-27 where :data:`MEASURED_S` has the step, an estimate elsewhere):
+2026-11-27 or 2026-11-29 where :data:`MEASURED_S` has the step, an estimate elsewhere):
 
 ``probe``, ``copy``         first (seconds): driver, versions, where NVVM / libdevice / the device
                             runtime come from, a plain, a grid-sync kernel, CUDA events
@@ -93,45 +93,37 @@ MIN_START_S = 240
 #: 900 s less 682 s of command wall and a start leave ~50 s for each of its three calls)
 CALL_S = 45
 
-MEASURED_ON = "H200 on 2026-11-27"
-#: seconds each step took in the first window (benchmarks/results/2026-11-27-h200, NOTES.md): probe and copy
-#: from parts/p1/session.json; a correctness workload from its start to its last plan checked (planning,
-#: apply_compiler's ptxas runs, the reference, six runs: ``workload_seconds`` of its last row in
-#: parts/p1/session.json; log_softmax: its five plans, from its start to the time limit); a suite case its
-#: ``wall_s`` in parts/p2|p3/results.json (inputs, reference, apply_compiler, six plans, the baselines)
+MEASURED_ON = "H200 on 2026-11-27 and 2026-11-29"
+#: seconds each step took in the H200 windows (benchmarks/results/2026-11-27-h200 and 2026-11-29-h200, NOTES.md
+#: in each), the slower of the two where both ran it: probe and copy from each window's parts/p1/session.json; a
+#: correctness workload from its start to its last plan checked (planning, apply_compiler's ptxas runs, the
+#: reference, six runs: ``workload_seconds`` of its last row in a part's session.json); a suite case its
+#: ``wall_s`` in a part's results.json (inputs, reference, apply_compiler, six plans, the baselines).  Every
+#: measurement is of a whole step: the first window's partial ones (log_softmax cut off, five cases without
+#: their torch baselines) were run whole in the second.
 MEASURED_S = {
     "probe": 1.1, "copy": 4.6,
     "correctness:layernorm": 31.8, "correctness:rmsnorm": 23.2, "correctness:batchnorm_train": 35.9,
     "correctness:layernorm_backward": 48.4, "correctness:global_norm": 14.4, "correctness:softmax": 37.7,
-    "correctness:attention_softmax": 18.2, "correctness:log_softmax": 66.4,
-    "suite:layernorm_16384x768": 28.0, "suite:rmsnorm_4096x4096": 19.3, "suite:softmax_750000x32": 27.4,
-    "suite:bias_gelu_16384x3072": 25.6, "suite:layernorm_backward_16384x768": 25.6,
-    "suite:layernorm_8192x4096": 58.1, "suite:softmax_64x30000": 47.9, "suite:attention_softmax_196608x512": 35.5,
-    "suite:batchnorm_train_65536x64": 38.3, "suite:global_norm_1024x1024": 25.0,
-}
-#: what a measured run lacked, added to its measurement (MEASURED_S) rounded up: seconds
-LACKED_S = {
-    # log_softmax: 5 of its 6 plans measured in 66 s; + the sixth at ~9.4 s a plan (2.1 GB)
-    "correctness:log_softmax": 9,
-    # call 2 timed no torch baseline (the flush bug): + 5 s for them (estimate); where the correctness step before
-    # had cached apply_compiler (0.1 s), + 16 s, its mean on a cold cache (7 cases, 10-25 s)
-    "suite:layernorm_16384x768": 5 + 16, "suite:rmsnorm_4096x4096": 5 + 16, "suite:softmax_750000x32": 5,
-    "suite:bias_gelu_16384x3072": 5, "suite:layernorm_backward_16384x768": 5 + 16,
+    "correctness:attention_softmax": 18.2, "correctness:log_softmax": 91.8, "correctness:cross_entropy": 14.8,
+    "suite:layernorm_16384x768": 48.4, "suite:rmsnorm_4096x4096": 31.4, "suite:softmax_750000x32": 27.8,
+    "suite:bias_gelu_16384x3072": 30.8, "suite:layernorm_backward_16384x768": 72.1,
+    "suite:layernorm_8192x4096": 58.1, "suite:softmax_64x30000": 47.9, "suite:attention_softmax_196608x512": 40.4,
+    "suite:batchnorm_train_65536x64": 60.5, "suite:global_norm_1024x1024": 25.0,
+    "suite:adam_step_110M": 83.7, "suite:cross_entropy_8192x32000": 81.0, "suite:paper_fig7": 37.2,
 }
 #: estimates of steps never measured
 UNMEASURED_S = {
-    # correctness: ~5 s a plan like the measured ones, more for a large catalog shape (cross_entropy is
-    # log_softmax's 2.1 GB; bias_gelu 0.4 GB, swiglu 0.5 GB)
-    "correctness:cross_entropy": 80, "correctness:bias_gelu": 40, "correctness:swiglu": 45,
+    # correctness: ~5 s a plan like the measured ones, more for a large catalog shape (bias_gelu 0.4 GB,
+    # swiglu 0.5 GB)
+    "correctness:bias_gelu": 40, "correctness:swiglu": 45,
     "correctness:adam_step": 35, "correctness:paper_fig7": 25, "correctness:row_reduce": 30,
     "correctness:column_reduce": 35,
-    # suite: Adam's 110M parameters, cross-entropy's 1 GB of logits, Figure 7's tiny graph
-    "suite:adam_step_110M": 110, "suite:cross_entropy_8192x32000": 100, "suite:paper_fig7": 35,
     # sanitizer: the tool's cap (sanitizer.TIMEOUT_S, 200 s) + the child's start
     "sanitizer:memcheck": 205, "sanitizer:racecheck": 205,
 }
-#: the seconds a plan counts per step: a measurement rounded up plus what that run lacked; an estimate elsewhere
-ESTIMATE_S = {**{k: math.ceil(v) + LACKED_S.get(k, 0) for k, v in MEASURED_S.items()}, **UNMEASURED_S}
+#: the seconds a plan counts per step: a measurement rounded up; an estimate elsewhere
+ESTIMATE_S = {**{k: math.ceil(v) for k, v in MEASURED_S.items()}, **UNMEASURED_S}
 DEFAULT_CASE_S = 55             # a suite case not listed above
 DEFAULT_WORKLOAD_S = 40         # a catalog workload not listed above (six plans at ~6 s)
 #: steps --skip-done never drops: seconds, and the window's suite needs this machine's copy bandwidth

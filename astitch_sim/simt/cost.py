@@ -226,7 +226,8 @@ PRESET_FIELDS = ("sms", "measured_bandwidth_gbs", "kernel_launch_us", "grid_barr
                  "clock_ghz", "fp32_gflops", "l2_bandwidth_gbs")
 
 #: The cost model's own constants, per GPU.  Every value is an ESTIMATE until
-#: calibrated from GPU runs (benchmarks/): put measured values here.
+#: calibrated from GPU runs (benchmarks/): put measured values here, labelled
+#: (so far the H200's kernel launch and grid barrier).
 COST_CONSTANTS: dict[str, dict] = {
     "V100": dict(
         dram_latency_ns=600.0,          # loaded HBM2 latency (~900 cycles at 1.53 GHz)
@@ -254,6 +255,10 @@ COST_CONSTANTS: dict[str, dict] = {
         dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
         block_dispatch_ns=80.0, memset_launch_us=1.5, library_efficiency=0.7,
+        # MEASURED: fitted by `python -m benchmarks.calibrate benchmarks/results/2026-11-29-h200/results.json
+        # --params kernel_launch_us,grid_barrier_us` to the 224 kernels an H200 timed on 2026-11-29 (commit
+        # 57d1153; NOTES.md there).  The grid barrier rests on two plans (batch norm and Figure 7 under astitch).
+        kernel_launch_us=2.936, grid_barrier_us=5.307,
     ),
 }
 DEFAULT_PRESET = "H100"   # a custom GPU name borrows these

@@ -47,12 +47,34 @@ def body(ks):
 
 def test_every_preset_has_cost_constants_and_they_can_override_preset_fields(monkeypatch):
     keys = set(COST_CONSTANTS["V100"])
+    assert not keys & set(PRESET_FIELDS)
     for name, g in GPUS.items():
-        assert set(COST_CONSTANTS[name]) == keys
+        overrides = set(COST_CONSTANTS[name]) & set(PRESET_FIELDS)
+        assert set(COST_CONSTANTS[name]) - overrides == keys
         c = constants(g)
-        assert set(PRESET_FIELDS) <= set(c) and c["kernel_launch_us"] == g.kernel_launch_us
+        assert set(PRESET_FIELDS) <= set(c)
+        for f in PRESET_FIELDS:
+            assert c[f] == (COST_CONSTANTS[name][f] if f in overrides else getattr(g, f)), (name, f)
     monkeypatch.setitem(COST_CONSTANTS["V100"], "kernel_launch_us", 10.0)   # a calibrated value
     assert run(kernel(1, 32)).breakdown["launch_us"] == 10.0
+
+
+def test_the_h200s_measured_constants_are_the_committed_calibrations():
+    """COST_CONSTANTS["H200"] carries the two constants fitted to the second GPU window's timings
+    (benchmarks/results/2026-11-29-h200/calibration): they must be the values that fit wrote, and the only
+    preset fields any entry overrides (every other value is still an estimate, and says so)."""
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-11-29-h200/calibration/calibration.json"
+    fit = json.loads(path.read_text())
+    assert fit["mode"] == "gpu" and fit["gpu_preset"] == "H200" and "NVIDIA H200" in fit["source"]
+    assert sorted(fit["params_fitted"]) == ["grid_barrier_us", "kernel_launch_us"]
+    for name in fit["params_fitted"]:
+        assert COST_CONSTANTS["H200"][name] == pytest.approx(fit["constants"][name], abs=5e-4)
+    overridden = {(n, f) for n, entry in COST_CONSTANTS.items() for f in entry if f in PRESET_FIELDS}
+    assert overridden == {("H200", "kernel_launch_us"), ("H200", "grid_barrier_us")}
+    h200 = constants(GPUS["H200"])
+    assert h200["grid_barrier_us"] > GPUS["H200"].grid_barrier_us          # measured: a grid.sync costs more
 
 
 def test_little_law_saturation_on_v100():

@@ -264,8 +264,8 @@ print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7
 # The test that matters for a cost model is a GPU: run every plan, time it, compare with the prediction.
 # `python -m benchmarks.gpu_bench` does exactly that and writes `results.json` files under `benchmarks/results/`
 # (`python -m benchmarks.gpu_session` runs it in a GPU window, a few device commands, one file per command);
-# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU. The first
-# window, on one NVIDIA H200 (2026-11-27), is committed in `benchmarks/results/2026-11-27-h200/`.
+# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU. Two windows,
+# each on one NVIDIA H200, are committed: `benchmarks/results/2026-11-27-h200/` and `.../2026-11-29-h200/`.
 
 # %%
 # the repository's benchmarks/results, found from wherever inside the checkout this notebook runs
@@ -339,8 +339,9 @@ test_q3_measurements(n_measurements)
 
 # %% [markdown]
 # Every other time in these notebooks is a *prediction* of the SIMT model's cost model, with constants that
-# are estimates not yet calibrated (`astitch_sim/simt/cost.py`; `benchmarks/README.md` says how a GPU window
-# calibrates them); `print(measured)` says what GPU runs this checkout holds.
+# are estimates (`astitch_sim/simt/cost.py`; only the H200's kernel launch and grid barrier are fitted to GPU
+# timings so far, and `benchmarks/README.md` says how a GPU window calibrates them); `print(measured)` says
+# what GPU runs this checkout holds.
 #
 # A measurement and a prediction compare only when they are of **the same plan**: the same workload, shape and
 # strategy, compiled for the GPU preset the run names (`m.preset`), and still the plan the planner draws today.
