@@ -142,7 +142,7 @@ def lane_reads(graph, ops, domain, width: int, flat: bool = False) -> list:
     start = FLAT if flat and rank and width > 1 else \
         (CONTIG, rank - 1) if rank and width > 1 else UNIFORM if not rank else SCATTER
     seen, out, todo = set(), [], []
-    for n in ops:
+    for n in sorted(ops):           # in a fixed order: the first reason a read is reached by is the one it keeps
         node = graph[n]
         if tuple(node.shape) == tuple(domain):
             todo.append((n, start, ""))

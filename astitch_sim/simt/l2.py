@@ -5,7 +5,7 @@ Why it matters here
 A plan of many kernels passes its intermediates through global memory: one
 kernel stores a tensor, the next loads it.  Charged at DRAM bandwidth, a 128 KiB
 intermediate costs as much per byte as a 100 MB one.  On a real GPU the store
-lands in the L2 (6 MiB on V100, 40 MiB on A100, 50 MiB on H100/H200), and the
+lands in the L2 (6 MiB on V100, 40 MiB on A100, 50 MiB on H100, 60 on H200), and the
 next kernel's load finds it there.  So for the small and medium graphs a
 learner starts with (the paper's Figure 7, attention softmax, most model
 fixtures) an L2-less model over-charges exactly the plans with many kernels,

@@ -324,12 +324,12 @@ def test_skip_done_drops_what_the_first_window_finished():
     differently: batchnorm's fusionstitching plan launches its two 64-element kernels with 256 threads since the
     model counts only warps with elements; the <64,30000> softmax's plans change since a lane's vector trips
     count as loads in flight (astitch no longer splits it); and every plan of batchnorm and layer-norm backward,
-    whose column reductions read vectors of adjacent columns since (``plan/column_vectors.py``)."""
+    whose column reductions read vectors of adjacent columns since (``plan/column_vectors.py``); and global-norm
+    clipping, whose astitch plan on the H200 is XLA's two kernels since the static estimate took the L2."""
     from benchmarks import gpu_session as gs
     done = gs.done_steps([FIRST_WINDOW])
     assert done["devices"] == ["NVIDIA H200"]
-    assert set(done["steps"]) == {
-        "suite:layernorm_8192x4096", "suite:global_norm_1024x1024"} | {
+    assert set(done["steps"]) == {"suite:layernorm_8192x4096"} | {
         f"correctness:{w}" for w in ("layernorm", "rmsnorm", "batchnorm_train", "layernorm_backward", "global_norm",
                                      "softmax", "attention_softmax")}
     kept, dropped = gs.drop_done(gs.steps(), done)
@@ -342,6 +342,7 @@ def test_skip_done_drops_what_the_first_window_finished():
     assert f"suite:layernorm_backward_16384x768 {every}" in done["stale"]
     assert f"suite:batchnorm_train_65536x64 {every}" in done["stale"]
     assert "suite:softmax_64x30000 (fusionstitching, astitch)" in done["stale"]
+    assert "suite:global_norm_1024x1024 (astitch)" in done["stale"]
     text = gs.plan_text(gs.window_plan(gs.drop_done(gs.steps(), done)[0]), done)
     assert "plans the planner no longer draws, so planned again: " in text
     # the DIEN softmax: today's XLA packs its rows; fusionstitching's search takes 256-thread blocks on H200 since

@@ -172,11 +172,23 @@ def test_layernorm_bert_keeps_stats_in_shared_memory():
 
 
 def test_whole_tensor_normalisation_one_kernel_grid_barrier_in_one_wave():
+    """global_norm stitched is one kernel with a grid barrier, its grid one wave.  On the H200 that kernel is
+    estimated slower than XLA's two (a grid barrier measured at 5.3 us there, and x re-read from the L2 by
+    XLA's second kernel), as the GPU measured it (16.6 us against 12.3), so never-behind keeps XLA's kernels
+    there and says why."""
     for gpu in GPUS:
-        plan = asim.compile(asim.workload("global_norm"), "astitch", gpu)
-        (k,) = plan.kernels
+        g = asim.workload("global_norm")
+        raw = asim.compile(g, "astitch", gpu, never_behind=False)
+        (k,) = raw.kernels
         assert k.global_barriers >= 1
-        assert k.grid <= plan.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
+        assert k.grid <= raw.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)
+        plan = asim.compile(g, "astitch", gpu)
+        xla = asim.compile(g, "xla", gpu)
+        if gpu == "H200":
+            assert len(plan.kernels) == len(xla.kernels) == 2 and asim.estimate(raw) > asim.estimate(xla)
+            assert any("never behind XLA" in n and "would cost more time" in n for n in plan.notes)
+        else:
+            assert len(plan.kernels) == 1 and asim.estimate(raw) <= asim.estimate(xla)
 
 
 def test_launch_counts_order_astitch_xla_unfused():
@@ -343,11 +355,12 @@ def test_astitch_dead_users_force_no_store():
 
 
 def test_estimate_prices_a_plan_without_running_it():
-    """``asim.estimate``: the cost model's formula on counters estimated from the plan's structure -- close to
-    what simulating counts (same formula, counted counters) without the caches, which the estimate does not
-    model (``simulate(..., l2=False)``: no L2 hits, no L1 re-reads), and never cheaper than with them; at real
-    sizes without running anything, and refused (not guessed) where a kernel is a library call with no static
-    counters, or where it is no plan."""
+    """``asim.estimate``: the cost model's formula on counters estimated from the plan's structure, through the
+    same L1/L2 model -- close to what simulating counts (same formula, counted counters), and cheaper than the
+    simulation without the caches (``simulate(..., l2=False)``) where the plan re-reads (layernorm's gamma and
+    beta by every row; the unfused and xla plans' intermediates, left in the L2); at real sizes without running
+    anything, and refused (not guessed) where a kernel is a library call with no static counters, or where it
+    is no plan."""
     g = asim.workload("layernorm", rows=1024, cols=768)
     inputs = asim.random_inputs(g)
     for strategy in ("unfused", "xla", "astitch"):
@@ -355,7 +368,7 @@ def test_estimate_prices_a_plan_without_running_it():
         est = asim.estimate(plan)
         cold = asim.simulate(plan, inputs, l2=False).stats.predicted_us
         warm = asim.simulate(plan, inputs).stats.predicted_us
-        assert isinstance(est, float) and 0.8 * cold < est < 1.3 * cold and est >= 0.95 * warm, (strategy, est, cold, warm)
+        assert isinstance(est, float) and 0.9 * warm < est < 1.1 * warm and est < 0.95 * cold, (strategy, est, cold, warm)
     big = asim.compile(asim.workload("layernorm", rows=16384, cols=768), "astitch", "H200")
     assert asim.estimate(big) > asim.estimate(asim.compile(g, "astitch", "H200"))      # 16x the rows costs more
     dots = asim.from_hlo_file(os.path.join(HERE, "fixtures", "hlo", "attention_batched_dot.hlo"))

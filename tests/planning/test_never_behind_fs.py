@@ -191,7 +191,9 @@ KNOWN_BEHIND = {
     # launches; layernorm_backward at its test size 1.014 on V100)
     **{("hlo/rmsnorm", gpu): _reread_in_flight for gpu in GPUS},
     **{("hlo/transformer_ffn", gpu): _reread_in_flight for gpu in GPUS},
-    **{("hlo/convert_bf16_layernorm", gpu): _reread_in_flight for gpu in ("V100", "H100")},
+    # convert_bf16_layernorm on V100 recovered when the static estimate took the L1/L2 model (fs_cost.priced): the
+    # launch search priced the row's re-read gamma and beta as the simulation does and chose a faster launch
+    ("hlo/convert_bf16_layernorm", "H100"): _reread_in_flight,
     (small_case("layernorm_backward"), "V100"): _reread_in_flight,
     ("stablehlo/constants", "V100"): _faster_launch_refused_for_bytes,
 }

@@ -38,10 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from types import SimpleNamespace
-
-from ...simt.cost import predict_kernel
-from .fs_cost import kernel_counters
+from .fs_cost import kernel_counters, priced
 
 #: block sizes priced besides the rule's (FusionStitching's schedule choices, ``fs_options.BLOCK_CHOICES``)
 BLOCK_CHOICES = (128, 256, 512, 1024)
@@ -90,9 +87,7 @@ def xla_scope_bytes(graph, gpu, xla):
     for k in xla.kernels:
         if k.kind == "library":
             continue
-        ks = kernel_counters(graph, k)
-        predict_kernel(SimpleNamespace(gpu=gpu), k, ks)
-        moved.append((set(k.computed), float(ks.global_bytes)))
+        moved.append((set(k.computed), float(kernel_counters(graph, k).global_bytes)))
     return lambda names: sum(b for ops, b in moved if ops & set(names))
 
 
@@ -150,8 +145,7 @@ def _price(graph, gpu, kernel) -> tuple:
 
     The estimate counts a combine's memset in its bytes (its atomics and grid-barrier partials only as
     operations), so the memset is what comes off: the bytes left are those never-behind allows no more of."""
-    ks = kernel_counters(graph, kernel)
-    predict_kernel(SimpleNamespace(gpu=gpu), kernel, ks)
+    [ks] = priced(graph, gpu, [kernel])
     return ks.predicted_us, ks.global_bytes - ks.memset_bytes
 
 

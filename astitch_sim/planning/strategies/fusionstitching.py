@@ -250,7 +250,9 @@ class _Search:
         """Best schedule of the pattern ``idx`` (XLA kernel indices): ``(us, kernel, candidates)``.
 
         The pattern is built once (where each value lives, whether it is legal), every schedule is
-        priced on that build, and the cheapest is built for real (its price then exact)."""
+        priced on that build, and the cheapest is built for real (its price then exact); where that build
+        is illegal (a reduction whose readers it would spread over blocks), the next cheapest, until one is
+        legal: a pattern is illegal only if every schedule is."""
         self.patterns += 1
         seg = [self.base.kernels[i] for i in idx]
         if len(idx) == 1 and self.over_budget():
@@ -279,7 +281,7 @@ class _Search:
         if len(idx) == 1:
             best = (self.xla_us[idx[0]], seg[0], 0)
         bar = best[0] * (1.0 - self.opts.min_gain) if best[0] is not None else None
-        for us, j, block, mode in sorted(priced)[:3]:
+        for us, j, block, mode in sorted(priced):      # cheapest first, until one is legal
             if bar is not None and us >= bar:
                 break
             k, why2 = (k0, None) if (block, mode) == canon else \

@@ -70,17 +70,15 @@ plan itself, not XLA's kernels in its place (a plan note says so).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from ...plan import notes
 from ...ir.dtypes import itemsize
 from ...errors import AStitchError
 from ...plan.plan import Plan
-from ...simt.cost import predict_kernel
 from ...plan.vocabulary import Combine
 from .astitch_ends import never_behind_end
 from .common import dependency_order
-from .fs_cost import kernel_counters
+from .fs_cost import priced
 
 #: graphs with at most this many elements in all their values are decided on the SIMT model's exact counters
 MEASURE_UP_TO = 1 << 21
@@ -174,15 +172,9 @@ def _estimated(plan: Plan) -> list:
 
 
 def _estimated_kernels(graph, gpu, kernels) -> list:
-    out = []
-    for k in kernels:
-        if k.kind == "library":
-            out.append(Cost(0.0, 0.0, 1))
-            continue
-        ks = kernel_counters(graph, k)
-        predict_kernel(SimpleNamespace(gpu=gpu), k, ks)
-        out.append(Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(graph, k)))
-    return out
+    return [Cost(0.0, 0.0, 1) if ks is None else
+            Cost(float(ks.global_bytes), ks.predicted_us, 1, combine_bytes(graph, k))
+            for k, ks in zip(kernels, priced(graph, gpu, kernels), strict=True)]
 
 
 def _measured(plan: Plan, inputs) -> list:
