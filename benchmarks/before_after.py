@@ -33,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 FIXTURES = REPO / "tests" / "fixtures"
+#: the strategies measured unless ``--strategies`` names others (the main table compares xla and astitch)
 STRATEGIES = ("unfused", "xla", "astitch")
 
 
@@ -46,14 +47,14 @@ def case_list(only: str = "") -> list:
     return [c for c in cases if only in c["case"]]
 
 
-def measure(gpu: str, only: str = "") -> list:
+def measure(gpu: str, only: str = "", strategies=STRATEGIES) -> list:
     """One row per case whose label contains ``only``: per strategy kernels, global bytes and predicted us
     (or the error's first line), with the code as it is."""
     from astitch_sim.frontends import seeded
-    return measure_cases(gpu, case_list(only), seeded.fixture_inputs)
+    return measure_cases(gpu, case_list(only), seeded.fixture_inputs, strategies)
 
 
-def measure_cases(gpu: str, cases: list, fixture_inputs) -> list:
+def measure_cases(gpu: str, cases: list, fixture_inputs, strategies=STRATEGIES) -> list:
     """``measure`` on a given case list (see :func:`case_list`), fixtures' inputs from ``fixture_inputs(path)``.
     It imports nothing but ``astitch_sim``, so an old commit's package can run it."""
     import importlib
@@ -77,7 +78,7 @@ def measure_cases(gpu: str, cases: list, fixture_inputs) -> list:
             row["unsupported"] = str(e).splitlines()[0]
             rows.append(row)
             continue
-        for s in STRATEGIES:
+        for s in strategies:
             t0 = time.perf_counter()
             try:
                 st = asim.simulate(asim.compile(g, s, gpu), inputs).stats
@@ -105,16 +106,16 @@ def _measure_old(gpu: str, cases_file: str, out_file: str) -> None:
     ``astitch_sim`` itself is the old one here)."""
     seeded = _load_from_path("_seeded_today", REPO / "astitch_sim" / "frontends" / "seeded.py")
     with open(cases_file) as fh:
-        cases = json.load(fh)
+        todo = json.load(fh)
     with open(out_file, "w") as fh:
-        json.dump(measure_cases(gpu, cases, seeded.fixture_inputs), fh)
+        json.dump(measure_cases(gpu, todo["cases"], seeded.fixture_inputs, todo["strategies"]), fh)
 
 
 def _git(*args, cwd=REPO) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def measure_at(rev: str, gpu: str, only: str = "") -> dict:
+def measure_at(rev: str, gpu: str, only: str = "", strategies=STRATEGIES) -> dict:
     """Run ``measure`` with the package as it was at ``rev`` (a temporary worktree, removed afterwards)."""
     try:
         commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
@@ -128,7 +129,7 @@ def measure_at(rev: str, gpu: str, only: str = "") -> dict:
             env = dict(os.environ, PYTHONPATH=tree)
             cases, out = os.path.join(tmp, "cases.json"), os.path.join(tmp, "rows.json")
             with open(cases, "w") as fh:
-                json.dump(case_list(only), fh)
+                json.dump({"cases": case_list(only), "strategies": list(strategies)}, fh)
             # this file, loaded by its path (the old tree's benchmarks/ may be no package, or lack this script)
             here = str(Path(__file__).resolve())
             code = ("import importlib.util as u; "
@@ -184,13 +185,34 @@ def markdown(before: dict, after: dict, prov: dict) -> str:
         else:
             cells = [f"{_cell(b, s, k)} -> {_cell(r, s, k)}" for k in ("kernels", "global_bytes", "predicted_us")
                      for s in ("xla", "astitch")]
-        changed += any(b.get(s) != r.get(s) for s in STRATEGIES)
+        changed += any(b.get(s) != r.get(s) for s in STRATEGIES if s in r)
         lines.append(f"| {r['case']} | " + " | ".join(cells) + f" | {_behind(b) or '-'} | {_behind(r) or '-'} |")
     n_before = sum(bool(_behind(r)) for r in before["rows"])
     n_after = sum(bool(_behind(r)) for r in after["rows"])
     lines += ["", f"{len(after['rows'])} cases; {changed} with a different plan outcome; astitch behind xla in "
               f"{n_before} before and {n_after} after.", ""]
+    lines += _every_change(b_rows, after["rows"], prov.get("strategies", STRATEGIES))
     return "\n".join(lines) + "\n"
+
+
+def _every_change(b_rows: dict, rows: list, strategies) -> list:
+    """The second table: every (case, strategy) whose kernels, bytes or predicted time moved, any strategy
+    measured (``--strategies``), with the ratio of predicted time after / before."""
+    out = ["## Every plan outcome that moved", "",
+           "| case | strategy | kernels | global MiB | predicted us | after / before |", "|---|---|---|---|---|---|"]
+    n = 0
+    for r in rows:
+        b = b_rows.get(r["case"], {})
+        for s in strategies:
+            if s not in r or b.get(s) == r.get(s) or "unsupported" in b or "unsupported" in r:
+                continue
+            was, now = b.get(s, {}), r[s]
+            ratio = f"{now['predicted_us'] / was['predicted_us']:.3f}" if "predicted_us" in was and \
+                "predicted_us" in now and was["predicted_us"] else "-"
+            out.append(f"| {r['case']} | {s} | " + " | ".join(f"{_cell(b, s, k)} -> {_cell(r, s, k)}" for k in
+                                                            ("kernels", "global_bytes", "predicted_us")) + f" | {ratio} |")
+            n += 1
+    return out + ["", f"{n} plan outcome(s) moved (strategies: {', '.join(strategies)}).", ""]
 
 
 def main(argv=None):
@@ -202,14 +224,24 @@ def main(argv=None):
     ap.add_argument("--stem", default="plans_before_after")
     ap.add_argument("--only", default="", help="measure only the cases whose label contains this")
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--strategies", default=",".join(STRATEGIES),
+                    help="comma-separated strategies to measure ('all': every registered one); the main table "
+                         "compares xla and astitch, a second lists every plan outcome that moved")
     args = ap.parse_args(argv)
+    import astitch_sim as asim
+    strategies = list(asim.STRATEGIES) if args.strategies == "all" else args.strategies.split(",")
+    unknown = sorted(set(strategies) - set(asim.STRATEGIES))
+    if unknown or not {"xla", "astitch"} <= set(strategies):
+        raise SystemExit(f"before_after: --strategies {args.strategies!r}: " + (
+            f"unknown {', '.join(unknown)} (registered: {', '.join(asim.STRATEGIES)})" if unknown else
+            "must include xla and astitch (the main table compares them)"))
     from benchmarks.simt_predictions import provenance, write_results
     print(f"before: {args.before}", file=sys.stderr)
-    before = measure_at(args.before, args.gpu, args.only)
+    before = measure_at(args.before, args.gpu, args.only, strategies)
     print("after: the working tree", file=sys.stderr)
-    after = {"commit": _git("rev-parse", "HEAD"), "rows": measure(args.gpu, args.only)}
+    after = {"commit": _git("rev-parse", "HEAD"), "rows": measure(args.gpu, args.only, strategies)}
     prov = dict(provenance(["-m", "benchmarks.before_after"] + argv), gpu=args.gpu, before_commit=before["commit"],
-                dirty_after=bool(_git("status", "--porcelain", "--untracked-files=no")))
+                dirty_after=bool(_git("status", "--porcelain", "--untracked-files=no")), strategies=strategies)
     write_results(args.out, args.stem, prov, {"before": before, "after": after}, markdown(before, after, prov))
 
 

@@ -438,6 +438,19 @@ def test_before_after_compares_two_commits_on_the_same_graphs(tmp_path):
     text = BA.markdown(after, worse, prov)
     assert "| hlo/groupnorm |" in text and "bytes 2.000x" in text
     assert "astitch behind xla in 0 before and 1 after" in text
+    assert "| hlo/groupnorm | astitch |" in text and "1 plan outcome(s) moved" in text   # the second table
+    # --strategies: every strategy named is measured at both ends (the old side gets them with the cases)
+    six = BA.measure_at("HEAD", "H100", only="hlo/groupnorm", strategies=("xla", "fusionstitching", "astitch"))
+    assert set(six["rows"][0]) == {"case", "xla", "fusionstitching", "astitch"}
+    slower = json.loads(json.dumps(six))
+    slower["rows"][0]["fusionstitching"]["predicted_us"] *= 2
+    text = BA.markdown(six, slower, {**prov, "strategies": ["xla", "fusionstitching", "astitch"]})
+    assert "| hlo/groupnorm | fusionstitching |" in text and "| 2.000 |" in text
+    assert "astitch behind xla in 0 before and 0 after" in text
+    with pytest.raises(SystemExit, match="unknown fusionstiching"):
+        BA.main(["--before", "HEAD", "--strategies", "xla,astitch,fusionstiching"])
+    with pytest.raises(SystemExit, match="must include xla and astitch"):
+        BA.main(["--before", "HEAD", "--strategies", "xla,tvm"])
 
 
 # ---------------------------------------------------------------------------
