@@ -322,17 +322,17 @@ def test_block_barriers_from_the_plan_are_what_the_simt_model_counts(name, shape
 # ---------------------------------------------------------------------------
 
 def _static(g, plan):
-    from astitch_sim.planning.strategies.fs_cost import kernel_counters
-    stats = [kernel_counters(plan.graph, k) for k in plan.kernels]
-    predict(plan, stats)
-    return stats
+    """The static estimate's priced counters of ``plan`` (``asim.estimate``'s, kernel by kernel)."""
+    from astitch_sim.planning.strategies.fs_cost import priced
+    return priced(plan.graph, plan.gpu, plan.kernels)
 
 
 def test_a_column_stage_left_on_24_blocks_is_priced_as_the_gpu_ran_it():
     """Layer-norm backward 16384x768 on an H200: unsplit, its dgamma/dbeta column stage runs on 24 of the
     kernel's blocks (measured: 3617 us, benchmarks/results/2026-11-27-h200).  Spread over the grid the model
     said 90 us and the launch search chose that launch; charged on its busy blocks it is over 10x the split
-    launches, which the search now picks (the column stage split over the blocks the grid has anyway)."""
+    launches, which the search now picks (the column stage split over the blocks the grid has anyway: measured
+    76.3 us in the second window, benchmarks/results/2026-11-29-h200)."""
     from astitch_sim.simt.cost import busy_blocks, imbalance_terms
     g = asim.workload("layernorm_backward", rows=16384, cols=768)
     default = asim.compile(g, "astitch", "H200")
