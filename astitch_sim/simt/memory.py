@@ -71,6 +71,11 @@ ALIGN = 256
 PATHS = {"separable": 0, "dense": 0, "flat": 0}
 
 
+def took(path: str) -> None:
+    """Count one access counted by ``path`` in :data:`PATHS` (read at each call: tests swap the dict)."""
+    PATHS[path] = PATHS.get(path, 0) + 1
+
+
 @dataclass
 class Access:
     space: str                  # global | shared | register
@@ -357,7 +362,7 @@ def count(geom, acc: Access) -> dict:
     if acc.space == Space.REGISTER:        # no addresses, no bandwidth: only how many reads
         return {"n": geom.count(acc.mask), "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if getattr(geom, "flat", False) and acc.space == Space.GLOBAL:
-        PATHS["flat"] = PATHS.get("flat", 0) + 1
+        took("flat")
         if geom.mapping.per_thread > 1:
             return count_flat_vectors(geom, acc)
         return count_flat(geom, acc)
@@ -365,25 +370,25 @@ def count(geom, acc: Access) -> dict:
     if fine is not None:
         out = _count_refined(fine, acc)
         if out is not None:
-            PATHS["refined"] = PATHS.get("refined", 0) + 1
+            took("refined")
             return out
     if geom.kind == "epilogue":
         out = count_first_part(geom, acc)
         if out is not None:
-            PATHS["epilogue parts"] = PATHS.get("epilogue parts", 0) + 1
+            took("epilogue parts")
             return out
     sp = _split(geom, acc)
     if sp is not None:
         out = _count_separable(geom, acc, *sp)
         if out is not None:
-            PATHS["separable"] += 1
+            took("separable")
             return out
     else:
         out = _count_periodic(geom, acc)
         if out is not None:
-            PATHS["periodic"] = PATHS.get("periodic", 0) + 1
+            took("periodic")
             return out
-    PATHS["dense"] += 1
+    took("dense")
     return count_dense(geom, acc)
 
 
@@ -595,21 +600,8 @@ def count_flat(geom, acc):
         return {"n": n_all, "bytes": s * n_all, "sectors": sectors, "requests": full + (1 if rest else 0),
                 "conflicts": 0}
     if FLAT_STRUCTURED:
-        out = count_flat_uniform(geom, acc)
+        out = _count_flat_by_structure(geom, acc)
         if out is not None:
-            PATHS["flat_uniform"] = PATHS.get("flat_uniform", 0) + 1
-            return out
-        out = count_flat_outer(geom, acc)
-        if out is not None:
-            PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
-            return out
-        out = _count_flat_structured(geom, acc)
-        if out is not None:
-            PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
-            return out
-        out = _count_flat_short_period(geom, acc)
-        if out is not None:
-            PATHS["flat_short_period"] = PATHS.get("flat_short_period", 0) + 1
             return out
     F = acc.flat(geom)
     sel = geom.full(acc.mask) if acc.mask is not None else None
@@ -691,23 +683,21 @@ def count_flat_vectors(geom, acc):
         return _count_vector_identity(geom, acc)
     if geom.size % V:
         return _count_flat_vector_chunks(geom, acc)
-    out = count_flat_uniform(geom, acc, vector=V)
-    if out is not None:
-        PATHS["flat_uniform"] = PATHS.get("flat_uniform", 0) + 1
-        return out
-    out = count_flat_outer(geom, acc, vector=V)
-    if out is not None:
-        PATHS["flat_outer"] = PATHS.get("flat_outer", 0) + 1
-        return out
-    out = _count_flat_structured(geom, acc, vector=V)
-    if out is not None:
-        PATHS["flat_structured"] = PATHS.get("flat_structured", 0) + 1
-        return out
-    out = _count_flat_short_period(geom, acc, vector=V)
-    if out is not None:
-        PATHS["flat_short_period"] = PATHS.get("flat_short_period", 0) + 1
-        return out
-    return _count_flat_vector_chunks(geom, acc)
+    out = _count_flat_by_structure(geom, acc, vector=V)
+    return out if out is not None else _count_flat_vector_chunks(geom, acc)
+
+
+def _count_flat_by_structure(geom, acc, vector: int = 1):
+    """The flat counts that read the index's structure instead of its addresses, cheapest first (one address
+    everywhere, an outer statistic, an outer and an inner part, a short period of trailing dims): the first
+    that applies, its path counted in :data:`PATHS`; None where none does."""
+    for path, way in (("flat_uniform", count_flat_uniform), ("flat_outer", count_flat_outer),
+                      ("flat_structured", _count_flat_structured), ("flat_short_period", _count_flat_short_period)):
+        out = way(geom, acc, vector=vector)
+        if out is not None:
+            took(path)
+            return out
+    return None
 
 
 def _count_vector_identity(geom, acc):
@@ -930,7 +920,7 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     if chunk % P == 0:
         pairs = whole_rows_pairs(np.flatnonzero(sel_o), Fo, [Fi], chunk // P, m.grid)
         if pairs is not None:
-            PATHS["whole_rows"] = PATHS.get("whole_rows", 0) + 1
+            took("whole_rows")
             out["bytes"] = s * pairs
             return out
     if all_distinct(Fo) and all_distinct(Fi) and (_gap_ok(Fo, Fi) or _gap_ok(Fi, Fo)):
@@ -943,7 +933,7 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     if acc.mask is None:
         out["bytes"] = _outer_and_period_bytes(geom, F_o, F_i, chunk, s)
         if out["bytes"] is not None:
-            PATHS["outer_and_period"] = PATHS.get("outer_and_period", 0) + 1
+            took("outer_and_period")
             return out
     return None
 

@@ -209,11 +209,11 @@ def priced(graph, gpu, kernels) -> list:
     simulated, 97 measured: its bias re-read by every row).  Priced one kernel at a time (a search's
     candidate), no kernel before it has left anything in the L2."""
     stats = [kernel_counters(graph, k) if k.kind != "library" else None for k in kernels]
-    generated = [ks for ks in stats if ks is not None]
-    l2.annotate(SimpleNamespace(gpu=gpu), generated)
+    on = SimpleNamespace(gpu=gpu)          # what annotate and the formula read of a plan: its GPU
+    l2.annotate(on, [ks for ks in stats if ks is not None])
     for k, ks in zip(kernels, stats, strict=True):
         if ks is not None:
-            predict_kernel(SimpleNamespace(gpu=gpu), k, ks)
+            predict_kernel(on, k, ks)
     return stats
 
 
