@@ -153,6 +153,19 @@ def test_persistent_threshold_is_inductors():
     assert asim.compile(col, IND, "H100").kernels[0].name.startswith("triton_red")
 
 
+
+def test_autotuning_note_names_each_configs_tile_and_launch():
+    # attention softmax rows of 128: three persistent configs (XBLOCK 1, 8, 32); two map to 256-thread blocks
+    # at different grids, so the note must tell them apart by tile and grid, not by block alone
+    plan = asim.compile(asim.workload("attention_softmax"), IND, "H100")
+    note = next(n for k in plan.kernels for n in k.notes if "autotuned among" in n)
+    tuned = re.findall(r"persistent XBLOCK (\d+) x RBLOCK 128 \(grid (\d+) x block (\d+), [\d.]+ us\)", note)
+    assert [t[0] for t in tuned] == ["1", "8", "32"], note
+    kept = re.search(r": persistent XBLOCK (\d+) x RBLOCK 128 \(grid (\d+) x block (\d+)\) kept", note)
+    k = next(k for k in plan.kernels if note in k.notes)
+    assert kept and (int(kept[2]), int(kept[3])) == (k.grid, k.block), note
+    assert kept.groups() in {t[:3] for t in tuned}
+
 # -- rule: looped reductions read the row again in every loop ----------------------------------------------
 
 def test_looped_reduction_rereads_the_row_in_each_loop():

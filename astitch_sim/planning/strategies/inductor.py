@@ -403,18 +403,27 @@ def _build(graph, gpu, f: Fused, read_by: dict, index: int):
     red = f.reduce
     if red is None:
         return _build_one(graph, gpu, f, read_by, index, None)
-    built = [_build_one(graph, gpu, f, read_by, index, d) for d in candidates(red)]
-    ok = [k for k, _ in built if k is not None]
+    configs = candidates(red)
+    built = [_build_one(graph, gpu, f, read_by, index, d) for d in configs]
+    ok = [(k, d) for (k, _), d in zip(built, configs) if k is not None]
     if not ok:
         return built[0]
     if len(built) == 1:
-        return ok[0], None
-    priced = sorted(((estimate_us(graph, gpu, k), i, k) for i, k in enumerate(ok)), key=lambda t: t[:2])
-    best = priced[0][2]
+        return ok[0][0], None
+    priced = sorted(((estimate_us(graph, gpu, k), i, k, d) for i, (k, d) in enumerate(ok)), key=lambda t: t[:2])
+    best, chosen = priced[0][2], priced[0][3]
     best.notes.append("inductor: autotuned among " + ", ".join(
-        f"{k.name.split('.')[0]} block {k.block} ({us:.2f} us)" for us, _, k in sorted(priced, key=lambda t: t[1]))
-        + f": block {best.block} kept (timed by the SIMT model's formula)")
+        _config_words(d, k, us) for us, _, k, d in sorted(priced, key=lambda t: t[1]))
+        + f": {_config_words(chosen, best)} kept (timed by the SIMT model's formula)")
     return best, None
+
+
+def _config_words(d: Decision, k, us: float | None = None) -> str:
+    """A config as the autotuning note names it: Triton's tile and the launch it maps to (configs whose tiles
+    differ can map to one launch: 32 short rows fill a 32-thread block whatever XBLOCK says)."""
+    kind = "persistent" if d.persistent else "looped"
+    timed = "" if us is None else f", {us:.2f} us"
+    return f"{kind} XBLOCK {d.xblock} x RBLOCK {d.rblock} (grid {k.grid} x block {k.block}{timed})"
 
 
 def _build_one(graph, gpu, f: Fused, read_by: dict, index: int, d: Decision | None):
