@@ -462,6 +462,30 @@ def _residues(A: np.ndarray, modulus: int) -> tuple:
     return rho, counts[rho]
 
 
+def sectors_over_starts(W: np.ndarray, A: np.ndarray, rho: np.ndarray, cnt: np.ndarray) -> tuple[int, int]:
+    """``(sectors, warps)`` of a line of lane addresses ``A`` (warp instruction ``W`` per lane) read from
+    ``cnt[i]`` starts whose addresses are ``rho[i]`` modulo a sector: the sum of ``cnt[i]`` times the distinct
+    ``(W, (A + rho[i]) >> 5)`` pairs, and the distinct ``W`` (every start has the same).
+
+    Starts that move the same lanes into the next sector count the same, so each such class is counted once:
+    ``(A + r) >> 5`` is ``(A >> 5) + ((A & 31) + r >= 32)``, and which lanes cross is fixed by how many of the
+    line's distinct low bits ``A & 31`` reach ``32 - r``.  A broadcast read (``A`` constant: no lane ever
+    crosses for the starts its rows reach) or a row of 4-byte elements over starts 0..3 then counts its line
+    once, not once per start (a per-row scalar read over 64 rows of 30000: 8 line counts, now 1)."""
+    if rho.size == 0:
+        return 0, 0
+    low = None if rho.size == 1 else np.flatnonzero(np.bincount((A & (SECTOR - 1)).ravel(), minlength=SECTOR))
+    seen: dict = {}
+    sectors = warps = 0
+    for r, c in zip(rho.tolist(), cnt.tolist()):
+        crossing = 0 if low is None else int(np.count_nonzero(low >= SECTOR - r))
+        if crossing not in seen:
+            seen[crossing] = distinct_pairs(W, (A + r) >> SECTOR_SHIFT)       # floor division by 32, negatives too
+        pairs, warps = seen[crossing]
+        sectors += c * pairs
+    return sectors, warps
+
+
 def _count_separable(geom, acc, F_X, F_Y, mx, my):
     s = acc.itemsize
     W_Y = geom.W_Y
@@ -479,10 +503,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     A_X = acc.base + s * F_Xs
     A_Y = s * F_Ys
     if acc.space == Space.GLOBAL:
-        rho, cnt = _residues(A_X, SECTOR)
-        for r, c in zip(rho.tolist(), cnt.tolist()):
-            pairs, warps = distinct_pairs(W, (A_Y + r) >> SECTOR_SHIFT)     # floor division by 32, negatives too
-            out["sectors"] += c * pairs
+        out["sectors"], warps = sectors_over_starts(W, A_Y, *_residues(A_X, SECTOR))
         out["requests"] = n_x * warps
         if acc.dedup:
             b = _dedup_separable(geom, F_Xs, F_Ys, mx, my)
@@ -901,11 +922,7 @@ def _count_flat_structured(geom, acc, vector: int = 1):
     pos_i = np.flatnonzero(sel_i)
     # the warp instruction of each inner position: its warp row, and with scattered vectors its slot
     W_i = (pos_i // span) * vector + pos_i % vector if scattered else pos_i // span
-    rho, cnt = _residues(acc.base + s * Fo, SECTOR)
-    warps = 0                          # (n_o > 0: the loop runs; each class has the same warps)
-    for r, c in zip(rho.tolist(), cnt.tolist()):
-        pairs, warps = distinct_pairs(W_i, (r + s * Fi) // SECTOR)
-        out["sectors"] += c * pairs
+    out["sectors"], warps = sectors_over_starts(W_i, s * Fi, *_residues(acc.base + s * Fo, SECTOR))
     out["requests"] = n_o * warps
     if not acc.dedup or acc.identity:
         out["bytes"] = s * n_o * n_i
