@@ -9,8 +9,10 @@ Results go to ``benchmarks/results/`` (``--out`` elsewhere) with the date, commi
 the command that made them.  The commands:
 
 ``gpu_session``        the GPU window's runbook: ``--plan`` fits the steps (probe, copy bandwidth, the suite against
-                       jax.jit/torch.compile, correctness, sanitizer) to a window of device time, ``--part K/N`` per
-                       device command, ``--render`` here (calibration, cross-check); ``--simulator`` dry-runs it all
+                       jax.jit/torch.compile, launch sweeps, correctness, sanitizer) to a window of device time,
+                       ``--part K/N`` per device command, ``--render`` here (calibration, cross-check); ``--simulator``
+                       dry-runs it all
+``launch_sweep``       one suite case's astitch plan at several block-size caps, timed beside the model's predictions
 ``gpu_bench``          the suite on a real GPU (Numba's CUDA simulator at tiny shapes without one): validate, time
 ``calibrate``          fit the cost model's constants to a ``gpu_bench`` results.json, cross-check its predictions
 ``simt_predictions``   the SIMT model's predictions (no GPU) on the paper's shapes and the catalog

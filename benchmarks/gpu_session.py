@@ -23,6 +23,10 @@ what they are worth, each with a duration (:data:`ESTIMATE_S`: measured on the H
                             after apply_compiler against ``jax.jit``, ``torch.compile``, eager torch
                             (:mod:`benchmarks.gpu_bench`); every run is validated against the
                             reference, so a case also checks its plans at the suite's size;
+``launches:<case>``         one suite case under astitch at several block-size caps (``max_block_threads``),
+                            each plan validated and timed, beside the cost model's static and simulated
+                            predictions (:mod:`benchmarks.launch_sweep`): whether block size matters where
+                            the model prices every size alike (the DIEN softmax); ~30 s each;
 ``correctness:<workload>``  every strategy's plan of one catalog workload at catalog size, after
                             apply_compiler, against the numpy reference (:mod:`benchmarks.gpu_correctness`):
                             workloads and shapes the suite lacks; 15-80 s each, so they fill a part;
@@ -121,6 +125,9 @@ UNMEASURED_S = {
     "correctness:column_reduce": 35,
     # sanitizer: the tool's cap (sanitizer.TIMEOUT_S, 200 s) + the child's start
     "sanitizer:memcheck": 205, "sanitizer:racecheck": 205,
+    # launch sweeps: the suite's DIEN softmax case took 28 s for six plans and four baselines; a sweep has
+    # three or four plans, each through ptxas, Numba's compile, validation, 20 timed runs and a simulation
+    "launches:softmax_750000x32": 35, "launches:layernorm_16384x768": 30,
 }
 #: the seconds a plan counts per step: a measurement rounded up; an estimate elsewhere
 ESTIMATE_S = {**{k: math.ceil(v) for k, v in MEASURED_S.items()}, **UNMEASURED_S}
@@ -179,7 +186,8 @@ def steps(cases: Optional[list] = None, workloads: Optional[list] = None) -> lis
     unknown = sorted(set(workloads or ()) - set(asim.WORKLOADS))
     if unknown:
         raise AStitchError(f"--workloads: unknown {unknown}; catalog: {', '.join(asim.WORKLOADS)}")
-    names = (list(ALWAYS) + [f"suite:{c.key}" for c in chosen]
+    from benchmarks.launch_sweep import SWEEPS
+    names = (list(ALWAYS) + [f"suite:{c.key}" for c in chosen] + [f"launches:{k}" for k in SWEEPS if k in {c.key for c in chosen}]
              + [f"correctness:{w}" for w in asim.WORKLOADS if not workloads or w in workloads]
              + [f"sanitizer:{t}" for t in TOOLS])
     return [make_step(n) for n in names]
@@ -334,6 +342,15 @@ def _sanitizer_records(steps_rec: dict) -> list:
     return [(name, rec) for name, rec in steps_rec.items() if name.split(":", 1)[0] == "sanitizer"]
 
 
+def _launches_done(name: str, rec: dict, preset: str) -> bool:
+    """A launch sweep every plan of which ran valid and is still the plan the planner draws at its caps."""
+    if not rec.get("ok") or not rec.get("rows"):
+        return False
+    return not any(_plan_changed(rec.get("workload", ""), rec.get("shape"), "astitch", preset, r["plan_signature"],
+                                 max_block_threads=cap)
+                   for r in rec["rows"] for cap in r.get("max_block_threads", []))
+
+
 def done_steps(dirs: list, mode: str = "gpu") -> dict:
     """The steps the parts under ``dirs`` (any ``session.json`` / ``results.json`` below them) finished.
 
@@ -359,6 +376,8 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
                             if r.get("ok") and not _row_plan_changed(r)}
             for _, rec in _sanitizer_records(s.get("steps", {})):
                 done |= {f"sanitizer:{tool}" for tool, r in (rec.get("tools") or {}).items() if r.get("ok")}
+            done |= {name for name, rec in s.get("steps", {}).items() if name.split(":", 1)[0] == "launches"
+                     and _launches_done(name, rec, s.get("gpu_preset", "H100"))}
         for f in sorted(d.rglob("results.json")):
             r = json.loads(f.read_text())
             if r.get("mode") == mode:
@@ -374,15 +393,16 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
             "stale": sorted(stale)}
 
 
-def _plan_changed(workload: str, shape, strategy: str, preset: str, signature: str) -> bool:
+def _plan_changed(workload: str, shape, strategy: str, preset: str, signature: str, **options) -> bool:
     """Is the plan timed with ``signature`` (``astitch_sim.hardware.measured.plan_signature``) no longer the
     plan the planner draws for ``workload`` at ``shape`` (a dict; anything else: the catalog default) under
-    ``strategy`` on ``preset``?  A workload, shape or strategy this tree cannot compile counts as unchanged:
-    there is nothing to time again."""
+    ``strategy`` on ``preset`` (with ``options``: a launch sweep's cap)?  A workload, shape or strategy this
+    tree cannot compile counts as unchanged: there is nothing to time again."""
     import astitch_sim as asim
     from astitch_sim.hardware.measured import plan_signature
     try:
-        plan = asim.compile(asim.workload(workload, **(shape if isinstance(shape, dict) else {})), strategy, preset)
+        plan = asim.compile(asim.workload(workload, **(shape if isinstance(shape, dict) else {})), strategy, preset,
+                            **options)
     except (TypeError, asim.AStitchError):
         return False
     return plan_signature(plan) != signature
@@ -571,6 +591,11 @@ def _correctness(session, simulator, preset, name, arg, **_):
             "failed": [f"{r['workload']}/{r['strategy']}" for r in rows if not r.get("ok")]}
 
 
+def _launches(simulator, preset, arg, **_):
+    from benchmarks.launch_sweep import sweep
+    return sweep(arg, simulator, preset, log=log)
+
+
 def _sanitizer(simulator, preset, arg, **_):
     import tempfile
 
@@ -586,7 +611,8 @@ def _sanitizer(simulator, preset, arg, **_):
 
 
 #: a step's runner by its kind (the name before ':')
-STEP_RUNNERS = {"probe": _probe, "copy": _copy, "correctness": _correctness, "sanitizer": _sanitizer}
+STEP_RUNNERS = {"probe": _probe, "copy": _copy, "launches": _launches, "correctness": _correctness,
+                "sanitizer": _sanitizer}
 
 
 # ---------------------------------------------------------------------------
@@ -751,6 +777,12 @@ def session_markdown(merged: dict, results: Optional[dict], cc: Optional[dict]) 
         for k in ("memcpy", "scalar", "vec128"):
             bw = cp.get(f"{k}_bandwidth_gbs")
             L.append(f"| {k} | {cp[f'{k}_us']:.1f}{unit} | {'-' if sim or bw is None else f'{bw:.0f}'} |")
+    sweeps = [(name, rec) for name, rec in st.items() if name.split(":", 1)[0] == "launches" and rec.get("rows")]
+    if sweeps:
+        from benchmarks.launch_sweep import markdown as sweep_markdown
+        L += ["", "## Launch sweeps (one plan's work at several block-size caps)", ""]
+        for name, rec in sweeps:
+            L += sweep_markdown(name, rec, sim)
     if results is not None:
         L += ["", "## The suite", "", "Per case tables, the headline (astitch against jax.jit and torch.compile) and "
               "the targets: `results.md`."]

@@ -306,12 +306,16 @@ def test_steps_come_in_the_order_of_what_they_are_worth():
     names = [s.name for s in gs.steps()]
     kinds = [n.split(":")[0] for n in names]
     assert names[:2] == ["probe", "copy"]
-    assert kinds == sorted(kinds, key=["probe", "copy", "suite", "correctness", "sanitizer"].index)
+    assert kinds == sorted(kinds, key=["probe", "copy", "suite", "launches", "correctness", "sanitizer"].index)
     assert [n for n in names if n.startswith("correctness:")] == [f"correctness:{w}" for w in asim.WORKLOADS]
+    assert [n for n in names if n.startswith("launches:")] == ["launches:softmax_750000x32",
+                                                               "launches:layernorm_16384x768"]
     assert names[-2:] == ["sanitizer:memcheck", "sanitizer:racecheck"]
     picked = [s.name for s in gs.steps(["paper_fig7"], ["softmax", "layernorm"])]
     assert picked == ["probe", "copy", "suite:paper_fig7", "correctness:layernorm", "correctness:softmax",
                       "sanitizer:memcheck", "sanitizer:racecheck"]
+    picked = [s.name for s in gs.steps(["softmax_750000x32"], ["softmax"])]     # a sweep comes with its case
+    assert picked[2:4] == ["suite:softmax_750000x32", "launches:softmax_750000x32"]
     with pytest.raises(AStitchError, match="sofmax"):
         gs.steps(workloads=["sofmax"])
 
