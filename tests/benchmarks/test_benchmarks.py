@@ -447,6 +447,7 @@ def test_before_after_compares_two_commits_on_the_same_graphs(tmp_path):
     text = BA.markdown(six, slower, {**prov, "strategies": ["xla", "fusionstitching", "astitch"]})
     assert "| hlo/groupnorm | fusionstitching |" in text and "| 2.000 |" in text
     assert "astitch behind xla in 0 before and 0 after" in text
+    assert "1 cases; 1 with a different plan outcome" in text       # a strategy of --strategies moved: counted
     with pytest.raises(SystemExit, match="unknown fusionstiching"):
         BA.main(["--before", "HEAD", "--strategies", "xla,astitch,fusionstiching"])
     with pytest.raises(SystemExit, match="must include xla and astitch"):
