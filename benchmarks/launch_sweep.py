@@ -96,7 +96,9 @@ def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, 
 def markdown(name: str, rec: dict, simulator: bool) -> list:
     """The step's table for ``session.md``: one row per cap."""
     what = "host wall clock in Numba's CUDA simulator: no GPU number" if simulator else "GPU time, CUDA events"
-    lines = [f"### {name}: {rec.get('workload')} {rec.get('shape')} under astitch, by block-size cap ({what})", "",
+    from benchmarks.suite import shape_label
+    shape = shape_label(rec["shape"]) if rec.get("shape") else "?"
+    lines = [f"### {name}: {rec.get('workload')} {shape} under astitch, by block-size cap ({what})", "",
              "| max_block_threads | launches (grid x block) | measured us | static estimate us | simulated us | "
              "valid |", "|---|---|---|---|---|---|"]
     for r in rec.get("rows", []):

@@ -75,7 +75,7 @@ def test_the_render_prints_each_sweep_as_a_table(tmp_path):
     merged = {"mode": "gpu", "parts": ["1/2"], "provenance": [{"device": "NVIDIA H200"}], "warnings": [],
               "steps": {"launches:softmax_750000x32": rec}}
     text = "\n".join(gs.session_markdown(merged, None, None))
-    assert "## Launch sweeps" in text and "GPU time, CUDA events" in text
+    assert "## Launch sweeps" in text and "softmax 750000x32 under astitch" in text and "GPU time, CUDA events" in text
     assert "| 128 | 46875x128 | 48.0 | 66.9 | 65.1 | yes |" in text
     assert "| 256, 512 | 23438x256 | 48.0 | 66.9 | 65.1 | yes |" in text
     assert "| launches:softmax_750000x32 | ok |" in text
