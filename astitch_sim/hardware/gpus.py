@@ -156,6 +156,11 @@ class GPU:
     #: SM sub-partitions (warp schedulers) the register file is split between;
     #: 4 on Volta, Ampere and Hopper.
     sm_partitions: int = 4
+    #: bytes of the SM's one SRAM that serves both the L1 data cache and shared
+    #: memory (what the shared carveout leaves is L1): 128 KiB on Volta, 192 KiB on
+    #: A100, 256 KiB on Hopper.  The L2 model lets a block's re-read of what an
+    #: earlier stage of it read hit there (:mod:`astitch_sim.simt.l2`); 0: not modelled.
+    l1_shared_per_sm: int = 0
 
     # ------------------------------------------------------------------
     # validation
@@ -371,7 +376,8 @@ class GPU:
             f"{self.clock_ghz:g} GHz, {self.fp32_gflops / 1000:g} TFLOP/s fp32",
             f"  per SM: {self.max_threads_per_sm} threads, {self.max_warps_per_sm} "
             f"warps, {self.max_blocks_per_sm} blocks, {self.registers_per_sm} "
-            f"registers, {self.shared_per_sm / KIB:g} KiB shared",
+            f"registers, {self.shared_per_sm / KIB:g} KiB shared"
+            + (f" (of {self.l1_shared_per_sm / KIB:g} KiB L1/shared)" if self.l1_shared_per_sm else ""),
             f"  per block: {self.max_threads_per_block} threads, "
             f"{self.shared_per_block_default / KIB:g} KiB shared "
             f"({self.shared_per_block_optin / KIB:g} KiB opt-in, "
@@ -413,6 +419,7 @@ GPUS: dict[str, GPU] = {
         name="V100",
         sms=80,                          # V100 SXM2 datasheet
         shared_per_sm=96 * KIB,          # max carveout of the 128 KiB L1/shared (cc 7.0)
+        l1_shared_per_sm=128 * KIB,      # Volta tuning guide: 128 KB combined L1/shared per SM
         shared_per_block_optin=96 * KIB, # cc 7.0 opt-in maximum
         shared_alloc_unit=256,           # cc 7.x shared allocation granularity
         shared_reserved_per_block=0,     # no driver reservation before cc 8.0
@@ -437,6 +444,7 @@ GPUS: dict[str, GPU] = {
         name="A100",
         sms=108,                         # A100 SXM4 80GB datasheet
         shared_per_sm=164 * KIB,         # 167936 B, max carveout (cc 8.0)
+        l1_shared_per_sm=192 * KIB,      # Ampere tuning guide: 192 KB combined L1/shared per SM (A100)
         shared_per_block_optin=163 * KIB,  # 166912 B = 164 KiB - 1 KiB reserved
         shared_alloc_unit=128,           # cc 8.x shared allocation granularity
         shared_reserved_per_block=1 * KIB,  # driver reserves 1 KiB per block on cc >= 8.0
@@ -458,6 +466,7 @@ GPUS: dict[str, GPU] = {
         name="H100",
         sms=132,                         # H100 SXM5 datasheet
         shared_per_sm=228 * KIB,         # 233472 B, max carveout (cc 9.0)
+        l1_shared_per_sm=256 * KIB,      # Hopper tuning guide: 256 KB combined L1/shared per SM
         shared_per_block_optin=227 * KIB,  # 232448 B = 228 KiB - 1 KiB reserved
         shared_alloc_unit=128,           # cc 9.0 shared allocation granularity
         shared_reserved_per_block=1 * KIB,  # driver reserves 1 KiB per block on cc >= 8.0
@@ -479,6 +488,7 @@ GPUS: dict[str, GPU] = {
         name="H200",
         sms=132,                         # same GH100 die as H100 SXM5
         shared_per_sm=228 * KIB,         # as H100 (cc 9.0)
+        l1_shared_per_sm=256 * KIB,      # as H100
         shared_per_block_optin=227 * KIB,  # as H100
         shared_alloc_unit=128,           # as H100
         shared_reserved_per_block=1 * KIB,  # as H100

@@ -41,6 +41,22 @@ a kernel the clock of stages is scaled by ``min(grid, blocks_per_wave) /
 grid``, and a 100 MB row-wise kernel whose blocks re-read their own rows still
 hits, where a second kernel re-reading the same 100 MB would not.
 
+*A block's own re-read: the L1.*  A block that reads in a later stage what it read in an earlier one (a
+fused layer norm or softmax reading its row once per pass, as FusionStitching's and Inductor's looped
+kernels do: the two stages have the same thread mapping, so every element is in the same block both times)
+finds it in its SM's L1 when the bytes the SM's resident blocks touched in between fit there:
+the stage-clock distance above, per SM (the resident blocks spread over ``min(SMs, blocks)`` SMs), against
+the SRAM the shared carveout leaves as L1 (``GPU.l1_shared_per_sm`` less the resident blocks' shared memory
+and the driver's reservation).  Those bytes are charged to neither DRAM nor the L2 (the load instructions
+stay in the issue count).  The second H200 window measured it: FusionStitching's layer norm 16384x768
+(three passes over each 3 KB row, 32 one-warp blocks per SM) ran 26.2 us, astitch's one-pass kernel 26.5,
+while the model charged the two re-reads to the L2 and predicted 46.5; rmsnorm 4096x4096 under
+FusionStitching and Inductor, the DIEN softmax under FusionStitching and attention softmax 196608x512 the
+same (``benchmarks/results/2026-11-30-crosscheck-l1-stages``).  Not across a grid barrier: batch norm under
+astitch re-reads ``x`` after one, and measured slower than an L1 hit predicts (no such saving is credited).
+Nor where the later stage maps its elements otherwise: layer-norm backward's column stage reads ``dy`` the
+row stages read, each element in another block, on another SM.
+
 *Cold start.*  Every run starts with an empty L2: graph inputs and constants
 come from DRAM at their first touch -- as the GPU benchmarks measure, which
 flush the L2 between repetitions (``benchmarks/gpu_bench/clock.py``).
@@ -73,8 +89,8 @@ crossbar: a line homed in the *far* half costs more latency and less
 bandwidth, and lines read by SMs on both sides may be held twice, so the
 effective capacity can be below ``l2_bytes``); L2 data compression;
 NVIDIA's actual replacement policy (undocumented; persisting-access windows);
-L1 hits across stages and kernels (a tensor an earlier stage or kernel read is charged as an L2 hit, at
-best); tensors re-walked in a different order (a transposed re-read is treated as the same order).
+L1 hits across kernels and across a grid barrier (a tensor an earlier kernel read, or an earlier stage
+before a grid barrier, is charged as an L2 hit at best); tensors re-walked in a different order (a transposed re-read is treated as the same order).
 
 *Within one stage.*  A stage that reads some sectors of a tensor more than once -- a broadcast
 operand: a layernorm's ``gamma`` read by every row, a bias by every row of a GELU -- moves the
@@ -114,19 +130,61 @@ def footprint(tt) -> int:
     return min(SECTOR * (tt.read_sectors + tt.written_sectors), whole_sectors(tt.nbytes))
 
 
-def within_stage(tt, frac: float, capacity: float) -> tuple:
+def within_stage(tt, frac: float, capacity: float, l1_first: float = 0.0) -> tuple:
     """``(L2 fraction, L1 bytes)`` of a stage's reads of one buffer, given ``frac``, the share of its first
-    read an earlier touch left in the L2.  Sectors the stage reads more than once (a broadcast row) come,
-    while the buffer fits half the L2, from the L1 if it is small (:data:`L1_REUSE_BYTES`), else from the
-    L2 ("Within one stage", above); otherwise every read keeps ``frac``."""
+    read an earlier touch left in the L2, and ``l1_first``, the share the block's own earlier stage left in
+    its SM's L1 (served there first: the L2 keeps ``frac - l1_first``).  Sectors the stage reads more than
+    once (a broadcast row) come, while the buffer fits half the L2, from the L1 if it is small
+    (:data:`L1_REUSE_BYTES`), else from the L2 ("Within one stage", above); otherwise every read splits as
+    the first does."""
     total = SECTOR * tt.read_sectors
     unique = min(total, whole_sectors(tt.nbytes))
     again = total - unique
+    l1_first = min(1.0, l1_first)
+    l2_first = max(0.0, frac - l1_first)
     if not again or capacity <= 0 or unique > capacity / 2:
-        return frac, 0.0
+        return l2_first, l1_first * tt.read_bytes
     if unique <= L1_REUSE_BYTES:
-        return frac * unique / total, again * tt.read_bytes / total
-    return (frac * unique + again) / total, 0.0
+        return l2_first * unique / total, (again + l1_first * unique) * tt.read_bytes / total
+    return (l2_first * unique + again) / total, l1_first * unique * tt.read_bytes / total
+
+
+def l1_capacity(gpu, ks) -> float:
+    """The L1 bytes a kernel's resident blocks have, all SMs together: per SM, ``gpu.l1_shared_per_sm`` less
+    the shared memory (and the driver's per-block reservation) of the blocks it holds, times the SMs the
+    resident blocks occupy (the scheduler spreads them over every SM before doubling up).  0 for a library
+    kernel or a preset without the figure."""
+    if ks.kind == "library" or not gpu.l1_shared_per_sm:
+        return 0.0
+    occ = gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread)
+    resident = min(max(1, ks.grid), occ.blocks_per_wave)
+    sms = min(gpu.sms, resident)
+    per_sm = -(-resident // sms)
+    free = gpu.l1_shared_per_sm - per_sm * (ks.shared_bytes + gpu.shared_reserved_per_block)
+    return float(max(0, free) * sms)
+
+
+def _own_re_read(ks, mappings, first: int, later: int) -> bool:
+    """Does stage ``later`` re-read in the same blocks what stage ``first`` read: both stages map their
+    elements alike (``mappings``: the kernel's stage mappings) and no grid barrier runs between them?"""
+    if mappings is None or later >= len(mappings) or mappings[first] != mappings[later]:
+        return False
+    return not _grid_barrier_between(ks, first, later)
+
+
+def _stage_mappings(plan, kernel_stats, kernels) -> list:
+    """Per kernel of ``kernel_stats``, its stages' thread mappings (None: not known, or a library kernel):
+    ``kernels`` where given (aligned with the stats), else the plan's own."""
+    kernels = getattr(plan, "kernels", None) if kernels is None else kernels
+    if kernels is None or len(kernels) != len(kernel_stats):
+        return [None] * len(kernel_stats)
+    return [None if k.kind == "library" else [s.mapping for s in k.stages] for k in kernels]
+
+
+def _grid_barrier_between(ks, first: int, later: int) -> bool:
+    """Does a grid barrier run between stage ``first``'s reads and stage ``later``'s (one after, or inside,
+    a stage from ``first`` up to ``later``)?"""
+    return any(ks.stages[k].grid_barriers for k in range(first, later))
 
 
 def hit_fraction(prev: tuple, now: tuple, capacity: float) -> float:
@@ -162,19 +220,23 @@ def _resident_share(gpu, ks) -> float:
     return min(grid, per_wave) / grid
 
 
-def annotate(plan, kernel_stats, enabled: bool = True) -> None:
+def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
     """Decide, for every read of every stage of ``kernel_stats`` (plan order), how many of its bytes the L2
     serves: fills ``TensorTraffic.l2_read_bytes`` / ``resident_since`` and ``StageStats.l2_read_bytes``,
     which the cost model (:mod:`astitch_sim.simt.cost`) charges at ``l2_bandwidth_gbs``.  ``enabled=False``
-    (or a GPU with ``l2_bytes=0``): no hits, every sector at DRAM bandwidth."""
+    (or a GPU with ``l2_bytes=0``): no hits, every sector at DRAM bandwidth.  ``kernels``: the plan kernels
+    the stats are of, in the same order, where ``plan`` has none (a search's candidates): their stages'
+    mappings tell a block's own re-read (the L1) from another block's."""
     capacity = plan.gpu.l2_bytes if enabled else 0
     clock = 0.0
     last: dict = {}                                  # buffer -> (kernel index, clock span of its last touch)
+    mappings = _stage_mappings(plan, kernel_stats, kernels)
     for ki, ks in enumerate(kernel_stats):
         groups = _groups(ks)
         sizes = [sum(footprint(tt) for tt in g.values()) for g in groups]
         span = (clock, clock + sum(sizes) + ks.memset_bytes)
         share = _resident_share(plan.gpu, ks)
+        l1 = l1_capacity(plan.gpu, ks) if capacity > 0 else 0.0
         seen: dict = {}                              # buffer -> (stage, wave-clock span) within this kernel
         wave = 0.0
         for j, (g, size) in enumerate(zip(groups, sizes, strict=True)):
@@ -183,19 +245,22 @@ def annotate(plan, kernel_stats, enabled: bool = True) -> None:
                 tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = 0.0, 0.0, ""
                 if not tt.read_sectors or ks.kind == "library":
                     continue
+                own = 0.0                                # share of it the block's own earlier stage left in L1
                 if name in seen:
                     i, prev = seen[name]
                     frac, since = hit_fraction(prev, here, capacity), f"s{i}"
+                    if _own_re_read(ks, mappings[ki], i, j):
+                        own = hit_fraction(prev, here, l1)
                 elif name in last:
                     k0, prev = last[name]
                     frac, since = hit_fraction(prev, span, capacity), f"k{k0}"
                 else:
                     frac, since = 0.0, ""
-                hit, l1 = within_stage(tt, frac, capacity)
-                if (hit, l1) != (frac, 0.0):
+                hit, l1_bytes = within_stage(tt, frac, capacity, own)
+                if (hit, l1_bytes) != (frac, 0.0):
                     since = since or "r"         # re-read within the stage: resident since its own first read
-                if hit > 0 or l1 > 0:
-                    tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = hit * tt.read_bytes, l1, since
+                if hit > 0 or l1_bytes > 0:
+                    tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = hit * tt.read_bytes, l1_bytes, since
             for name in g:
                 seen[name] = (j, here)
             if ks.kind != "library":

@@ -47,18 +47,6 @@ def _bytes_trade(ratio=1.03):
     return check
 
 
-def _reread_in_flight(where, stats, plans):
-    """A bytes trade in the latency-bound regime (one kernel of a few busy warps, a fixture of a few KiB):
-    fusionstitching's stage re-reads the input from the L2 where astitch's keeps it in registers, and the cost
-    model counts the re-read among a warp's bytes in flight (``simt/cost.warp_bytes_in_flight``, the larger of
-    read and written bytes), so the same stores take fewer round trips beside it.  Counting only DRAM-served
-    reads there removed the gap, but stores are charged DRAM round trips too, and that version (tried before
-    a row's vector trips counted as in flight) moved the H200 cross-check's median error from 9.3% to 10.1%
-    on 52 plans: left until stores are modelled as not waiting (issue 28).
-    These cases were ahead only because idle warps counted as loads in flight (``busy_warps_per_block``)."""
-    _bytes_trade(1.03)(where, stats, plans)
-
-
 def _stages_reload_an_input(where, stats, plans):
     """astitch's stitched kernel has no grid barrier, but never-behind refuses it for its global bytes: its
     stages map the same input differently (a flat stage for the elementwise outputs, row stages for the
@@ -188,7 +176,13 @@ def paper_case(name: str) -> str:
 #: cases astitch is still predicted behind fusionstitching on (beyond TIME_SLACK), keyed (case, gpu) -> the check of
 #: the recorded reason
 KNOWN_BEHIND = {
-    **{("hlo/layernorm", gpu): _faster_launch_refused_for_bytes for gpu in GPUS},
+    # hlo/layernorm (every GPU) was here, a faster launch refused for bytes, until a stage's reads the SM's L1
+    # serves stopped counting as bytes in flight (simt/cost.warp_bytes_in_flight): fusionstitching's last pass
+    # re-reads its row only to store beside it, and its stores wait on DRAM as astitch's do
+    # back since a block's re-read of its earlier stage's row comes from its SM's L1 (simt/l2.py): the faster
+    # 32-thread launch fusionstitching takes, refused to astitch for re-reading gamma and beta once per block,
+    # now costs less than the re-reads of the row it also does (72.88 against 70.79 us)
+    ("models/flax_layernorm_16k", "A100"): _faster_launch_refused_for_bytes,
     # models/flax_layernorm_16k on A100 was here (a faster launch refused for bytes) until the cost model served a
     # stage's re-reads of gamma and beta from the L1 (simt/l2.py): its stitched kernel is no longer behind
     # measured after per-row registers (astitch / fusionstitching predicted us and global bytes): llama_rmsnorm
@@ -205,18 +199,21 @@ KNOWN_BEHIND = {
     # stopped narrowing the row vectors (plan/row_vectors.py: 3.42 us, 8 bf16 lanes as fusionstitching's);
     # bool_ops A100 when the cost model stopped counting idle warps as loads in flight (busy_warps_per_block)
     ("models/gqa_attention", "H100"): _loop_kernel_launches,
+    # behind since FusionStitching's fused softmax re-reads its rows from the L1 (simt/l2.py): its stitched kernel
+    # is level with astitch's (71.71 against 70.98 us) and its loop kernel's own launch is faster (20.1 against
+    # XLA's 27.5 us)
+    ("models/dot_product_attention", "V100"): _loop_kernel_launches,
     ("models/xent_integer_labels", "H100"): _one_wave_grid_barrier_not_cut,
     # behind since idle warps stopped counting as loads in flight (simt/cost.busy_warps_per_block)
     # (astitch / fusionstitching predicted time then: rmsnorm 1.016, 1.014, 1.019; convert_bf16_layernorm 1.016 on
     # V100, 1.025 on H100; transformer_ffn 1.010, 1.017, 1.019, whose A100 and H100 gaps had been its loop-kernel
     # launches; layernorm_backward at its test size 1.014 on V100)
-    **{("hlo/rmsnorm", gpu): _reread_in_flight for gpu in GPUS},
-    **{("hlo/transformer_ffn", gpu): _reread_in_flight for gpu in GPUS},
-    # convert_bf16_layernorm on V100 recovered when the static estimate took the L1/L2 model (fs_cost.priced): the
-    # launch search priced the row's re-read gamma and beta as the simulation does and chose a faster launch
-    ("hlo/convert_bf16_layernorm", "H100"): _reread_in_flight,
-    (small_case("layernorm_backward"), "V100"): _reread_in_flight,
-    ("stablehlo/constants", "V100"): _faster_launch_refused_for_bytes,
+    # (convert_bf16_layernorm on V100 recovered when the static estimate took the L1/L2 model, fs_cost.priced: the
+    # launch search priced the row's re-read gamma and beta as the simulation does and chose a faster launch.)
+    # All of these recovered when reads served on chip (the SM's L1, the L2) stopped counting as a warp's bytes
+    # in flight (simt/cost.warp_bytes_in_flight), as did stablehlo/constants on V100 (a faster launch refused
+    # for bytes): hlo/rmsnorm and hlo/transformer_ffn on every GPU, convert_bf16_layernorm on H100,
+    # layernorm_backward at its test size on V100
 }
 
 

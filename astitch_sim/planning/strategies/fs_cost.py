@@ -176,6 +176,9 @@ def stage_counters(graph, kernel, index: int) -> StageStats:
             st.shared_bytes_written += node.nbytes
     if s.barrier_after == "block":
         st.block_barriers += m.grid
+    # grid barriers where the executor counts them (inside the stage, or after it): the L2 model asks whether
+    # one separates two stages' reads of a tensor; their total is the kernel's ``global_barriers``
+    st.grid_barriers = s.grid_syncs + (s.barrier_after == "grid")
     return st
 
 
@@ -210,7 +213,7 @@ def priced(graph, gpu, kernels) -> list:
     candidate), no kernel before it has left anything in the L2."""
     stats = [kernel_counters(graph, k) if k.kind != "library" else None for k in kernels]
     on = SimpleNamespace(gpu=gpu)          # what annotate and the formula read of a plan: its GPU
-    l2.annotate(on, [ks for ks in stats if ks is not None])
+    l2.annotate(on, [ks for ks in stats if ks is not None], kernels=[k for k in kernels if k.kind != "library"])
     for k, ks in zip(kernels, stats, strict=True):
         if ks is not None:
             predict_kernel(on, k, ks)
