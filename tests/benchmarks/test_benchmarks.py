@@ -310,7 +310,9 @@ def test_calibrate_end_to_end_on_a_synthetic_results_file(tmp_path):
     assert '"H100": dict(' in saved["snippet"]
     md = (tmp_path / "crosscheck.md").read_text()
     assert "SYNTHETIC" in md and "Spearman" in md and "simulated at" in md
-    assert cal["crosscheck"]["after"]["spearman"] == pytest.approx(1.0)
+    # the recovered constants are TRUE to 1%: two plans predicted within a fraction of a percent of each other
+    # may swap (since the L1 serves re-reads, the DIEN softmax's astitch and inductor plans: 87.0 and 87.3 us)
+    assert cal["crosscheck"]["after"]["spearman"] >= 0.999
 
 
 def test_calibrate_refuses_simulator_results(tmp_path):
