@@ -90,7 +90,8 @@ bandwidth, and lines read by SMs on both sides may be held twice, so the
 effective capacity can be below ``l2_bytes``); L2 data compression;
 NVIDIA's actual replacement policy (undocumented; persisting-access windows);
 L1 hits across kernels and across a grid barrier (a tensor an earlier kernel read, or an earlier stage
-before a grid barrier, is charged as an L2 hit at best); tensors re-walked in a different order (a transposed re-read is treated as the same order).
+before a grid barrier, is charged as an L2 hit at best); tensors re-walked in a different order (a
+transposed re-read is treated as the same order).
 
 *Within one stage.*  A stage that reads some sectors of a tensor more than once -- a broadcast
 operand: a layernorm's ``gamma`` read by every row, a bias by every row of a GELU -- moves the

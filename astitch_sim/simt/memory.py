@@ -469,9 +469,9 @@ def sectors_over_starts(W: np.ndarray, A: np.ndarray, rho: np.ndarray, cnt: np.n
 
     Starts that move the same lanes into the next sector count the same, so each such class is counted once:
     ``(A + r) >> 5`` is ``(A >> 5) + ((A & 31) + r >= 32)``, and which lanes cross is fixed by how many of the
-    line's distinct low bits ``A & 31`` reach ``32 - r``.  A broadcast read (``A`` constant: no lane ever
-    crosses for the starts its rows reach) or a row of 4-byte elements over starts 0..3 then counts its line
-    once, not once per start (a per-row scalar read over 64 rows of 30000: 8 line counts, now 1)."""
+    line's distinct low bits ``A & 31`` reach ``32 - r``.  A broadcast read (``A`` constant: every lane
+    crosses at once, or none does) then counts its line at most twice, not once per start (a per-row scalar
+    read over 64 rows of 30000: 8 line counts, now 1)."""
     if rho.size == 0:
         return 0, 0
     low = None if rho.size == 1 else np.flatnonzero(np.bincount((A & (SECTOR - 1)).ravel(), minlength=SECTOR))
