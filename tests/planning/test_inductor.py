@@ -353,10 +353,9 @@ ASTITCH_BEHIND_INDUCTOR = {
     ("SMALL", "log_softmax"): "the same shape and reason as softmax (6.63 against 6.64 us)",
     ("SMALL", "attention_softmax"): "17-element rows: 51 programs of 64 threads against 26 blocks of 128 (3.57 "
                                     "against 3.63 us)",
-    ("LONG", "rmsnorm"): "8 rows of 1500, the same launch (8 programs of 64 threads): Inductor's second pass re-reads "
-                         "x from the L2, and the cost model counts that re-read among the bytes its warps keep in "
-                         "flight beside its stores (4.52 against 4.63 us); AStitch keeps x in registers and moves "
-                         "fewer bytes (since a row's vector trips count as loads in flight, cost.elements_in_flight)",
+    # ("LONG", "rmsnorm") was here until reads served on chip stopped counting as a warp's bytes in flight
+    # (cost.warp_bytes_in_flight): Inductor's second pass re-read x from the L2 and that re-read kept its stores
+    # in flight (4.52 against 4.63 us)
     ("DEFAULT", "row_reduce"): "<750000,32>: 128 rows per 256-thread program (XBLOCK 128), the same bytes, predicted "
                                "faster than AStitch's 1024-thread blocks",
 }
