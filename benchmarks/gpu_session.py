@@ -342,7 +342,7 @@ def _sanitizer_records(steps_rec: dict) -> list:
     return [(name, rec) for name, rec in steps_rec.items() if name.split(":", 1)[0] == "sanitizer"]
 
 
-def _launches_done(name: str, rec: dict, preset: str) -> bool:
+def _launches_done(rec: dict, preset: str) -> bool:
     """A launch sweep every plan of which ran valid and is still the plan the planner draws at its caps."""
     if not rec.get("ok") or not rec.get("rows"):
         return False
@@ -377,7 +377,7 @@ def done_steps(dirs: list, mode: str = "gpu") -> dict:
             for _, rec in _sanitizer_records(s.get("steps", {})):
                 done |= {f"sanitizer:{tool}" for tool, r in (rec.get("tools") or {}).items() if r.get("ok")}
             done |= {name for name, rec in s.get("steps", {}).items() if name.split(":", 1)[0] == "launches"
-                     and _launches_done(name, rec, s.get("gpu_preset", "H100"))}
+                     and _launches_done(rec, s.get("gpu_preset", "H100"))}
         for f in sorted(d.rglob("results.json")):
             r = json.loads(f.read_text())
             if r.get("mode") == mode:
