@@ -84,7 +84,7 @@ def paper_size_checks(name, g, inputs, plans, stats) -> None:
     simulations this file makes anyway (one SIMT run per plan at these sizes: a 262M-element workload takes
     a minute under six strategies): astitch never behind xla (tests/planning/test_never_behind.py) nor
     fusionstitching (test_never_behind_fs.py), no slower than inductor or documented (test_inductor.py);
-    fusionstitching never behind xla and its search's estimate within 20% of the SIMT model
+    fusionstitching never behind xla and its search's estimate within 25% of the SIMT model
     (test_fusionstitching.py)."""
     import test_fusionstitching
     import test_inductor

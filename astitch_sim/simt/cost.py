@@ -99,8 +99,22 @@ Counters without sectors (hand-made stats) fall back to bytes.
 earlier kernel, or an earlier stage, and not evicted since) is served at
 ``l2_bandwidth_gbs``, not DRAM's: :mod:`astitch_sim.simt.l2` decides which read
 bytes hit (capacity per preset, LRU, write-back), and this model charges them
-``l2_us = l2_bytes * max(R, S) / (w * BW_L2)`` beside ``memory``
-(DRAM bytes only); the overlap term hides ``min(memory + l2, on_chip)``.  A
+``l2_us = l2_bytes * max(R, S_L2) / (w * BW_L2)`` beside ``memory``
+(DRAM bytes only); the overlap term hides ``min(memory + l2, on_chip)``.
+``S_L2 = BW_L2 * l2_latency_ns / B_L2`` is Little's law for the L2 itself: a
+hit comes back in the L2's round trip (120 ns), and a warp keeps its L2 reads
+in flight as it does DRAM's (``B_L2``: :func:`warp_l2_bytes_in_flight`).  Priced
+with DRAM's saturating warps, as until 2026-11-30, a latency-bound kernel paid
+DRAM's 700 ns round trip for every hit: Inductor's batch norm (two 2-block
+kernels summing 256 partials per channel from the L2) was predicted 71.5 us
+against 40.6 measured on an H200, and 40.4 us with the L2's own latency; over
+both H200 windows' 337 timed kernels the RMS of log(predicted / measured) went
+0.205 -> 0.142 and 0.150 -> 0.137 (``benchmarks/results/2026-11-30-crosscheck-l2-latency``).
+Hits that *other* blocks' earlier stage of the same kernel left, no grid barrier
+between (``l2_unordered_bytes``: a column stage re-reading rows), keep DRAM's
+``S``: nothing orders those blocks' reads before this one, and layer-norm
+backward's column stage left on 24 blocks, whose 3.6 ms on an H200 the
+imbalance term prices, sweeps rows their own blocks have not read yet.  A
 block's re-read of what its own earlier stage read, where the SM's L1 still holds
 it (no grid barrier between, the bytes moved in between within the L1 the shared
 carveout leaves), is charged to neither: FusionStitching's three-pass layer norm
@@ -230,12 +244,22 @@ from .grid_barrier import check_grid_barrier
 PRESET_FIELDS = ("sms", "measured_bandwidth_gbs", "kernel_launch_us", "grid_barrier_us", "block_barrier_ns",
                  "clock_ghz", "fp32_gflops", "l2_bandwidth_gbs")
 
+#: An L2 hit's round trip, ns (:func:`saturating_l2_warps`).  MEASURED on the H200 only: fitted by
+#: ``python -m benchmarks.calibrate benchmarks/results/2026-11-29-h200/results.json --params
+#: kernel_launch_us,l2_latency_ns`` to that window's 224 kernels (112 ns; the 2026-11-27 window's 113 kernels
+#: barely constrain it: RMS of log(predicted/measured) 0.134-0.137 from 5 to 150 ns), rounded to 120 ns
+#: (``benchmarks/results/2026-11-30-crosscheck-l2-latency``).  ESTIMATE for V100, A100 and H100: the same 120
+#: ns, the order of the 200-260 cycles microbenchmark reports give an L2 hit on these GPUs (taken from memory of
+#: those reports, not checked against their text).
+L2_LATENCY_NS = 120.0
+
 #: The cost model's own constants, per GPU.  Every value is an ESTIMATE until
 #: calibrated from GPU runs (benchmarks/): put measured values here, labelled
 #: (so far the H200's kernel launch and grid barrier).
 COST_CONSTANTS: dict[str, dict] = {
     "V100": dict(
         dram_latency_ns=600.0,          # loaded HBM2 latency (~900 cycles at 1.53 GHz)
+        l2_latency_ns=L2_LATENCY_NS,    # an L2 hit's loaded round trip (see L2_LATENCY_NS)
         bytes_in_flight_per_warp=128,   # one coalesced 4-byte-per-thread load outstanding per warp
         expensive_rate=0.25,            # SFU: 16 lanes/SM vs 64 FP32 lanes/SM
         shared_bytes_per_clock=128,     # 32 banks x 4 bytes per SM per cycle
@@ -247,17 +271,17 @@ COST_CONSTANTS: dict[str, dict] = {
         library_efficiency=0.7,         # cuBLAS SGEMM fraction of fp32 peak
     ),
     "A100": dict(
-        dram_latency_ns=650.0, bytes_in_flight_per_warp=256, expensive_rate=0.25,
+        dram_latency_ns=650.0, l2_latency_ns=L2_LATENCY_NS, bytes_in_flight_per_warp=256, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=48.0, block_start_ns=150.0,
         block_dispatch_ns=112.0, memset_launch_us=1.5, library_efficiency=0.7,
     ),
     "H100": dict(
-        dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
+        dram_latency_ns=700.0, l2_latency_ns=L2_LATENCY_NS, bytes_in_flight_per_warp=512, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
         block_dispatch_ns=80.0, memset_launch_us=1.5, library_efficiency=0.7,
     ),
     "H200": dict(
-        dram_latency_ns=700.0, bytes_in_flight_per_warp=512, expensive_rate=0.25,
+        dram_latency_ns=700.0, l2_latency_ns=L2_LATENCY_NS, bytes_in_flight_per_warp=512, expensive_rate=0.25,
         shared_bytes_per_clock=128, shuffles_per_clock=1.0, atomic_per_clock=64.0, block_start_ns=120.0,
         block_dispatch_ns=80.0, memset_launch_us=1.5, library_efficiency=0.7,
         # MEASURED: fitted by `python -m benchmarks.calibrate benchmarks/results/2026-11-29-h200/results.json
@@ -285,6 +309,16 @@ def saturating_warps(c: dict, bytes_per_warp: float | None = None) -> float:
     """Little's law: warps on the whole GPU needed to keep DRAM busy, each keeping ``bytes_per_warp``
     outstanding (default: the preset's ``bytes_in_flight_per_warp``; a stage's own: :func:`warp_bytes_in_flight`)."""
     bytes_in_flight = c["measured_bandwidth_gbs"] * c["dram_latency_ns"]      # GB/s * ns = bytes
+    return bytes_in_flight / (bytes_per_warp or c["bytes_in_flight_per_warp"])
+
+
+def saturating_l2_warps(c: dict, bytes_per_warp: float | None = None) -> float:
+    """Little's law for the L2: warps needed to keep its hit bandwidth busy, ``l2_bandwidth_gbs x l2_latency_ns``
+    bytes in flight, each warp keeping ``bytes_per_warp`` of L2 reads outstanding (:func:`warp_l2_bytes_in_flight`).
+    A hit comes back in the L2's round trip, not DRAM's: a latency-bound stage whose reads the L2 serves (a
+    two-block kernel that sums partials an earlier kernel left there) waits ``l2_latency_ns`` per round of
+    loads, not ``dram_latency_ns``."""
+    bytes_in_flight = c["l2_bandwidth_gbs"] * c["l2_latency_ns"]              # GB/s * ns = bytes
     return bytes_in_flight / (bytes_per_warp or c["bytes_in_flight_per_warp"])
 
 
@@ -333,6 +367,16 @@ def warp_bytes_in_flight(c: dict, mapping, s) -> float:
     if mapping is None or not s.elements or not moved:
         return floor
     return max(floor, 32 * elements_in_flight(mapping) * moved / s.elements)
+
+
+def warp_l2_bytes_in_flight(c: dict, mapping, s) -> float:
+    """Bytes of L2 hits one warp of a stage keeps outstanding: as :func:`warp_bytes_in_flight` with the stage's
+    L2-served reads per element (:mod:`astitch_sim.simt.l2`) in place of its DRAM traffic, the same floor."""
+    floor = c["bytes_in_flight_per_warp"]
+    hits = float(getattr(s, "l2_read_bytes", 0.0))
+    if mapping is None or not s.elements or not hits:
+        return floor
+    return max(floor, 32 * elements_in_flight(mapping) * hits / s.elements)
 
 
 def _stage_mapping(kernel, s):
@@ -413,7 +457,10 @@ def _stage_terms(c: dict, occ, s, mapping, grid: int, blocks: int, first: bool) 
     overlap = min(1.0, resident_warps / sat)
     dram_bytes, l2_bytes = l2.split_bytes(s)
     memory = dram_bytes / blocks * max(resident_warps, sat) / (wpb * bw)
-    l2_hits = l2_bytes / blocks * max(resident_warps, sat) / (wpb * l2_bw)
+    unordered = min(l2_bytes, float(getattr(s, "l2_unordered_bytes", 0.0)))   # DRAM's round trip (l2.py)
+    l2_sat = saturating_l2_warps(c, warp_l2_bytes_in_flight(c, mapping, s))
+    l2_hits = ((l2_bytes - unordered) * max(resident_warps, l2_sat)
+               + unordered * max(resident_warps, sat)) / blocks / (wpb * l2_bw)
     expensive = s.expensive_flops / blocks * per_sm / sfu_sm
     alu = (s.flops - s.expensive_flops) / blocks * per_sm / alu_sm
     shared = ((s.shared_bytes_read + s.shared_bytes_written) / c["shared_bytes_per_clock"]

@@ -71,10 +71,16 @@ track.  A dead intermediate overwritten before eviction would never be written
 back on a real GPU; the model does not credit that (it errs on the dear side).
 
 *What a hit costs.*  Read sectors the L2 serves are charged at the preset's
-``l2_bandwidth_gbs`` (sources in :mod:`astitch_sim.hardware.gpus`), through the
-same Little's-law occupancy factor as DRAM (:mod:`astitch_sim.simt.cost`): the
-L2's lower latency and higher bandwidth roughly cancel in the warps needed to
-saturate it, so the one factor stands for both.  The cost breakdown shows the
+``l2_bandwidth_gbs`` (sources in :mod:`astitch_sim.hardware.gpus`), through a
+Little's-law occupancy factor of the L2's own (:mod:`astitch_sim.simt.cost`,
+``saturating_l2_warps``): a hit comes back in the L2's round trip
+(``l2_latency_ns``, 120 ns), not DRAM's 700.  Until 2026-11-30 the DRAM factor
+stood for both, which priced a latency-bound kernel's hits at DRAM's latency
+(Inductor's batch norm, two 2-block kernels summing partials from the L2: 71.5 us
+predicted, 40.6 measured on an H200).  Hits another block's earlier stage of the
+same kernel left, with no grid barrier between, are ``l2_unordered_bytes``
+(:func:`annotate`): nothing orders that block's read before this one, so the cost
+model keeps DRAM's round trip for them.  The cost breakdown shows the
 two as ``memory_us`` (DRAM) and ``l2_us`` (L2 hits); ``ks.dram_bytes`` and
 ``ks.l2_read_bytes`` give the bytes, and each stage's ``tensors`` say which
 tensor hit and since which kernel (``TensorTraffic.resident_since``).
@@ -242,16 +248,20 @@ def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
         wave = 0.0
         for j, (g, size) in enumerate(zip(groups, sizes, strict=True)):
             here = (wave, wave + share * size)
+            unordered = 0.0                              # hits other blocks' earlier stage left (cost.py)
             for name, tt in g.items():
                 tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = 0.0, 0.0, ""
                 if not tt.read_sectors or ks.kind == "library":
                     continue
                 own = 0.0                                # share of it the block's own earlier stage left in L1
+                others = False
                 if name in seen:
                     i, prev = seen[name]
                     frac, since = hit_fraction(prev, here, capacity), f"s{i}"
                     if _own_re_read(ks, mappings[ki], i, j):
                         own = hit_fraction(prev, here, l1)
+                    else:
+                        others = not _grid_barrier_between(ks, i, j)
                 elif name in last:
                     k0, prev = last[name]
                     frac, since = hit_fraction(prev, span, capacity), f"k{k0}"
@@ -262,11 +272,14 @@ def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
                     since = since or "r"         # re-read within the stage: resident since its own first read
                 if hit > 0 or l1_bytes > 0:
                     tt.l2_read_bytes, tt.l1_read_bytes, tt.resident_since = hit * tt.read_bytes, l1_bytes, since
+                    if others:
+                        unordered += tt.l2_read_bytes
             for name in g:
                 seen[name] = (j, here)
             if ks.kind != "library":
                 ks.stages[j].l2_read_bytes = float(sum(tt.l2_read_bytes for tt in g.values()))
                 ks.stages[j].l1_read_bytes = float(sum(tt.l1_read_bytes for tt in g.values()))
+                ks.stages[j].l2_unordered_bytes = unordered
             wave = here[1]
         for g in groups:
             for name in g:

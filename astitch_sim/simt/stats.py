@@ -63,6 +63,9 @@ class StageStats:
     tensors: dict = field(default_factory=dict)   # global buffer name -> TensorTraffic (for the L2 model)
     l2_read_bytes: float = 0.0           # read-sector bytes served by the L2, not DRAM (filled by simt/l2.py)
     l1_read_bytes: float = 0.0           # read-sector bytes an SM's L1 served: re-reads of a small operand (simt/l2.py)
+    l2_unordered_bytes: float = 0.0      # part of l2_read_bytes an earlier stage's *other* blocks left, no grid barrier
+                                         # between: when they read it is not known, so the cost model waits DRAM's
+                                         # round trip for it (simt/l2.py, simt/cost.py)
 
 
 @dataclass

@@ -16,6 +16,7 @@ PARAM_BOUNDS = {
     "grid_barrier_us": (0.01, 200.0),              # one grid-wide barrier
     "block_start_ns": (0.1, 100_000.0),            # per-block dispatch / set-up / drain
     "dram_latency_ns": (10.0, 20_000.0),           # Little's law: warps needed to saturate DRAM
+    "l2_latency_ns": (5.0, 20_000.0),              # Little's law for L2 hits
     "expensive_rate": (0.001, 16.0),               # per-element compute: SFU rate vs FP32
     "block_barrier_ns": (0.1, 100_000.0),
     "fp32_gflops": (100.0, 1_000_000.0),

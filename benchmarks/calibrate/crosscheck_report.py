@@ -33,7 +33,19 @@ def crosscheck(samples: list, values: Optional[dict] = None) -> dict:
     return dict(rows=rows, spearman=spearman(pred, meas),
                 spearman_within_case=float(np.mean(within)) if within else float("nan"),
                 median_rel_error=median_abs_rel_error(pred, meas),
-                same_fastest=agree, cases=total)
+                same_fastest=agree, cases=total, **per_kernel(samples, preds))
+
+
+def per_kernel(samples: list, preds: list) -> dict:
+    """Prediction vs measurement kernel by kernel, where every kernel of a plan was timed: how many, the median
+    |error|, and the RMS of log(predicted / measured) (what the fit minimises).  A plan's total can be right by
+    errors that cancel between its kernels; these cannot."""
+    pts = [(preds[i][j], m) for i, j, m in sample_points(samples) if j is not None]
+    if not pts:
+        return dict(kernels=0, kernel_median_rel_error=float("nan"), kernel_rms_log=float("nan"))
+    p, m = np.array(pts).T
+    return dict(kernels=len(pts), kernel_median_rel_error=median_abs_rel_error(p, m),
+                kernel_rms_log=float(np.sqrt(np.mean(np.log(p / m) ** 2))))
 
 
 def leave_one_out(samples: list, params) -> float:
@@ -94,6 +106,11 @@ def write_crosscheck_md(path, results, samples, before, after, fit, loo, banner)
     lines += summary_lines(before, "in cost.py now")
     if after is not None:
         lines += summary_lines(after, "fitted (in-sample)")
+    for cc, label in ((before, "now"), (after, "fitted")):
+        if cc is not None and cc.get("kernels"):
+            lines += ["", f"Per timed kernel ({label}, {cc['kernels']} kernels): median |error| "
+                          f"{100 * cc['kernel_median_rel_error']:.1f}%, RMS of log(predicted / measured) "
+                          f"{cc['kernel_rms_log']:.3f}."]
     if loo is not None and not math.isnan(loo):
         lines += ["", f"Leave-one-workload-out median error with fitted constants: {100 * loo:.1f}% "
                       f"({verdict(loo <= TARGET_MEDIAN_ERROR)}): each workload predicted by a fit that did not "

@@ -266,6 +266,10 @@ def test_fit_recovers_known_constants_from_synthetic_counters():
     assert C.current_constants(asim.gpu("H100")) == before      # the real table is left as it was
     cc = C.crosscheck(samples, fit.params)
     assert cc["spearman"] == pytest.approx(1.0, abs=1e-3) and cc["median_rel_error"] < 1e-6
+    # kernel by kernel too: every sample's one kernel was timed
+    assert cc["kernels"] == len(samples) and cc["kernel_rms_log"] < 1e-6 and cc["kernel_median_rel_error"] < 1e-6
+    off = C.crosscheck(samples)                                     # the table's constants, not TRUE
+    assert off["kernel_rms_log"] > 0.01 and off["kernel_median_rel_error"] > 0.01
 
 
 def test_fit_flags_a_constant_the_data_cannot_see():

@@ -107,6 +107,54 @@ def test_vector_width_does_not_change_a_saturated_stage():
     assert a.breakdown["memory_us"] == pytest.approx(b.breakdown["memory_us"])
 
 
+def l2_served(mapping):
+    """A one-stage kernel whose every read the L2 serves (partials an earlier kernel left there)."""
+    kernel, ks = one_stage(mapping)
+    s = ks.stages[0]
+    s.l2_read_bytes = float(32 * s.global_sectors_read)
+    return kernel, ks
+
+
+def test_latency_bound_l2_hits_wait_the_l2_round_trip(monkeypatch):
+    """Two blocks summing partials from the L2 are latency-bound: their hits cost the L2's round trip
+    (``l2_latency_ns``) per round of loads, whatever DRAM's latency, and the warps that would saturate the L2
+    follow Little's law with the L2's bandwidth and the hits each warp keeps in flight."""
+    m = flat(4, 4, grid=2)
+    c = constants(V100)
+    kernel, ks = l2_served(m)
+    s = ks.stages[0]
+    b = 32 * m.per_thread * s.l2_read_bytes / s.elements
+    assert cost.warp_l2_bytes_in_flight(c, m, s) == pytest.approx(max(b, c["bytes_in_flight_per_warp"]))
+    base = run(kernel, ks).breakdown["l2_us"]
+    assert base > 0                                             # (its stores go to DRAM: memory_us)
+    resident = 2 * m.block // 32
+    assert resident < cost.saturating_l2_warps(c, b)
+    assert base == pytest.approx(s.l2_read_bytes / 2 * cost.saturating_l2_warps(c, b) / (m.block // 32)
+                                 / (c["l2_bandwidth_gbs"] * 1e3))
+    for field, scale, want in (("dram_latency_ns", 3.0, 1.0), ("l2_latency_ns", 2.0, 2.0)):
+        monkeypatch.setitem(cost.COST_CONSTANTS, "V100", {**cost.COST_CONSTANTS["V100"], field: c[field] * scale})
+        kernel, ks = l2_served(m)
+        assert run(kernel, ks).breakdown["l2_us"] == pytest.approx(want * base), field
+        monkeypatch.undo()
+
+
+def test_saturated_l2_hits_cost_their_bytes_over_the_l2_bandwidth(monkeypatch):
+    """With more warps than the L2 needs in flight, hits cost bytes over ``l2_bandwidth_gbs``: no latency."""
+    m = flat(4, 4, grid=80 * 64)
+    kernel, ks = l2_served(m)
+    s = ks.stages[0]
+    c = constants(V100)
+    occ = cost.residency(V100, ks)
+    resident = min(ks.grid, occ.blocks_per_wave) * occ.warps_per_block
+    assert resident > cost.saturating_l2_warps(c, cost.warp_l2_bytes_in_flight(c, m, s))
+    got = run(kernel, ks).breakdown["l2_us"]
+    per_block = s.l2_read_bytes / ks.grid * resident / (m.block // 32) / (c["l2_bandwidth_gbs"] * 1e3)
+    assert got == pytest.approx(per_block * ks.grid / occ.blocks_per_wave)
+    monkeypatch.setitem(cost.COST_CONSTANTS, "V100", {**cost.COST_CONSTANTS["V100"], "l2_latency_ns": c["l2_latency_ns"] * 2})
+    kernel, ks = l2_served(m)
+    assert run(kernel, ks).breakdown["l2_us"] == pytest.approx(got)
+
+
 def test_simulated_flat_plan_charges_its_vectors():
     """bias+GELU's one flat kernel as planned (vectors of 4, several per thread): the memory term the
     executor's counters give is the formula's with the plan's bytes in flight, not the preset's."""

@@ -223,6 +223,46 @@ def test_a_blocks_re_read_of_what_its_earlier_stage_read_comes_from_its_sms_l1()
         assert ks.stages[1].l1_read_bytes == 0 and ks.stages[1].l2_read_bytes == 40 * MIB
 
 
+def test_hits_another_blocks_earlier_stage_left_are_unordered_unless_a_grid_barrier_ran():
+    """A later stage that reads what *other* blocks' earlier stage read (a column stage after row stages) finds
+    it in the L2 only if those blocks ran first, which nothing orders without a grid barrier: such hits are
+    ``l2_unordered_bytes``, priced with DRAM's round trip.  A block's own re-read, a re-read after a grid
+    barrier, and a tensor an earlier kernel left are ordered."""
+    v100 = GPUS["V100"]
+    plan = SimpleNamespace(gpu=v100)
+    per_wave = v100.occupancy(256, 12 * 1024, 32).blocks_per_wave
+    cases = ((False, False, 40 * MIB), (False, True, 0), (True, False, 0))
+    for same, barrier, unordered in cases:
+        ks = _two_stage_kernel(10 * per_wave, 40 * MIB, shared=12 * 1024, grid_barrier=barrier)
+        l2.annotate(plan, [ks], kernels=_alike(same))
+        assert ks.stages[1].l2_read_bytes == 40 * MIB, (same, barrier)           # the L1 holds none of it
+        assert [s.l2_unordered_bytes for s in ks.stages] == [0, unordered], (same, barrier)
+    # across kernels: the earlier kernel has finished
+    first, second = (_two_stage_kernel(per_wave, 1 * MIB) for _ in range(2))
+    l2.annotate(plan, [first, second], kernels=_alike(False) * 2)
+    assert second.stages[0].l2_read_bytes == 1 * MIB and second.stages[0].l2_unordered_bytes == 0
+
+
+def test_unordered_hits_wait_drams_round_trip_and_ordered_ones_the_l2s():
+    """Layer-norm backward 16384x768 unsplit on an H200: its column stage, left on 24 blocks, re-reads x and
+    dy that the row stage's other blocks read; the GPU measured 3.6 ms (``benchmarks/results/2026-11-27-h200``).
+    Those hits are unordered, so their latency-bound round trips are DRAM's: the L2's own round trip would
+    price the stage 7x cheaper (the imbalance 93 -> 14 us) for reads the blocks that own the rows have not
+    made yet when 24 first-wave blocks sweep every row."""
+    from astitch_sim.planning.strategies.fs_cost import priced
+    from astitch_sim.simt import cost
+    g = asim.workload("layernorm_backward", rows=16384, cols=768)
+    plan = asim.compile(g, "astitch", "H200", task_splitting=False)
+    (ks,) = priced(plan.graph, plan.gpu, plan.kernels)
+    col = next(s for s, st in zip(ks.stages, plan.kernels[0].stages, strict=True) if st.mapping.kind == "columns")
+    assert col.l2_read_bytes > 0 and col.l2_unordered_bytes == col.l2_read_bytes
+    ordered = [replace(s, l2_unordered_bytes=0.0) for s in ks.stages]
+    as_ordered = replace(ks, stages=ordered)
+    (extra,) = [x for x in cost.imbalance_terms(plan.gpu, plan.kernels[0], ks) if x]
+    (cheaper,) = [x for x in cost.imbalance_terms(plan.gpu, plan.kernels[0], as_ordered) if x]
+    assert extra > 3 * cheaper
+
+
 def test_fused_passes_over_a_row_read_it_from_the_l1_as_the_h200_measured():
     """FusionStitching's layer norm reads each 3 KiB row in three passes (32 one-warp blocks per SM): on an
     H200 it ran 26.2 us, astitch's one pass 26.5 us (``benchmarks/results/2026-11-29-h200``).  Both passes
