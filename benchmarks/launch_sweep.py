@@ -41,14 +41,11 @@ def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, 
     """The ``launches:<key>`` step's record: ``{"ok", "case", "shape", "rows": [...]}``, a row per cap with the
     plan's launch, its GPU time (per kernel and in all), the validation, and the model's predictions."""
     import astitch_sim as asim
-    from astitch_sim.frontends.workloads import workload_inputs
     from astitch_sim.hardware.measured import plan_signature
     from benchmarks.applied_plans import apply_for_case
     from benchmarks.gpu_bench import Clock
-    from benchmarks.gpu_bench.case import run_plan
-    from benchmarks.gpu_bench.common import REL_TOL
+    from benchmarks.gpu_bench.case import prepare, run_plan
     from benchmarks.suite import select
-    from benchmarks.validation import Validator
 
     if key not in SWEEPS and caps is None:
         raise asim.AStitchError(f"no launch sweep for {key!r}: the sweeps are {', '.join(SWEEPS)}")
@@ -56,9 +53,7 @@ def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, 
     caps = tuple(caps or SWEEPS[key])
     shape = case.shape_for("sim" if simulator else "full")
     graph = asim.workload(case.workload, **shape)
-    inputs = workload_inputs(graph, seed=0)
-    reference = asim.reference(graph, inputs)
-    names = [o.name for o in graph.outputs]
+    inputs, _, names, validator = prepare(graph, 0, on_gpu=not simulator)
     hw = asim.gpu(preset)
     clock = Clock(simulator, hw.l2_bytes, 1 if simulator else 20, 0 if simulator else 3, clock_ghz=hw.clock_ghz)
     # caps that draw one plan (BERT's layer norm: 128, 256 and 512 all give 16384 blocks of 32) are timed once
@@ -66,10 +61,9 @@ def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, 
     for cap in caps:
         plan = asim.compile(graph, "astitch", preset, max_block_threads=cap)
         drawn.setdefault(plan_signature(plan), ([], plan))[0].append(cap)
-    applied, compiler, _ = apply_for_case({f"astitch@{c[0]}": p for c, p in drawn.values()}, log)
-    validator = Validator(reference, names, REL_TOL, on_gpu=not simulator)
     rows = []
     try:
+        applied, compiler, _ = apply_for_case({f"astitch@{c[0]}": p for c, p in drawn.values()}, log)
         for signature, (cap_list, _) in drawn.items():
             label = f"astitch@{cap_list[0]}"
             plan = applied[label]

@@ -44,9 +44,21 @@ def run_plan(plan, inputs, reference, names, clock: Clock) -> dict:
     return run
 
 
-def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, baselines_wanted) -> dict:
+def prepare(graph, seed: int, on_gpu: bool) -> tuple:
+    """``(inputs, reference, output names, validator)`` of one case: the seeded inputs, the numpy reference, and
+    the :class:`~benchmarks.validation.Validator` every run of the case is checked with (made once: on a GPU it
+    holds the reference on the device).  The suite's cases and the launch sweeps (``benchmarks.launch_sweep``)
+    both start here, so both check against the same reference the same way."""
     import astitch_sim as asim
     from astitch_sim.frontends.workloads import workload_inputs
+    inputs = workload_inputs(graph, seed=seed)
+    reference = asim.reference(graph, inputs)
+    names = [o.name for o in graph.outputs]
+    return inputs, reference, names, Validator(reference, names, REL_TOL, on_gpu=on_gpu)
+
+
+def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, baselines_wanted) -> dict:
+    import astitch_sim as asim
     from benchmarks.suite import LARGE_BYTES, graph_bytes
 
     shape = case.shape_for(mode_shape)
@@ -57,10 +69,7 @@ def run_case(case, mode_shape: str, settings: dict, clock: Clock, strategies, ba
            "min_bytes": {"inputs": in_bytes, "outputs": out_bytes, "total": in_bytes + out_bytes},
            "large": in_bytes + out_bytes >= LARGE_BYTES, "runs": []}
     t0 = time.perf_counter()
-    inputs = workload_inputs(graph, seed=settings["seed"])
-    reference = asim.reference(graph, inputs)
-    names = [o.name for o in graph.outputs]
-    validator = Validator(reference, names, REL_TOL, on_gpu=settings["mode"] == "gpu")   # once per case
+    inputs, reference, names, validator = prepare(graph, settings["seed"], settings["mode"] == "gpu")
     rec["reference_s"] = time.perf_counter() - t0
     rec["validation_method"] = validator.method
     log(f"  inputs + reference {rec['reference_s']:.1f}s ({(in_bytes + out_bytes) / 1e6:.1f} MB minimum traffic)")
