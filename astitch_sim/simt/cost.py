@@ -107,7 +107,7 @@ in flight as it does DRAM's (``B_L2``: :func:`warp_l2_bytes_in_flight`).  Priced
 with DRAM's saturating warps, as until 2026-11-30, a latency-bound kernel paid
 DRAM's 700 ns round trip for every hit: Inductor's batch norm (two 2-block
 kernels summing 256 partials per channel from the L2) was predicted 71.5 us
-against 40.6 measured on an H200, and 40.4 us with the L2's own latency; over
+against 40.6 measured on an H200, and 40.2 us with the L2's own latency; over
 both H200 windows' 337 timed kernels the RMS of log(predicted / measured) went
 0.205 -> 0.142 and 0.150 -> 0.137 (``benchmarks/results/2026-11-30-crosscheck-l2-latency``).
 Hits that *other* blocks' earlier stage of the same kernel left, no grid barrier
