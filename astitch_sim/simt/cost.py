@@ -308,8 +308,13 @@ def residency(gpu: GPU, ks):
 def saturating_warps(c: dict, bytes_per_warp: float | None = None) -> float:
     """Little's law: warps on the whole GPU needed to keep DRAM busy, each keeping ``bytes_per_warp``
     outstanding (default: the preset's ``bytes_in_flight_per_warp``; a stage's own: :func:`warp_bytes_in_flight`)."""
-    bytes_in_flight = c["measured_bandwidth_gbs"] * c["dram_latency_ns"]      # GB/s * ns = bytes
-    return bytes_in_flight / (bytes_per_warp or c["bytes_in_flight_per_warp"])
+    return _littles_law(c, c["measured_bandwidth_gbs"], c["dram_latency_ns"], bytes_per_warp)
+
+
+def _littles_law(c: dict, bandwidth_gbs: float, latency_ns: float, bytes_per_warp: float | None) -> float:
+    """Warps that keep ``bandwidth_gbs x latency_ns`` bytes in flight (GB/s * ns = bytes), ``bytes_per_warp``
+    each (default: the preset's ``bytes_in_flight_per_warp``)."""
+    return bandwidth_gbs * latency_ns / (bytes_per_warp or c["bytes_in_flight_per_warp"])
 
 
 def saturating_l2_warps(c: dict, bytes_per_warp: float | None = None) -> float:
@@ -318,8 +323,7 @@ def saturating_l2_warps(c: dict, bytes_per_warp: float | None = None) -> float:
     A hit comes back in the L2's round trip, not DRAM's: a latency-bound stage whose reads the L2 serves (a
     two-block kernel that sums partials an earlier kernel left there) waits ``l2_latency_ns`` per round of
     loads, not ``dram_latency_ns``."""
-    bytes_in_flight = c["l2_bandwidth_gbs"] * c["l2_latency_ns"]              # GB/s * ns = bytes
-    return bytes_in_flight / (bytes_per_warp or c["bytes_in_flight_per_warp"])
+    return _littles_law(c, c["l2_bandwidth_gbs"], c["l2_latency_ns"], bytes_per_warp)
 
 
 # -- memory-level parallelism: the bytes a warp keeps in flight follow the code ------------------------------
@@ -361,9 +365,15 @@ def warp_bytes_in_flight(c: dict, mapping, s) -> float:
     wait on DRAM as astitch's do, whose row is in registers.  Not counting them took the H200 cross-checks'
     median error from 7.9% to 6.5% (66 plans) and 10.3% to 7.4% (40 plans), with the L1 re-reads
     (``benchmarks/results/2026-11-30-crosscheck-l1-stages``)."""
-    floor = c["bytes_in_flight_per_warp"]
     on_chip = getattr(s, "l1_read_bytes", 0.0) + getattr(s, "l2_read_bytes", 0.0)
-    moved = max(s.global_bytes_read - on_chip, s.global_bytes_written)
+    return _per_warp(c, mapping, s, max(s.global_bytes_read - on_chip, s.global_bytes_written))
+
+
+def _per_warp(c: dict, mapping, s, moved: float) -> float:
+    """``32 x elements_in_flight x moved / elements``: a warp's share of ``moved`` bytes over the stage's
+    elements, loaded as the mapping issues them; the preset's ``bytes_in_flight_per_warp`` at least (and
+    where the mapping or the counts are unknown)."""
+    floor = c["bytes_in_flight_per_warp"]
     if mapping is None or not s.elements or not moved:
         return floor
     return max(floor, 32 * elements_in_flight(mapping) * moved / s.elements)
@@ -372,11 +382,7 @@ def warp_bytes_in_flight(c: dict, mapping, s) -> float:
 def warp_l2_bytes_in_flight(c: dict, mapping, s) -> float:
     """Bytes of L2 hits one warp of a stage keeps outstanding: as :func:`warp_bytes_in_flight` with the stage's
     L2-served reads per element (:mod:`astitch_sim.simt.l2`) in place of its DRAM traffic, the same floor."""
-    floor = c["bytes_in_flight_per_warp"]
-    hits = float(getattr(s, "l2_read_bytes", 0.0))
-    if mapping is None or not s.elements or not hits:
-        return floor
-    return max(floor, 32 * elements_in_flight(mapping) * hits / s.elements)
+    return _per_warp(c, mapping, s, float(getattr(s, "l2_read_bytes", 0.0)))
 
 
 def _stage_mapping(kernel, s):

@@ -156,14 +156,14 @@ def within_stage(tt, frac: float, capacity: float, l1_first: float = 0.0) -> tup
     return (l2_first * unique + again) / total, l1_first * unique * tt.read_bytes / total
 
 
-def l1_capacity(gpu, ks) -> float:
+def l1_capacity(gpu, ks, occ=None) -> float:
     """The L1 bytes a kernel's resident blocks have, all SMs together: per SM, ``gpu.l1_shared_per_sm`` less
     the shared memory (and the driver's per-block reservation) of the blocks it holds, times the SMs the
     resident blocks occupy (the scheduler spreads them over every SM before doubling up).  0 for a library
-    kernel or a preset without the figure."""
+    kernel or a preset without the figure.  ``occ``: the kernel's occupancy report, where the caller has it."""
     if ks.kind == "library" or not gpu.l1_shared_per_sm:
         return 0.0
-    occ = gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread)
+    occ = occ or _occupancy(gpu, ks)
     resident = min(max(1, ks.grid), occ.blocks_per_wave)
     sms = min(gpu.sms, resident)
     per_sm = -(-resident // sms)
@@ -171,12 +171,14 @@ def l1_capacity(gpu, ks) -> float:
     return float(max(0, free) * sms)
 
 
-def _own_re_read(ks, mappings, first: int, later: int) -> bool:
-    """Does stage ``later`` re-read in the same blocks what stage ``first`` read: both stages map their
-    elements alike (``mappings``: the kernel's stage mappings) and no grid barrier runs between them?"""
-    if mappings is None or later >= len(mappings) or mappings[first] != mappings[later]:
-        return False
-    return not _grid_barrier_between(ks, first, later)
+def _occupancy(gpu, ks):
+    return gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread)
+
+
+def _same_blocks(mappings, first: int, later: int) -> bool:
+    """Do stages ``first`` and ``later`` map their elements alike (``mappings``: the kernel's stage mappings,
+    None where not known), so that each element is in the same block both times?"""
+    return mappings is not None and later < len(mappings) and mappings[first] == mappings[later]
 
 
 def _stage_mappings(plan, kernel_stats, kernels) -> list:
@@ -217,14 +219,13 @@ def _groups(ks) -> list:
     return [s.tensors for s in ks.stages]
 
 
-def _resident_share(gpu, ks) -> float:
-    """The fraction of a kernel's blocks resident at once: the part of its traffic moved between two stages
-    of one block."""
+def _resident_share(ks, occ) -> float:
+    """The fraction of a kernel's blocks resident at once (``occ``: its occupancy report): the part of its
+    traffic moved between two stages of one block."""
     if ks.kind == "library":
         return 1.0
     grid = max(1, ks.grid)
-    per_wave = gpu.occupancy_shared(ks.block, ks.shared_bytes, ks.registers_per_thread).blocks_per_wave
-    return min(grid, per_wave) / grid
+    return min(grid, occ.blocks_per_wave) / grid
 
 
 def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
@@ -242,8 +243,9 @@ def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
         groups = _groups(ks)
         sizes = [sum(footprint(tt) for tt in g.values()) for g in groups]
         span = (clock, clock + sum(sizes) + ks.memset_bytes)
-        share = _resident_share(plan.gpu, ks)
-        l1 = l1_capacity(plan.gpu, ks) if capacity > 0 else 0.0
+        occ = None if ks.kind == "library" else _occupancy(plan.gpu, ks)
+        share = _resident_share(ks, occ)
+        l1 = l1_capacity(plan.gpu, ks, occ) if capacity > 0 else 0.0
         seen: dict = {}                              # buffer -> (stage, wave-clock span) within this kernel
         wave = 0.0
         for j, (g, size) in enumerate(zip(groups, sizes, strict=True)):
@@ -254,14 +256,15 @@ def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
                 if not tt.read_sectors or ks.kind == "library":
                     continue
                 own = 0.0                                # share of it the block's own earlier stage left in L1
-                others = False
+                others = False                           # a hit other blocks' earlier stage left, unordered
                 if name in seen:
                     i, prev = seen[name]
                     frac, since = hit_fraction(prev, here, capacity), f"s{i}"
-                    if _own_re_read(ks, mappings[ki], i, j):
-                        own = hit_fraction(prev, here, l1)
-                    else:
-                        others = not _grid_barrier_between(ks, i, j)
+                    if not _grid_barrier_between(ks, i, j):
+                        if _same_blocks(mappings[ki], i, j):
+                            own = hit_fraction(prev, here, l1)
+                        else:
+                            others = True
                 elif name in last:
                     k0, prev = last[name]
                     frac, since = hit_fraction(prev, span, capacity), f"k{k0}"
