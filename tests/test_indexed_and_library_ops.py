@@ -175,16 +175,17 @@ def test_embedding_lookup_reads_only_the_rows_it_gathers():
 
 def test_a_value_read_by_an_indexed_load_in_a_later_stage_goes_through_global_memory():
     """Which block reads which element of a gathered table is known only at run time, so the
-    block-locality check cannot make it Regional: a normalised table is stored Global.  (The stitched
-    kernel itself, ``never_behind=False``: on H100 its launch search picks 4 blocks of 128, 1% faster by the
-    static estimate, whose second stage re-reads ``t`` for 0.3 KiB more than XLA's kernels move, so
-    never-behind keeps XLA's two kernels for this graph.)"""
+    block-locality check cannot make it Regional: a normalised table is stored Global.  (The launch search
+    picks 4 blocks of 128 here, 1% faster by the static estimate, whose second stage reads the sums and the
+    ids in each block, 0.3 KiB more than XLA's kernels move; never-behind refuses it and keeps the stitched
+    kernel at the paper's launch, one block of 512, which moves XLA's bytes: ``astitch_cuts.rule_launch``,
+    tests/planning/test_never_behind.py.)"""
     g = Graph("gather_after_reduce")
     t = g.parameter("t", (16, 32))
     ids = g.parameter("ids", (8,), "s32")
     norm = g.divide(t, g.broadcast(g.reduce(t, 1, "sum"), (16, 32), (0,)))
     g.set_outputs(g.take(g.exp(norm), ids, 0))
-    plan = asim.compile(g, "astitch", never_behind=False)
+    plan = asim.compile(g, "astitch")
     (k,) = plan.kernels
     spaces = {n: v.space for n, v in k.values.items() if v.stage >= 0 and v.stage < len(k.stages) - 1
               and n in {o.name for s in k.stages[1:] for m in s.ops for o in g[m].operands}}

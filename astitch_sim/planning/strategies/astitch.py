@@ -89,7 +89,7 @@ from ...plan.mapping import ThreadMapping, lanes_contiguous
 from ...plan.plan import Kernel, Plan, Stage
 from ...plan.kernel_end import EndRule
 from .astitch_ends import record_scope_ends
-from .astitch_cuts import scope_cuts
+from .astitch_cuts import rule_launch, scope_cuts
 from .astitch_launch import Launch, Search, choose_cut, choose_launch, xla_scope_bytes
 from .never_behind import NOTE_PREFIX as NEVER_BEHIND_NOTE, keep_xla_where_cheaper, xla_partition
 from .common import LOOP_BLOCK, column_mapping, dependency_order, in_passes, library_kernel, max_reduction_slots, next_pow2, prev_pow2, reduction_values
@@ -504,7 +504,8 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
     """One stitch scope -> ``(kernels, cut_plans)``: one kernel (or several, where a what-if switch forbids Global
     stitching), and with ``cut_search`` a function giving the scope's best cut plans
     (:func:`.astitch_cuts.scope_cuts`, searched when first asked: the candidates never-behind prices besides the
-    stitched kernels and XLA's; None without it).
+    stitched kernels and XLA's, with the stitched kernels at the paper's launch where the launch search chose
+    another, :func:`.astitch_cuts.rule_launch`; None without it).
     ``xla_bytes`` (names -> bytes, :func:`.astitch_launch.xla_scope_bytes`): the launch search's byte cap."""
     groups = _groups_for(graph, names, escapes, max_reduction_slots(gpu))
     cuts: list = []                       # why each kernel but the last ends (astitch_ends.py)
@@ -551,7 +552,8 @@ def _build_kernels(graph, gpu, names: set, escapes: set, index: int, opts: AStit
         """The scope's cut plans, searched on first call (never-behind asks only for parts it would otherwise
         hand to XLA's kernels)."""
         if not found:
-            found.append(scope_cuts(graph, gpu, groups, kernels, build_cut, search.byte_cap, movable))
+            found.append(scope_cuts(graph, gpu, groups, kernels, build_cut, search.byte_cap, movable)
+                         + rule_launch(graph, gpu, kernels, build_cut))
         return found[0]
     return kernels, cut_plans
 
