@@ -591,9 +591,9 @@ def _correctness(session, simulator, preset, name, arg, **_):
             "failed": [f"{r['workload']}/{r['strategy']}" for r in rows if not r.get("ok")]}
 
 
-def _launches(simulator, preset, arg, **_):
+def _launches(simulator, preset, arg, prov=None, **_):
     from benchmarks.launch_sweep import sweep
-    return sweep(arg, simulator, preset, log=log)
+    return sweep(arg, simulator, preset, log=log, l2_bytes=(prov or {}).get("l2_bytes"))
 
 
 def _sanitizer(simulator, preset, arg, **_):

@@ -37,9 +37,12 @@ SWEEPS = {
 SIMULATE_ELEMENTS = 1 << 25
 
 
-def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, log=print) -> dict:
+def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, log=print,
+          l2_bytes: Optional[int] = None) -> dict:
     """The ``launches:<key>`` step's record: ``{"ok", "case", "shape", "rows": [...]}``, a row per cap with the
-    plan's launch, its GPU time (per kernel and in all), the validation, and the model's predictions."""
+    plan's launch, its GPU time (per kernel and in all), the validation, and the model's predictions.
+    ``l2_bytes``: the device's L2 as it reports it (the session's provenance), which the L2 flush between timed
+    runs is sized from, as the suite's (``gpu_bench/run.py``); the preset's where not known."""
     import astitch_sim as asim
     from astitch_sim.hardware.measured import plan_signature
     from benchmarks.applied_plans import apply_for_case
@@ -55,7 +58,8 @@ def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, 
     graph = asim.workload(case.workload, **shape)
     inputs, _, names, validator = prepare(graph, 0, on_gpu=not simulator)
     hw = asim.gpu(preset)
-    clock = Clock(simulator, hw.l2_bytes, 1 if simulator else 20, 0 if simulator else 3, clock_ghz=hw.clock_ghz)
+    l2 = l2_bytes or hw.l2_bytes
+    clock = Clock(simulator, l2, 1 if simulator else 20, 0 if simulator else 3, clock_ghz=hw.clock_ghz)
     # caps that draw one plan (BERT's layer norm: 128, 256 and 512 all give 16384 blocks of 32) are timed once
     drawn: dict = {}
     for cap in caps:
@@ -84,7 +88,7 @@ def sweep(key: str, simulator: bool, preset: str, caps: Optional[tuple] = None, 
     finally:
         validator.close()
     return {"ok": all(r["ok"] for r in rows) and len(rows) == len(drawn), "case": key, "workload": case.workload,
-            "shape": shape, "rows": rows}
+            "shape": shape, "l2_bytes": l2, "flush_bytes": clock.flush_bytes, "rows": rows}
 
 
 def markdown(name: str, rec: dict, simulator: bool) -> list:

@@ -234,7 +234,10 @@ def annotate(plan, kernel_stats, enabled: bool = True, kernels=None) -> None:
     which the cost model (:mod:`astitch_sim.simt.cost`) charges at ``l2_bandwidth_gbs``.  ``enabled=False``
     (or a GPU with ``l2_bytes=0``): no hits, every sector at DRAM bandwidth.  ``kernels``: the plan kernels
     the stats are of, in the same order, where ``plan`` has none (a search's candidates): their stages'
-    mappings tell a block's own re-read (the L1) from another block's."""
+    mappings tell a block's own re-read (the L1) from another block's.  Where no mappings are known (stats
+    made by hand, without a plan's kernels), a later stage's hit on what an earlier stage of the kernel read,
+    with no grid barrier between, is taken as another block's: an unordered L2 hit, priced with DRAM's round
+    trip, never the L1 (the slower reading)."""
     capacity = plan.gpu.l2_bytes if enabled else 0
     clock = 0.0
     last: dict = {}                                  # buffer -> (kernel index, clock span of its last touch)

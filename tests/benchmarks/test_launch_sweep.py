@@ -14,8 +14,10 @@ def test_the_sweep_times_each_distinct_plan_once_in_the_simulator():
     """Numba's CUDA simulator at the case's tiny shape (layernorm 8x64): caps 128 and 1024 draw one plan, 256
     another; every run matches the reference and sits beside the model's two predictions."""
     from benchmarks.launch_sweep import markdown, sweep
-    rec = sweep("layernorm_16384x768", simulator=True, preset="H100", caps=(128, 256, 1024), log=lambda m: None)
+    rec = sweep("layernorm_16384x768", simulator=True, preset="H100", caps=(128, 256, 1024), log=lambda m: None,
+                l2_bytes=60 << 20)
     assert rec["ok"] and rec["shape"] == {"rows": 8, "cols": 64}
+    assert rec["l2_bytes"] == 60 << 20 and rec["flush_bytes"] == 4096      # the device's L2, as the session read it
     g = asim.workload("layernorm", rows=8, cols=64)
     drawn = {}
     for cap in (128, 256, 1024):
@@ -32,6 +34,18 @@ def test_the_sweep_times_each_distinct_plan_once_in_the_simulator():
     text = "\n".join(markdown("launches:layernorm_16384x768", rec, simulator=True))
     assert "Numba's CUDA simulator: no GPU number" in text
     assert text.count("| yes |") == len(rec["rows"]) and "| 128, 1024 |" in text
+
+
+def test_the_flush_is_sized_from_the_devices_l2_where_the_session_read_it(monkeypatch):
+    """On a GPU the L2 flush between timed runs is 4x the L2 (at least 256 MiB): the device's own L2 where the
+    session's provenance has it (the suite does the same, ``gpu_bench/run.py``), the preset's otherwise."""
+    from benchmarks import gpu_session
+    seen = {}
+    monkeypatch.setattr("benchmarks.launch_sweep.sweep", lambda *a, **k: seen.update(k) or {})
+    gpu_session._launches(simulator=True, preset="H100", arg="layernorm_16384x768", prov={"l2_bytes": 96 << 20})
+    assert seen["l2_bytes"] == 96 << 20
+    gpu_session._launches(simulator=True, preset="H100", arg="layernorm_16384x768", prov={})
+    assert seen["l2_bytes"] is None
 
 
 def test_an_unknown_sweep_is_refused():
