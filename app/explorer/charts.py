@@ -74,9 +74,11 @@ TERMS = {"launch_us": "launch", "memset_us": "memset", "memory_us": "DRAM traffi
          "atomic_us": "atomics", "block_start_us": "block start", "tail_us": "wave tail",
          "grid_barrier_us": "grid barriers", "library_us": "library (matmul)",
          "spill_us": "spills (local memory)", "issue_us": "instruction issue", "dispatch_us": "block dispatch",
-         "overlap_us": "overlap (hidden)"}
+         "imbalance_us": "imbalance (idle blocks)", "overlap_us": "overlap (hidden)",
+         "cross_stage_us": "overlap across stages (hidden)"}
 TERM_COLOURS = ["#bdbdbd", "#8d6e63", SPACE_COLOUR["global"], "#81c784", "#ffb74d", "#ce93d8", SPACE_COLOUR["shared"],
-                "#64b5f6", "#6d4c41", "#a1887f", "#e0e0e0", "#880e4f", "#4db6ac", "#e57373", "#9575cd", "#f06292", "#212121"]
+                "#64b5f6", "#6d4c41", "#a1887f", "#e0e0e0", "#880e4f", "#4db6ac", "#e57373", "#9575cd", "#f06292",
+                "#ff8a65", "#212121", "#616161"]
 
 
 def breakdown_rows(label: str, kernels) -> list:

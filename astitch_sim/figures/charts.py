@@ -58,14 +58,15 @@ def compare_bars(results: dict, metrics=("kernel_launches", "global_bytes", "pre
 
 BREAKDOWN_ORDER = ("launch_us", "memset_us", "memory_us", "l2_us", "compute_us", "recompute_us", "shared_us",
                    "block_barrier_us", "atomic_us", "block_start_us", "tail_us", "grid_barrier_us", "library_us",
-                   "spill_us", "issue_us", "dispatch_us", "overlap_us")
+                   "spill_us", "issue_us", "dispatch_us", "imbalance_us", "overlap_us", "cross_stage_us")
 
 
 def draw_breakdown(result, ax=None, title=None):
     """The cost model's terms (``ks.breakdown``) of every kernel of one SimResult, stacked per kernel.
 
-    The negative ``overlap`` term (time hidden by overlapping memory and compute) is drawn
-    below zero, so each bar's top minus its bottom part is the kernel's predicted time.
+    The negative terms (``overlap`` and ``cross_stage``: time hidden by overlapping memory and compute, within a
+    stage and across stages) are drawn below zero, so each bar's top minus its bottom part is the kernel's
+    predicted time.  Every term the kernels carry is drawn, those of :data:`BREAKDOWN_ORDER` first.
     """
     stats = getattr(result, "stats", result)
     fig, ax = figure_and_axes(ax, (max(4.0, 0.9 * len(stats.kernels) + 3), 3.4))
@@ -74,7 +75,8 @@ def draw_breakdown(result, ax=None, title=None):
     xs = range(len(stats.kernels))
     pos_base = [0.0] * len(stats.kernels)
     neg_base = [0.0] * len(stats.kernels)
-    for j, term in enumerate(BREAKDOWN_ORDER):
+    others = sorted({t for k in stats.kernels for t in k.breakdown} - set(BREAKDOWN_ORDER))
+    for j, term in enumerate(BREAKDOWN_ORDER + tuple(others)):
         vals = [k.breakdown.get(term, 0.0) for k in stats.kernels]
         if not any(abs(v) > 1e-9 for v in vals):
             continue

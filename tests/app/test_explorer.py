@@ -868,3 +868,16 @@ def test_every_view_of_a_stage_over_a_view_of_its_tensors(view):
         assert len(at.get(kind)) >= least, (view, kind)
     if view == "Kernel":
         assert "adaptive thread mapping over a view" in page_text(at)
+
+
+def test_every_cost_model_term_has_a_name_and_a_colour_in_the_explorer(monkeypatch):
+    """The Compare view's breakdown names each term of ``KernelStats.breakdown`` and colours it; a term added to
+    ``simt/cost.py`` (the overlap across stages, the imbalance of idle blocks) needs both, or it shows under its
+    field name in a colour of another term."""
+    import sys
+    monkeypatch.syspath_prepend(str(Path(APP).parent))
+    sys.modules.pop("explorer.charts", None)
+    from explorer.charts import TERM_COLOURS, TERMS
+    from astitch_sim.figures.charts import BREAKDOWN_ORDER
+    assert set(TERMS) == set(BREAKDOWN_ORDER)
+    assert len(TERM_COLOURS) == len(TERMS) == len(set(TERM_COLOURS))

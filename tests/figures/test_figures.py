@@ -158,6 +158,12 @@ def test_timeline_trace_and_charts_draw_from_a_simulation():
         assert isinstance(figures.draw_accesses(traced.trace, stage=stage), Figure)
     assert isinstance(figures.compare_bars(results, metrics=("kernel_launches", "global_bytes")), Figure)
     assert isinstance(figures.draw_breakdown(results["xla"]), Figure)
+    ks = results["xla"].stats.kernels[0]
+    ks.breakdown = {**ks.breakdown, "cross_stage_us": -0.25, "new_term_us": 0.5}
+    ax = figures.draw_breakdown(results["xla"]).axes[0]
+    top = sum(p.get_height() for p in ax.patches if p.get_x() < 0.5)   # the first kernel's bar: its terms' sum
+    assert top == pytest.approx(sum(ks.breakdown.values()))
+    assert {"cross_stage", "new_term"} <= {t.get_text() for t in ax.get_legend().get_texts()}
     with pytest.raises(asim.AStitchError, match="trace=True"):
         figures.draw_accesses(results["xla"].trace)
     with pytest.raises(asim.AStitchError, match="no traced access"):

@@ -203,6 +203,43 @@ def test_expensive_flops_cost_more_and_low_occupancy_cannot_hide_them():
         max(full.breakdown["memory_us"], full.breakdown["compute_us"]))
 
 
+def _load_then_compute(grid, block=1024, barrier=0):
+    """Two stages: the first loads 16 MiB (memory alone), the second computes from registers (ALUs alone),
+    ``barrier`` grid barriers after the first."""
+    return kernel(grid, block, [dict(global_bytes_read=1 << 24, global_sectors_read=1 << 19, grid_barriers=barrier),
+                                dict(flops=1 << 26, expensive_flops=1 << 24)])
+
+
+def test_one_stages_alu_time_hides_behind_another_stages_loads_where_blocks_share_an_sm():
+    """Two blocks of 1024 threads per SM (V100: 2048 threads) drift apart between block barriers: one block's
+    compute stage runs while the other's loads wait, so the kernel costs the larger of the two stages' sums,
+    not their sum (:func:`cost.cross_stage_overlap`): the smaller is hidden, taken from the loading stage."""
+    ks = run(_load_then_compute(grid=640))
+    per_block = cost.block_terms(V100, None, ks)
+    load, compute = (sum(t.values()) - t.get("cross_stage_us", 0.0) for t in per_block)
+    assert load > compute > 0
+    assert per_block[0]["cross_stage_us"] == pytest.approx(-(compute - per_block[1]["block_start_us"]))
+    assert "cross_stage_us" not in per_block[1] and ks.breakdown["cross_stage_us"] < 0
+    assert sum(sum(t.values()) for t in per_block) == pytest.approx(load + per_block[1]["block_start_us"])
+
+
+@pytest.mark.parametrize("grid, barrier", [(80, 0), (160, 1)])
+def test_nothing_more_is_hidden_with_one_block_per_sm_or_across_a_grid_barrier(grid, barrier):
+    """80 blocks on 80 SMs: each SM runs one block, whose stages follow each other; with two per SM but a
+    grid barrier between the stages, every block waits for all before computing."""
+    ks = run(_load_then_compute(grid=grid, barrier=barrier))
+    assert "cross_stage_us" not in ks.breakdown
+    assert all("cross_stage_us" not in t for t in cost.block_terms(V100, None, ks))
+    if barrier:                 # the same two blocks per SM without the barrier: hidden
+        assert "cross_stage_us" in run(_load_then_compute(grid=grid)).breakdown
+
+
+def test_a_single_stage_kernel_keeps_its_own_overlap():
+    """Memory and compute of one stage overlap by the stage's own rule only (``overlap_us``)."""
+    ks = run(kernel(640, 1024, [dict(global_bytes_read=1 << 24, global_sectors_read=1 << 19, flops=1 << 26)]))
+    assert "cross_stage_us" not in ks.breakdown
+
+
 def test_recomputed_flops_are_charged_and_reported():
     once = run(kernel(8, 1024, [dict(flops=32768 * 20, expensive_flops=32768 * 20)]))
     again = run(kernel(8, 1024, [dict(flops=32768 * 20 * 256, expensive_flops=32768 * 20 * 256,
@@ -252,6 +289,8 @@ def test_format_breakdown():
     ks = run(kernel(160, 1024, [dict(global_bytes_read=1 << 24, flops=1 << 20)]))
     text = cost.format_breakdown(ks)
     assert text.startswith("launch 5.00 + memory") and "- overlap" in text and text.endswith(" us")
+    hidden = cost.format_breakdown(run(_load_then_compute(grid=640)))
+    assert " - cross_stage " in hidden and "-" not in hidden.replace(" - ", " ")
 
 
 # ---------------------------------------------------------------------------
