@@ -15,6 +15,7 @@ and the reason is checked too: a case that falls further behind, or for another 
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import pytest
 import astitch_sim as asim
 from astitch_sim.frontends import seeded
 from astitch_sim.plan.vocabulary import Space
+from astitch_sim.planning.strategies.astitch_launch import CUT_BYTE_SLACK
 from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
 from anchor import TESTS_FILE
 from test_never_behind import PAPER_CHEAP, TIME_SLACK, fixture_matrix, hlo_fixtures, load_fixture
@@ -69,26 +71,6 @@ def _stages_reload_an_input(where, stats, plans):
     assert raw <= 1.08, f"{where}: the raw stitched kernel {raw:.3f}x fusionstitching's time, recorded 1.08x"
     got = stats["astitch"].predicted_us / stats["fusionstitching"].predicted_us
     assert got <= 1.50, f"{where}: astitch {got:.3f}x fusionstitching's time, recorded 1.50x (measured 1.48-1.49x)"
-
-
-def _one_wave_grid_barrier_not_cut(where, stats, plans):
-    """astitch's stitched kernel ends in a reduction of every row's result behind a grid barrier, which caps its
-    grid at one wave (264 blocks of 1024 on H100); fusionstitching, with no grid barrier, ends its kernel before
-    that reduction and launches a block per row.  never-behind searches a scope's cuts
-    (``strategies/astitch_cuts.py``) only where the stitched kernels lose to XLA's (``never_behind._decisions``:
-    a search for every scope tripled the GPT training step's planning time); here they beat XLA's (50.5 against
-    79.5 us).  Behind since the static estimate took the L1/L2 model (``fs_cost.priced``): fusionstitching's
-    search then priced its block-per-row schedule as the simulation does (51.9 -> 40.6 us).  Left for issue 28:
-    a cut search where a grid barrier caps the grid as well."""
-    a, f = plans["astitch"], plans["fusionstitching"]
-    capped = [k for k in a.generated if k.global_barriers
-              and k.grid <= a.gpu.blocks_per_wave(k.block, k.shared_bytes, k.registers_per_thread)]
-    assert capped, where
-    assert len(f.generated) > len(a.generated) and not any(k.global_barriers for k in f.generated), where
-    assert max(k.grid for k in f.generated) > max(k.grid for k in capped), where
-    assert any("kept every stitched kernel" in n for n in a.notes), where
-    got = stats["astitch"].predicted_us / stats["fusionstitching"].predicted_us
-    assert got <= 1.25, f"{where}: astitch {got:.3f}x fusionstitching's time, recorded 1.25x (1.244x)"
 
 
 def _faster_launch_refused_for_bytes(where, stats, plans):
@@ -231,7 +213,11 @@ KNOWN_BEHIND = {
     # is level with astitch's (71.71 against 70.98 us) and its loop kernel's own launch is faster (20.1 against
     # XLA's 27.5 us)
     ("models/dot_product_attention", "V100"): _loop_kernel_launches,
-    ("models/xent_integer_labels", "H100"): _one_wave_grid_barrier_not_cut,
+    # models/xent_integer_labels on H100 was here (a one-wave kernel whose grid barrier was not cut, 49.95 against
+    # fusionstitching's 40.39 us; on A100 too once one stage's exp hid behind another's loads, cost.py
+    # cross_stage_overlap) until the launch search's cut at the barriers was allowed the sectors its launch shapes
+    # leave partly used (astitch_launch.CUT_BYTE_SLACK): the cut, 1.6x faster by the estimate, moved 0.5 KiB (4e-6)
+    # more than the barrier
     # behind since idle warps stopped counting as loads in flight (simt/cost.busy_warps_per_block)
     # (astitch / fusionstitching predicted time then: rmsnorm 1.016, 1.014, 1.019; convert_bf16_layernorm 1.016 on
     # V100, 1.025 on H100; transformer_ffn 1.010, 1.017, 1.019, whose A100 and H100 gaps had been its loop-kernel
@@ -379,6 +365,24 @@ def test_adam_at_paper_size_on_h100_keeps_xlas_launch_as_every_loop_kernel_does(
     compare("adam_step at its default (paper) size", g, inputs, "H100")
 
 
+@pytest.mark.parametrize("gpu", ["A100", "H100"])
+def test_a_cut_at_the_barrier_moving_a_few_bytes_more_than_it_but_fewer_than_xla_is_taken(gpu):
+    """models/xent_integer_labels: the stitched kernel's last stage sums every row's loss behind a grid barrier,
+    which caps its grid at one wave; cut there, the rows get a block each and the sum a kernel of its own
+    (fusionstitching's plan).  The cut's two launch shapes leave other sectors partly used (0.5 KiB more of
+    125 MiB): held to the barrier's bytes exactly it was refused, 1.6x faster on H100; within
+    ``CUT_BYTE_SLACK`` of them it is taken, and never-behind admits it."""
+    g, inputs = load_fixture("models", "xent_integer_labels")
+    plan = asim.compile(g, "astitch", gpu)
+    assert len(plan.generated) == 2 and not any(k.global_barriers for k in plan.kernels), str(plan)
+    (note,) = [n for n in plan.kernels[0].notes if n.startswith("launch search: cut the stitch scope")]
+    barrier_kib, cut_kib = (float(x) for x in re.findall(r"([0-9.]+) KiB", note))
+    assert barrier_kib < cut_kib <= barrier_kib * (1 + CUT_BYTE_SLACK)
+    a, x = (asim.simulate(p, inputs).stats for p in (plan, asim.compile(g, "xla", gpu)))
+    assert a.global_bytes < x.global_bytes and a.predicted_us < x.predicted_us
+    compare("models/xent_integer_labels", g, inputs, gpu)
+
+
 def test_a_scope_cut_at_its_grid_barriers_where_a_kernel_boundary_is_cheaper():
     """hlo/bool_ops: an elementwise stage whose values three reductions read under other mappings.  Stitched, each
     read is a Global value behind a grid barrier (3 barriers); cut there, the reductions share a second kernel, as
@@ -392,3 +396,20 @@ def test_a_scope_cut_at_its_grid_barriers_where_a_kernel_boundary_is_cheaper():
     assert len(raw.generated) == 1 and raw.generated[0].global_barriers == 3
     for got, want in zip(asim.simulate(plan, inputs).outputs, asim.reference(g, inputs), strict=True):
         assert (got == want).all()
+
+
+@pytest.mark.parametrize("cut_bytes, taken", [(1000.05, True), (1000.2, False), (999.0, True)])
+def test_a_cut_may_move_only_a_sectors_slack_more_than_the_barrier(monkeypatch, cut_bytes, taken):
+    """``choose_cut`` takes the faster cut within ``CUT_BYTE_SLACK`` (1e-4) of the barrier's bytes and no more: a
+    cut that sends values through global memory the barrier kept on chip moves more, however fast (the H200's
+    GPT training step: 23 such cuts, 2.5% more bytes than XLA's plan on the SIMT model)."""
+    from types import SimpleNamespace
+    from astitch_sim.planning.strategies import astitch_launch
+    stitched = [SimpleNamespace(notes=[], global_barriers=1)]
+    cut = [SimpleNamespace(notes=[], global_barriers=0), SimpleNamespace(notes=[], global_barriers=0)]
+    monkeypatch.setattr(astitch_launch, "total_price", lambda g, gpu, ks: (100.0, 1000.0) if ks is stitched
+                        else (50.0, cut_bytes))
+    kernels, why = astitch_launch.choose_cut(None, None, lambda at_barriers: cut if at_barriers else stitched, stitched)
+    assert (kernels is cut) == taken and (why is not None) == taken
+    assert kernels[0].notes[0].startswith("launch search: cut the stitch scope" if taken else
+                                          "launch search: kept the grid barriers")
