@@ -42,9 +42,11 @@ def test_the_flush_is_sized_from_the_devices_l2_where_the_session_read_it(monkey
     from benchmarks import gpu_session
     seen = {}
     monkeypatch.setattr("benchmarks.launch_sweep.sweep", lambda *a, **k: seen.update(k) or {})
-    gpu_session._launches(simulator=True, preset="H100", arg="layernorm_16384x768", prov={"l2_bytes": 96 << 20})
+    step = gpu_session.STEP_RUNNERS["launches"]         # as the session runs a launches:<case> step
+    step(session=None, simulator=True, preset="H100", prov={"l2_bytes": 96 << 20}, out_dir=None, name="launches:x",
+         arg="layernorm_16384x768")
     assert seen["l2_bytes"] == 96 << 20
-    gpu_session._launches(simulator=True, preset="H100", arg="layernorm_16384x768", prov={})
+    step(session=None, simulator=True, preset="H100", prov={}, out_dir=None, name="launches:x", arg="layernorm_16384x768")
     assert seen["l2_bytes"] is None
 
 
