@@ -690,9 +690,12 @@ def test_shared_bytes_reused_without_a_barrier_is_reported():
     after stages 1 and 2), a fast thread could overwrite what a slow one still reads.  The compiler never
     plans that (it reuses a slot only across a barrier); here we write such a plan by hand, and generation
     refuses it.  (grad_layernorm served here before its sibling reductions came to share stages; the paper's trees keep
-    select_n.9 in shared memory -- after a shuffle it stays in registers.)"""
+    select_n.9 in shared memory -- after a shuffle it stays in registers.  The paper's rules alone,
+    ``launch_search=False``: the launch search cuts this kernel at its grid barrier, which sends
+    jit__take_.1/reduce_and.15 to global memory.)"""
     g = asim.from_hlo_file(FIXTURES.parent / "models" / "xent_integer_labels.hlo")
-    plan = asim.compile(g, "astitch", "H100", never_behind=False, reduce_scheme="tree")   # raw, trees: select_n.9 Regional
+    plan = asim.compile(g, "astitch", "H100", never_behind=False, launch_search=False,   # raw, trees: select_n.9
+                        reduce_scheme="tree")                                            # Regional
     gpu_backend.generate_source(plan)                     # as planned: fine
     d = json.loads(plan.to_json())
     k = d["kernels"][0]
