@@ -173,6 +173,17 @@ def test_embedding_lookup_reads_only_the_rows_it_gathers():
     assert res.stats.global_bytes_read < 50000 * 128 * 4 / 100
 
 
+def gather_after_reduce():
+    """``exp(t / sum(t))`` gathered at run-time rows (a reduce, a grid barrier, then an indexed load), with inputs
+    whose ids fall outside the table too (XLA clamps them)."""
+    g = Graph("gather_after_reduce")
+    t = g.parameter("t", (16, 32))
+    ids = g.parameter("ids", (8,), "s32")
+    norm = g.divide(t, g.broadcast(g.reduce(t, 1, "sum"), (16, 32), (0,)))
+    g.set_outputs(g.take(g.exp(norm), ids, 0))
+    return g, [np.random.default_rng(2).random((16, 32), np.float32), np.array([3, -1, 99, 0, 5, 5, 15, 2], np.int32)]
+
+
 def test_a_value_read_by_an_indexed_load_in_a_later_stage_goes_through_global_memory():
     """Which block reads which element of a gathered table is known only at run time, so the
     block-locality check cannot make it Regional: a normalised table is stored Global.  (The launch search
@@ -180,17 +191,12 @@ def test_a_value_read_by_an_indexed_load_in_a_later_stage_goes_through_global_me
     ids in each block, 0.3 KiB more than XLA's kernels move; never-behind refuses it and keeps the stitched
     kernel at the paper's launch, one block of 512, which moves XLA's bytes: ``astitch_cuts.rule_launch``,
     tests/planning/test_never_behind.py.)"""
-    g = Graph("gather_after_reduce")
-    t = g.parameter("t", (16, 32))
-    ids = g.parameter("ids", (8,), "s32")
-    norm = g.divide(t, g.broadcast(g.reduce(t, 1, "sum"), (16, 32), (0,)))
-    g.set_outputs(g.take(g.exp(norm), ids, 0))
+    g, ins = gather_after_reduce()
     plan = asim.compile(g, "astitch")
     (k,) = plan.kernels
     spaces = {n: v.space for n, v in k.values.items() if v.stage >= 0 and v.stage < len(k.stages) - 1
               and n in {o.name for s in k.stages[1:] for m in s.ops for o in g[m].operands}}
     assert "global" in spaces.values() and "shared" not in spaces.values()
-    ins = [np.random.default_rng(2).random((16, 32), np.float32), np.array([3, -1, 99, 0, 5, 5, 15, 2], np.int32)]
     np.testing.assert_allclose(asim.simulate(plan, ins).outputs[0], asim.reference(g, ins)[0], rtol=1e-6)
 
 

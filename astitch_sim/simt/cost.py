@@ -583,7 +583,8 @@ def block_terms(gpu: GPU, kernel, ks) -> list:
     terms = stage_terms(gpu, ks, kernel)
     if not terms:
         return terms
-    cross_stage_overlap(gpu, ks, terms)
+    per_sm = _sharing_sm(constants(gpu), residency(gpu, ks), ks)
+    cross_stage_overlap(per_sm, ks, terms)
     spill = spill_block_us(gpu, kernel, ks)
     if spill:
         terms[0]["spill_us"] = spill
@@ -592,15 +593,16 @@ def block_terms(gpu: GPU, kernel, ks) -> list:
     if issue:
         terms[-1]["issue_us"] = max(0.0, issue - rest)
         rest = max(rest, issue)
-    dispatch = dispatch_block_us(gpu, ks)
+    dispatch = dispatch_block_us(gpu, ks, per_sm)
     if dispatch > rest:
         terms[-1]["dispatch_us"] = dispatch - rest
     return terms
 
 
-def cross_stage_overlap(gpu: GPU, ks, terms: list) -> None:
+def cross_stage_overlap(per_sm: int, ks, terms: list) -> None:
     """Add ``cross_stage_us`` (negative) to the stages of ``terms`` (:func:`stage_terms`, in place): the time a
-    stage's on-chip work hides behind another stage's memory time, in other blocks of the same SM.
+    stage's on-chip work hides behind another stage's memory time, in other blocks of the same SM (``per_sm``:
+    the kernel's blocks sharing one SM, :func:`_sharing_sm`).
 
     Each stage's terms overlap its own memory and on-chip time (``overlap_us``).  In a stage's time ``T``
     the memory pipe alone is busy ``T - on_chip`` and the ALUs alone ``T - memory``.  A stitched kernel's
@@ -619,7 +621,7 @@ def cross_stage_overlap(gpu: GPU, ks, terms: list) -> None:
     1024, 2 per SM) was predicted 252 us against 192 measured, its 51 us of ``exp`` summed on top of its
     187 us of DRAM traffic (``benchmarks/results/2026-11-29-h200``); Inductor's and FusionStitching's fused
     kernels likewise, where XLA's three single-stage kernels were 9% over."""
-    if _sharing_sm(constants(gpu), residency(gpu, ks), ks) < 2:
+    if per_sm < 2:
         return
     run: list = []
     for i, (st, t) in enumerate(zip(ks.stages, terms, strict=True)):
@@ -649,13 +651,15 @@ def _hide_across(run: list) -> None:
             t["cross_stage_us"] = -hidden * m / total
 
 
-def dispatch_block_us(gpu: GPU, ks) -> float:
+def dispatch_block_us(gpu: GPU, ks, per_sm: int | None = None) -> float:
     """The shortest a wave can last: an SM starts its ``c`` resident blocks one after another, one per
     ``block_dispatch_ns``.  A kernel of tiny blocks is bound by it, not by its bytes: XLA's DIEN softmax
     row reduction (750000 blocks of 32 threads, 32 per SM) took 454 us on an H200, 80 ns per block per SM,
     where its 96 MB at the copy rate take 22 us (``benchmarks/results/2026-11-27-h200``)."""
     c = constants(gpu)
-    return _sharing_sm(c, residency(gpu, ks), ks) * c["block_dispatch_ns"] / 1e3
+    if per_sm is None:                       # (block_terms passes its own count: one occupancy per kernel)
+        per_sm = _sharing_sm(c, residency(gpu, ks), ks)
+    return per_sm * c["block_dispatch_ns"] / 1e3
 
 
 def stage_block_us(plan, kernel, ks, terms=None) -> list:
@@ -751,9 +755,6 @@ def kernels_block_terms(plan, kernel_stats) -> list:
 def format_breakdown(ks, min_us: float = 0.005) -> str:
     """``launch 5.00 + memory 3.21 - overlap 0.50 + ... = 9.87 us`` (terms below ``min_us`` left out; the
     overlaps, negative, subtracted)."""
-    text = ""
-    for k, v in ks.breakdown.items():
-        if abs(v) >= min_us:
-            sign = "-" if v < 0 else "+"
-            text += f"{k[:-3]} {abs(v):.2f}" if not text and v >= 0 else f" {sign} {k[:-3]} {abs(v):.2f}"
-    return text.strip() + f" = {ks.predicted_us:.2f} us"
+    text = " ".join(f"{'-' if v < 0 else '+'} {k[:-3]} {abs(v):.2f}" for k, v in ks.breakdown.items()
+                    if abs(v) >= min_us)
+    return text.removeprefix("+ ") + f" = {ks.predicted_us:.2f} us"

@@ -25,6 +25,7 @@ from astitch_sim.frontends.workloads import WORKLOADS, workload_inputs
 from test_workloads import SMALL
 from anchor import TESTS_FILE
 from tiers import fast_share
+from test_indexed_and_library_ops import gather_after_reduce
 
 FIXTURES = Path(TESTS_FILE).parent / "fixtures"
 
@@ -319,16 +320,6 @@ def test_the_whole_plan_is_measured_where_a_library_kernel_sets_what_the_l2_hold
     assert a <= b and [k.name for k in plan.kernels] == ["library.0:cum3", "fusion.1:nega4"]
     (note,) = [n for n in plan.notes if "XLA's plan kept whole" in n]
     assert "changes what the L2 holds" in note and note in str(plan)
-
-
-def gather_after_reduce():
-    """``exp(t / sum(t))`` gathered at run-time rows: a reduce, a grid barrier, then an indexed load."""
-    g = Graph("gather_after_reduce")
-    t = g.parameter("t", (16, 32))
-    ids = g.parameter("ids", (8,), "s32")
-    norm = g.divide(t, g.broadcast(g.reduce(t, 1, "sum"), (16, 32), (0,)))
-    g.set_outputs(g.take(g.exp(norm), ids, 0))
-    return g, [np.random.default_rng(2).random((16, 32), np.float32), np.array([3, -1, 99, 0, 5, 5, 15, 2], np.int32)]
 
 
 @pytest.mark.parametrize("gpu", ["V100", "A100", "H100"])
