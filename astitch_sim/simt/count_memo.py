@@ -7,7 +7,11 @@ its index over a whole line or domain (a 30000-element row: 0.15 ms; a third of 
 the counters depend only on
 
 * the geometry (which block, warp and trip performs each element),
-* the access's space, kind, element size, index terms, mask, dedup and identity flags, and extra arrays,
+* the access's space, element size, index terms, mask, dedup and identity flags, and extra arrays -- not its
+  kind: a read, a write and an atomic at the same addresses touch the same sectors in the same warp
+  instructions (a stitched kernel's identity store of ``out`` is counted as its identity load of ``x`` was), and
+  not ``dedup`` where the index is the domain's own (``identity``: every element is touched by one thread, so
+  its distinct (block, element) pairs are its elements),
 * its base address -- and for a global buffer not even that: every buffer starts on a 256-byte boundary
   (``memory.ALIGN``), and moving all of an access's addresses by a multiple of 256 bytes moves its 32-byte
   sectors, 128-byte lines and aligned vectors (at most 32 bytes) one for one, so each counter (distinct sectors
@@ -42,7 +46,7 @@ def count_once(geom, acc: Access) -> dict:
         return count(geom, acc)
     if acc.space == Space.GLOBAL and acc.base % ALIGN:
         return count(geom, acc)             # (never: the allocator aligns every buffer) the proof above needs it
-    key = (acc.space, acc.kind, acc.itemsize, acc.base if acc.space != Space.GLOBAL else 0, acc.dedup,
+    key = (acc.space, acc.itemsize, acc.base if acc.space != Space.GLOBAL else 0, acc.dedup and not acc.identity,
            acc.identity, tuple((k, acc.extra[k] is None) for k in sorted(acc.extra)), tuple(_meta(a) for a in arrays))
     kept = cached("counts", KeptCounts)
     seen = kept.by_key.setdefault(key, [])

@@ -67,7 +67,7 @@ barriers a naive early return would break).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -80,7 +80,7 @@ from ..plan.plan import Plan
 from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, strided_view, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
 from .geometry import EpilogueGeometry, Geometry, support
-from .kept_geometries import KeptGeometries
+from .kept_geometries import KeptGeometries, mapping_key, needed_after
 from .count_memo import count_once
 from .memory import Access, GlobalMemory, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator, element_uses
@@ -169,6 +169,7 @@ def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimRes
     for name, last in _last_reader(plan).items():
         dying.setdefault(last, []).append(name)
     kept = KeptGeometries()           # geometries a later kernel of the same mapping takes as they are
+    wanted = needed_after(plan.kernels)
     for ki, k in enumerate(plan.kernels):
         ks = KernelStats(k.name, k.kind, k.grid, k.block, *resident_resources(k))
         if k.kind == "library":
@@ -176,7 +177,7 @@ def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimRes
         else:
             run = KernelRun(plan, ki, k, mem, recorder, dying=dying.get(ki, []), kept=kept)
             ks.stages = run.run()
-            kept.keep(run.geoms)
+            kept.keep(run.geoms, wanted[ki])
             ks.memset_bytes = run.memset_bytes
             divergence.extend(run.divergence)
         kstats.append(ks)
@@ -358,7 +359,7 @@ class KernelRun:
 
     # -- geometry ---------------------------------------------------------------------
     def geometry(self, mapping) -> Geometry:
-        key = tuple(getattr(mapping, f.name) for f in fields(mapping))      # every field, load_trips too
+        key = mapping_key(mapping)
         geom = self.geoms.get(key)
         if geom is None:
             geom = self.kept.get(key) if self.kept is not None else None

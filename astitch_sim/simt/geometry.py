@@ -172,7 +172,13 @@ class Geometry:
         return all(np.array_equal(np.asarray(a), b) for a, b in zip(m.locate(e), want))
 
     def _line(self, dims) -> tuple:
-        """locate() for the elements whose coordinates vary only over ``dims`` (others 0)."""
+        """locate() for the elements whose coordinates vary only over ``dims`` (others 0); a rows mapping's rows
+        (its task dims, leading) from :meth:`ThreadMapping.row_starts`, one grid's rows repeated."""
+        m = self.mapping
+        if dims and m.kind == "rows" and m.groups_in_order and tuple(dims) == tuple(m.groups[0]) \
+                and self.shape == tuple(m.domain):
+            shape = tuple(self.shape[d] if d in dims else 1 for d in range(self.rank))
+            return tuple(a.reshape(shape) for a in m.row_starts())
         e = self._flat_numbers(dims)
         b, t, it = self.mapping.locate(e.ravel())
         return tuple(np.asarray(a, dtype=np.int64).reshape(e.shape) for a in (b, t, it))

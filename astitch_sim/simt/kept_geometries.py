@@ -11,7 +11,9 @@ mapping.
 What a geometry holds grows as it is used (a dense domain's element arrays, a count's warp numbers), so what is
 kept is bounded by the bytes of the arrays it holds: geometries past :data:`KEEP_BYTES` together are let go,
 the longest kept first, and so is one that alone holds more -- a big kernel's element arrays never outlive
-their kernel.
+their kernel.  Only a mapping a later kernel of the plan runs is kept at all (:func:`needed_after`): the plan
+lists its kernels up front, so a one-kernel plan keeps nothing and weighs nothing (weighing a geometry walks
+everything it holds: a tenth of the paper's Figure 7 simulation).
 """
 from __future__ import annotations
 
@@ -57,6 +59,23 @@ def held_bytes(obj) -> int:
     return total
 
 
+def mapping_key(mapping) -> tuple:
+    """A thread mapping as a dict key: every field (``load_trips`` too), so two mappings share a geometry only
+    where they are the same mapping."""
+    return tuple(getattr(mapping, f.name) for f in dataclasses.fields(mapping))
+
+
+def needed_after(kernels) -> list:
+    """For each kernel of a plan, the mapping keys (:func:`mapping_key`) of the stages of the kernels after it:
+    the geometries worth keeping once it ends (library kernels run no mapping)."""
+    out, later = [], set()
+    for k in reversed(kernels):
+        out.append(frozenset(later))
+        if k.kind != "library":
+            later |= {mapping_key(s.mapping) for s in k.stages}
+    return out[::-1]
+
+
 class KeptGeometries:
     """The geometries of the kernels run so far, by mapping key (``KernelRun.geometry``'s), within a budget."""
 
@@ -69,9 +88,15 @@ class KeptGeometries:
     def get(self, key):
         return self.kept.get(key)
 
-    def keep(self, geoms: dict) -> None:
+    def keep(self, geoms: dict, wanted=None) -> None:
         """Keep a finished kernel's geometries (measured again: a kept one this kernel used may have cached
-        more), then let go of one that alone exceeds the budget, and of the oldest while all together do."""
+        more), then let go of one that alone exceeds the budget, and of the oldest while all together do.
+        ``wanted``: the keys a later kernel runs (:func:`needed_after`); any other is let go, or never kept
+        (None: keep every one)."""
+        if wanted is not None:
+            for key in [k for k in self.kept if k not in wanted]:
+                self._drop(key)
+            geoms = {k: g for k, g in geoms.items() if k in wanted}
         for key, geom in geoms.items():
             self._drop(key)
             size = held_bytes(geom)

@@ -183,6 +183,35 @@ def test_locate_takes_the_cheapest_arithmetic_and_gives_the_definitions_answer(k
         np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=150, deadline=None)
+@given(rows=st.integers(1, 3000), cols=st.sampled_from([1, 4, 8, 12, 32, 96]), tpr=st.sampled_from([1, 2, 4, 8, 32]),
+       rows_per_block=st.sampled_from([1, 2, 3, 4, 16, 128]), grid=st.integers(1, 40), splits=st.integers(1, 3),
+       vec=st.sampled_from([1, 2, 4]), task_dims=st.sampled_from([1, 2]))
+def test_row_starts_are_where_locate_puts_each_rows_first_element(rows, cols, tpr, rows_per_block, grid, splits, vec,
+                                                                  task_dims):
+    """``row_starts`` (a block's first row located, plus a row within a block) is ``locate`` of every row's first
+    element, in order: rows packed several to a block, a grid that loops over the rows (fewer slots than rows),
+    a grid that has more, split rows, vectors, two task dims."""
+    splits = splits if grid % splits == 0 else 1
+    domain = (rows, cols) if task_dims == 1 else (2, -(-rows // 2), cols)
+    groups = ((0,), (1,)) if task_dims == 1 else ((0, 1), (2,))
+    try:
+        m = ThreadMapping("rows", domain, groups, tpr * rows_per_block, grid, threads_per_row=tpr, splits=splits,
+                          combine="atomic" if splits > 1 else "none", per_thread=vec, vector=vec)
+        m.check()
+    except AStitchError:
+        assume(False)
+    n_rows = m.size // m.extent(1)
+    for got, want in zip(m.row_starts(), m.locate(np.arange(n_rows, dtype=np.int64) * m.extent(1)), strict=True):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
+def test_row_starts_needs_rows_in_order():
+    with pytest.raises(AStitchError, match="row_starts needs a rows mapping"):
+        ThreadMapping("rows", (4, 8), ((1,), (0,)), 32, 4, threads_per_row=8).row_starts()
+
+
 def test_lanes_are_contiguous_where_they_step_along_the_innermost_dims():
     """``lanes_contiguous``: does a warp's neighbouring lanes take neighbouring elements?  The planner adopts a
     mapping of another shape for an elementwise stage only then (its loads and stores stay coalesced)."""

@@ -13,8 +13,10 @@ import astitch_sim as asim
 from astitch_sim import AStitchError
 from astitch_sim.plan.plan import Plan, Value
 from astitch_sim.plan.sealed import ReadOnlyDict, ReadOnlyList
+from astitch_sim.plan import validate as validate_module
 from astitch_sim.plan.validate import RULES
 from astitch_sim.plan.vocabulary import BARRIER_FOR_SPACE, Barrier, Combine, Scheme, Space
+from astitch_sim.frontends.workloads import workload_inputs
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +143,41 @@ def test_with_stage_makes_a_changed_copy_and_validate_says_what_broke(plan):
     with pytest.raises(AStitchError, match="no block barrier"):
         racy.validate()
     racy.validate(barriers=False)
+
+
+def test_a_sealed_plan_is_checked_once_until_its_graph_changes(monkeypatch):
+    """compile checks the plan, so simulate does not check it again; trace mode's check (barriers left out) is
+    made once; a failed check is made again every time; a changed copy is checked anew; a graph given another
+    node, or other outputs, after compiling is checked again -- and an output the plan never computes is
+    refused, as before."""
+    g = asim.workload("softmax", rows=8, cols=64)
+    plan, x = asim.compile(g, "xla", "H100"), workload_inputs(g, 0)
+    calls = []
+    real = validate_module.validate_plan
+
+    def spy(p, barriers=True):
+        calls.append(barriers)
+        return real(p, barriers=barriers)
+    monkeypatch.setattr(validate_module, "validate_plan", spy)
+    asim.simulate(plan, x)
+    asim.simulate(plan, x)
+    assert calls == []
+    asim.simulate(plan, x, trace=True)
+    asim.simulate(plan, x, trace=True)
+    assert calls == [False]
+    too_big = plan.with_kernel(0, block=4096)
+    for _ in range(2):
+        with pytest.raises(AStitchError, match="4096 threads"):
+            too_big.validate()
+    assert calls == [False, True, True]
+    plan.with_notes("a what-if").validate()
+    assert calls == [False, True, True, True]
+    extra = g.add_node("exponential", [g.outputs[0]])
+    plan.validate()
+    assert calls[-1] is True and len(calls) == 5
+    g.set_outputs(extra)
+    with pytest.raises(AStitchError, match="never computes graph output"):
+        asim.simulate(plan, x)
 
 
 def test_with_kernel_value_and_notes(plan):

@@ -77,10 +77,33 @@ def test_a_global_access_counts_the_same_at_any_256_byte_aligned_base(name, shap
     assert checked
 
 
+def _same_without_kind_and_identity_dedup(geom, acc, note: str = "") -> bool:
+    """The key's two omissions hold for this access: its counters are the same as a read, a write or an atomic,
+    and -- where its index is the domain's own -- with dedup switched; whether it was an identity access."""
+    want = memory.count(geom, acc)
+    for kind in ("read", "write", "atomic"):
+        assert memory.count(geom, replace(acc, kind=kind)) == want, f"{note}{acc.node} {acc.kind} as a {kind}"
+    if acc.identity:
+        assert memory.count(geom, replace(acc, dedup=not acc.dedup)) == want, f"{note}{acc.node} dedup switched"
+    return acc.identity
+
+
+@pytest.mark.parametrize("name,shape,strategy", PLANS)
+def test_no_counter_depends_on_the_kind_nor_on_an_identity_access_dedup(name, shape, strategy):
+    """What the key leaves out besides the base: the kind (a stitched kernel's identity store of ``out`` is
+    answered from its identity load of ``x``), and an identity access's dedup flag (every element is touched by
+    one thread: its distinct (block, element) pairs are its elements), on every access of the plan."""
+    g = asim.workload(name, **shape)
+    accesses = _accesses(asim.compile(g, strategy, "H100"), workload_inputs(g, 0))
+    identities = [_same_without_kind_and_identity_dedup(geom, acc) for geom, acc in accesses if acc.space == "global"]
+    assert any(identities)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=st.one_of(cases("mixed"), cases("long_rows")), strategy=st.sampled_from(["astitch", "xla", "unfused"]))
 def test_random_graphs_count_the_same_at_shifted_bases(case, strategy):
-    """The same on random graphs (gathers, pads, transposes, long rows, every dtype)."""
+    """The same on random graphs (gathers, pads, transposes, long rows, every dtype), and the same as any kind
+    (with dedup switched, for an identity access)."""
     try:
         plan = asim.compile(case.graph, strategy, "H100")
     except asim.AStitchError:
@@ -89,11 +112,13 @@ def test_random_graphs_count_the_same_at_shifted_bases(case, strategy):
         if acc.space == "global":
             moved = replace(acc, base=acc.base + 5 * memory.ALIGN)
             assert memory.count(geom, moved) == memory.count(geom, acc), f"{case.note}: {acc.node} {acc.kind}"
+            _same_without_kind_and_identity_dedup(geom, acc, f"{case.note}: ")
 
 
 def test_accesses_that_differ_are_counted_each():
-    """Two accesses of the same shapes whose index values, mask, kind, element size or shared offset differ
-    are each counted (and a repeat of either is answered from what was kept, as a copy)."""
+    """Two accesses of the same shapes whose index values, mask, dedup flag, element size or shared offset differ
+    are each counted (and a repeat of either is answered from what was kept, as a copy); a write at a read's
+    addresses is answered from the read's count (the kind is no input of the counters)."""
     geom = Geometry(ThreadMapping("rows", (64, 512), ((0,), (1,)), block=128, grid=64, threads_per_row=128))
     row, col = geom.idx
     mask = np.broadcast_to(col < 300, (1, 512))
@@ -117,8 +142,9 @@ def test_accesses_that_differ_are_counted_each():
     # what the budget reads is at least what the kept arrays hold (an array two entries share counts twice)
     assert kept.nbytes >= held_bytes([a for acc in variants for a in acc.terms + [acc.mask] if a is not None]) > 0
     kept = kept.by_key
-    assert sum(len(v) for v in kept.values()) == len(variants)      # each kept once, the strided read and the
-    assert len(kept) == len(variants) - 2                            # conflicting one beside an equal key's
+    assert sum(len(v) for v in kept.values()) == len(variants) - 1  # each kept once (the write: the read's), the
+    assert len(kept) == len(variants) - 3                            # strided read and the conflicting one beside
+    assert want[4] == want[0]                                        # an equal key's
     with mock.patch.object(count_memo, "count", side_effect=AssertionError("counted again")):
         assert [count_memo.count_once(geom, a) for a in variants] == want
 

@@ -14,7 +14,8 @@ from astitch_sim.plan.mapping import ThreadMapping
 from astitch_sim.simt import executor
 from astitch_sim.simt.count_memo import KeptCounts
 from astitch_sim.simt.geometry import Geometry
-from astitch_sim.simt.kept_geometries import KeptGeometries, held_bytes
+from astitch_sim.simt import kept_geometries
+from astitch_sim.simt.kept_geometries import KeptGeometries, held_bytes, mapping_key, needed_after
 from test_simt_blocked_paths import record
 
 
@@ -99,3 +100,31 @@ def test_held_bytes_counts_each_array_once_through_containers():
     alone = held_bytes(geom)
     geom.__dict__["_cache"]["extra"] = [other, other[2:]]
     assert held_bytes(geom) == alone + 40
+
+
+def test_only_a_mapping_a_later_kernel_runs_is_kept_and_weighed():
+    """xla's softmax runs two row kernels of one mapping, then a flat one: the row geometry is kept after the
+    first kernel only (the second takes it), nothing after the last; a one-kernel plan weighs nothing."""
+    g = asim.workload("softmax", rows=64, cols=3000)
+    x = workload_inputs(g, 0)
+    xla, stitched = asim.compile(g, "xla", "H100"), asim.compile(g, "astitch", "H100")
+    keys = [{mapping_key(s.mapping) for s in k.stages} for k in xla.kernels]
+    assert keys[0] == keys[1] and keys[1].isdisjoint(keys[2]), "the premise: two row kernels, then another mapping"
+    after = needed_after(xla.kernels)
+    assert after[0] == keys[1] | keys[2] and after[1] == keys[2] and after[2] == frozenset()
+    weighed = []
+    real = kept_geometries.held_bytes
+
+    def spy(obj):
+        weighed.append(obj)
+        return real(obj)
+    with mock.patch.object(kept_geometries, "held_bytes", spy):
+        asim.simulate(xla, x)
+        assert len(weighed) == 1 and isinstance(weighed[0], Geometry) and weighed[0].mapping.kind == "rows"
+        asim.simulate(stitched, x)
+        assert len(weighed) == 1
+    kept = KeptGeometries()
+    kept.keep({"a": _geometry(4, 64), "b": _geometry(8, 64)}, wanted={"a"})
+    assert kept.get("a") is not None and kept.get("b") is None
+    kept.keep({}, wanted=set())
+    assert kept.get("a") is None and kept.total == 0
