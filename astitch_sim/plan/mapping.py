@@ -49,7 +49,7 @@ import numpy as np
 
 from ..errors import AStitchError
 from ..ir.flatindex import divmod_by, ravel, unravel
-from .sealed import Sealable
+from .sealed import Sealable, once_sealed
 from .vocabulary import Combine
 
 KINDS = ("flat", "rows", "columns")
@@ -122,13 +122,18 @@ class ThreadMapping(Sealable):
 
     # -- the view -------------------------------------------------------------
     def extent(self, i: int) -> int:
-        return int(prod(self.domain[d] for d in self.groups[i]))
+        return self.extents[i]
 
-    @property
+    @once_sealed
+    def extents(self) -> tuple:
+        """The view's extents: the product of each group's dims."""
+        return tuple(int(prod(self.domain[d] for d in g)) for g in self.groups)
+
+    @once_sealed
     def size(self) -> int:
         return int(prod(self.domain))
 
-    @property
+    @once_sealed
     def rows(self) -> int:
         """rows mapping: independent rows; columns mapping: independent columns (outer x cols)."""
         if self.kind == "rows":
@@ -137,7 +142,7 @@ class ThreadMapping(Sealable):
             return self.extent(0) * self.extent(2)
         return 1
 
-    @property
+    @once_sealed
     def cols(self) -> int:
         """rows mapping: row length; columns mapping: the reduced length; flat: all elements."""
         if self.kind == "rows":
@@ -146,14 +151,14 @@ class ThreadMapping(Sealable):
             return self.extent(1)
         return self.size
 
-    @property
+    @once_sealed
     def rows_per_block(self) -> int:
         """rows: rows that share a block (horizontal packing); columns: row lanes per block."""
         if self.kind == "flat":
             return 1
         return max(1, self.block // max(1, self.threads_per_row))
 
-    @property
+    @once_sealed
     def slots(self) -> int:
         """Tasks handled at once by the whole grid (rows, or column tiles)."""
         if self.kind == "rows":
@@ -162,29 +167,29 @@ class ThreadMapping(Sealable):
             return max(1, self.grid // self.splits)
         return self.grid * self.block
 
-    @property
+    @once_sealed
     def chunk(self) -> int:
         """Elements of one task each split covers (row columns, or reduced rows)."""
         return ceil(self.cols / self.splits) if self.kind != "flat" else self.size
 
-    @property
+    @once_sealed
     def tiles(self) -> int:
         """columns mapping: column tiles of :attr:`tile_width` columns."""
         return ceil(self.rows / self.tile_width) if self.kind == "columns" else 0
 
-    @property
+    @once_sealed
     def tile_width(self) -> int:
         """columns mapping: columns of one tile, ``threads_per_row`` lanes x ``vector`` columns each (the
         block's task slots per trip: a Regional value's slots follow it)."""
         return self.threads_per_row * max(1, self.vector) if self.kind == "columns" else 0
 
-    @property
+    @once_sealed
     def busy_parts(self) -> int:
         """Splits of a task that get a chunk of it: ``ceil(cols / chunk)``, fewer than ``splits`` when the
         chunks run out first (5 rows over 4 splits of 2); 1 for a flat mapping."""
         return ceil(self.cols / self.chunk) if self.kind != "flat" else 1
 
-    @property
+    @once_sealed
     def busy_blocks(self) -> int:
         """Blocks of the grid that have work under this mapping; the others skip the stage.
 
@@ -201,7 +206,7 @@ class ThreadMapping(Sealable):
             need = ceil(ceil(self.size / max(1, self.vector)) / self.block)
         return max(1, min(self.grid, need))
 
-    @property
+    @once_sealed
     def busy_threads(self) -> int:
         """Threads of the whole launch that have an element of this stage in one task trip; the others
         idle through it (they cannot keep a load in flight).
@@ -222,7 +227,7 @@ class ThreadMapping(Sealable):
             need = ceil(self.size / max(1, self.vector))
         return max(1, min(self.grid * self.block, need))
 
-    @property
+    @once_sealed
     def task_iterations(self) -> int:
         """Outer loop trips per block: vertical packing (1 means no packing)."""
         if self.kind == "rows":
@@ -231,7 +236,7 @@ class ThreadMapping(Sealable):
             return ceil(self.tiles / self.slots)
         return ceil(self.size / (self.grid * self.block * self.per_thread))
 
-    @property
+    @once_sealed
     def inner_iterations(self) -> int:
         """Elements per thread within one task trip (columns of a row, rows of a column chunk): :attr:`trips`
         x ``vector`` (a vector's elements are consecutive iterations; a column lane's vector spans the
@@ -240,7 +245,7 @@ class ThreadMapping(Sealable):
             return self.trips * self.vector
         return self.per_thread
 
-    @property
+    @once_sealed
     def trips(self) -> int:
         """A lane's trips along its task, one vector (or element) per trip: rows, along the row; columns,
         down the reduced rows of its chunk; flat: :attr:`inner_iterations`."""
@@ -250,12 +255,12 @@ class ThreadMapping(Sealable):
             return ceil(self.chunk / self.rows_per_block)
         return self.inner_iterations
 
-    @property
+    @once_sealed
     def vector_dims(self) -> tuple:
         """The dims a lane's vector runs along: a row's dims (rows), the column dims (columns), every dim (flat)."""
         return lane_dims(self.kind, self.groups)
 
-    @property
+    @once_sealed
     def along_innermost(self) -> bool:
         """Does a vector run along the domain's innermost, contiguous dim (its dims end in it)?  Only then may
         the mapping have ``vector > 1``."""
@@ -274,16 +279,16 @@ class ThreadMapping(Sealable):
         vectors belong to ``vector`` columns, one each)."""
         return self.inner_iterations // self.tasks_per_lane
 
-    @property
+    @once_sealed
     def unroll(self) -> int:
         """flat: vectors per thread per round (their loads are issued before any is used)."""
         return max(1, self.per_thread // max(1, self.vector))
 
-    @property
+    @once_sealed
     def elements_per_thread(self) -> int:
         return self.task_iterations * self.inner_iterations
 
-    @property
+    @once_sealed
     def groups_in_order(self) -> bool:
         """Do the groups take the domain's dims in order (``(0, 1), (2,)``)?  Then the view is the domain reshaped
         to the groups' extents, and a task's dims lead its reduced ones."""

@@ -85,6 +85,23 @@ def plain(value):
     return value
 
 
+def once_sealed(fn):
+    """A read-only property worked out once on a sealed object -- its fields can no longer change, so neither
+    can what follows from them -- and afresh on every read while a planner still builds it.  (The SIMT model
+    asks a stage's mapping for its extents, chunk and slots thousands of times a simulation.)"""
+    key = "_once_" + fn.__name__
+
+    def get(self):
+        if not self._sealed:
+            return fn(self)
+        memo = self.__dict__
+        if key not in memo:
+            memo[key] = fn(self)            # (the instance dict itself: sealing refuses attribute assignment)
+        return memo[key]
+    get.__doc__ = fn.__doc__
+    return property(get)
+
+
 class Sealable:
     """Base of the Plan's dataclasses: vocabulary fields parsed on assignment; no assignment once sealed."""
 

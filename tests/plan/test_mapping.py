@@ -1,4 +1,6 @@
 """Thread mappings: every element is computed by exactly one (block, thread, iteration)."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
@@ -237,3 +239,19 @@ def test_lanes_are_contiguous_where_they_step_along_the_innermost_dims():
                                         & (m.view_index(np.arange(m.size))[1] == c))[0] for c in cols])
         assert flat[0] == first_row
         assert lanes_contiguous("rows", domain, groups) == bool(np.all(np.diff(flat) == 1)), (domain, groups)
+
+
+def test_a_sealed_mappings_derived_numbers_are_worked_out_once():
+    """While a planner builds a mapping its derived numbers follow every field change; once sealed (fields
+    frozen) each is worked out once and kept; a changed copy works its own out."""
+    m = ThreadMapping("rows", (64, 30000), ((0,), (1,)), 1024, 64, threads_per_row=1024, per_thread=4, vector=4)
+    assert m.slots == 64 and m.extent(1) == 30000 and m.trips == 8
+    m.grid, m.splits = 128, 2
+    assert m.slots == 64 and m.chunk == 15000 and m.trips == 4
+    m.seal()
+    assert (m.slots, m.chunk, m.trips, m.extents) == (64, 15000, 4, (64, 30000))
+    assert {k: v for k, v in vars(m).items() if k.startswith("_once_")} == \
+        {"_once_slots": 64, "_once_rows_per_block": 1, "_once_chunk": 15000, "_once_cols": 30000,
+         "_once_extents": (64, 30000), "_once_trips": 4}
+    other = dataclasses.replace(m, grid=64, splits=1)
+    assert not other.sealed and other.slots == 64 and other.chunk == 30000
