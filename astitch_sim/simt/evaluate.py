@@ -57,6 +57,7 @@ class Evaluator:
         self.uses = run.stage_uses[index] if phase == "elements" else None
         self.fresh = weakref.WeakValueDictionary()   # name -> the array an elementwise op of this loop just made
         self.own: dict = {}               # shape -> the own index of an op of that shape (own_index)
+        self.in_order: set = set()        # (index arrays, shape) known to read a tensor of that shape in order
         for a in geom.idx:
             self.intern_array(a)
 
@@ -127,6 +128,12 @@ class Evaluator:
             own = self.geom.idx
         return len(idx) == len(own) and all(a is b for a, b in zip(idx, own))
 
+    def walks_in_order(self, idx: tuple, node) -> bool:
+        """Is ``idx`` known to read ``node`` in row-major order (the domain's element ``e`` at the tensor's element
+        ``e``): its own index (:meth:`is_identity`), or an index a reshape read in order handed to its operand?
+        (False means "not known": ``flatindex.walks_in_order`` may still find it from the arrays.)"""
+        return self.geom.kind == "element" and (self.is_identity(idx, node) or _index_key(idx, node) in self.in_order)
+
     # -- computing an op of this stage ---------------------------------------------------
     def compute(self, node, idx, mask):
         op = node.op
@@ -135,8 +142,14 @@ class Evaluator:
             self.count_flops(node, mask)
             return cast(np.asarray(idx[d]), node.dtype)
         if node.opdef.is_view:               # an index remap: the operand's element, no instruction
-            oidx, _ = operand_index(node, 0, idx)
-            return self.value(node.operands[0].name, self.intern(oidx), mask)
+            src = node.operands[0]
+            oidx = self.intern(operand_index(node, 0, idx)[0])
+            if node.op in RESHAPES and self.walks_in_order(idx, node):
+                # a reshape read at its own elements, or at any index that walks it in row-major order, reads
+                # its operand at the same row-major positions: a load of it is known to walk the tensor in order
+                # (no domain-sized check of the index arrays: a tenth of Inductor's global norm)
+                self.in_order.add(_index_key(oidx, src))
+            return self.value(src.name, oidx, mask)
         if op == "concatenate":
             val = None
             for i, o in enumerate(node.operands):
@@ -234,6 +247,15 @@ class Evaluator:
             factor = self.stage.recompute.get(node.name, 1)
             if factor > 1:
                 st.recomputed_flops += f * (factor - 1) // factor
+
+
+#: view ops that read their operand at the same row-major position (``index_rules.same_flat_position``)
+RESHAPES = ("reshape", "bitcast")
+
+
+def _index_key(idx: tuple, node) -> tuple:
+    """An index (interned arrays, alive as long as the evaluator) and a tensor's shape, as a set key."""
+    return tuple(map(id, idx)), tuple(node.shape)
 
 
 def in_place(node, args, donor):

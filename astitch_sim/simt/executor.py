@@ -557,7 +557,8 @@ class KernelRun:
             val = arr
         elif ident and ev.geom.kind == "element":
             val = arr if arr.shape == ev.geom.shape else arr.reshape(ev.geom.shape)     # another shape: a view
-        elif ev.geom.kind == "element" and walks_in_order(idx, node.shape, ev.geom.shape):
+        elif ev.geom.kind == "element" and (ev.walks_in_order(idx, node) or
+                                            walks_in_order(idx, node.shape, ev.geom.shape)):
             val = arr.reshape(ev.geom.shape)            # the domain is the tensor reshaped: its memory, no gather
             ident = True                                # (its own index: counted as one)
         else:

@@ -237,16 +237,17 @@ def test_reading_a_reshaped_tensor_in_order_changes_no_counter_and_no_value(stra
     """A stage whose domain is a tensor reshaped (Inductor's ``[blocks, rows, columns]`` view of a column sum, a
     group norm's 5-D view of x, a PyTorch group norm's affine over ``[N, C, H, W]`` in a stage over ``[N, G, rest]``)
     reads the tensor at its own index reshaped: where a root of the tensor's shape made that index
-    (``Evaluator.own_index``), ``Evaluator.is_identity`` knows it and the tensor is taken as it is; otherwise
-    ``flatindex.walks_in_order`` finds the same from the index arrays; without either, the read is a gather
-    through the index.  Every counter, the timeline and every output byte are the same three ways, and each
+    (``Evaluator.own_index``), ``Evaluator.is_identity`` knows it and the tensor is taken as it is; where a
+    reshape read in order handed the index to its operand, ``Evaluator.walks_in_order`` knows it; otherwise
+    ``flatindex.walks_in_order`` finds the same from the index arrays; without any, the read is a gather
+    through the index.  Every counter, the timeline and every output byte are the same four ways, and each
     shortcut is really taken."""
     from pathlib import Path
 
     from anchor import TESTS_FILE
     from test_data_reuse import group_norm_nchw
     hlo = (Path(TESTS_FILE).parent / "fixtures" / "hlo" / "groupnorm.hlo").read_text()
-    real, own, in_order = evaluate.Evaluator.is_identity, [], []
+    real, own, handed, in_order = evaluate.Evaluator.is_identity, [], [], []
 
     def spy(ev, idx, node):                      # the own index of a tensor of another shape than the domain
         got = real(ev, idx, node)
@@ -261,8 +262,12 @@ def test_reading_a_reshaped_tensor_in_order_changes_no_counter_and_no_value(stra
         with mock.patch.object(evaluate.Evaluator, "is_identity", spy):
             first = record(asim.simulate(plan, ins))
         with mock.patch.object(evaluate.Evaluator, "is_identity", same_shape_only):
-            in_order += on_and_off(plan, ins, executor, "walks_in_order")
+            handed += on_and_off(plan, ins, evaluate.Evaluator, "walks_in_order")
             assert record(asim.simulate(plan, ins)) == first
+            with mock.patch.object(evaluate.Evaluator, "walks_in_order", lambda *a: False):
+                in_order += on_and_off(plan, ins, executor, "walks_in_order")
+                assert record(asim.simulate(plan, ins)) == first
+    assert any(handed), "no reshape handed its in-order index to its operand: the comparison would be vacuous"
     assert any(in_order), "no read took the reshaped memory: the comparison would be vacuous"
     assert any(own) == (strategy == "astitch"), "astitch's last stage reads x at its own index reshaped"
 
