@@ -79,6 +79,7 @@ from ..plan.machine import resident_resources
 from ..plan.plan import Plan
 from ..ir.flatindex import distinct, ravel, reshapes, row_major_strides, strided_view, walks_in_order
 from ..ir.reference import bind_inputs, hand_over
+from .boxes import cut, placed
 from .geometry import EpilogueGeometry, Geometry, support
 from .kept_geometries import KeptGeometries, mapping_key, needed_after
 from .count_memo import count_once
@@ -562,8 +563,14 @@ class KernelRun:
             val = arr.reshape(ev.geom.shape)            # the domain is the tensor reshaped: its memory, no gather
             ident = True                                # (its own index: counted as one)
         else:
-            val = strided_view(arr, idx, ev.geom.rank)  # a slice or a transpose: its memory through steps
-            val = arr[tuple(idx)] if val is None else val
+            val, where = None, ev.box_slice(mask, [np.shape(a) for a in idx])
+            if where is not None:                       # a concatenate's or a pad's operand: its box only
+                shape, sl = where
+                part = strided_view(arr, tuple(cut(a, sl) for a in idx), ev.geom.rank)
+                val = None if part is None else placed(shape, sl, part)
+            if val is None:
+                val = strided_view(arr, idx, ev.geom.rank)      # a slice or a transpose: its memory through steps
+                val = arr[tuple(idx)] if val is None else val
         acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident, geom=ev.geom)
         self.account(ev, ev.geom, acc)
         return val
