@@ -495,16 +495,24 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
     out = {"n": n, "bytes": 0, "sectors": 0, "requests": 0, "conflicts": 0}
     if n == 0:
         return out
-    if acc.space == Space.GLOBAL and scattered_row_vectors(geom, acc, F_X, F_Y):
+    per_line = acc.space == Space.GLOBAL and my is None and one_value_per_line(geom, F_Y)
+    if acc.space == Space.GLOBAL and not per_line and scattered_row_vectors(geom, acc, F_X, F_Y):
         return None                                 # one instruction per element: the dense count says so
     # unmasked lines are used as they are (a masked copy of a 4M-element line costs a pass over it)
     F_Xs = F_X if mx is None else F_X[mx]
     F_Ys, W = (F_Y, W_Y) if my is None else (F_Y[my], W_Y[my])
     A_X = acc.base + s * F_Xs
     A_Y = s * F_Ys
-    if acc.space == Space.GLOBAL:
+    if per_line:
+        # every lane of a warp instruction reads the one address: a sector per instruction (what
+        # sectors_over_starts finds, walking the line once per start) -- the line's instructions, counted once
+        # per geometry, per X line
+        warps = geom.cached("distinct_W_Y", lambda: distinct_count(W_Y))
+        out["sectors"], out["requests"] = n_x * warps, n_x * warps
+    elif acc.space == Space.GLOBAL:
         out["sectors"], warps = sectors_over_starts(W, A_Y, *_residues(A_X, SECTOR))
         out["requests"] = n_x * warps
+    if acc.space == Space.GLOBAL:
         if acc.dedup:
             b = _dedup_separable(geom, F_Xs, F_Ys, mx, my)
             if b is None:
@@ -521,6 +529,14 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
         out["requests"] = n_x * distinct_count(W)
         out["bytes"] = s * n
     return out
+
+
+def one_value_per_line(geom, F_Y) -> bool:
+    """Does the access read one element per X line, the same all along Y (a row's max read by every element of
+    the row), in whole vectors (a line of a multiple of the vector width: :func:`scattered_row_vectors` then
+    finds nothing scattered)?  Then every lane of a warp instruction reads one address: a sector per
+    instruction."""
+    return bool((F_Y == F_Y[0]).all()) and (getattr(geom, "vector", 1) <= 1 or F_Y.size % geom.vector == 0)
 
 
 def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:

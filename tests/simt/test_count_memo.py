@@ -99,6 +99,26 @@ def test_no_counter_depends_on_the_kind_nor_on_an_identity_access_dedup(name, sh
     assert any(identities)
 
 
+@pytest.mark.parametrize("name,shape,strategy", PLANS + [("softmax", dict(rows=64, cols=3000), "inductor"),
+                                                      ("layernorm", dict(rows=256, cols=768), "xla")])
+def test_a_value_per_line_counts_what_walking_the_line_counts(name, shape, strategy):
+    """A global read of one element per X line (a row's max, a row's mean read by every element of the row) is
+    counted from the line's warp instructions alone (``memory.one_value_per_line``): the same counters as
+    walking the line once per start, on every access of the plan that takes it."""
+    g = asim.workload(name, **shape)
+    taken = 0
+    for geom, acc in _accesses(asim.compile(g, strategy, "H100"), workload_inputs(g, 0)):
+        with mock.patch.object(memory, "one_value_per_line", side_effect=memory.one_value_per_line) as asked:
+            fast = memory.count(geom, acc)
+        took = any(c.args and memory.one_value_per_line(*c.args) for c in asked.call_args_list)
+        with mock.patch.object(memory, "one_value_per_line", return_value=False):
+            walked = memory.count(geom, acc)
+        assert fast == walked, f"{acc.node} {acc.kind}"
+        taken += took
+    if (name, strategy) in (("softmax", "xla"), ("layernorm", "xla")):
+        assert taken, "no access read a value per line: the comparison would be vacuous"
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=st.one_of(cases("mixed"), cases("long_rows")), strategy=st.sampled_from(["astitch", "xla", "unfused"]))
 def test_random_graphs_count_the_same_at_shifted_bases(case, strategy):
