@@ -6,12 +6,20 @@ masked to the inside.  The counters follow the mask (a masked lane loads nothing
 computes every element of an array: rotary embedding's two halves of ``q``, joined along the head dim, each
 ran their products and the gather of ``q`` over both halves -- twice the arithmetic the numpy reference does.
 
-Where the mask is a box (on exactly a range of each dim, :func:`mask_box`) an elementwise op, or a load through
-a sliced index, is worked out inside the box only (:func:`inside`) and written into an array of the full
-shape, zero outside the box.  The values outside are never used: the mask's owner (``np.where`` in the
-concatenate, the pad, the dynamic-update-slice) takes the other branch there, and a value is memoised with its
-mask, so no unmasked reader sees them.  Inside, the values are the same numbers: an elementwise op's element
-depends on its operands' same element only.
+Where the mask is a box (on exactly a range of each dim, :func:`mask_box`), two things are done inside the box
+only (:func:`inside`):
+
+* a load through the operand's clipped index: the index cut to the box is a slice, so the tensor's own memory
+  is taken through steps and placed in an array of the full shape, zero outside the box (:func:`placed`),
+  instead of numpy's gather over the whole domain (rotary's ``q``: a third of the time);
+* a concatenate whose operands' masks are all boxes is assembled by copying each operand's box into one array
+  (the boxes tile the domain) instead of one ``np.where`` over the whole domain per operand.
+
+The values outside a box are never used: the mask's owner (the concatenate, the pad's ``np.where``, the
+dynamic-update-slice's) takes the other branch there, and a value is memoised with its mask, so no unmasked
+reader sees them.  Inside, the values are the same numbers.  The counters are untouched: every access is still
+counted with its full index and its mask.  Elementwise ops under the mask still compute the whole domain:
+placing a box result back costs a zero-filled array, more than the half of an add or a multiply it would save.
 """
 from __future__ import annotations
 

@@ -173,7 +173,8 @@ class Geometry:
 
     def _line(self, dims) -> tuple:
         """locate() for the elements whose coordinates vary only over ``dims`` (others 0); a rows mapping's rows
-        (its task dims, leading) from :meth:`ThreadMapping.row_starts`, one grid's rows repeated."""
+        (its task dims, leading) from :meth:`ThreadMapping.row_starts` (a block's first row plus a row within
+        the block: no division per row)."""
         m = self.mapping
         if dims and m.kind == "rows" and m.groups_in_order and tuple(dims) == tuple(m.groups[0]) \
                 and self.shape == tuple(m.domain):

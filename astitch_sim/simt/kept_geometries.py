@@ -13,7 +13,7 @@ kept is bounded by the bytes of the arrays it holds: geometries past :data:`KEEP
 the longest kept first, and so is one that alone holds more -- a big kernel's element arrays never outlive
 their kernel.  Only a mapping a later kernel of the plan runs is kept at all (:func:`needed_after`): the plan
 lists its kernels up front, so a one-kernel plan keeps nothing and weighs nothing (weighing a geometry walks
-everything it holds: a tenth of the paper's Figure 7 simulation).
+everything it holds, after every kernel).
 """
 from __future__ import annotations
 
