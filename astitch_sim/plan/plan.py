@@ -329,8 +329,8 @@ class Plan(Sealable):
 
         A sealed plan cannot change, so once it passes it is not checked again (``compile`` checks it before
         returning it; each ``simulate`` then asked again: 21 ms of the GPT training step's 86 kernels under
-        astitch, 58 ms of its 1095 unfused ones, a fifth of their simulation) -- unless its graph, which stays
-        the caller's object, has other nodes, inputs or outputs since.
+        astitch, 58 ms of its 1095 unfused ones, about a seventh of their simulation) -- unless its graph,
+        which stays the caller's object, has other nodes, inputs or outputs since.
         An unsealed plan (a planner still building it) is checked on every call."""
         from .validate import validate_plan
         key = (bool(barriers), _graph_shape(self.graph)) if self.sealed else None

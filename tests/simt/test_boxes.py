@@ -29,6 +29,9 @@ def test_a_mask_is_a_box_only_where_it_is_on_on_a_range_of_each_dim():
     assert mask_box(np.ones((4, 4), bool)) is None                        # on everywhere: nothing to skip
     assert mask_box(np.zeros((4, 4), bool)) is None                       # on nowhere
     assert mask_box(np.eye(3, dtype=bool)) is None                        # on a range of each dim, not a box
+    diagonal = np.zeros((4, 4), bool)
+    diagonal[1, 1] = diagonal[2, 2] = True
+    assert mask_box(diagonal) is None                                     # rows 1-2 and columns 1-2, not all of them
     assert mask_box(np.arange(8) < 3) == (slice(0, 3),)
     assert mask_box(np.arange(8)) is None                                 # no bool mask
     assert mask_box(np.arange(BOX_CHECK_MAX + 1) < 5) is None            # too big to check
