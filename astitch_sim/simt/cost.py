@@ -545,9 +545,15 @@ def _sharing_sm(c: dict, occ, ks) -> int:
     return min(occ.blocks_per_sm, ceil(min(max(1, ks.grid), occ.blocks_per_wave) / c["sms"]))
 
 
+def blocks_sharing_sm(gpu: GPU, ks) -> int:
+    """The kernel's blocks that share one SM (:func:`_sharing_sm` of its occupancy): the per-block terms below
+    take it as an argument where :func:`block_terms` has worked it out once for all of them."""
+    return _sharing_sm(constants(gpu), residency(gpu, ks), ks)
+
+
 # -- spills: local-memory traffic ptxas added (``kernel.machine``, after gpu_backend.apply_compiler) ------------
 
-def spill_block_us(gpu: GPU, kernel, ks) -> float:
+def spill_block_us(gpu: GPU, kernel, ks, per_sm: int | None = None) -> float:
     """Per-block time of the kernel's spills: ``(spill stores + loads) bytes per thread x block threads``
     through the SM's L1 at ``shared_bytes_per_clock`` (L1 and shared memory are one SRAM behind one data
     path, Volta to Hopper), ``c`` blocks sharing the SM; 0 without ptxas's numbers.  Local memory is
@@ -556,13 +562,13 @@ def spill_block_us(gpu: GPU, kernel, ks) -> float:
     if m is None or not m.spills:
         return 0.0
     c = constants(gpu)
-    per_sm = _sharing_sm(c, residency(gpu, ks), ks)
+    per_sm = blocks_sharing_sm(gpu, ks) if per_sm is None else per_sm
     return m.spills * ks.block * per_sm / (c["shared_bytes_per_clock"] * c["clock_ghz"] * 1e3)
 
 
 # -- instruction issue: the time the SM's schedulers need for the counted SASS -------------------------------
 
-def issue_block_us(gpu: GPU, kernel, ks) -> float:
+def issue_block_us(gpu: GPU, kernel, ks, per_sm: int | None = None) -> float:
     """Per-block issue time: ``thread instructions x block threads / 32`` warp-instructions, issued by the
     SM's ``sm_partitions`` schedulers at one per clock, ``c`` blocks sharing the SM; 0 where the plan
     has no counted instructions (:func:`astitch_sim.plan.machine.thread_instructions`)."""
@@ -570,9 +576,8 @@ def issue_block_us(gpu: GPU, kernel, ks) -> float:
     n = thread_instructions(kernel)
     if not n:
         return 0.0
-    c = constants(gpu)
-    per_sm = _sharing_sm(c, residency(gpu, ks), ks)
-    return n * ks.block / 32 * per_sm / (gpu.sm_partitions * c["clock_ghz"] * 1e3)
+    per_sm = blocks_sharing_sm(gpu, ks) if per_sm is None else per_sm
+    return n * ks.block / 32 * per_sm / (gpu.sm_partitions * constants(gpu)["clock_ghz"] * 1e3)
 
 
 def block_terms(gpu: GPU, kernel, ks) -> list:
@@ -583,13 +588,13 @@ def block_terms(gpu: GPU, kernel, ks) -> list:
     terms = stage_terms(gpu, ks, kernel)
     if not terms:
         return terms
-    per_sm = _sharing_sm(constants(gpu), residency(gpu, ks), ks)
+    per_sm = blocks_sharing_sm(gpu, ks)         # worked out once: every per-block term below needs it
     cross_stage_overlap(per_sm, ks, terms)
-    spill = spill_block_us(gpu, kernel, ks)
+    spill = spill_block_us(gpu, kernel, ks, per_sm)
     if spill:
         terms[0]["spill_us"] = spill
     rest = sum(sum(t.values()) for t in terms)
-    issue = issue_block_us(gpu, kernel, ks)
+    issue = issue_block_us(gpu, kernel, ks, per_sm)
     if issue:
         terms[-1]["issue_us"] = max(0.0, issue - rest)
         rest = max(rest, issue)
@@ -656,10 +661,8 @@ def dispatch_block_us(gpu: GPU, ks, per_sm: int | None = None) -> float:
     ``block_dispatch_ns``.  A kernel of tiny blocks is bound by it, not by its bytes: XLA's DIEN softmax
     row reduction (750000 blocks of 32 threads, 32 per SM) took 454 us on an H200, 80 ns per block per SM,
     where its 96 MB at the copy rate take 22 us (``benchmarks/results/2026-11-27-h200``)."""
-    c = constants(gpu)
-    if per_sm is None:                       # (block_terms passes its own count: one occupancy per kernel)
-        per_sm = _sharing_sm(c, residency(gpu, ks), ks)
-    return per_sm * c["block_dispatch_ns"] / 1e3
+    per_sm = blocks_sharing_sm(gpu, ks) if per_sm is None else per_sm
+    return per_sm * constants(gpu)["block_dispatch_ns"] / 1e3
 
 
 def stage_block_us(plan, kernel, ks, terms=None) -> list:

@@ -205,7 +205,7 @@ class Evaluator:
         if all(w is not None for w in where):
             out = np.empty(shape, dtype=np.result_type(*(v for v, _ in parts)))
             for (v, _), (_, sl) in zip(parts, where):
-                out[sl] = cut(np.broadcast_to(v, shape), sl)
+                out[sl] = cut(v, sl)                 # (broadcast into the box as it is assigned)
             return out
         val = None
         for v, m in parts:

@@ -514,7 +514,7 @@ def _count_separable(geom, acc, F_X, F_Y, mx, my):
         out["requests"] = n_x * warps
     if acc.space == Space.GLOBAL:
         if acc.dedup:
-            b = _dedup_separable(geom, F_Xs, F_Ys, mx, my)
+            b = _dedup_separable(geom, F_Xs, F_Ys, mx, my, const_y=True if per_line else None)
             if b is None:
                 return None
             out["bytes"] = s * b
@@ -564,14 +564,16 @@ def scattered_row_vectors(geom, acc, F_X, F_Y) -> bool:
     return bool(((starts[:, None] + aligns[None, :]) % V).any())
 
 
-def _dedup_separable(geom, F_X, F_Y, mx, my):
+def _dedup_separable(geom, F_X, F_Y, mx, my, const_y=None):
     """Distinct (block, element) pairs when block = B_X + B_Y and element = F_X + F_Y (``mx``/``my``: the
-    lines' masks, None where every element is accessed)."""
+    lines' masks, None where every element is accessed; ``const_y``: whether ``F_Y`` is one value, where the
+    caller knows, :func:`one_value_per_line`)."""
     B_X, B_Y = geom.block_parts()
     B_X = B_X if mx is None else B_X[mx]
     B_Y = B_Y if my is None else B_Y[my]
     const_x = F_X.size == 0 or (F_X == F_X[0]).all()
-    const_y = F_Y.size == 0 or (F_Y == F_Y[0]).all()
+    if const_y is None:
+        const_y = F_Y.size == 0 or (F_Y == F_Y[0]).all()
     if const_y:
         # element depends on x only: pairs (B_X + B_Y, F_X)
         if not _sums_injective(B_X, B_Y):
