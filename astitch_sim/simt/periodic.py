@@ -138,7 +138,9 @@ def _find_periods(geom):
     if not _apart(d_W, W_Y):
         return None
     parts = (lines0[0][:n * P:P], period[0] - lines0[0][0])
-    view = SimpleNamespace(W_Y=W_Y, vector=V, mapping=m, block_parts=lambda: parts)
+    derived: dict = {}                        # what a count derives from the period alone (``Geometry.cached``)
+    view = SimpleNamespace(W_Y=W_Y, vector=V, mapping=m, block_parts=lambda: parts,
+                           cached=lambda key, make: derived[key] if key in derived else derived.setdefault(key, make()))
     rest = None
     if n * P < R:
         tasks = np.arange(n * P, R)

@@ -56,6 +56,7 @@ def _accesses(g):
         "transposed": [col * int(np.prod(g.shape[:-1])), rows],
         "one term over both": [rows * C + col],
         "not a sum": [(rows * 7 + col * 13) % 101],
+        "a scalar (broadcast)": [],
     }, {
         "none": None,
         "columns": col % 3 > 0,
@@ -78,14 +79,14 @@ def test_periodic_count_equals_the_dense_count(monkeypatch, name, space, itemsiz
 
 def test_the_periodic_path_is_taken_where_it_should_be(monkeypatch):
     """Not a vacuous comparison: the row (as two terms, or as one over both task and row dims), a broadcast row
-    vector and a per-row value take the path, with and without the partly filled last block; an index that is
+    vector, a per-row value and a scalar take the path, with and without the partly filled last block; an index that is
     not a sum of a task part and a row part does not."""
     for name in ("dien-like, partial last block", "vertical packing, whole periods", "two task dims",
                  "grid-stride, partial last block in a block of earlier trips"):
         g = _geometry(monkeypatch, name)
         terms, _ = _accesses(g)
         for tname in ("the row", "one term over both", "row vector (gamma)", "per-row value",
-                      "a batch's row (attention mask)"):
+                      "a batch's row (attention mask)", "a scalar (broadcast)"):
             monkeypatch.setattr(memory, "PATHS", dict.fromkeys(memory.PATHS, 0))
             memory.count(g, Access("global", "read", "x", 4, 0, terms[tname], dedup=True))
             assert memory.PATHS.get("periodic") == 1, (name, tname)
@@ -147,3 +148,19 @@ def test_additive_parts_add_up_or_decline(n0, n1, n2, additive, seed):
     pa, pb = parts
     assert set(geometry.support(pa, 3)) <= {1} and set(geometry.support(pb, 3)) <= {0, 2}
     np.testing.assert_array_equal(np.broadcast_to(pa + pb, a.shape), a)
+
+
+def test_a_scalar_read_in_rows_packed_to_a_warp():
+    """Regression: a scalar added to every element of short rows packed several to a warp (``x + s``, then the
+    row sums) crashed four strategies' simulation with an AttributeError (the periodic count's view of one
+    period could not keep what the one-value-per-line count derives from it).  Now every strategy simulates it
+    and matches the reference."""
+    g = asim.Graph("scalar_in_packed_rows")
+    x, s = g.parameter("x", (32, 32)), g.parameter("s", ())
+    r = g.reduce(g.add(x, g.broadcast(s, (32, 32), name="sb"), name="y"), (1,), "sum", name="r")
+    g.set_outputs([r])
+    ins = [np.arange(32 * 32, dtype=np.float32).reshape(32, 32) / 7, np.float32(2.5)]
+    want = asim.reference(g, ins)[0]
+    for strategy in asim.STRATEGIES:
+        res = asim.simulate(asim.compile(g, strategy, "H100"), ins)
+        np.testing.assert_allclose(res.outputs[0], want, rtol=1e-6, err_msg=strategy)
