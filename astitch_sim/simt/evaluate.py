@@ -130,6 +130,12 @@ class Evaluator:
             own = self.geom.idx
         return len(idx) == len(own) and all(a is b for a, b in zip(idx, own))
 
+    def at_whole(self, node, idx: tuple, mask) -> bool:
+        """Is ``idx`` every element of ``node``, in row-major order (its own index, or an index a reshape read in
+        order handed down: :meth:`walks_in_order`), with no mask?  The value is then the whole tensor, the
+        same numbers in every stage that computes it, whatever the stage's domain (``recomputed.Recomputed``)."""
+        return mask is None and self.uses is not None and self.walks_in_order(idx, node)
+
     def walks_in_order(self, idx: tuple, node) -> bool:
         """Is ``idx`` known to read ``node`` in row-major order (the domain's element ``e`` at the tensor's element
         ``e``): its own index (:meth:`is_identity`), or an index a reshape read in order handed to its operand?
@@ -183,6 +189,10 @@ class Evaluator:
                 oidx, _ = operand_index(node, i, idx)
                 args.append(self.value(o.name, oidx, mask))
             self.count_flops(node, mask)
+            again = self.run.recomputed
+            whole = again is not None and again.wanted(node.name) and self.at_whole(node, idx, mask)
+            if whole and (val := again.get(node.name, np.broadcast_shapes(*map(np.shape, idx)))) is not None:
+                return val                       # computed by an earlier stage: read and counted again, not redone
             donor = self.donor(node, args)
             if donor is not None:
                 val = in_place(node, args, donor)
@@ -191,6 +201,8 @@ class Evaluator:
                 if not any(val is a or np.may_share_memory(val, a) for a in args if isinstance(a, np.ndarray)):
                     if self.uses is not None and isinstance(val, np.ndarray) and val.base is None:
                         self.fresh[node.name] = val
+            if whole and (donor is not None or self.fresh.get(node.name) is val) and np.size(val) == node.size:
+                again.keep(node.name, val)      # (an array of its own: made here, or a dead operand's it overwrote)
             return val
         raise AStitchError(f"kernel {self.run.kernel.name}: stage {self.i} cannot evaluate {node.name} ({op}) "
                            "per element inside a generated kernel")

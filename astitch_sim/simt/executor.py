@@ -82,6 +82,7 @@ from ..ir.reference import bind_inputs, hand_over
 from .boxes import cut, placed
 from .geometry import EpilogueGeometry, Geometry, support
 from .kept_geometries import KeptGeometries, mapping_key, needed_after
+from .recomputed import Recomputed
 from .count_memo import count_once
 from .memory import Access, GlobalMemory, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator, element_uses
@@ -171,12 +172,13 @@ def simulate(plan: Plan, inputs, trace: bool = False, l2: bool = True) -> SimRes
         dying.setdefault(last, []).append(name)
     kept = KeptGeometries()           # geometries a later kernel of the same mapping takes as they are
     wanted = needed_after(plan.kernels)
+    again = Recomputed(plan.kernels)  # values a later stage computes again: computed once (recomputed.py)
     for ki, k in enumerate(plan.kernels):
         ks = KernelStats(k.name, k.kind, k.grid, k.block, *resident_resources(k))
         if k.kind == "library":
             _run_library(graph, k, mem, ks)
         else:
-            run = KernelRun(plan, ki, k, mem, recorder, dying=dying.get(ki, []), kept=kept)
+            run = KernelRun(plan, ki, k, mem, recorder, dying=dying.get(ki, []), kept=kept, recomputed=again)
             ks.stages = run.run()
             kept.keep(run.geoms, wanted[ki])
             ks.memset_bytes = run.memset_bytes
@@ -328,9 +330,10 @@ def rows_alike(table: np.ndarray) -> bool:
 class KernelRun:
     """One generated kernel: its shared memory, registers kept across stages, the stages."""
 
-    def __init__(self, plan, index, kernel, mem, recorder, dying=(), kept=None):
+    def __init__(self, plan, index, kernel, mem, recorder, dying=(), kept=None, recomputed=None):
         self.plan, self.graph, self.index, self.kernel = plan, plan.graph, index, kernel
         self.kept = kept                   # earlier kernels' geometries (``kept_geometries``), or None
+        self.recomputed = recomputed       # values computed by an earlier stage (``recomputed``), or None
         self.mem, self.recorder = mem, recorder
         self.stage_of, self.needed_later = kernel.stage_of, kernel.live_later
         self.kept_inputs: dict = {}        # loading stage -> kernel inputs it keeps in registers for later stages
@@ -381,6 +384,8 @@ class KernelRun:
         for i, s in enumerate(self.kernel.stages):
             st = StageStats(stage=i, dominant=s.dominant)
             self.run_stage(i, s, st)
+            if self.recomputed is not None:
+                self.recomputed.stage_done(self.index, i)
             out.append(st)
             if self.recorder is not None:
                 work.append(self._work(i, s))
