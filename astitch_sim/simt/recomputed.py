@@ -79,5 +79,7 @@ class Recomputed:
 
     def stage_done(self, kernel: int, stage: int) -> None:
         """Let go of the values no stage after ``(kernel, stage)`` computes."""
+        if not self.held:
+            return
         for name in [n for n in self.held if self.last[n] <= (kernel, stage)]:
             self.nbytes -= self.held.pop(name).nbytes
