@@ -6,13 +6,15 @@ backward recomputes the normalised input in three kernels.  The GPU pays for eac
 and the SIMT model counts each (the operands are read, the flops counted, in every stage that computes the
 op).  But the *values* are the same every time: the graph gives each node one value (every reader of ``x``
 reads the same tensor, however the plan moves it), so ``exp`` over the same elements is the same array of
-numbers in every kernel.  Computing it again in numpy is a domain-sized pass that changes nothing (a quarter
-of the simulation of XLA's softmax over <64,30000>, a third of its layer norm backward).
+numbers in every kernel.  Computing it again in numpy is a domain-sized pass that changes nothing (side by
+side, the simulation of XLA's layer norm backward at 16384x768 is 1.34x faster without it, its softmax over
+<64,30000> 1.10x: ``benchmarks/results/simt_speed_ab_3d5c127.md``).
 
 :class:`Recomputed` keeps the value an elementwise op computed at its own elements -- the whole tensor, no
 mask, in row-major order over the stage's domain (its own index, or a reshape's read in order) -- when the
-plan computes that node in a later stage too, and hands it to that stage instead of the numpy pass.  The operands are still evaluated (each
-read counted where the GPU makes it) and the flops counted; only the arithmetic is not redone.
+plan computes that node in a later stage too, and hands it to that stage instead of the numpy pass.  The
+operands are still evaluated (each read counted where the GPU makes it) and the flops counted; only the
+arithmetic is not redone.
 
 A kept array is made read-only: no later op may overwrite it in place (``Evaluator.donor`` and
 ``GlobalMemory.adopt`` both refuse an array that is not writeable), so the value handed on is the value
