@@ -355,6 +355,31 @@ def test_concatenate_of_one_operand_twice_in_the_numba_backend():
             assert np.array_equal(got, w), (strategy, got, w)
 
 
+def test_a_scalar_epilogue_value_read_by_a_later_scalar_stage_in_the_numba_backend():
+    """Found by the integer property test (thorough profile): ``shs10 = p8 * 0`` is computed per task in the
+    epilogue of a row reduction's stage and kept in shared memory, a slot per task, and a later flat stage of
+    one element reads it as a scalar -- the code generator refused the plan ("shs10: index () does not match
+    the 1 kept dims of stage 0").  Every task's slot holds the same scalar; a scalar read takes the first
+    task's, as the SIMT model does (gpu_backend/codegen/slots.py)."""
+    import gpu_backend
+    g = asim.Graph("scalar_epilogue")
+    p1, p8, p19 = g.parameter("p1", (13, 13), "s32"), g.parameter("p8", (), "s32"), g.parameter("p19", (), "s32")
+    shs10 = g.multiply(p8, g.constant(0, "s32"), name="shs10")
+    sho18 = g.multiply(g.broadcast(shs10, (13,), name="shb17"), g.reduce(p1, (1,), "sum", name="shr16"),
+                       name="sho18")
+    sel21 = g.select(g.compare(shs10, p19, "LT", name="cmp20"), shs10, p8, name="sel21")
+    g.set_outputs([sho18, sel21])
+    ins = [np.arange(169, dtype=np.int32).reshape(13, 13), np.int32(3), np.int32(5)]
+    want = asim.reference(g, ins)
+    plan = asim.compile(g, "astitch", "H100")
+    k = plan.kernels[0]
+    assert "shs10" in k.stages[0].epilogue and k.values["shs10"].space == "shared" and "sel21" in k.stages[1].ops
+    for strategy in asim.STRATEGIES:
+        plan = asim.compile(g, strategy, "H100")
+        for got, w in zip(gpu_backend.run(plan, ins), want, strict=True):      # raised AStitchError (astitch)
+            assert np.array_equal(got, w), (strategy, got, w)
+
+
 def test_sibling_reduce_does_not_pull_a_later_groups_value_into_its_epilogue():
     """Found by the integer property test: ``red10`` joins ``red4``'s stage as a sibling (same input, same
     dims), and the stage's epilogue then absorbed ``nrm8 = max(red4, broadcast(red6))`` -- but ``red6`` (a sum

@@ -79,6 +79,10 @@ class SlotEmitter:
         if not (n in prod.epilogue or ctx.g[n].op == "reduce"):
             ctx.fail(f"{n} is Regional but is neither a reduce nor an epilogue value: no task slot for it")
         kept = self.kept_dims(prod)
+        if not idx and ctx.g[n].rank == 0:
+            # a scalar an epilogue computes per task (``p8 * 0`` beside a row reduction): every task's slot holds
+            # the same value; a scalar read takes the first task's, as the SIMT model does (task 0's slot)
+            idx = (0,) * len(kept)
         if len(kept) != len(idx):
             ctx.fail(f"{n}: index {idx} does not match the {len(kept)} kept dims of stage {v.stage}")
         return self.slot_of(prod.mapping, self.task_coord(prod.mapping, dict(zip(kept, idx))))
