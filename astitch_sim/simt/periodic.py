@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..ir.flatindex import distinct
-from .geometry import WARP, additive_parts, support
+from .geometry import WARP, Geometry, additive_parts, support
 
 
 def _translate_offsets(line: np.ndarray, P: int, n: int):
@@ -138,9 +138,7 @@ def _find_periods(geom):
     if not _apart(d_W, W_Y):
         return None
     parts = (lines0[0][:n * P:P], period[0] - lines0[0][0])
-    derived: dict = {}                        # what a count derives from the period alone (``Geometry.cached``)
-    view = SimpleNamespace(W_Y=W_Y, vector=V, mapping=m, block_parts=lambda: parts,
-                           cached=lambda key, make: derived[key] if key in derived else derived.setdefault(key, make()))
+    view = PeriodView(W_Y=W_Y, vector=V, mapping=m, block_parts=lambda: parts, _cache={})
     rest = None
     if n * P < R:
         tasks = np.arange(n * P, R)
@@ -150,6 +148,13 @@ def _find_periods(geom):
             return None                       # the partial block shares a warp instruction with a whole period
         rest = SimpleNamespace(tasks=tasks, W=W, block=b, iteration=it, shared=_meets_blocks(b, *parts))
     return SimpleNamespace(P=P, n=n, C=C, view=view, rest=rest)
+
+
+class PeriodView(SimpleNamespace):
+    """What the separable count asks of a geometry, for one period: its warp numbers ``W_Y``, ``vector``,
+    ``mapping``, ``block_parts``, and ``cached`` (the geometry's own memo, over this view's ``_cache``: what a
+    count derives from the period alone, such as its distinct warp instructions)."""
+    cached = Geometry.cached
 
 
 def _meets(W: np.ndarray, d_W: np.ndarray, W_Y: np.ndarray) -> bool:

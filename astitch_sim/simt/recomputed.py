@@ -73,7 +73,7 @@ class Recomputed:
         memory: ``Evaluator.compute`` keeps only an op's fresh result) -- for the later stages that compute
         ``name``, if it fits in what the budget has left."""
         if (name not in self.last or name in self.held or not isinstance(value, np.ndarray)
-                or value.base is not None or not value.flags.owndata or self.nbytes + value.nbytes > self.budget):
+                or value.base is not None or self.nbytes + value.nbytes > self.budget):
             return
         value.flags.writeable = False
         self.held[name] = value
