@@ -401,6 +401,27 @@ def test_sibling_reduce_does_not_pull_a_later_groups_value_into_its_epilogue():
     run_case(Case(g, inputs, "regression"))
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_inductor_keeps_a_split_half_precision_sum_in_f32(dtype):
+    """Found by the every-dtype property test (thorough profile): Inductor splits the column sum of
+    bf16[256,13] in two kernels, and its partials were rounded to bf16 between them -- one rounding more than
+    the unsplit sum, which accumulates in f32 and rounds once (257 of 3328 outputs of ``p1 - sum(p1)`` were
+    outside the oracle's bound).  Inductor keeps the partials of an f16/bf16 reduction in f32
+    (``create_multilayer_helper``: ``intermediate_dtype``), and so does the split now."""
+    g = asim.Graph("half_split_sum")
+    p1 = g.parameter("p1", (256, 13), dtype)
+    red5 = g.reduce(p1, (0,), "sum", name="red5")
+    g.set_outputs(g.subtract(p1, g.broadcast(red5, (256, 13), (1,)), name="nrm7"), red5)
+    plan = asim.compile(g, "inductor", "H100")
+    partial = plan.graph["red5.partial"]
+    assert partial.dtype == "f32" and plan.graph["red5"].op == "convert" and plan.graph["red5"].dtype == dtype
+    assert "2 f32 partials per output" in "\n".join(plan.notes)
+    rng = np.random.default_rng(5)
+    for scale in (1.0, 300.0):                      # large sums: a 16-bit partial loses several bits
+        x = (rng.standard_normal((256, 13)) * scale).astype(np.float16 if dtype == "f16" else np.float32)
+        run_case(Case(g, [x], f"p1 - sum(p1) over {dtype}[256,13], scale {scale}"))
+
+
 def test_zero_size_operands_of_the_model_ops():
     """Found by the model-op rows of this suite: an argmax over an empty axis crashed the zero-size pass with a
     bare ValueError (it unpacked a reduce as (x, init)); a dynamic-update-slice of an empty update, a scatter of

@@ -63,6 +63,7 @@ tile: XBLOCK x RBLOCK, warps = tile / 128 in [2, 8]     ``triton_heuristics.trit
                                                         ``persistent_reduction``, ``reduction``
 split into two kernels: few outputs, long rows          ``InductorChoices.reduction_split_factor``,
                                                         ``Reduction.create_multilayer``
+a split f16/bf16 reduction keeps its partials in f32    ``create_multilayer_helper``: ``intermediate_dtype``
 ======================================================  ===============================================
 
 **Modelled / not modelled.**  Modelled: the rules in the table, with Inductor's default config; autotuning
@@ -74,7 +75,10 @@ their epilogue fusion (``max_autotune``: library kernels here, as cuBLAS calls a
 reordering and tiled (2-D) pointwise kernels, ``realize_opcount_threshold``, and the scheduler's global
 ranking by ``score_fusion`` (a node joins the closest earlier kernel that accepts it, where Inductor
 ranks every candidate pair by memory saved, then proximity).  A split's pieces are equal (Inductor masks a
-ragged last piece).  Triton keeps a persistent tile in registers however many it takes; so do we (the
+ragged last piece); a split half-precision reduction's f32 result is narrowed by a convert node of its
+own: the second kernel's epilogue where it is a graph output, else inlined into its readers' kernels,
+which then read the f32 result (Inductor narrows as the second kernel stores: two bytes per output more
+here, and split reductions have few outputs).  Triton keeps a persistent tile in registers however many it takes; so do we (the
 kernel's register estimate grows with it).
 """
 from __future__ import annotations

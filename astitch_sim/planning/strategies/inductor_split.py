@@ -14,6 +14,12 @@ is a free view.  The plan's graph is the rewritten one (same parameters and outp
 zero-size rewrite ``asim.compile`` makes.  The pieces are equal (a divisor of ``R``, :func:`~.inductor_rules.even_split`);
 a reduction whose reduced dims are not one contiguous run of a row-major input, or whose init value is
 not its reducer's identity (splitting would fold it in twice), is not split, and the notes say so.
+
+A half-precision reduction (f16, bf16) keeps its partials in f32, as ``create_multilayer_helper`` does
+("keep the intermediate in fp32 so as to keep the whole reduction in fp32"): rounded to 16 bits between
+the two kernels, a sum would be rounded once more than the unsplit reduction (which accumulates in f32
+and rounds its result).  The graph says so with converts: the input widened to f32 as the first kernel
+reads it, the partials f32, the second reduction's f32 result narrowed by a convert (see :mod:`.inductor`).
 """
 from __future__ import annotations
 
@@ -28,6 +34,9 @@ from .inductor_rules import even_split, reduction_hint, split_factor, splittable
 NOTE_PREFIX = "inductor split reduction"
 #: reducers for which folding the init twice changes nothing
 IDEMPOTENT = ("max", "min", "and", "or")
+#: dtypes whose split partials Inductor keeps in f32 (``intermediate_dtype`` in ``create_multilayer_helper``)
+HALF = ("f16", "bf16")
+ACCUMULATE = "f32"
 
 
 def _contiguous_run(dims) -> bool:
@@ -44,6 +53,15 @@ def _init_is_identity(node) -> bool:
         return False
     ident = r.identity([np.dtype(np.asarray(init.attrs["value"]).dtype)])[0]
     return bool(np.all(np.asarray(init.attrs["value"]) == ident))
+
+
+def _widen(g: Graph, v, taken: set, name: str):
+    """``v`` as f32: a constant init becomes an f32 constant (no kernel work), anything else a convert."""
+    name = unique_name(name, taken)
+    if v.op == "constant":
+        return g.add_node("constant", (), shape=v.shape, dtype=ACCUMULATE, name=name,
+                          value=np.asarray(v.attrs["value"], dtype=np.float32))
+    return g.add_node("convert", (v,), dtype=ACCUMULATE, name=name)
 
 
 def plan_split(node, gpu) -> tuple[int, str]:
@@ -90,13 +108,21 @@ def split_reductions(graph: Graph, gpu) -> tuple[Graph, list]:
         shaped = g.add_node("reshape", (x,), shape=tuple(outer + [pieces, rnumel // pieces] + inner),
                             name=unique_name(f"{n.name}.pieces", taken))
         attrs = {k: v for k, v in n.attrs.items() if k not in ("dimensions", "layout")}
-        partial = g.add_node("reduce", (shaped, init), dtype=n.dtype, name=unique_name(f"{n.name}.partial", taken),
+        layout = {"layout": n.attrs["layout"]} if "layout" in n.attrs else {}
+        dtype = n.dtype
+        if n.dtype in HALF:
+            shaped, init = (_widen(g, v, taken, f"{n.name}.{what}") for v, what in ((shaped, "wide"), (init, "init32")))
+            dtype = ACCUMULATE
+        partial = g.add_node("reduce", (shaped, init), dtype=dtype, name=unique_name(f"{n.name}.partial", taken),
                              dimensions=(len(outer) + 1,), **attrs)          # row-major, as the reshape is
-        new[n.name] = g.add_node("reduce", (partial, init), shape=n.shape, dtype=n.dtype, name=n.name,
-                                 dimensions=(len(outer),), **{**attrs, **({"layout": n.attrs["layout"]}
-                                                                          if "layout" in n.attrs else {})})
+        second = dict(shape=n.shape, dtype=dtype, dimensions=(len(outer),), **{**attrs, **layout})
+        if dtype == n.dtype:
+            new[n.name] = g.add_node("reduce", (partial, init), name=n.name, **second)
+        else:
+            whole = g.add_node("reduce", (partial, init), name=unique_name(f"{n.name}.f32", taken), **second)
+            new[n.name] = g.add_node("convert", (whole,), dtype=n.dtype, name=n.name)
         kind = classify_reduce(n).kind
         done.append(f"{n.name} ({kind}, {rnumel} elements into {n.size} outputs) -> {partial.name} "
-                    f"({pieces} partials per output) then {n.name}: two kernels")
+                    f"({pieces} {'f32 ' if dtype != n.dtype else ''}partials per output) then {n.name}: two kernels")
     g.set_outputs([new[o.name] for o in graph.outputs])
     return g, [f"{NOTE_PREFIX}: {w}" for w in done + notes]
