@@ -142,13 +142,20 @@ def test_gpt_plans_library_kernels_for_matmuls_and_stitches_the_rest(name, dots,
 @pytest.mark.slow
 def test_gpt_kernels_compile_with_numba_cuda_for_a_real_gpu(tmp_path):
     """Every kernel the backend generates for the GPT (forward: xla and astitch; training step: astitch,
-    31 stitched stages of AdamW among them) passes Numba-CUDA's type inference and lowering to NVVM IR."""
+    31 stitched stages of AdamW among them) passes Numba-CUDA's type inference and lowering to NVVM IR.
+
+    astitch's kernels of both fixtures also go through that lowering and then ptxas in the ptxas matrix
+    (``tests/gpu_backend/test_machine_code.py``, every HLO fixture under astitch): where NVIDIA's toolchain
+    is installed (the test extra installs it) this test lowers only xla's forward, 38 s less on 2 cores."""
     import os
     import subprocess
+    from gpu_backend.machine import toolchain
     root = Path(TESTS_FILE).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["ASTITCH_GPU_CACHE"] = str(tmp_path / "cache")
-    for strategies, name in (("xla,astitch", "gpt_forward"), ("astitch", "gpt_train_step")):
+    cases = (("xla", "gpt_forward"),) if toolchain.available() else \
+        (("xla,astitch", "gpt_forward"), ("astitch", "gpt_train_step"))
+    for strategies, name in cases:
         r = subprocess.run([sys.executable, "-m", "gpu_backend.machine.typecheck", "--strategies", strategies,
                             str(FIXTURES / "models" / f"{name}.hlo")], capture_output=True, text=True, env=env,
                            cwd=root, timeout=900)
