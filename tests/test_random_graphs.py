@@ -422,6 +422,23 @@ def test_inductor_keeps_a_split_half_precision_sum_in_f32(dtype):
         run_case(Case(g, [x], f"p1 - sum(p1) over {dtype}[256,13], scale {scale}"))
 
 
+@pytest.mark.parametrize("shape, dims, red", [((4, 65536), (1,), "sum"), ((4, 65536), (1,), "max"),
+                                              ((2048, 8), (0,), "prod")], ids=["row-sum", "row-max", "column-prod"])
+def test_inductor_splits_half_precision_reductions_of_every_kind_through_f32(shape, dims, red):
+    """Rows split in 8 and a column product split in 16, bf16: the partials are f32 whatever the reducer (as
+    Inductor's are), and every strategy's result lies within the oracle's bound (with bf16 partials the column
+    product put 4 of its 8 outputs outside it, worst 3x the bound)."""
+    g = asim.Graph("half_split")
+    p = g.parameter("p", shape, "bf16")
+    g.set_outputs(g.reduce(p, dims, red, name="r"))
+    plan = asim.compile(g, "inductor", "H100")
+    assert plan.graph["r.partial"].dtype == "f32" and plan.graph["r"].op == "convert"
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    if red == "prod":
+        x = (1.0 + x / 64).astype(np.float32)             # a product of 2048 terms near 1: finite
+    run_case(Case(g, [x], f"{red} over bf16{list(shape)} dims {dims}"))
+
+
 def test_zero_size_operands_of_the_model_ops():
     """Found by the model-op rows of this suite: an argmax over an empty axis crashed the zero-size pass with a
     bare ValueError (it unpacked a reduce as (x, init)); a dynamic-update-slice of an empty update, a scatter of
