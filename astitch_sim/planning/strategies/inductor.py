@@ -78,8 +78,8 @@ ranks every candidate pair by memory saved, then proximity).  A split's pieces a
 ragged last piece); a split half-precision reduction's f32 result is narrowed by a convert node of its
 own: the second kernel's epilogue where it is a graph output, else inlined into its readers' kernels,
 which then read the f32 result (Inductor narrows as the second kernel stores: two bytes per output more
-here, and split reductions have few outputs).  Triton keeps a persistent tile in registers however many it takes; so do we (the
-kernel's register estimate grows with it).
+here, and split reductions have few outputs).  Triton keeps a persistent tile in registers however many
+it takes; so do we (the kernel's register estimate grows with it).
 """
 from __future__ import annotations
 

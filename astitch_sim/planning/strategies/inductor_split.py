@@ -59,9 +59,8 @@ def _widen(g: Graph, v, taken: set, name: str):
     """``v`` as f32: a constant init becomes an f32 constant (no kernel work), anything else a convert."""
     name = unique_name(name, taken)
     if v.op == "constant":
-        return g.add_node("constant", (), shape=v.shape, dtype=ACCUMULATE, name=name,
-                          value=np.asarray(v.attrs["value"], dtype=np.float32))
-    return g.add_node("convert", (v,), dtype=ACCUMULATE, name=name)
+        return g.constant(v.attrs["value"], ACCUMULATE, name=name)
+    return g.convert(v, ACCUMULATE, name=name)
 
 
 def plan_split(node, gpu) -> tuple[int, str]:
