@@ -460,6 +460,49 @@ class Folded(tuple):
     stage's elements no longer needed (:func:`fold`)."""
 
 
+class Reduced(Folded):
+    """A reduce's per-task partials (``[task, part]`` per reduced value): levels 1 and 2 done at once, for a
+    reducer that folds to the same bits in any order (:func:`reduce_rows_in_any_order`)."""
+
+
+def reduce_rows_in_any_order(values: tuple, geom, m, ident: tuple, red):
+    """Levels 1 and 2 of an ``any_order`` reduce (``max``, ``min``, ``and``, ``or``) in one ``ufunc.reduce``
+    over each task's row -> :class:`Reduced` (``[task, 1]``), or None where it does not apply (another reducer,
+    a task split over blocks, a geometry whose tasks are not whole rows of its domain).
+
+    Which thread folds which element, and in which order, changes no bit of such a fold (the reducers' module
+    says so, signed zeros aside), so the per-thread layout and the tree or butterflies over its lanes -- a
+    scatter of the whole input into ``[task, part, inner, lane]``, a fold per trip, a step per lane halving --
+    give what numpy's own reduce of the row gives, at several times its cost (a third of the max of softmax
+    <64,30000>).  What the lanes' combine *costs* does not depend on the values: :func:`reduce_steps` counts
+    it from the lane count, as the tree and the butterflies would.  Holes hold the identity, and a task no
+    element reaches keeps it; the reducer's init is folded in later, as for every scheme."""
+    if not red.any_order or m.splits != 1 or not geom.separable or len(values) != 1:
+        return None
+    p0, p1 = geom.parts
+    init = np.asarray(ident[0]).item()
+    v = np.broadcast_to(values[0], geom.shape)
+    kept = sorted(p0)                               # ufunc.reduce keeps the other dims in their order
+    rows = red.ufunc.reduce(v, axis=tuple(p1), initial=init) if p1 else v
+    rows = np.transpose(rows, [kept.index(k) for k in p0]).reshape(-1)
+    if rows.size == m.rows and geom.tasks_in_order():
+        return Reduced((np.asarray(rows, dtype=v.dtype).reshape(m.rows, 1),))
+    out = np.full(m.rows, init, dtype=v.dtype)
+    out[geom.layout_tasks()] = rows
+    return Reduced((out.reshape(m.rows, 1),))
+
+
+def reduce_steps(lanes: int, scheme) -> object:
+    """The step count(s) :func:`tree` or :func:`shuffle` returns for a task of ``lanes`` lanes, without their
+    values: the tree's halvings, or each butterfly's (one warp's lanes, then the warp totals padded to a power
+    of two)."""
+    if scheme is not ReduceScheme.SHUFFLE:
+        return tree_steps(lanes)
+    if lanes <= WARP:
+        return tree_steps(lanes), 0
+    return tree_steps(WARP), tree_steps(lanes // WARP)     # (padding to a power of two adds no step)
+
+
 def fold(node, values, geom) -> Folded:
     """Level 1 of ``node``: every thread folds its elements.  The executor folds each reduce input as soon as
     the element loop has computed it, so a stage of several reduces (inductor's cross-entropy: the sum of exps
@@ -473,7 +516,8 @@ def fold(node, values, geom) -> Folded:
     dtypes = [numpy_dtype(x.dtype) for x in node.operands[:n]]
     values = tuple(np.asarray(v).astype(d, copy=False) for v, d in zip(values, dtypes))
     with np.errstate(all="ignore"):
-        return Folded(per_thread_in_blocks(values, geom, m, identity(node), red))
+        rows = reduce_rows_in_any_order(values, geom, m, identity(node), red)
+        return rows if rows is not None else Folded(per_thread_in_blocks(values, geom, m, identity(node), red))
 
 
 def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
@@ -490,7 +534,9 @@ def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
     ident = identity(node)
     acc = values if isinstance(values, Folded) else fold(node, values, geom)
     with np.errstate(all="ignore"):
-        if scheme is ReduceScheme.SHUFFLE:
+        if isinstance(acc, Reduced):
+            partial, steps = acc, reduce_steps(geom.layout_lanes, scheme)
+        elif scheme is ReduceScheme.SHUFFLE:
             partial, steps = shuffle(acc, red.combine, ident)
         else:
             partial, steps = tree(acc, red.combine)
