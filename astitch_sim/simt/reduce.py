@@ -438,12 +438,24 @@ def shuffle(acc: tuple, combine, ident: tuple) -> tuple:
     return out, (steps, steps2)
 
 
-def combine_splits(partial: tuple, init: tuple, combine, how: str) -> tuple:
-    """Across split blocks: ``[task, part]`` -> ``[task]`` per value (see the module docstring)."""
+def combine_splits(partial: tuple, init: tuple, red, how: str) -> tuple:
+    """Across split blocks: ``[task, part]`` -> ``[task]`` per value (see the module docstring).  A one-value
+    reducer folds the parts with one ``ufunc.accumulate`` down the parts (each step's result is an output of
+    the accumulate, so no step is reassociated: the part order of the loop it replaces, bit for bit, without a
+    numpy call per part -- global norm's 256 split blocks of one task; in the parts' type: numpy's accumulate would
+    widen a small integer)."""
+    combine = red.combine
     S = partial[0].shape[1]
     col = lambda p: tuple(x[:, p] for x in partial)     # noqa: E731
     if S == 1:
         return combine(col(0), tuple(np.broadcast_to(i, partial[0].shape[:1]) for i in init))
+    if red.ufunc is not None:
+        (x,), (i,) = partial, init
+        first = np.broadcast_to(np.asarray(i, dtype=x.dtype), (1, x.shape[0]))
+        kept = {"dtype": x.dtype} if red.ufunc in (np.add, np.multiply) else {}
+        if how == "atomic":                       # atomics land in part order, on the init the runtime filled
+            return (red.ufunc.accumulate(np.concatenate([first, x.T]), axis=0, **kept)[-1],)
+        return combine((red.ufunc.accumulate(x.T, axis=0, **kept)[-1],), (first[0],))
     if how == "atomic":
         out = tuple(np.broadcast_to(i, x.shape[:1]).astype(x.dtype) for i, x in zip(init, partial))
         for p in range(S):                        # atomics land in part order
@@ -541,7 +553,7 @@ def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
         else:
             partial, steps = tree(acc, red.combine)
         init = tuple(np.asarray(i, dtype=d) for i, d in zip(init, dtypes))
-        result = combine_splits(partial, init, red.combine, m.combine)
+        result = combine_splits(partial, init, red, m.combine)
     k = node.attrs.get("result", 0)
     result = cast(np.asarray(result[k], dtype=dtypes[k]), node.dtype)
     partial = cast(np.asarray(partial[k], dtype=dtypes[k]), node.dtype)

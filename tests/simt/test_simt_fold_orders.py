@@ -101,3 +101,40 @@ def test_trips_fold_as_the_whole_padded_row():
         with np.errstate(all="ignore"):
             got, want = (reduce.per_thread((d,), red, ident)[0] for d in (pieces, whole))
         assert np.array_equal(got, want, equal_nan=True), red.name
+
+
+SPLIT_DTYPES = [np.float32, np.float16, np.float64, np.int32, np.bool_]
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), red=st.sampled_from(ONE_VALUE), dtype=st.sampled_from(SPLIT_DTYPES),
+       how=st.sampled_from(["atomic", "grid_barrier"]), specials=st.booleans())
+def test_split_parts_combine_in_part_order(seed, red, dtype, how, specials):
+    """The parts of a split task combine with one ``ufunc.accumulate`` down the parts: the bits of the
+    part-by-part loop (the atomics' order, or the grid barrier's fold then the init) for every reducer."""
+    if red.name in ("and", "or"):
+        dtype = np.bool_                          # (the logical reducers reduce pred)
+    rng = np.random.default_rng(seed)
+    T, S = int(rng.integers(1, 40)), int(rng.integers(2, 300))
+    partial = (_values(rng, (T, S), dtype, specials),)
+    init = (np.asarray(_values(rng, (1,), dtype, False)[0]),)
+    with np.errstate(all="ignore"):
+        got = reduce.combine_splits(partial, init, red, how)
+        want = reduce.combine_splits(partial, init, plain(red), how)
+    assert got[0].dtype == want[0].dtype and got[0].shape == want[0].shape == (T,)
+    assert np.array_equal(got[0], want[0], equal_nan=np.dtype(dtype).kind == "f"), (red.name, how, dtype)
+
+
+def test_split_parts_are_not_reassociated():
+    """A sum of 256 float32 parts whose pairwise sum (numpy's ``add.reduce`` along a row) rounds differently
+    from the in-order fold: the combine gives the in-order fold's bits, in both modes."""
+    red = REDUCERS["sum"]
+    rng = np.random.default_rng(11)
+    partial = ((rng.standard_normal((1, 256)) * 1e4).astype(np.float32),)
+    init = (np.float32(0.1),)
+    for how in ("atomic", "grid_barrier"):
+        got = reduce.combine_splits(partial, init, red, how)[0]
+        want = reduce.combine_splits(partial, init, plain(red), how)[0]
+        assert np.array_equal(got, want)
+    pairwise = np.add(np.add.reduce(partial[0], axis=1), init[0])
+    assert not np.array_equal(pairwise, want), "the orders agree on these values: the test would not see one"
