@@ -128,3 +128,65 @@ def test_steps_from_the_lane_count_are_the_tree_s_and_the_butterflies():
 def test_random_graphs(case):
     for strategy in asim.STRATEGIES:
         on_and_off(asim.compile(case.graph, strategy, "H100"), case.inputs)
+
+
+# -- one element per thread: the identity folded in by the tree, block by block (reduce.Unfolded) ----------------
+
+def _argmax_rows(rows, cols):
+    g = asim.Graph("argmax_rows")
+    x = g.parameter("x", (rows, cols))
+    g.set_outputs(g.argmax(x, 1))
+    return g
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+def test_an_argmax_of_one_element_per_thread(strategy):
+    """A pair reducer (value, index) through the same path: the identity pair folded in by the tree."""
+    from test_simt_blocked_paths import on_and_off as exactly_on_and_off
+    g = _argmax_rows(2000, 32)
+    x = np.random.default_rng(2).standard_normal((2000, 32)).astype(np.float32)
+    x[::7, 3] = x[::7, 5]                                   # ties: the lower index wins
+    exactly_on_and_off(asim.compile(g, strategy, "H100"), [x], reduce, "unfolded")
+
+
+@pytest.mark.parametrize("strategy", asim.STRATEGIES)
+@pytest.mark.parametrize("name,shape", [("row_reduce", dict(rows=3000, cols=32)), ("softmax", dict(rows=750, cols=32)),
+                                        ("layernorm", dict(rows=300, cols=32))])
+def test_one_element_per_thread_folds_the_identity_in_the_tree(name, shape, strategy):
+    """Every counter, the timeline and every output byte as with the identity folded into a domain-sized array
+    first; the elements really handed to the tree as they lie for the scalar rows of 32 lanes."""
+    from test_simt_blocked_paths import on_and_off as exactly_on_and_off
+    g = asim.workload(name, **shape)
+    plan = asim.compile(g, strategy, "H100")
+    answers = exactly_on_and_off(plan, workload_inputs(g, 0), reduce, "unfolded")
+    scalar = [s for k in plan.generated for s in k.stages if s.reduces and s.mapping.kind == "rows"
+              and s.mapping.folds_per_task == 1]
+    assert not scalar or any(isinstance(a, reduce.Unfolded) for a in answers)
+
+
+def test_the_tree_folds_the_identity_first_for_every_reducer():
+    """``tree``/``shuffle`` with ``first`` give what folding the identity in beforehand gives (``-0.0 + 0.0`` is
+    ``+0.0``: an element that is not its own accumulator), for one-value and pair reducers, tree and butterflies."""
+    from astitch_sim.ir.reducers import REDUCERS
+    rng = np.random.default_rng(5)
+    for red in REDUCERS.values():
+        for lanes in (1, 7, 32, 256):
+            if red.values == 2:
+                acc = (rng.standard_normal((9, 2, lanes)).astype(np.float32),
+                       rng.integers(0, 50, (9, 2, lanes)).astype(np.int32))
+                ident = red.identity([np.dtype(np.float32), np.dtype(np.int32)])
+            elif red.name in ("and", "or"):
+                acc, ident = (rng.random((9, 2, lanes)) < 0.5,), red.identity([np.dtype(np.bool_)])
+            else:
+                v = rng.standard_normal((9, 2, lanes)).astype(np.float32)
+                v[v < -1] = -0.0
+                acc, ident = (v,), red.identity([np.dtype(np.float32)])
+            start = tuple(np.asarray(i, a.dtype).reshape(()) for i, a in zip(ident, acc, strict=True))
+            before = tuple(np.asarray(m, dtype=a.dtype) for m, a in zip(red.combine(start, acc), acc, strict=True))
+            pairs = [(reduce.tree(acc, red.combine, ident), reduce.tree(before, red.combine))]
+            if lanes <= 32 or lanes % 32 == 0:
+                pairs.append((reduce.shuffle(acc, red.combine, ident, ident), reduce.shuffle(before, red.combine, ident)))
+            for got, want in pairs:
+                assert got[1] == want[1]
+                for a, b in zip(got[0], want[0], strict=True):
+                    assert a.tobytes() == b.tobytes(), (red.name, lanes)
