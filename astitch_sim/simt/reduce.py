@@ -20,6 +20,12 @@ from numpy's pairwise sum exactly as a GPU's would:
 Unsplit tasks fold the init value in at the end (``op(result, init)``, like
 XLA's reduce semantics and the numpy reference).  An argmax/argmin folds
 (value, index) pairs the same way, every level on both arrays at once.
+
+What the levels count (shuffles, tree steps, barriers) depends on the lane count only, so two
+shortcuts compute the same values with less work: a reducer exact in any order (``max``, ``min``,
+``and``, ``or``) over tasks that are whole rows does levels 1 and 2 in one ``ufunc.reduce`` per row
+(:func:`reduce_rows_in_any_order`), and a thread's one element (one inner iteration) goes to the
+tree as it lies, which folds the identity in (:class:`Unfolded`).
 """
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 task's row (``reduce.reduce_rows_in_any_order``), not through the per-thread layout and the tree or butterflies
 over its lanes: every counter, the timeline and every output the same as the lane-by-lane fold, the step counts
 of the lanes' combine counted from the lane count alone (``reduce.reduce_steps``), and the shortcut refused where
-a task is split over blocks (its parts' partials would need the layout)."""
+a task is split over blocks (its parts' partials would need the layout).  And where each thread holds one
+element of its row, the elements go to the tree as they lie and the tree folds the identity in
+(``reduce.Unfolded``): every counter, the timeline and every output byte the same."""
 from __future__ import annotations
 
 from unittest import mock
