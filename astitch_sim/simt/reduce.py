@@ -344,11 +344,10 @@ def per_thread_in_blocks(values: tuple, geom, m, ident: tuple, red) -> tuple:
     for blocks in zip(*(lay_out_chunks(v, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
         rows = blocks[0][0]
         dense = tuple(d for _, d in blocks)
-        if out is None and rows == slice(0, T) and (raw := unfolded(dense)) is not None:
-            return raw                                   # one element per thread, every task
+        if out is None and rows == slice(0, T):          # one block, every task: the whole fold at once
+            raw = unfolded(dense)                        # (one element per thread: as they lie)
+            return raw if raw is not None else per_thread(dense, red, ident)
         acc = per_thread(dense, red, ident)
-        if out is None and rows == slice(0, T):
-            return acc                                   # one block, every task: the whole fold at once
         if out is None:                                  # tasks no block reaches keep an all-identity fold
             empty = tuple(np.full((1, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
             out = tuple(np.empty((T, S, lanes), dtype=a.dtype) for a in acc)
@@ -416,10 +415,10 @@ def tree(acc: tuple, combine, first: tuple | None = None) -> tuple:
     flat = [np.ascontiguousarray(a).reshape(-1, lanes) for a in acc]
     out = [np.empty(f.shape[0], dtype=f.dtype) for f in flat]
     chunk = max(1, TREE_BLOCK // max(lanes, 1))
+    start = None if first is None else tuple(np.asarray(i, dtype=f.dtype).reshape(()) for i, f in zip(first, flat))
     for s in range(0, flat[0].shape[0], chunk):
         rows = [np.ascontiguousarray(f[s:s + chunk].T) for f in flat]
-        if first is not None:                   # level 1: each thread's accumulator, from the identity
-            start = tuple(np.asarray(i, dtype=r.dtype).reshape(()) for i, r in zip(first, rows))
+        if start is not None:                   # level 1: each thread's accumulator, from the identity
             rows = [np.asarray(m, dtype=r.dtype) for m, r in zip(combine(start, tuple(rows)), rows)]
         n = lanes
         while n > 1:
@@ -579,12 +578,13 @@ def run_reduce(node, values, init, geom, scheme=ReduceScheme.TREE) -> dict:
     ident = identity(node)
     acc = values if isinstance(values, Folded) else fold(node, values, geom)
     with np.errstate(all="ignore"):
+        first = ident if isinstance(acc, Unfolded) else None       # level 1 still to do, in the tree
         if isinstance(acc, Reduced):
             partial, steps = acc, reduce_steps(geom.layout_lanes, scheme)
         elif scheme is ReduceScheme.SHUFFLE:
-            partial, steps = shuffle(acc, red.combine, ident, ident if isinstance(acc, Unfolded) else None)
+            partial, steps = shuffle(acc, red.combine, ident, first)
         else:
-            partial, steps = tree(acc, red.combine, ident if isinstance(acc, Unfolded) else None)
+            partial, steps = tree(acc, red.combine, first)
         init = tuple(np.asarray(i, dtype=d) for i, d in zip(init, dtypes))
         result = combine_splits(partial, init, red, m.combine)
     k = node.attrs.get("result", 0)
