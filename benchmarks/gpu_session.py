@@ -1,7 +1,7 @@
 """The GPU window's runbook: a window of device time cut into device commands (parts), then a render step here.
 
     python -m benchmarks.gpu_session --plan                          # the window's parts and what is left (no GPU)
-    python -m benchmarks.gpu_session --plan --skip-done benchmarks/results/2026-11-2[79]-h200/parts
+    python -m benchmarks.gpu_session --plan --skip-done benchmarks/results/2026-11-*-h200/parts
     python -m benchmarks.gpu_session --part 1/2 --out $OUT/p1 --commit <hash> [--skip-done ...]   # on the GPU
     python -m benchmarks.gpu_session --render p1 p2 --out benchmarks/results/<date>-<device>      # here
     python -m benchmarks.gpu_session --simulator --out /tmp/dry      # every step, no GPU (CI)
@@ -11,7 +11,7 @@ costs 35-60 s, and none starts with under 4 minutes left), at most 10 minutes pe
 command, on a bare image (nothing to install; the repository travels, ``../shared``
 does not).  The window's work is a list of *steps* (:func:`steps`), in the order of
 what they are worth, each with a duration (:data:`ESTIMATE_S`: measured on the H200 on
-2026-11-27 or 2026-11-29 where :data:`MEASURED_S` has the step, an estimate elsewhere):
+2026-11-27, 2026-11-29 or 2026-11-30 where :data:`MEASURED_S` has the step, an estimate elsewhere):
 
 ``probe``, ``copy``         first (seconds): driver, versions, where NVVM / libdevice / the device
                             runtime come from, a plain, a grid-sync kernel, CUDA events
@@ -26,13 +26,13 @@ what they are worth, each with a duration (:data:`ESTIMATE_S`: measured on the H
 ``launches:<case>``         one suite case under astitch at several block-size caps (``max_block_threads``),
                             each plan validated and timed, beside the cost model's static and simulated
                             predictions (:mod:`benchmarks.launch_sweep`): whether block size matters where
-                            the model prices every size alike (the DIEN softmax); ~30 s each;
+                            the model prices every size alike (the DIEN softmax); 7-8 s each;
 ``correctness:<workload>``  every strategy's plan of one catalog workload at catalog size, after
                             apply_compiler, against the numpy reference (:mod:`benchmarks.gpu_correctness`):
-                            workloads and shapes the suite lacks; 15-80 s each, so they fill a part;
+                            workloads and shapes the suite lacks; 6-92 s each, so they fill a part;
 ``sanitizer:<tool>``        last: compute-sanitizer memcheck or racecheck on a sample with stitched
-                            cooperative kernels (:mod:`benchmarks.sanitizer`): up to 200 s each (the
-                            tool's cap; never measured), a yes/no about races that no device changes,
+                            cooperative kernels (:mod:`benchmarks.sanitizer`): ~10 s each on the H200
+                            (its cap is 200 s), a yes/no about races that no device changes,
                             and a tool cut off gives no verdict.  A window it does not fit leaves it
                             for the next, where ``--skip-done`` moves it up as the rest is done.
 
@@ -97,37 +97,37 @@ MIN_START_S = 240
 #: 900 s less 682 s of command wall and a start leave ~50 s for each of its three calls)
 CALL_S = 45
 
-MEASURED_ON = "H200 on 2026-11-27 and 2026-11-29"
-#: seconds each step took in the H200 windows (benchmarks/results/2026-11-27-h200 and 2026-11-29-h200, NOTES.md
-#: in each), the slower of the two where both ran it: probe and copy from each window's parts/p1/session.json; a
-#: correctness workload from its start to its last plan checked (planning, apply_compiler's ptxas runs, the
-#: reference, six runs: ``workload_seconds`` of its last row in a part's session.json); a suite case its
-#: ``wall_s`` in a part's results.json (inputs, reference, apply_compiler, six plans, the baselines).  Every
-#: measurement is of a whole step: the first window's partial ones (log_softmax cut off, five cases without
-#: their torch baselines) were run whole in the second.
+MEASURED_ON = "H200 on 2026-11-27, 2026-11-29 and 2026-11-30"
+#: seconds each step took in the H200 windows (benchmarks/results/2026-11-27-h200, 2026-11-29-h200 and
+#: 2026-11-30-h200, NOTES.md in each), the slowest where several ran it: probe and copy from each window's
+#: parts/p1/session.json; a correctness workload from its start to its last plan checked (planning,
+#: apply_compiler's ptxas runs, the reference, six runs: ``workload_seconds`` of its last row in a part's
+#: session.json); a suite case its ``wall_s`` in a part's results.json (inputs, reference, apply_compiler, six
+#: plans, the baselines); a launch sweep or a sanitizer tool its step's ``seconds``.  Every measurement is of a
+#: whole step: the first window's partial ones (log_softmax cut off, five cases without their torch baselines)
+#: were run whole in the second.  The sanitizer tools ran their eight small plans in under 10 s each on the
+#: third window, against the 205 s planned from their cap.
 MEASURED_S = {
     "probe": 1.1, "copy": 4.6,
     "correctness:layernorm": 31.8, "correctness:rmsnorm": 23.2, "correctness:batchnorm_train": 35.9,
     "correctness:layernorm_backward": 48.4, "correctness:global_norm": 14.4, "correctness:softmax": 37.7,
     "correctness:attention_softmax": 18.2, "correctness:log_softmax": 91.8, "correctness:cross_entropy": 14.8,
+    "correctness:bias_gelu": 22.6, "correctness:swiglu": 19.9, "correctness:adam_step": 15.2,
+    "correctness:paper_fig7": 19.6, "correctness:row_reduce": 5.7, "correctness:column_reduce": 13.1,
     "suite:layernorm_16384x768": 48.4, "suite:rmsnorm_4096x4096": 31.4, "suite:softmax_750000x32": 27.8,
     "suite:bias_gelu_16384x3072": 30.8, "suite:layernorm_backward_16384x768": 72.1,
     "suite:layernorm_8192x4096": 58.1, "suite:softmax_64x30000": 47.9, "suite:attention_softmax_196608x512": 40.4,
-    "suite:batchnorm_train_65536x64": 60.5, "suite:global_norm_1024x1024": 25.0,
+    "suite:batchnorm_train_65536x64": 60.5, "suite:global_norm_1024x1024": 35.2,
     "suite:adam_step_110M": 83.7, "suite:cross_entropy_8192x32000": 81.0, "suite:paper_fig7": 37.2,
+    "launches:softmax_750000x32": 8.2, "launches:layernorm_16384x768": 6.9,
+    "sanitizer:memcheck": 9.4, "sanitizer:racecheck": 9.7,
 }
-#: estimates of steps never measured
+#: estimates of steps never measured: the launch sweeps added after the third window, whose two sweeps of two to
+#: four plans took 7-8 s (a plan through ptxas, Numba's compile, validation, 20 timed runs and a simulation)
 UNMEASURED_S = {
-    # correctness: ~5 s a plan like the measured ones, more for a large catalog shape (bias_gelu 0.4 GB,
-    # swiglu 0.5 GB)
-    "correctness:bias_gelu": 40, "correctness:swiglu": 45,
-    "correctness:adam_step": 35, "correctness:paper_fig7": 25, "correctness:row_reduce": 30,
-    "correctness:column_reduce": 35,
-    # sanitizer: the tool's cap (sanitizer.TIMEOUT_S, 200 s) + the child's start
-    "sanitizer:memcheck": 205, "sanitizer:racecheck": 205,
-    # launch sweeps: the suite's DIEN softmax case took 28 s for six plans and four baselines; a sweep has
-    # three or four plans, each through ptxas, Numba's compile, validation, 20 timed runs and a simulation
-    "launches:softmax_750000x32": 35, "launches:layernorm_16384x768": 30,
+    "launches:rmsnorm_4096x4096": 10, "launches:attention_softmax_196608x512": 15,
+    "launches:layernorm_backward_16384x768": 20, "launches:batchnorm_train_65536x64": 20,
+    "launches:softmax_64x30000": 15,
 }
 #: the seconds a plan counts per step: a measurement rounded up; an estimate elsewhere
 ESTIMATE_S = {**{k: math.ceil(v) for k, v in MEASURED_S.items()}, **UNMEASURED_S}

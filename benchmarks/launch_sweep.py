@@ -32,6 +32,20 @@ SWEEPS = {
     # BERT's layer norm: a row of 768 per task; one-kernel row reductions at copy bandwidth are where the model
     # over-predicts most (the second window's cross-check: fusionstitching 46.5 predicted, 26.2 measured)
     "layernorm_16384x768": (128, 256, 512, 1024),
+    # the third window (benchmarks/results/2026-11-30-h200/NOTES.md) measured both sweeps faster in smaller blocks
+    # at equal occupancy (softmax 48.0 us at 128 threads, 56.0 at 1024; layer norm 25.2 at 32, 26.4 at 1024) where
+    # the model prices them alike or the other way round; the sweeps below are the data to fit a term on.
+    # RMSNorm's 4096-wide rows: a row per block of 64 or of 128 threads (the static estimate: 49.9 against 35.4 us)
+    "rmsnorm_4096x4096": (64, 128),
+    # the attention softmax's rows of 512: one per 32-thread block, or 32 rows packed in a block of 1024
+    "attention_softmax_196608x512": (512, 1024),
+    # layer-norm backward's one cooperative kernel: a row per block of 64 to 512 threads (61.0-67.3 us estimated)
+    "layernorm_backward_16384x768": (64, 128, 256, 512),
+    # batch norm's one kernel with a grid barrier: 2048 blocks of 64 down to 256 of 1024 (30.2-25.9 us estimated)
+    "batchnorm_train_65536x64": (64, 128, 256, 512, 1024),
+    # the paper's <64,30000> row: split over 64 blocks of 64 threads (4096 blocks), 16 of 256, or one block of
+    # 1024 per row (20.1, 20.1 and 8.9 us estimated): the task-splitting decision itself, measured
+    "softmax_64x30000": (64, 256, 1024),
 }
 #: the largest tensor a run also simulates for the SIMT model's prediction (the static estimate always runs)
 SIMULATE_ELEMENTS = 1 << 25

@@ -264,8 +264,9 @@ print("max |diff| vs numpy:", np.max(np.abs(out7[0] - asim.reference(g7, inputs7
 # The test that matters for a cost model is a GPU: run every plan, time it, compare with the prediction.
 # `python -m benchmarks.gpu_bench` does exactly that and writes `results.json` files under `benchmarks/results/`
 # (`python -m benchmarks.gpu_session` runs it in a GPU window, a few device commands, one file per command);
-# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU. Two windows,
-# each on one NVIDIA H200, are committed: `benchmarks/results/2026-11-27-h200/` and `.../2026-11-29-h200/`.
+# `asim.gpu_measurements` reads them back, and refuses anything that did not come from a real GPU. Three windows,
+# each on one NVIDIA H200, are committed: `benchmarks/results/2026-11-27-h200/`, `.../2026-11-29-h200/` and
+# `.../2026-11-30-h200/`.
 
 # %%
 # the repository's benchmarks/results, found from wherever inside the checkout this notebook runs
