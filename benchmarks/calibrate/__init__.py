@@ -70,7 +70,7 @@ from .common import DEFAULT_PARAMS, PARAM_BOUNDS, TARGET_MEDIAN_ERROR, TARGET_SP
 from .stats import median_abs_rel_error, ranks, relative_errors, same_fastest, spearman  # noqa: F401
 from .model import Sample, current_constants, override_constants, predict_all, predict_sample  # noqa: F401
 from .fit import Fit, fit_constants, sample_points  # noqa: F401
-from .counters import counters_for, extrapolate_stats, samples_from_results, simulate_stats  # noqa: F401
+from .counters import counters_for, extrapolate_stats, samples_from_results, samples_from_sweeps, simulate_stats  # noqa: F401
 from .crosscheck_report import crosscheck, format_value, leave_one_out, plot_crosscheck, snippet, summary_lines, verdict, write_crosscheck_md  # noqa: F401
 from .synthetic import SYNTHETIC_BANNER, make_synthetic_results  # noqa: F401
 from .run import calibrate, main  # noqa: F401

@@ -5,6 +5,7 @@ import copy
 import math
 import time
 from math import prod
+from typing import Optional
 
 import astitch_sim as asim
 from astitch_sim.hardware.measured import plan_signature
@@ -114,12 +115,16 @@ def as_measured(plans: list, compilers: list) -> list:
     return out
 
 
-def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int, plan=None):
+def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: int, plan=None,
+                 options: Optional[dict] = None):
     """(plan at ``shape``, KernelStats for it, note): simulated at ``shape`` or scaled + extrapolated.  ``plan``:
-    the plan to count (default: ``asim.compile``'s; :func:`as_measured` gives the one a GPU run timed)."""
+    the plan to count (default: ``asim.compile``'s; :func:`as_measured` gives the one a GPU run timed);
+    ``options``: ``asim.compile``'s keyword options the plan was drawn with (a launch sweep's
+    ``max_block_threads``), for the scaled-down plan too."""
     from benchmarks.suite import graph_elements
+    options = options or {}
     g = asim.workload(workload, **shape)
-    plan = plan if plan is not None else asim.compile(g, strategy=strategy, gpu=gpu)
+    plan = plan if plan is not None else asim.compile(g, strategy=strategy, gpu=gpu, **options)
     elements = graph_elements(g)
     if not max_elements or elements <= max_elements:
         return plan, simulate_stats(plan), ""
@@ -129,7 +134,7 @@ def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: i
         small = dict(shape)
         small[key] = max(1, shape[key] // factor)
         try:
-            sp = asim.compile(asim.workload(workload, **small), strategy=strategy, gpu=gpu)
+            sp = asim.compile(asim.workload(workload, **small), strategy=strategy, gpu=gpu, **options)
         except asim.AStitchError:
             sp = None
         if sp is not None and _structure(sp) == _structure(plan):
@@ -176,4 +181,48 @@ def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=
         samples.append(Sample(case["key"], case["workload"], dict(case["shape"]), run["strategy"], gpu,
                               list(plan.kernels), stats, per_kernel, float(run["gpu_us"]), note))
         log(f"  counters {case['key']:<32} {run['strategy']:<8} {time.time() - t0:6.1f}s {note}")
+    return samples
+
+
+def samples_from_sweeps(sessions: list, gpu_preset: str, max_elements: int = 1 << 22) -> list:
+    """One :class:`Sample` per validated row of the launch sweeps (``launches:<case>`` steps,
+    :mod:`benchmarks.launch_sweep`) in ``sessions`` (the GPU runbook's ``session.json`` dicts): the same astitch
+    computation at several block-size caps, each the plan ``asim.compile(..., max_block_threads=cap)`` draws.
+    The case is named ``<case> launches`` and the strategy ``astitch@<cap>``, so that "the model picks the GPU's
+    fastest" is judged among one sweep's block sizes, apart from the suite's strategies.  A row whose plan the
+    planner no longer draws at its cap (``plan_signature``) is skipped and said so, as a suite run is."""
+    gpu = asim.gpu(gpu_preset)
+    timed = []
+    for session in sessions:
+        if session.get("gpu_preset", gpu_preset) != gpu_preset:
+            raise asim.AStitchError(f"a launch sweep was compiled for the {session.get('gpu_preset')} preset and the "
+                               f"results for {gpu_preset}: calibrate one GPU model at a time (pass the sessions "
+                               "of the window the results.json came from)")
+        for name, step in (session.get("steps") or {}).items():
+            if not name.startswith("launches:") or not step.get("rows"):
+                continue
+            g = asim.workload(step["workload"], **step["shape"])
+            for row in step["rows"]:
+                cap = int(row["max_block_threads"][0])
+                label = f"{step['case']} astitch@{cap}"
+                if not row.get("ok") or row.get("gpu_us") is None:
+                    log(f"  skip {label}: did not validate")
+                    continue
+                plan = asim.compile(g, strategy="astitch", gpu=gpu, max_block_threads=cap)
+                if row.get("plan_signature") and row["plan_signature"] != plan_signature(plan):
+                    log(f"  skip {label}: the plan measured ({row['plan_signature']}) is not the plan the code "
+                        f"compiles now at max_block_threads={cap} ({plan_signature(plan)})")
+                    continue
+                timed.append((step, row, cap, plan))
+    measured = as_measured([t[3] for t in timed], [t[1].get("compiler") for t in timed])
+    samples = []
+    for (step, row, cap, _), (plan, how) in zip(timed, measured, strict=True):
+        plan, stats, note = counters_for(step["workload"], step["shape"], "astitch", gpu, max_elements, plan=plan,
+                                         options={"max_block_threads": cap})
+        note = "; ".join(x for x in (how, note) if x)
+        kernel_us = row.get("kernel_us") or []
+        per_kernel = list(kernel_us) if len(kernel_us) == len(plan.kernels) else []
+        samples.append(Sample(f"{step['case']} launches", step["workload"], dict(step["shape"]), f"astitch@{cap}",
+                              gpu, list(plan.kernels), stats, per_kernel, float(row["gpu_us"]), note))
+        log(f"  counters {step['case']} launches astitch@{cap} {note}")
     return samples

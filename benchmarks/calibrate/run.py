@@ -10,15 +10,17 @@ from typing import Optional
 import numpy as np
 
 from .common import DEFAULT_PARAMS, PARAM_BOUNDS, TARGET_MEDIAN_ERROR, TARGET_SPEARMAN, log
-from .counters import samples_from_results
+from .counters import samples_from_results, samples_from_sweeps
 from .crosscheck_report import crosscheck, leave_one_out, plot_crosscheck, snippet, verdict, write_crosscheck_md
 from .fit import fit_constants
 from .synthetic import SYNTHETIC_BANNER
 
 
 def calibrate(results_path: str, out_dir: Optional[str] = None, max_elements: int = 1 << 22, params=DEFAULT_PARAMS,
-              allow_simulator: bool = False, loo: bool = True, plot: bool = True) -> dict:
-    """Everything the command does; returns the calibration dict (also written to calibration.json)."""
+              allow_simulator: bool = False, loo: bool = True, plot: bool = True, sweeps=()) -> dict:
+    """Everything the command does; returns the calibration dict (also written to calibration.json).
+    ``sweeps``: paths of the GPU runbook's ``session.json`` files whose launch sweeps join the data (the same
+    astitch computation at several block sizes: what a block-size term would be fitted on)."""
     with open(results_path) as f:
         results = json.load(f)
     results["_path"] = results_path
@@ -39,6 +41,18 @@ def calibrate(results_path: str, out_dir: Optional[str] = None, max_elements: in
     log(f"counters for {sum(len(c['runs']) for c in results['cases'])} runs (max {max_elements} elements "
         f"simulated per plan)")
     samples = samples_from_results(results, max_elements)
+    sessions = []
+    for path in sweeps:
+        with open(path) as f:
+            session = json.load(f)
+        if session.get("mode", "gpu") != mode:
+            raise SystemExit(f"{path} is a {session.get('mode')} run and {results_path} a {mode} one: "
+                             "a launch sweep joins the results of its own kind (and GPU) only")
+        sessions.append(session)
+    if sessions:
+        sweep_samples = samples_from_sweeps(sessions, results["gpu_preset"], max_elements)
+        log(f"{len(sweep_samples)} launch-sweep plan(s) from {len(sessions)} session file(s)")
+        samples += sweep_samples
     if not samples:
         raise SystemExit("no validated, timed plan runs in the results file")
     before = crosscheck(samples)
@@ -92,13 +106,17 @@ def main(argv=None) -> int:
                          "counters (0: always full size; default 4194304)")
     ap.add_argument("--params", default=",".join(DEFAULT_PARAMS),
                     help=f"constants to fit, comma-separated (from: {', '.join(PARAM_BOUNDS)})")
+    ap.add_argument("--sweeps", nargs="+", default=[], metavar="SESSION_JSON",
+                    help="the runbook's session.json files whose launch sweeps (launches:<case> steps) join the "
+                         "data: each block size's plan as a sample of case '<case> launches'")
     ap.add_argument("--no-loo", action="store_true", help="skip the leave-one-workload-out check")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--allow-simulator", action="store_true",
                     help="accept a results file from the CUDA simulator (a dry run: its times mean nothing)")
     a = ap.parse_args(argv)
     params = [p.strip() for p in a.params.split(",") if p.strip()]
-    cal = calibrate(a.results, a.out, a.max_elements, params, a.allow_simulator, not a.no_loo, not a.no_plot)
+    cal = calibrate(a.results, a.out, a.max_elements, params, a.allow_simulator, not a.no_loo, not a.no_plot,
+                    a.sweeps)
     out_dir = a.out or os.path.dirname(os.path.abspath(a.results))
     b, af = cal["crosscheck"]["before"], cal["crosscheck"]["after"]
     if cal["banner"]:

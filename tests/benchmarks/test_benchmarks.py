@@ -532,3 +532,59 @@ def test_simt_speed_times_a_model_fixture_and_reports_it_against_the_goal():
                               "repeat": 1, "a": [], "c": rows})
     assert "## (c)" in md and "| cumsum_positions |" in md and "4.0x **over**" in md
     assert "1 of 2 over 3x, 0 over 5x" in md
+
+
+def _sweep_session(preset, caps, gpu_us, mode="synthetic", wrong_signature_cap=None):
+    """A runbook session.json with one launch sweep of softmax <32768,32> (SYNTHETIC times), as
+    ``benchmarks.launch_sweep.sweep`` records it: a row per cap, its plan's signature, its kernels' times."""
+    import astitch_sim as asim
+    from astitch_sim.hardware.measured import plan_signature
+    shape = {"rows": 32768, "cols": 32}
+    g = asim.workload("softmax", **shape)
+    rows = []
+    for cap, us in zip(caps, gpu_us, strict=True):
+        plan = asim.compile(g, "astitch", preset, max_block_threads=cap)
+        sig = "0" * 16 if cap == wrong_signature_cap else plan_signature(plan)
+        rows.append({"max_block_threads": [cap], "plan_signature": sig, "compiler": {"applied": False},
+                     "launches": [f"{k.grid}x{k.block}" for k in plan.kernels], "kernel_us": [us] * len(plan.kernels),
+                     "gpu_us": us * len(plan.kernels), "validation": {"ok": True}, "ok": True})
+    rows.append({**rows[0], "ok": False, "gpu_us": None})             # a run that did not validate
+    return {"mode": mode, "gpu_preset": preset, "steps": {
+        "launches:softmax_32768x32": {"ok": True, "case": "softmax_32768x32", "workload": "softmax", "shape": shape,
+                                     "rows": rows},
+        "probe": {"ok": True}}}
+
+
+def test_launch_sweeps_join_the_calibration_data(tmp_path):
+    """``calibrate --sweeps``: each validated row of a session's launch sweep is a sample of its own case
+    ('<case> launches', strategy 'astitch@<cap>'), counted from the plan drawn at that cap; a row the planner no
+    longer draws, or that did not validate, is left out; another GPU model's or another kind's session is
+    refused."""
+    caps, times = (128, 1024), (5.0, 7.0)
+    session = _sweep_session("H100", caps, times, wrong_signature_cap=None)
+    samples = C.samples_from_sweeps([session], "H100", max_elements=0)
+    assert [(s.case, s.strategy, s.measured_total_us) for s in samples] == [
+        ("softmax_32768x32 launches", "astitch@128", 5.0), ("softmax_32768x32 launches", "astitch@1024", 7.0)]
+    import astitch_sim as asim
+    for s, cap in zip(samples, caps, strict=True):      # the counters are the plan's at that cap: its grid and block
+        plan = asim.compile(asim.workload("softmax", rows=32768, cols=32), "astitch", "H100", max_block_threads=cap)
+        assert [k.block for k in s.kernels] == [k.block for k in plan.kernels]
+        assert [ks.grid for ks in s.stats] == [k.grid for k in plan.kernels] and s.measured_us == [times[caps.index(cap)]]
+    assert samples[0].kernels[0].block != samples[1].kernels[0].block    # two block sizes: two plans
+    stale = _sweep_session("H100", caps, times, wrong_signature_cap=1024)
+    assert [s.strategy for s in C.samples_from_sweeps([stale], "H100", max_elements=0)] == ["astitch@128"]
+    with pytest.raises(asim.AStitchError, match="one GPU model at a time"):
+        C.samples_from_sweeps([_sweep_session("H200", caps, times)], "H100")
+    # end to end: a SYNTHETIC results file and the sweep, one crosscheck over both
+    cases = [("softmax_750000x32", "softmax", {"rows": 750000, "cols": 32})]
+    results = C.make_synthetic_results(cases, "H100", TRUE, max_elements=1 << 15)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "session.json").write_text(json.dumps(session))
+    cal = C.calibrate(str(tmp_path / "results.json"), max_elements=1 << 15, params=["kernel_launch_us"], loo=False,
+                      plot=False, sweeps=[str(tmp_path / "session.json")])
+    md = (tmp_path / "crosscheck.md").read_text()
+    assert "| softmax_32768x32 launches | astitch@1024 | 7.0 |" in md
+    assert cal["fit_points"] >= len(results["cases"][0]["runs"]) + 2
+    (tmp_path / "gpu_session.json").write_text(json.dumps({**session, "mode": "gpu"}))
+    with pytest.raises(SystemExit, match="of its own kind"):
+        C.calibrate(str(tmp_path / "results.json"), plot=False, sweeps=[str(tmp_path / "gpu_session.json")])
