@@ -95,3 +95,26 @@ def test_the_render_prints_each_sweep_as_a_table(tmp_path):
     assert "| 128 | 46875x128 | 48.0 | 66.9 | 65.1 | yes |" in text
     assert "| 256, 512 | 23438x256 | 48.0 | 66.9 | 65.1 | yes |" in text
     assert "| launches:softmax_750000x32 | ok |" in text
+
+
+def test_every_sweep_times_more_than_one_plan_on_the_h200():
+    """Each sweep's caps draw at least two distinct plans at the suite's full shape on the H200 preset the window
+    compiles for (a sweep of one plan measures no block size), each within its cap."""
+    from benchmarks.launch_sweep import SWEEPS
+    from benchmarks.suite import select
+    for key, caps in SWEEPS.items():
+        (case,) = select([key])
+        g = asim.workload(case.workload, **case.shape_for("full"))
+        plans = {cap: asim.compile(g, "astitch", "H200", max_block_threads=cap) for cap in caps}
+        assert len({plan_signature(p) for p in plans.values()}) >= 2, key
+        assert all(k.block <= cap for cap, p in plans.items() for k in p.kernels), key
+
+
+@pytest.mark.slow
+def test_every_sweep_runs_and_validates_in_the_simulator():
+    """What the next window runs, dry: every sweep in Numba's CUDA simulator at its case's tiny shape, each
+    distinct plan matching the reference (~25 s)."""
+    from benchmarks.launch_sweep import SWEEPS, sweep
+    for key in SWEEPS:
+        rec = sweep(key, simulator=True, preset="H200", log=lambda m: None)
+        assert rec["ok"] and rec["rows"] and all(r["validation"]["ok"] for r in rec["rows"]), key
