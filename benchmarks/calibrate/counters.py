@@ -195,9 +195,9 @@ def samples_from_sweeps(sessions: list, gpu_preset: str, max_elements: int = 1 <
     timed = []
     for session in sessions:
         if session.get("gpu_preset", gpu_preset) != gpu_preset:
-            raise asim.AStitchError(f"a launch sweep was compiled for the {session.get('gpu_preset')} preset and the "
-                               f"results for {gpu_preset}: calibrate one GPU model at a time (pass the sessions "
-                               "of the window the results.json came from)")
+            raise asim.AStitchError(f"a launch sweep was compiled for the {session.get('gpu_preset')} preset and "
+                                    f"the results for {gpu_preset}: calibrate one GPU model at a time (pass the "
+                                    "sessions of the window the results.json came from)")
         for name, step in (session.get("steps") or {}).items():
             if not name.startswith("launches:") or not step.get("rows"):
                 continue
