@@ -5,7 +5,7 @@ import copy
 import math
 import time
 from math import prod
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import astitch_sim as asim
 from astitch_sim.hardware.measured import plan_signature
@@ -144,11 +144,58 @@ def counters_for(workload: str, shape: dict, strategy: str, gpu, max_elements: i
     return plan, simulate_stats(plan), ""
 
 
+class Timed(NamedTuple):
+    """One GPU-timed plan as a results file or a launch sweep recorded it, in the terms :func:`timed_samples`
+    needs: which plan (``workload``, ``shape``, ``strategy``, ``asim.compile``'s ``options``), what was timed
+    (``signature``: ``plan_signature`` recorded before apply_compiler; ``compiler``: the run's apply_compiler
+    record; ``kernel_us`` per kernel, ``gpu_us`` in all) and how the sample is named (``case``, ``label``:
+    the sample's strategy column)."""
+    case: str
+    workload: str
+    shape: dict
+    strategy: str
+    label: str
+    options: dict
+    signature: Optional[str]
+    compiler: Optional[dict]
+    kernel_us: list
+    gpu_us: float
+
+
+def timed_samples(timed: list, gpu, max_elements: int) -> list:
+    """One :class:`Sample` per :class:`Timed` whose plan the planner still draws (else skipped and said so):
+    counted from the plan as the GPU ran it (:func:`as_measured`), scaled down where it is large
+    (:func:`counters_for`)."""
+    drawn = []
+    for t in timed:
+        plan = asim.compile(asim.workload(t.workload, **t.shape), strategy=t.strategy, gpu=gpu, **t.options)
+        if t.signature and t.signature != plan_signature(plan):
+            log(f"  skip {t.case} {t.label}: the plan measured ({t.signature}) is not the plan the code compiles "
+                f"now ({plan_signature(plan)}): the planner changed since the run")
+            continue
+        drawn.append((t, plan))
+    samples = []
+    measured = as_measured([p for _, p in drawn], [t.compiler for t, _ in drawn])
+    for (t, _), (plan, how) in zip(drawn, measured, strict=True):
+        t0 = time.time()
+        plan, stats, note = counters_for(t.workload, t.shape, t.strategy, gpu, max_elements, plan=plan,
+                                         options=t.options)
+        note = "; ".join(x for x in (how, note) if x)
+        if len(plan.kernels) != len(t.kernel_us):
+            log(f"  warning {t.case} {t.label}: the plan now has {len(plan.kernels)} kernels, the measured one "
+                f"had {len(t.kernel_us)}: the compiler changed since the run; fitting on the plan total only")
+            per_kernel = []
+        else:
+            per_kernel = list(t.kernel_us)
+        samples.append(Sample(t.case, t.workload, dict(t.shape), t.label, gpu, list(plan.kernels), stats,
+                              per_kernel, float(t.gpu_us), note))
+        log(f"  counters {t.case:<32} {t.label:<8} {time.time() - t0:6.1f}s {note}")
+    return samples
+
+
 def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=None) -> list:
     """One :class:`Sample` per plan run in ``results`` that validated and was timed."""
-    gpu = asim.gpu(results["gpu_preset"])
-    samples = []
-    timed = []                  # (case, run, plan as compiled today), the runs whose plan is still drawn
+    timed = []
     for case in results["cases"]:
         for run in case["runs"]:
             if run.get("kind") != "plan" or run.get("gpu_us") is None:
@@ -158,30 +205,15 @@ def samples_from_results(results: dict, max_elements: int = 1 << 22, strategies=
                 continue
             if strategies and run["strategy"] not in strategies:
                 continue
-            plan = asim.compile(asim.workload(case["workload"], **case["shape"]), strategy=run["strategy"], gpu=gpu)
-            measured_sig = run.get("plan_signature")            # recorded before apply_compiler, as here
-            if measured_sig and measured_sig != plan_signature(plan):
-                log(f"  skip {case['key']} {run['name']}: the plan measured ({measured_sig}) is not the plan the "
-                    f"code compiles now ({plan_signature(plan)}): the planner changed since the run")
-                continue
-            timed.append((case, run, plan))
-    measured = as_measured([p for _, _, p in timed], [run.get("compiler") for _, run, _ in timed])
-    for (case, run, _), (plan, how) in zip(timed, measured, strict=True):
-        t0 = time.time()
-        plan, stats, note = counters_for(case["workload"], case["shape"], run["strategy"], gpu, max_elements,
-                                         plan=plan)
-        note = "; ".join(x for x in (how, note) if x)
-        if len(plan.kernels) != len(run.get("kernels", [])):
-            log(f"  warning {case['key']} {run['name']}: the plan now has {len(plan.kernels)} kernels, the "
-                f"measured one had {len(run.get('kernels', []))}: the compiler changed since the run; "
-                "fitting on the plan total only")
-            per_kernel = []
-        else:
-            per_kernel = [k.get("gpu_us") for k in run["kernels"]]
-        samples.append(Sample(case["key"], case["workload"], dict(case["shape"]), run["strategy"], gpu,
-                              list(plan.kernels), stats, per_kernel, float(run["gpu_us"]), note))
-        log(f"  counters {case['key']:<32} {run['strategy']:<8} {time.time() - t0:6.1f}s {note}")
-    return samples
+            timed.append(Timed(case["key"], case["workload"], case["shape"], run["strategy"], run["strategy"], {},
+                               run.get("plan_signature"), run.get("compiler"),
+                               [k.get("gpu_us") for k in run.get("kernels", [])], run["gpu_us"]))
+    return timed_samples(timed, asim.gpu(results["gpu_preset"]), max_elements)
+
+
+#: what a launch sweep's step and each of its rows must hold to be read (``benchmarks.launch_sweep.sweep``)
+SWEEP_STEP_KEYS = ("case", "workload", "shape", "rows")
+SWEEP_ROW_KEYS = ("max_block_threads", "ok", "gpu_us")
 
 
 def samples_from_sweeps(sessions: list, gpu_preset: str, max_elements: int = 1 << 22) -> list:
@@ -191,7 +223,6 @@ def samples_from_sweeps(sessions: list, gpu_preset: str, max_elements: int = 1 <
     The case is named ``<case> launches`` and the strategy ``astitch@<cap>``, so that "the model picks the GPU's
     fastest" is judged among one sweep's block sizes, apart from the suite's strategies.  A row whose plan the
     planner no longer draws at its cap (``plan_signature``) is skipped and said so, as a suite run is."""
-    gpu = asim.gpu(gpu_preset)
     timed = []
     for session in sessions:
         if session.get("gpu_preset", gpu_preset) != gpu_preset:
@@ -201,28 +232,17 @@ def samples_from_sweeps(sessions: list, gpu_preset: str, max_elements: int = 1 <
         for name, step in (session.get("steps") or {}).items():
             if not name.startswith("launches:") or not step.get("rows"):
                 continue
-            g = asim.workload(step["workload"], **step["shape"])
+            for row in [step, *step["rows"]]:
+                missing = [k for k in (SWEEP_STEP_KEYS if row is step else SWEEP_ROW_KEYS) if k not in row]
+                if missing:
+                    raise asim.AStitchError(f"{name}: a launch sweep's record lacks {', '.join(missing)}: pass the "
+                                            "session.json benchmarks.gpu_session wrote, unedited")
             for row in step["rows"]:
                 cap = int(row["max_block_threads"][0])
-                label = f"{step['case']} astitch@{cap}"
-                if not row.get("ok") or row.get("gpu_us") is None:
-                    log(f"  skip {label}: did not validate")
+                if not row["ok"] or row["gpu_us"] is None:
+                    log(f"  skip {step['case']} astitch@{cap}: did not validate")
                     continue
-                plan = asim.compile(g, strategy="astitch", gpu=gpu, max_block_threads=cap)
-                if row.get("plan_signature") and row["plan_signature"] != plan_signature(plan):
-                    log(f"  skip {label}: the plan measured ({row['plan_signature']}) is not the plan the code "
-                        f"compiles now at max_block_threads={cap} ({plan_signature(plan)})")
-                    continue
-                timed.append((step, row, cap, plan))
-    measured = as_measured([t[3] for t in timed], [t[1].get("compiler") for t in timed])
-    samples = []
-    for (step, row, cap, _), (plan, how) in zip(timed, measured, strict=True):
-        plan, stats, note = counters_for(step["workload"], step["shape"], "astitch", gpu, max_elements, plan=plan,
-                                         options={"max_block_threads": cap})
-        note = "; ".join(x for x in (how, note) if x)
-        kernel_us = row.get("kernel_us") or []
-        per_kernel = list(kernel_us) if len(kernel_us) == len(plan.kernels) else []
-        samples.append(Sample(f"{step['case']} launches", step["workload"], dict(step["shape"]), f"astitch@{cap}",
-                              gpu, list(plan.kernels), stats, per_kernel, float(row["gpu_us"]), note))
-        log(f"  counters {step['case']} launches astitch@{cap} {note}")
-    return samples
+                timed.append(Timed(f"{step['case']} launches", step["workload"], step["shape"], "astitch",
+                                   f"astitch@{cap}", {"max_block_threads": cap}, row.get("plan_signature"),
+                                   row.get("compiler"), list(row.get("kernel_us") or []), row["gpu_us"]))
+    return timed_samples(timed, asim.gpu(gpu_preset), max_elements)

@@ -5,9 +5,12 @@ import argparse
 import json
 import math
 import os
+import sys
 from typing import Optional
 
 import numpy as np
+
+from astitch_sim.errors import AStitchError
 
 from .common import DEFAULT_PARAMS, PARAM_BOUNDS, TARGET_MEDIAN_ERROR, TARGET_SPEARMAN, log
 from .counters import samples_from_results, samples_from_sweeps
@@ -40,15 +43,19 @@ def calibrate(results_path: str, out_dir: Optional[str] = None, max_elements: in
     gpu_name = results["gpu_preset"]
     log(f"counters for {sum(len(c['runs']) for c in results['cases'])} runs (max {max_elements} elements "
         f"simulated per plan)")
-    samples = samples_from_results(results, max_elements)
     sessions = []
     for path in sweeps:
-        with open(path) as f:
-            session = json.load(f)
+        try:
+            with open(path) as f:
+                session = json.load(f)
+        except (OSError, ValueError) as e:
+            raise AStitchError(f"--sweeps {path}: cannot read it ({e}); pass a session.json that "
+                               "benchmarks.gpu_session wrote (parts/p*/session.json)") from None
         if session.get("mode", "gpu") != mode:
             raise SystemExit(f"{path} is a {session.get('mode')} run and {results_path} a {mode} one: "
                              "a launch sweep joins the results of its own kind (and GPU) only")
         sessions.append(session)
+    samples = samples_from_results(results, max_elements)
     if sessions:
         sweep_samples = samples_from_sweeps(sessions, results["gpu_preset"], max_elements)
         log(f"{len(sweep_samples)} launch-sweep plan(s) from {len(sessions)} session file(s)")
@@ -115,8 +122,12 @@ def main(argv=None) -> int:
                     help="accept a results file from the CUDA simulator (a dry run: its times mean nothing)")
     a = ap.parse_args(argv)
     params = [p.strip() for p in a.params.split(",") if p.strip()]
-    cal = calibrate(a.results, a.out, a.max_elements, params, a.allow_simulator, not a.no_loo, not a.no_plot,
-                    a.sweeps)
+    try:
+        cal = calibrate(a.results, a.out, a.max_elements, params, a.allow_simulator, not a.no_loo, not a.no_plot,
+                        a.sweeps)
+    except AStitchError as e:
+        print(f"calibrate: {e}", file=sys.stderr)
+        return 2
     out_dir = a.out or os.path.dirname(os.path.abspath(a.results))
     b, af = cal["crosscheck"]["before"], cal["crosscheck"]["after"]
     if cal["banner"]:

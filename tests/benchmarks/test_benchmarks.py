@@ -585,6 +585,13 @@ def test_launch_sweeps_join_the_calibration_data(tmp_path):
     md = (tmp_path / "crosscheck.md").read_text()
     assert "| softmax_32768x32 launches | astitch@1024 | 7.0 |" in md
     assert cal["fit_points"] >= len(results["cases"][0]["runs"]) + 2
+    with pytest.raises(asim.AStitchError, match="cannot read it"):
+        C.calibrate(str(tmp_path / "results.json"), plot=False, sweeps=[str(tmp_path / "missing.json")])
+    step = session["steps"]["launches:softmax_32768x32"]
+    broken = {**session, "steps": {"launches:softmax_32768x32": {**step, "rows": [
+        {k: v for k, v in r.items() if k != "gpu_us"} for r in step["rows"]]}}}
+    with pytest.raises(asim.AStitchError, match="lacks gpu_us"):
+        C.samples_from_sweeps([broken], "H100")
     (tmp_path / "gpu_session.json").write_text(json.dumps({**session, "mode": "gpu"}))
     with pytest.raises(SystemExit, match="of its own kind"):
         C.calibrate(str(tmp_path / "results.json"), plot=False, sweeps=[str(tmp_path / "gpu_session.json")])
