@@ -38,6 +38,11 @@ ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf
            "int64": "s64", "int8": "s8", "int16": "s16", "uint8": "u8", "uint32": "u32", "bool": "pred"}
 
 
+#: every name :func:`check_dtype` accepts -> its entry in DTYPES (the simulator asks about dtypes thousands of
+#: times a run: one lookup each)
+_ENTRY = {**{n: DTYPES[n] for n in DTYPES}, **{a: DTYPES[n] for a, n in ALIASES.items()}}
+
+
 def check_dtype(name: str) -> str:
     """Return the canonical XLA dtype name, or raise AStitchError naming the known ones."""
     name = ALIASES.get(str(name), str(name))
@@ -46,18 +51,24 @@ def check_dtype(name: str) -> str:
     return name
 
 
+def _entry(name) -> tuple:
+    """DTYPES' entry for ``name`` (canonical or an alias), or check_dtype's error."""
+    e = _ENTRY.get(name) if isinstance(name, str) else None
+    return e if e is not None else DTYPES[check_dtype(name)]
+
+
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds values of XLA dtype ``name``."""
-    return DTYPES[check_dtype(name)][0]
+    return _entry(name)[0]
 
 
 def itemsize(name: str) -> int:
     """Bytes per element on the device (bf16 is 2 even though we hold it as f32)."""
-    return DTYPES[check_dtype(name)][1]
+    return _entry(name)[1]
 
 
 def is_float(name: str) -> bool:
-    return DTYPES[check_dtype(name)][2]
+    return _entry(name)[2]
 
 
 def xla_name(np_dtype) -> str:
@@ -96,6 +107,8 @@ def cast(a, dtype: str) -> np.ndarray:
     dtype = check_dtype(dtype)
     a = np.asarray(a)
     target = numpy_dtype(dtype)
+    if a.dtype == target and dtype != "bf16" and dtype != "pred":
+        return a                                    # already held as the dtype holds it (the usual case)
     if dtype == "bf16":
         return round_to_bf16(a.astype(np.float32))
     if dtype == "pred":

@@ -42,7 +42,7 @@ block-locality check all use it, so they cannot disagree.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from math import ceil, prod
 
 import numpy as np
@@ -287,6 +287,12 @@ class ThreadMapping(Sealable):
     @once_sealed
     def elements_per_thread(self) -> int:
         return self.task_iterations * self.inner_iterations
+
+    @once_sealed
+    def key(self) -> tuple:
+        """Every field, in order (``load_trips`` too): two mappings are the same mapping where their keys are
+        equal (the SIMT model shares one geometry between the kernels of one mapping by it)."""
+        return tuple(getattr(self, f.name) for f in fields(self))
 
     @once_sealed
     def groups_in_order(self) -> bool:

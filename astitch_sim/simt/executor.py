@@ -751,7 +751,7 @@ class KernelRun:
         v = k.values.get(name)
         if v is None or v.stage != ev.i:
             return
-        full = np.broadcast_to(val, epi.shape)
+        full = val if np.shape(val) == epi.shape else np.broadcast_to(val, epi.shape)      # (read, never written)
         if v.space == Space.SHARED:
             slot = self._slots(name).reshape((1,) + epi.task_shape)
             view = self.shared_view(name)

@@ -43,7 +43,7 @@ from math import ceil
 import numpy as np
 
 from ..errors import AStitchError
-from ..ir.flatindex import distinct, divmod_by, is_sum, row_major_strides, unravel
+from ..ir.flatindex import divmod_by, is_sum, row_major_strides, unravel
 
 WARP = 32
 #: domains with at least this many elements use the separable representation when the mapping allows it
@@ -53,6 +53,17 @@ WARP = 32
 SEPARABLE_MIN = 1 << 10
 #: elements of a separable geometry checked against ThreadMapping.locate
 CHECK_SAMPLE = 2048
+#: where in the domain the check's sample lies, as fractions of its size: drawn once (a generator made per
+#: geometry cost a tenth of a small geometry's making), the same sample every run
+_SAMPLE_AT = np.random.default_rng(12345).random(CHECK_SAMPLE)
+
+
+def check_sample(size: int) -> np.ndarray:
+    """Element numbers of a domain of ``size`` elements to check a fast geometry against ``locate`` on: element
+    0 first (its block, thread and iteration are the origin the separable lines are taken from), the last and
+    the middle one, and :data:`CHECK_SAMPLE` spread at random (repeats do no harm: the check only compares)."""
+    return np.concatenate([np.array([0, size - 1, size // 2], dtype=np.int64),
+                           (_SAMPLE_AT * size).astype(np.int64)])
 
 
 def support(a, rank: int) -> tuple:
@@ -163,8 +174,7 @@ class Geometry:
         counts its accesses on contiguous runs (memory.count_flat) and only asks locate() for
         every element if a value needs it."""
         m = self.mapping
-        rng = np.random.default_rng(12345)
-        e = distinct(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE), [0, self.size - 1]]).astype(np.int64))
+        e = check_sample(self.size)
         total, V, U = m.grid * m.block, m.vector, m.unroll
         c = e // V                     # vector c: thread c % total, round c // (total * U)
         want = ((c % total) // m.block, c % m.block,
@@ -242,15 +252,13 @@ class Geometry:
         l0 = self._line(p0)
         l1 = self.split_row_line(p1) if parts is None else None
         l1 = self._line(p1) if l1 is None else l1
-        o = [int(a.ravel()[0]) for a in self._line(())]
+        # the lines are checked against locate on a sample (ends included), whose first element is element 0
+        sample = check_sample(self.size)
+        want = m.locate(sample)
+        o = [int(np.asarray(w)[0]) for w in want]
         # the reduced part less element 0's (element 0 at 0, 0, 0: no copy); a split row's stays in parts
         a1s = tuple(a1.less(origin) if isinstance(a1, PartLine) else a1 - origin if origin else a1
                     for a1, origin in zip(l1, o))
-        # check against locate on a sample (ends included)
-        rng = np.random.default_rng(12345)
-        sample = distinct(np.concatenate([rng.integers(0, self.size, CHECK_SAMPLE),
-                                          [0, self.size - 1, self.size // 2]]).astype(np.int64))
-        want = m.locate(sample)
         multi = unravel(sample, self.shape)
 
         def at(a):
@@ -384,7 +392,9 @@ class Geometry:
 
     def full(self, a) -> np.ndarray:
         """``a`` broadcast to the domain and flattened (domain order)."""
-        return np.broadcast_to(a, self.shape).ravel() if self.shape else np.asarray(a).reshape(1)
+        if not self.shape:
+            return np.asarray(a).reshape(1)
+        return a.ravel() if np.shape(a) == self.shape else np.broadcast_to(a, self.shape).ravel()
 
     def warp_ids(self, b, t, it):
         """The warp instruction that block ``b``'s thread ``t`` issues in loop trip ``it``: its block's warps

@@ -61,8 +61,8 @@ def held_bytes(obj) -> int:
 
 def mapping_key(mapping) -> tuple:
     """A thread mapping as a dict key: every field (``load_trips`` too), so two mappings share a geometry only
-    where they are the same mapping."""
-    return tuple(getattr(mapping, f.name) for f in dataclasses.fields(mapping))
+    where they are the same mapping (``ThreadMapping.key``: worked out once on a sealed plan's mapping)."""
+    return mapping.key
 
 
 def needed_after(kernels) -> list:

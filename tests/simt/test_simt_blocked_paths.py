@@ -3,7 +3,8 @@
 Past a threshold the model works in blocks instead of over a stage's whole domain at once:
 
 * a reduce folds its input per thread a block of whole tasks at a time (``reduce.lay_out_chunks``,
-  ``reduce.LAYOUT_CHUNK``) and as soon as the element loop has it (``reduce.fold``);
+  ``reduce.LAYOUT_CHUNK``) and as soon as the element loop has it (``reduce.fold``); each such block is folded
+  through the cache a smaller block of tasks (or of a task's parts) at a time (``reduce.FOLD_BLOCK_BYTES``);
 * an elementwise op writes its result into an operand that dies with it (a temporary of the loop, or a
   global buffer no later kernel reads), a block of rows at a time (``evaluate.in_place``,
   ``evaluate.IN_PLACE_MIN``); the numpy reference does the same (``reference.IN_PLACE_MIN``).
@@ -33,13 +34,13 @@ from astitch_sim.simt.geometry import Geometry
 from random_graphs import cases
 
 #: forced thresholds: odd sizes, so blocks never line up with rows, warps or tasks
-FORCED = {"LAYOUT_CHUNK": 37, "IN_PLACE_MIN": 0, "IN_PLACE_BLOCK": 53}
+FORCED = {"LAYOUT_CHUNK": 37, "IN_PLACE_MIN": 0, "IN_PLACE_BLOCK": 53, "FOLD_BLOCK_BYTES": 41}
 
 
 @contextmanager
 def blocked(counts=None):
     """Run the model with its big-domain paths forced on (and, given ``counts``, count how often they ran)."""
-    real_in_place, real_chunks = evaluate.in_place, reduce.lay_out_chunks
+    real_in_place, real_chunks, real_fold = evaluate.in_place, reduce.lay_out_chunks, reduce._fold
 
     def in_place(*a, **k):
         counts["in_place"] += 1
@@ -52,13 +53,19 @@ def blocked(counts=None):
             yield block
         counts["blocks"] = max(counts["blocks"], n)
 
+    def fold(*a, **k):
+        counts["folds"] = counts.get("folds", 0) + 1
+        return real_fold(*a, **k)
+
     with mock.patch.object(reduce, "LAYOUT_CHUNK", FORCED["LAYOUT_CHUNK"]), \
             mock.patch.object(evaluate, "IN_PLACE_MIN", FORCED["IN_PLACE_MIN"]), \
-            mock.patch.object(evaluate, "IN_PLACE_BLOCK", FORCED["IN_PLACE_BLOCK"]):
+            mock.patch.object(evaluate, "IN_PLACE_BLOCK", FORCED["IN_PLACE_BLOCK"]), \
+            mock.patch.object(reduce, "FOLD_BLOCK_BYTES", FORCED["FOLD_BLOCK_BYTES"]):
         if counts is None:
             yield
         else:
-            with mock.patch.object(evaluate, "in_place", in_place), mock.patch.object(reduce, "lay_out_chunks", chunks):
+            with mock.patch.object(evaluate, "in_place", in_place), mock.patch.object(reduce, "lay_out_chunks", chunks), \
+                    mock.patch.object(reduce, "_fold", fold):
                 yield
 
 
@@ -379,3 +386,25 @@ def test_the_reference_in_place_changes_no_value(name, shape):
 @given(case=cases("mixed", max_ops=8))
 def test_the_reference_in_place_on_random_graphs(case):
     assert_reference_same(case.graph, case.inputs)
+
+
+@pytest.mark.parametrize("strategy", ["inductor", "astitch"])
+@pytest.mark.parametrize("name,shape,opts", [("softmax", dict(rows=2001, cols=32), {}),
+                                             ("global_norm", dict(rows=256, cols=256), {"launch_search": False}),
+                                             ("softmax", dict(rows=12, cols=8000), {"launch_search": False})],
+                         ids=["dealt rows", "one split row", "ragged split rows"])
+def test_folding_through_the_cache_in_blocks_changes_no_counter_and_no_value(name, shape, opts, strategy):
+    """A thread's fold in blocks of tasks (DIEN's rows dealt 4-element vectors) or, for one task, of the blocks
+    its row is split over (``reduce.FOLD_BLOCK_BYTES`` forced to 41 bytes: a handful of threads per block): the
+    same counters and output bytes as folding the whole layout at once, and really in several blocks."""
+    g = asim.workload(name, **shape)
+    plan = asim.compile(g, strategy, "H100", **(opts if strategy == "astitch" else {}))
+    with mock.patch.object(reduce, "fold_across_tasks", lambda *a: None):
+        one_pass = record(asim.simulate(plan, workload_inputs(g, 0)))
+        folds = []
+        with mock.patch.object(reduce, "FOLD_BLOCK_BYTES", FORCED["FOLD_BLOCK_BYTES"]), \
+                mock.patch.object(reduce, "_fold", lambda *a, real_fold=reduce._fold: folds.append(1) or real_fold(*a)):
+            in_blocks = record(asim.simulate(plan, workload_inputs(g, 0)))
+    assert in_blocks == one_pass
+    layouts = sum(1 for k in plan.generated for s in k.stages for _ in s.reduces)
+    assert len(folds) > layouts, f"{len(folds)} folds for {layouts} reduces: none was folded in blocks"
