@@ -271,25 +271,36 @@ def _contiguous_runs(pos: np.ndarray):
     return [(int(s), int(pos[s]), int(e - s)) for s, e in zip(starts, ends)]
 
 
-def per_thread(dense: tuple, red, ident: tuple) -> tuple:
+def per_thread(dense: tuple, red, ident: tuple, into=None) -> tuple:
     """Each thread folds its elements in iteration order -> ``[task, part, lane]`` per value.  ``dense`` is the
     ``[task, part, inner, lane]`` layout, or a row's own ``[task, part, trip, lane, j]`` view whose inner
-    iteration is ``trip * V + j`` (``dealt_vectors``), or such views one after another (:class:`Trips`)."""
+    iteration is ``trip * V + j`` (``dealt_vectors``), or such views one after another (:class:`Trips`).
+    ``into``: arrays of that shape and of the layouts' dtypes to write the folds into (returned), not new ones."""
     first = dense[0][0] if isinstance(dense[0], Trips) else dense[0]
     shape = first.shape[:2] + first.shape[3:4]
+    if into is not None and into[0].shape != shape:     # (a layout broadcast over the tasks: assigned below)
+        for o, a in zip(into, per_thread(dense, red, ident), strict=True):
+            o[...] = a
+        return into
     if red.any_order:
         acc = (_fold_in_any_order(dense[0], red.ufunc, ident[0]),)
     else:
-        acc = _fold_in_cache_blocks(dense, red, ident, shape)
+        acc = _fold_in_cache_blocks(dense, red, ident, shape, into)
+    if into is not None:
+        if acc is not into:
+            for o, a in zip(into, acc, strict=True):
+                o[...] = a
+        return into
     return tuple(np.broadcast_to(np.asarray(a, dtype=_dtype_of(d)), shape) for a, d in zip(acc, dense))
 
 
-def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple) -> tuple:
+def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple, into=None) -> tuple:
     """:func:`_fold` over the layouts ``dense``, a block of tasks (or, for one task, of parts) at a time, each
     block about :data:`FOLD_BLOCK_BYTES`: a thread's fold reads its layout once per inner iteration, strided
     (a dealt row's ``[..., trip, lane, j]`` view steps over ``j``), so a layout bigger than the cache would come
     from memory once per step; a block stays in cache across its steps.  Every thread folds its own elements in
-    the same order as before, so the values are the same bit for bit (the DIEN <750000,32> reduce: 2x faster)."""
+    the same order as before, so the values are the same bit for bit (the DIEN <750000,32> reduce: 2x faster).
+    ``into``: the arrays to write the blocks' folds into (else new ones, of the folds' dtypes)."""
     pieces = [d if isinstance(d, Trips) else (d,) for d in dense]
     nbytes = sum(p.size * p.itemsize for ps in pieces for p in ps)
     axis = 0 if shape[0] > 1 else 1
@@ -297,7 +308,7 @@ def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple) -> tupl
     step = max(1, n * FOLD_BLOCK_BYTES // max(nbytes, 1))
     if step >= n:
         return _fold(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
-    out = None
+    out = into
     for a in range(0, n, step):
         cut = (slice(a, a + step),) if axis == 0 else (slice(None), slice(a, a + step))
         block = tuple(Trips(p[cut] for p in d) if isinstance(d, Trips) else d[cut] for d in dense)
@@ -369,24 +380,32 @@ def per_thread_in_blocks(values: tuple, geom, m, ident: tuple, red) -> tuple:
     size = geom.size if values[0].ndim else 1
     chunk = LAYOUT_CHUNK if size > LAYOUT_CHUNK else None
     T, S, I, lanes = m.rows, m.splits, m.folds_per_task, geom.layout_lanes
-    out = None
+    out, reached, seen = None, 0, []
     for blocks in zip(*(lay_out_chunks(v, geom, m, i, chunk) for v, i in zip(values, ident)), strict=True):
         rows = blocks[0][0]
         dense = tuple(d for _, d in blocks)
         if out is None and rows == slice(0, T):          # one block, every task: the whole fold at once
             raw = unfolded(dense)                        # (one element per thread: as they lie)
             return raw if raw is not None else per_thread(dense, red, ident)
-        acc = per_thread(dense, red, ident)
-        if out is None:                                  # tasks no block reaches keep an all-identity fold
-            empty = tuple(np.full((1, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
-            out = tuple(np.empty((T, S, lanes), dtype=a.dtype) for a in acc)
-            for o, a in zip(out, per_thread(empty, red, ident), strict=True):
-                o[...] = a
-        for o, a in zip(out, acc, strict=True):
-            o[rows] = a
+        if out is None:                                  # (the dtypes per_thread gives its folds)
+            out = tuple(np.empty((T, S, lanes), dtype=_dtype_of(d)) for d in dense)
+        if isinstance(rows, slice):                      # a run of tasks: folded straight into its rows
+            per_thread(dense, red, ident, into=tuple(o[rows] for o in out))
+        else:
+            for o, a in zip(out, per_thread(dense, red, ident), strict=True):
+                o[rows] = a
+        reached += len(range(*rows.indices(T))) if isinstance(rows, slice) else len(rows)
+        seen.append(rows)
     if out is None:                                      # a domain without elements: every task is empty
         empty = tuple(np.full((T, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
         return per_thread(empty, red, ident)
+    if reached < T:                                      # tasks no block reaches: an all-identity fold (the
+        missed = np.ones(T, dtype=bool)                  # blocks' tasks are distinct: fewer means some are missed)
+        for rows in seen:
+            missed[rows] = False
+        empty = tuple(np.full((1, S, I, lanes), i, dtype=v.dtype) for v, i in zip(values, ident))
+        for o, a in zip(out, per_thread(empty, red, ident), strict=True):
+            o[missed] = a
     return out
 
 

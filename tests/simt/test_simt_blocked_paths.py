@@ -408,3 +408,31 @@ def test_folding_through_the_cache_in_blocks_changes_no_counter_and_no_value(nam
     assert in_blocks == one_pass
     layouts = sum(1 for k in plan.generated for s in k.stages for _ in s.reduces)
     assert len(folds) > layouts, f"{len(folds)} folds for {layouts} reduces: none was folded in blocks"
+
+
+def test_tasks_no_block_reaches_fold_the_identity():
+    """A separable domain's blocks reach every task, but the fold does not rely on it: were a block of tasks
+    missing (here dropped on purpose), those tasks' threads hold the identity -- a row sum of 0 -- and every
+    other task's result is the one the whole run gives."""
+    g = asim.workload("row_reduce", rows=300, cols=64)
+    plan = asim.compile(g, "xla", "H100")
+    x = workload_inputs(g, 0)
+    with mock.patch.object(reduce, "LAYOUT_CHUNK", 1000):
+        whole = asim.simulate(plan, x).outputs[0]
+        real, dropped = reduce.lay_out_chunks, []
+
+        def without_the_second(*a, **k):
+            for n, (rows, dense) in enumerate(real(*a, **k)):
+                if n == 1:
+                    dropped.append(rows)
+                    continue
+                yield rows, dense
+        with mock.patch.object(reduce, "lay_out_chunks", without_the_second), \
+                mock.patch.object(reduce, "LAYOUT_CHUNK", 1000):
+            partial = asim.simulate(plan, x).outputs[0]
+    (rows,) = dropped
+    missed = np.zeros(whole.shape[0], dtype=bool)
+    missed[rows] = True
+    assert 0 < missed.sum() < missed.size
+    assert (partial[missed] == 0).all() and (whole[missed] != 0).all()
+    assert np.array_equal(partial[~missed], whole[~missed])
