@@ -439,8 +439,12 @@ def fold_across_tasks(values: tuple, geom, m, ident: tuple, red):
                  .reshape(A * B, S, lanes) for a, v in zip(acc, values))
 
 
-#: elements of one block of tasks the tree works on at a time (a few hundred KB: it stays in cache)
-TREE_BLOCK = 1 << 16
+#: elements of one block of tasks the tree works on at a time (about a megabyte: it stays in cache; a smaller
+#: block costs more in numpy calls, a few per halving, than it saves: 750000 rows of 32 lanes are 92 blocks)
+TREE_BLOCK = 1 << 18
+#: a tree halves its lanes on the tasks' rows as they lie while each half is a run of at least this many lanes
+#: (numpy adds runs of 8 nearly as fast as long rows), then turns the block lanes-first for the short halvings
+TREE_SIDE_BY_SIDE = 8
 
 
 def tree_steps(lanes: int) -> int:
@@ -455,9 +459,11 @@ def tree(acc: tuple, combine, first: tuple | None = None) -> tuple:
     """Shared-memory tree over the last axis (lanes) -> ``[task, part]`` per value; returns the step count too.
 
     Lane ``j`` combines lane ``j + h`` while ``h`` halves.  The work goes through blocks of
-    tasks small enough to stay in cache, each turned lanes-first (one contiguous row per lane),
-    so a step combines two contiguous blocks of rows: the same pairs in the same order as the
-    GPU's tree, at numpy's full speed even for 750000 tasks of 32 lanes.  ``first``: the reducer's identity,
+    tasks small enough to stay in cache; while the halves are long runs of lanes (:data:`TREE_SIDE_BY_SIDE`)
+    a step combines them on the tasks' rows as they lie, then the block is turned lanes-first (one
+    contiguous row per lane: a quarter of it, for 32 lanes) so each short step combines two contiguous
+    blocks of rows: the same pairs in the same order as the GPU's tree, at numpy's full speed even for
+    750000 tasks of 32 lanes.  ``first``: the reducer's identity,
     combined into every lane first (``acc`` is then the threads' one element each: :class:`Unfolded`)."""
     lanes, lead = acc[0].shape[-1], acc[0].shape[:-1]
     flat = [np.ascontiguousarray(a).reshape(-1, lanes) for a in acc]
@@ -465,10 +471,17 @@ def tree(acc: tuple, combine, first: tuple | None = None) -> tuple:
     chunk = max(1, TREE_BLOCK // max(lanes, 1))
     start = None if first is None else tuple(np.asarray(i, dtype=f.dtype).reshape(()) for i, f in zip(first, flat))
     for s in range(0, flat[0].shape[0], chunk):
-        rows = [np.ascontiguousarray(f[s:s + chunk].T) for f in flat]
+        rows = [f[s:s + chunk] for f in flat]   # [task, lane]: each task's lanes side by side
         if start is not None:                   # level 1: each thread's accumulator, from the identity
             rows = [np.asarray(m, dtype=r.dtype) for m, r in zip(combine(start, tuple(rows)), rows)]
         n = lanes
+        while (n + 1) // 2 >= TREE_SIDE_BY_SIDE:  # the first halvings on the tasks' rows as they lie (the halves
+            h = (n + 1) // 2                    # are runs of h lanes: a quarter of the block is left to turn)
+            merged = combine(tuple(r[:, :n - h] for r in rows), tuple(r[:, h:n] for r in rows))
+            merged = [np.asarray(m, dtype=r.dtype) for m, r in zip(merged, rows)]
+            rows = merged if n - h == h else [np.concatenate([m, r[:, n - h:h]], axis=1) for m, r in zip(merged, rows)]
+            n = h
+        rows = [np.ascontiguousarray(r[:, :n].T) for r in rows]     # lanes first: one contiguous row per lane
         while n > 1:
             h = (n + 1) // 2
             merged = combine(tuple(r[:n - h] for r in rows), tuple(r[h:n] for r in rows))

@@ -185,20 +185,27 @@ def test_bank_conflicts_narrow_warps_skip_the_sort(seed):
     assert memory.bank_conflicts(W[shuffled], A[shuffled], itemsize) == want
 
 
-@pytest.mark.parametrize("tasks,lanes", [(1, 1), (5, 1), (7, 32), (3000, 32), (100, 7), (40, 1024), (0, 16)])
-def test_blocked_tree_combines_the_gpu_pairs(monkeypatch, tasks, lanes):
-    """The blocked lanes-first tree folds exactly the pairs of ``buf[j] += buf[j + h]``, bit for bit."""
+@pytest.mark.parametrize("first", [None, 0.0])
+@pytest.mark.parametrize("tasks,lanes", [(1, 1), (5, 1), (7, 32), (3000, 32), (100, 7), (40, 1024), (0, 16),
+                                         (300, 41), (200, 23), (90, 17)])
+def test_blocked_tree_combines_the_gpu_pairs(monkeypatch, tasks, lanes, first):
+    """The blocked tree folds exactly the pairs of ``buf[j] += buf[j + h]``, bit for bit: its first halvings on
+    the tasks' rows as they lie (halves of at least ``TREE_SIDE_BY_SIDE`` lanes, an odd lane count's middle
+    lane carried: 41, 23, 17), the rest lanes-first; ``first``: the identity folded into every lane before (a
+    0.0 start turns a -0.0 element into +0.0: the first task, all -0.0, sums to +0.0 only if it is added)."""
     monkeypatch.setattr(reduce, "TREE_BLOCK", 256)   # many blocks, a partial last one
     rng = np.random.default_rng(lanes)
     a = (rng.standard_normal((tasks, 2, lanes)) * 10.0 ** rng.integers(-6, 6, (tasks, 2, lanes))).astype(np.float32)
-    want = a.copy()
+    a[rng.random(a.shape) < 0.1] = -0.0
+    a[:1] = -0.0
+    want = a.copy() if first is None else (np.float32(first) + a)
     n, steps = lanes, 0
     while n > 1:                                     # the GPU's loop, lane by lane
         h = (n + 1) // 2
         for j in range(n - h):
             want[..., j] = want[..., j] + want[..., j + h]
         n, steps = h, steps + 1
-    (got,), got_steps = reduce.tree((a,), lambda x, y: (np.add(x[0], y[0]),))
+    (got,), got_steps = reduce.tree((a,), lambda x, y: (np.add(x[0], y[0]),), None if first is None else (first,))
     assert got_steps == steps and got.shape == (tasks, 2) and got.dtype == np.float32
     assert got.tobytes() == want[..., 0].tobytes()
 
