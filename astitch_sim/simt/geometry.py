@@ -394,7 +394,7 @@ class Geometry:
         """``a`` broadcast to the domain and flattened (domain order)."""
         if not self.shape:
             return np.asarray(a).reshape(1)
-        return a.ravel() if np.shape(a) == self.shape else np.broadcast_to(a, self.shape).ravel()
+        return np.asarray(a).ravel() if np.shape(a) == self.shape else np.broadcast_to(a, self.shape).ravel()
 
     def warp_ids(self, b, t, it):
         """The warp instruction that block ``b``'s thread ``t`` issues in loop trip ``it``: its block's warps

@@ -299,7 +299,7 @@ def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple, into=No
     block about :data:`FOLD_BLOCK_BYTES`: a thread's fold reads its layout once per inner iteration, strided
     (a dealt row's ``[..., trip, lane, j]`` view steps over ``j``), so a layout bigger than the cache would come
     from memory once per step; a block stays in cache across its steps.  Every thread folds its own elements in
-    the same order as before, so the values are the same bit for bit (the DIEN <750000,32> reduce: 2x faster).
+    the same order as before, so the values are the same bit for bit (the DIEN <750000,32> reduce's fold: 2x faster).
     ``into``: the arrays to write the blocks' folds into (else new ones, of the folds' dtypes)."""
     pieces = [d if isinstance(d, Trips) else (d,) for d in dense]
     nbytes = sum(p.size * p.itemsize for ps in pieces for p in ps)

@@ -427,8 +427,7 @@ def test_tasks_no_block_reaches_fold_the_identity():
                     dropped.append(rows)
                     continue
                 yield rows, dense
-        with mock.patch.object(reduce, "lay_out_chunks", without_the_second), \
-                mock.patch.object(reduce, "LAYOUT_CHUNK", 1000):
+        with mock.patch.object(reduce, "lay_out_chunks", without_the_second):
             partial = asim.simulate(plan, x).outputs[0]
     (rows,) = dropped
     missed = np.zeros(whole.shape[0], dtype=bool)
