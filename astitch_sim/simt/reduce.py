@@ -295,7 +295,7 @@ def per_thread(dense: tuple, red, ident: tuple, into=None) -> tuple:
 
 
 def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple, into=None) -> tuple:
-    """:func:`_fold` over the layouts ``dense``, a block of tasks (or, for one task, of parts) at a time, each
+    """:func:`fold_steps` over the layouts ``dense``, a block of tasks (or, for one task, of parts) at a time, each
     block about :data:`FOLD_BLOCK_BYTES`: a thread's fold reads its layout once per inner iteration, strided
     (a dealt row's ``[..., trip, lane, j]`` view steps over ``j``), so a layout bigger than the cache would come
     from memory once per step; a block stays in cache across its steps.  Every thread folds its own elements in
@@ -307,12 +307,12 @@ def _fold_in_cache_blocks(dense: tuple, red, ident: tuple, shape: tuple, into=No
     n = shape[axis]
     step = max(1, n * FOLD_BLOCK_BYTES // max(nbytes, 1))
     if step >= n:
-        return _fold(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
+        return fold_steps(zip(*(_in_iteration_order(d) for d in dense)), red, ident, dense)
     out = into
     for a in range(0, n, step):
         cut = (slice(a, a + step),) if axis == 0 else (slice(None), slice(a, a + step))
         block = tuple(Trips(p[cut] for p in d) if isinstance(d, Trips) else d[cut] for d in dense)
-        acc = _fold(zip(*(_in_iteration_order(d) for d in block)), red, ident, block)
+        acc = fold_steps(zip(*(_in_iteration_order(d) for d in block)), red, ident, block)
         if out is None:
             out = tuple(np.empty(shape, dtype=np.asarray(x).dtype) for x in acc)
         for o, x in zip(out, acc):
@@ -325,7 +325,7 @@ def _dtype_of(d) -> np.dtype:
     return d[0].dtype if isinstance(d, Trips) else d.dtype
 
 
-def _fold(steps, red, ident: tuple, like: tuple) -> tuple:
+def fold_steps(steps, red, ident: tuple, like: tuple) -> tuple:
     """Accumulators folded over ``steps`` (a tuple of slices per loop iteration, in order) from the identity.  A
     one-value reducer folds into its first result in place (the same additions, no array per step)."""
     # the identity stays a 0-d array: numpy broadcasts it in the first combine (same values, one pass less)
@@ -434,7 +434,7 @@ def fold_across_tasks(values: tuple, geom, m, ident: tuple, red):
     if red.any_order:
         acc = (_fold_in_any_order(views[0], red.ufunc, ident[0], vectors=False),)
     else:
-        acc = _fold((tuple(v[:, :, i] for v in views) for i in range(I)), red, ident, values)
+        acc = fold_steps((tuple(v[:, :, i] for v in views) for i in range(I)), red, ident, values)
     return tuple(np.ascontiguousarray(np.moveaxis(np.broadcast_to(np.asarray(a, dtype=v.dtype), (A, S, lanes, B)), 3, 1))
                  .reshape(A * B, S, lanes) for a, v in zip(acc, values))
 

@@ -40,7 +40,7 @@ FORCED = {"LAYOUT_CHUNK": 37, "IN_PLACE_MIN": 0, "IN_PLACE_BLOCK": 53, "FOLD_BLO
 @contextmanager
 def blocked(counts=None):
     """Run the model with its big-domain paths forced on (and, given ``counts``, count how often they ran)."""
-    real_in_place, real_chunks, real_fold = evaluate.in_place, reduce.lay_out_chunks, reduce._fold
+    real_in_place, real_chunks = evaluate.in_place, reduce.lay_out_chunks
 
     def in_place(*a, **k):
         counts["in_place"] += 1
@@ -53,10 +53,6 @@ def blocked(counts=None):
             yield block
         counts["blocks"] = max(counts["blocks"], n)
 
-    def fold(*a, **k):
-        counts["folds"] = counts.get("folds", 0) + 1
-        return real_fold(*a, **k)
-
     with mock.patch.object(reduce, "LAYOUT_CHUNK", FORCED["LAYOUT_CHUNK"]), \
             mock.patch.object(evaluate, "IN_PLACE_MIN", FORCED["IN_PLACE_MIN"]), \
             mock.patch.object(evaluate, "IN_PLACE_BLOCK", FORCED["IN_PLACE_BLOCK"]), \
@@ -64,8 +60,7 @@ def blocked(counts=None):
         if counts is None:
             yield
         else:
-            with mock.patch.object(evaluate, "in_place", in_place), mock.patch.object(reduce, "lay_out_chunks", chunks), \
-                    mock.patch.object(reduce, "_fold", fold):
+            with mock.patch.object(evaluate, "in_place", in_place), mock.patch.object(reduce, "lay_out_chunks", chunks):
                 yield
 
 
@@ -403,7 +398,7 @@ def test_folding_through_the_cache_in_blocks_changes_no_counter_and_no_value(nam
         one_pass = record(asim.simulate(plan, workload_inputs(g, 0)))
         folds = []
         with mock.patch.object(reduce, "FOLD_BLOCK_BYTES", FORCED["FOLD_BLOCK_BYTES"]), \
-                mock.patch.object(reduce, "_fold", lambda *a, real_fold=reduce._fold: folds.append(1) or real_fold(*a)):
+                mock.patch.object(reduce, "fold_steps", lambda *a, real=reduce.fold_steps: folds.append(1) or real(*a)):
             in_blocks = record(asim.simulate(plan, workload_inputs(g, 0)))
     assert in_blocks == one_pass
     layouts = sum(1 for k in plan.generated for s in k.stages for _ in s.reduces)
