@@ -517,10 +517,9 @@ class Geometry:
         return (part * self.mapping.folds_per_task + inner) * lanes + lane
 
     def tasks_in_order(self) -> bool:
-        """Is :meth:`layout_tasks` the tasks in order (the task line, or every element, one task each)?  (A
-        separable rows mapping whose groups take the dims in order: so it is made, no comparing needed.)"""
-        m = self.mapping
-        if self.separable and m.kind == "rows" and m.groups_in_order:
+        """Is :meth:`layout_tasks` the tasks in order (the task line, or every element, one task each)?  (Where the
+        task line is made as ``arange``, no comparing is needed.)"""
+        if self._task_line_is_arange():
             return True
         return self.cached("tasks_in_order",
                            lambda: bool(np.array_equal(self.layout_tasks(), np.arange(self.mapping.rows))))
@@ -530,10 +529,16 @@ class Geometry:
         task-dims grid (separable), or of every element."""
         return self.cached("layout_tasks", self._layout_tasks)
 
+    def _task_line_is_arange(self) -> bool:
+        """A separable rows mapping whose groups take the dims in order: the task dims lead, in order, so the task
+        line is the tasks themselves, ``arange(rows)``."""
+        m = self.mapping
+        return self.separable and m.kind == "rows" and m.groups_in_order
+
     def _layout_tasks(self) -> np.ndarray:
         m = self.mapping
-        if self.separable and m.kind == "rows" and m.groups_in_order:
-            return np.arange(m.rows, dtype=np.int64)    # the task dims lead, in order: the task line is the tasks
+        if self._task_line_is_arange():
+            return np.arange(m.rows, dtype=np.int64)
         if self.separable:
             return np.asarray(m.task_of(self._flat_numbers(self.parts[0]).ravel()), dtype=np.int64)
         return np.asarray(m.task_of(np.arange(self.size, dtype=np.int64)), dtype=np.int64)
