@@ -279,8 +279,9 @@ class GPU:
         per preset, by launch shape (the preset is immutable; hashing its thirty fields per ask cost more
         than the lookup saved)."""
         args = (threads_per_block, shared_bytes, registers_per_thread)
-        if any(type(a) is not int for a in args):     # (True == 1: only plain ints are looked up; the rest are
-            return self._occupancy(*args)             # checked, and refused where they are no whole number)
+        if not (type(threads_per_block) is int and type(shared_bytes) is int and type(registers_per_thread) is int):
+            return self._occupancy(*args)     # (True == 1: only plain ints are looked up; the rest are checked,
+                                              # and refused where they are no whole number)
         reports = self.__dict__.get("_reports")
         if reports is None:                           # (frozen: set beside the fields, outside eq and hash)
             reports = self.__dict__["_reports"] = {}

@@ -84,7 +84,9 @@ DISTINCT_TABLE_SPAN = 8
 def distinct(a) -> np.ndarray:
     """The sorted distinct values of an integer array (``np.unique(a)``): by marking each value in a table over
     their range where the range is at most :data:`DISTINCT_TABLE_SPAN` times the values (block ids, sectors,
-    warp numbers: 2-5x faster than a sort), else by one sort."""
+    warp numbers: 2-5x faster than a sort); values already increasing (a row's start offsets, ``r * 32`` for
+    the paper's 750000 DIEN rows: too sparse for the table) are their own answer, one comparison pass instead
+    of a sort (a tenth of the unfused DIEN row reduce's simulation); else by one sort."""
     a = np.asarray(a).reshape(-1)
     if a.size > 64 and (a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)):
         lo, hi = int(a.min()), int(a.max())
@@ -92,6 +94,8 @@ def distinct(a) -> np.ndarray:
             seen = np.zeros(hi - lo + 1, dtype=bool)
             seen[a.astype(np.int64, copy=False) - lo] = True        # (in int64: an int8's range overflows int8)
             return (np.flatnonzero(seen) + lo).astype(a.dtype, copy=False)
+        if bool((a[1:] > a[:-1]).all()):
+            return a.copy()                 # (a copy, as np.unique gives: the caller may write to it)
     s = np.sort(a)
     if s.size < 2:
         return s

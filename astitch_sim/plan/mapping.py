@@ -64,6 +64,14 @@ def _like(flat_index, *arrays) -> tuple:
                  for a in arrays)
 
 
+def _times(a, k: int, n: int) -> np.ndarray:
+    """``a * k`` as an int64 array of ``n`` elements (``a``: ``divmod_by``'s array or scalar): no pass for a
+    factor of 1, a zeroed array (no pass either: fresh pages) for a zero."""
+    if np.ndim(a) == 0:
+        return np.zeros(n, dtype=np.int64) if a * k == 0 else np.full(n, a * k, dtype=np.int64)
+    return a if k == 1 else a * k
+
+
 def lane_dims(kind: str, groups) -> tuple:
     """The dims neighbouring lanes (and a lane's vector) step along: a row's dims (rows), the column dims
     (columns), every dim (flat)."""
@@ -370,7 +378,15 @@ class ThreadMapping(Sealable):
                                f"{self.kind} {self.groups}")
         rows, per, cols = self.extent(0), self.rows_per_block, self.extent(1)
         if per == 1 or rows <= per:
-            return self.locate(np.arange(rows, dtype=np.int64) * cols)
+            # locate's rows steps at a row's first element (column 0: its part, vector, trip and lane are 0):
+            # two divisions, by the grid's slots and the rows per block, often none, and a factor of 1
+            # multiplies nothing (750000 rows of one block each, one slot per row: a full locate of their first
+            # elements was a tenth of the simulation, half of it filling fresh memory)
+            r = np.arange(rows, dtype=np.int64)
+            outer, slot = divmod_by(r, self.slots, bound=rows)
+            row_slot, row_in_block = divmod_by(slot, per, bound=min(rows, self.slots))
+            return tuple(_times(a, k, rows) for a, k in ((row_slot, self.splits), (row_in_block, self.threads_per_row),
+                                                         (outer, self.inner_iterations)))
         first = self.locate(np.arange(-(-rows // per), dtype=np.int64) * (per * cols))     # each block's first row
         within = self.locate(np.arange(per, dtype=np.int64) * cols)                        # a row of the block
         return tuple((a[:, None] + b[None, :]).reshape(-1)[:rows] for a, b in zip(first, within))

@@ -242,6 +242,10 @@ from math import ceil
 
 from ..errors import AStitchError
 from ..hardware.gpus import GPU
+from ..plan.loads_in_flight import trips_in_flight
+from ..plan.machine import thread_instructions
+from ..plan.reduce_scheme import lanes_of, tree_barriers, warps_across
+from ..plan.vocabulary import Barrier, ReduceScheme
 from . import l2
 from .grid_barrier import check_grid_barrier
 
@@ -299,9 +303,20 @@ DEFAULT_PRESET = "H100"   # a custom GPU name borrows these
 
 
 def constants(gpu: GPU) -> dict:
-    """All constants the model uses for ``gpu``: preset fields, then COST_CONSTANTS (which wins)."""
+    """All constants the model uses for ``gpu``: preset fields, then COST_CONSTANTS (which wins).
+
+    One dict per preset, for every caller to read and never change (a plain dict: a plan that holds the
+    preset still pickles), merged once while its COST_CONSTANTS entry stays as it was (the model asks
+    for them at every stage and kernel: 6400 merges per unfused GPT training-step simulation).  The entry
+    is compared with the copy merged last, so a calibration or a test that sets a constant is seen at once;
+    a preset is immutable, so its own fields cannot change under the merge."""
+    entry = COST_CONSTANTS.get(gpu.name, COST_CONSTANTS[DEFAULT_PRESET])
+    kept = gpu.__dict__.get("_cost_constants")       # (frozen: set beside the fields, outside eq and hash)
+    if kept is not None and kept[0] is entry and kept[1] == entry:
+        return kept[2]
     merged = {f: getattr(gpu, f) for f in PRESET_FIELDS}
-    merged.update(COST_CONSTANTS.get(gpu.name, COST_CONSTANTS[DEFAULT_PRESET]))
+    merged.update(entry)
+    gpu.__dict__["_cost_constants"] = (entry, dict(entry), merged)
     return merged
 
 
@@ -341,7 +356,6 @@ def elements_in_flight(mapping) -> int:
     ``codegen/task_loops.write_vector_trips``, unless the registers hold fewer; one per round beyond), or
     the reduced rows a column lane loads per round (``codegen/task_loops.write_column_vectors``);
     one vector otherwise."""
-    from ..plan.loads_in_flight import trips_in_flight
     if mapping is None:
         return 1
     if mapping.kind == "flat":
@@ -408,8 +422,6 @@ def block_barriers_per_block(kernel) -> int:
     ``block_barrier_us`` charges.  Per stage: one for a block ``barrier_after``; per task trip, a
     shared-memory tree's ``tree_barriers(lanes)`` for each reduce, or one for a shuffle reduction whose
     tasks span warps (``astitch_sim/plan/reduce_scheme.py``).  The explorer shows this count."""
-    from ..plan.reduce_scheme import lanes_of, tree_barriers, warps_across
-    from ..plan.vocabulary import Barrier, ReduceScheme
     total = 0
     for s in kernel.stages:
         m = s.mapping
@@ -572,7 +584,6 @@ def issue_block_us(gpu: GPU, kernel, ks, per_sm: int | None = None) -> float:
     """Per-block issue time: ``thread instructions x block threads / 32`` warp-instructions, issued by the
     SM's ``sm_partitions`` schedulers at one per clock, ``c`` blocks sharing the SM; 0 where the plan
     has no counted instructions (:func:`astitch_sim.plan.machine.thread_instructions`)."""
-    from ..plan.machine import thread_instructions
     n = thread_instructions(kernel)
     if not n:
         return 0.0

@@ -87,6 +87,7 @@ from .count_memo import count_once
 from .memory import Access, GlobalMemory, layout_strides, uninitialised, union_bytes
 from .evaluate import Evaluator, element_uses
 from .reduce import fold, run_reduce
+from . import cost, schedule
 from . import l2 as l2_model
 from .stats import SECTOR, KernelStats, SimStats, StageStats, TensorTraffic
 from .trace import TRACE_LIMIT, TraceRecorder, find_divergence, find_races
@@ -224,7 +225,6 @@ def _outputs(graph, mem) -> list:
 def _schedule(plan, kstats):
     """The timeline (waves per kernel, every block's place) and the cost model's prediction, from one pricing of
     each kernel's blocks (``cost.kernels_block_terms``: the timeline and the prediction both read it)."""
-    from . import cost, schedule
     terms = cost.kernels_block_terms(plan, kstats)
     timeline = schedule.build_timeline(plan, kstats, terms=terms)
     cost.predict(plan, kstats, terms=terms)

@@ -154,7 +154,11 @@ class Geometry:
         if not dense and m.kind in ("rows", "columns") and self.size >= SEPARABLE_MIN:
             self.separable = self._try_separable()
         elif not dense and m.kind == "flat" and m.block % WARP == 0 and self.size >= SEPARABLE_MIN:
-            self.flat = self._check_flat()
+            # a flat mapping is a grid-stride loop: element e runs in block (e % (grid*block)) // block, thread
+            # e % block, iteration e // (grid*block) (with vectors and unrolling: ``ThreadMapping.locate``,
+            # which tests/plan/test_mapping.py holds to the loop itself), so its accesses are counted on
+            # contiguous runs (memory.count_flat) and locate() is asked for every element only if a value needs it
+            self.flat = True
         if not self.separable and not self.flat:
             self._dense()
 
@@ -167,19 +171,6 @@ class Geometry:
         if self.mapping.kind in ("rows", "columns"):
             g = self.mapping.groups
             self.parts = ((tuple(g[0]) if self.mapping.kind == "rows" else tuple(g[0]) + tuple(g[2])), tuple(g[1]))
-
-    def _check_flat(self) -> bool:
-        """A flat mapping is a grid-stride loop: element e runs in block (e % (grid*block)) // block,
-        thread e % block, iteration e // (grid*block).  Checked on a sample; the executor then
-        counts its accesses on contiguous runs (memory.count_flat) and only asks locate() for
-        every element if a value needs it."""
-        m = self.mapping
-        e = check_sample(self.size)
-        total, V, U = m.grid * m.block, m.vector, m.unroll
-        c = e // V                     # vector c: thread c % total, round c // (total * U)
-        want = ((c % total) // m.block, c % m.block,
-                (c // (total * U)) * m.per_thread + ((c // total) % U) * V + e % V)
-        return all(np.array_equal(np.asarray(a), b) for a, b in zip(m.locate(e), want))
 
     def _line(self, dims) -> tuple:
         """locate() for the elements whose coordinates vary only over ``dims`` (others 0); a rows mapping's rows

@@ -185,6 +185,39 @@ def test_locate_takes_the_cheapest_arithmetic_and_gives_the_definitions_answer(k
         np.testing.assert_array_equal(got, want)
 
 
+def _grid_stride_loop(m, size):
+    """A flat mapping run as the kernel runs it, loop by loop: round ``r``, unrolled step ``k``, global thread
+    ``g`` (block ``g // block``, thread ``g % block``), lane ``v`` of its vector take element
+    ``((r * unroll + k) * grid * block + g) * vector + v`` in iteration ``r * per_thread + k * vector + v``.
+    Returns ``(block, thread, iteration)`` of every element of the domain."""
+    out = np.full((3, size), -1, dtype=np.int64)
+    total, rnd = m.grid * m.block, 0
+    while rnd * total * m.per_thread < size:
+        for k in range(m.unroll):
+            for g in range(total):
+                for v in range(m.vector):
+                    e = ((rnd * m.unroll + k) * total + g) * m.vector + v
+                    if e < size:
+                        out[:, e] = (g // m.block, g % m.block, rnd * m.per_thread + k * m.vector + v)
+        rnd += 1
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(1, 700), block=st.sampled_from([1, 3, 32, 64]), grid=st.integers(1, 5),
+       vec=st.sampled_from([1, 2, 4]), unroll=st.integers(1, 3))
+def test_flat_locate_is_the_grid_stride_loop(size, block, grid, vec, unroll):
+    """A flat mapping's ``locate`` is the grid-stride loop the kernel runs (rounds, unrolled vectors, lanes),
+    element for element: the simulator counts a flat geometry's accesses on that loop's runs
+    (``memory.count_flat``) without locating its elements, on the strength of this test."""
+    m = ThreadMapping("flat", (size,), ((0,),), block, grid, per_thread=vec * unroll, vector=vec)
+    want = _grid_stride_loop(m, size)
+    assert (want >= 0).all()                            # the loop reaches every element
+    got = m.locate(np.arange(size, dtype=np.int64))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 @settings(max_examples=150, deadline=None)
 @given(rows=st.integers(1, 3000), cols=st.sampled_from([1, 4, 8, 12, 32, 96]), tpr=st.sampled_from([1, 2, 4, 8, 32]),
        rows_per_block=st.sampled_from([1, 2, 3, 4, 16, 128]), grid=st.integers(1, 40), splits=st.integers(1, 3),
