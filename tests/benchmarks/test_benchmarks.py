@@ -527,11 +527,13 @@ def test_simt_speed_times_a_model_fixture_and_reports_it_against_the_goal():
         assert r["model"] == "cumsum_positions" and r["kernels"] >= 1 and r["max_rel_error"] < 1e-5
         assert r["ratio"] == pytest.approx(np.median(r["simulate_s"]) / np.median(r["reference_s"]))
     rows[0]["ratio"], rows[1]["ratio"] = 4.0, 2.0          # one over the goal, none over the earlier target
+    rows[0]["reference_s"], rows[1]["reference_s"] = [0.002], [0.0005]     # one reference of at least 1 ms
     md = simt_speed.markdown({"provenance": {"date": "d", "cpu": "c", "cores": 2, "python": "3", "numpy": "2",
                                              "numba": "0", "git_commit": "x", "command": "python -m b"},
                               "repeat": 1, "a": [], "c": rows})
     assert "## (c)" in md and "| cumsum_positions |" in md and "4.0x **over**" in md
     assert "1 of 2 over 3x, 0 over 5x" in md
+    assert "Rows whose reference takes at least 1 ms: 1 of 1 over 3x." in md
 
 
 def _sweep_session(preset, caps, gpu_us, mode="synthetic", wrong_signature_cap=None):
