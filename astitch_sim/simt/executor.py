@@ -352,10 +352,7 @@ class KernelRun:
         self.memset_bytes = 0
         self.divergence: list = []
         self.epochs = [0, 0]               # block epoch, grid epoch
-        shared = [v for v in kernel.values.values() if v.space == Space.SHARED]
-        region = max((v.offset + v.nbytes for v in shared), default=0)
-        region = -(-region // 16) * 16
-        self.smem = np.full((kernel.grid, max(region, 16)), 0xFF, dtype=np.uint8)
+        self._smem = None                  # every block's shared memory, made when a value is first kept there
         for n, v in kernel.values.items():
             if v.stage >= 0 and (n in kernel.outputs or v.space == Space.GLOBAL):
                 node = self.graph[n]
@@ -579,6 +576,18 @@ class KernelRun:
         acc = self._global_access("read", name, idx, mask, dedup=True, identity=ident, geom=ev.geom)
         self.account(ev, ev.geom, acc)
         return val
+
+    @property
+    def smem(self) -> np.ndarray:
+        """``[block, byte]``: each block's shared memory, filled with 0xFF (a read before any write shows up as
+        NaN or -1), made on first use: a kernel that keeps nothing there makes none (the unfused DIEN row sum's
+        750000 blocks would fill 12 MB per simulation for nothing)."""
+        if self._smem is None:
+            shared = [v for v in self.kernel.values.values() if v.space == Space.SHARED]
+            region = max((v.offset + v.nbytes for v in shared), default=0)
+            region = -(-region // 16) * 16
+            self._smem = np.full((self.kernel.grid, max(region, 16)), 0xFF, dtype=np.uint8)
+        return self._smem
 
     def shared_view(self, name):
         v, node = self.kernel.values[name], self.graph[name]

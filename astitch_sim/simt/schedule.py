@@ -319,13 +319,12 @@ def build_timeline(plan, kernel_stats, block_us: Optional[dict] = None, terms: O
         gap = c["kernel_launch_us"] + cost.memset_us(gpu, ks)
         start = t + gap
         custom = None if block_us is None else block_us.get(i)
-        scale = np.ones(grid)                 # each block's time against the stage model's (measured blocks)
-        if custom is not None:
+        scale = None                          # each block's time against the stage model's (measured blocks;
+        if custom is not None:                # none: the model's own, made for no block of a 750000-block grid)
             custom = np.broadcast_to(np.asarray(custom, dtype=float), (grid,))
-            if work:
-                scale = custom / work
+            scale = custom / work if work else np.ones(grid)
         if sum(barriers):
-            per_block = stage_us[None, :] * scale[:, None]
+            per_block = np.tile(stage_us, (grid, 1)) if scale is None else stage_us[None, :] * scale[:, None]
             _, ends = _aligned_bounds(per_block, barriers, c["grid_barrier_us"], start)
             entries = _AlignedBlocks(i, gpu.sms, per_block, barriers, c["grid_barrier_us"], start)
             end = float(ends.max())
