@@ -104,6 +104,21 @@ def test_distinct_is_np_unique_whether_it_sorts_or_marks_a_table(n, span, lo, dt
     assert got.dtype == a.dtype
 
 
+def test_distinct_answers_increasing_values_without_a_sort(monkeypatch):
+    """Values already increasing and too sparse for the table (a row's start offsets, ``r * 32``) are their
+    own answer, a copy (the caller may write to it), with no sort; values out of order still sort."""
+    rows = np.arange(750, dtype=np.int64) * 32
+    def no_sort(*a, **k):
+        raise AssertionError("sorted")
+    monkeypatch.setattr(np, "sort", no_sort)
+    for a in (rows, rows.astype(np.int32), rows.reshape(25, 30)):
+        got = distinct(a)
+        np.testing.assert_array_equal(got, rows)
+        assert got.dtype == a.dtype and not np.shares_memory(got, a)
+    with pytest.raises(AssertionError, match="sorted"):
+        distinct(rows[::-1].copy())                 # (decreasing: the sort, not the shortcut)
+
+
 def test_distinct_is_np_unique_by_sorting():
     rng = np.random.default_rng(0)
     for a in (np.array([], np.int64), np.array([5]), rng.integers(-50, 50, 1000), rng.integers(0, 1 << 40, 50000),

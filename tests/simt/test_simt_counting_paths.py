@@ -235,6 +235,25 @@ def test_distinctpairs_by_table_and_by_sort_agree_with_the_definition(monkeypatc
     assert memory.distinct_pairs(W, S) == want
 
 
+@pytest.mark.parametrize("case", ["one lane per warp", "repeat past the first 64", "repeat at the start"])
+def test_distinctpairs_of_lanes_in_warps_of_their_own(monkeypatch, case):
+    """Every lane in a warp instruction of its own (``W`` increasing: a reduction's results, each stored by its
+    row's first thread) is counted in one comparison, ``(n, n)``, without the runs, table or sort; one repeated
+    warp anywhere takes the general count, which agrees with the definition."""
+    rng = np.random.default_rng(3)
+    W = np.cumsum(rng.integers(1, 5, 20000))
+    if case == "repeat past the first 64":
+        W[5000] = W[4999]
+    elif case == "repeat at the start":
+        W[1] = W[0]
+    S = rng.integers(0, 1 << 30, W.size)
+    want = _plain_pairs(W, S)
+    if case == "one lane per warp":
+        monkeypatch.setattr(memory, "all_distinct", lambda a: pytest.fail("the general count ran"))
+        assert want == (W.size, W.size)
+    assert memory.distinct_pairs(W, S) == want
+
+
 @pytest.mark.parametrize("W", [np.array([], np.int64), np.array([3, 3, 1, 1, 3, 2, 2]), np.arange(10) // 3,
                                np.tile(np.arange(5), 100)])
 def test_distinct_count_is_the_number_of_distinct_values(W):

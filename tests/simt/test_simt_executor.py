@@ -537,3 +537,22 @@ ENTRY e {
     x = np.random.default_rng(0).standard_normal((40000, 1)).astype(np.float32)
     res = asim.simulate(asim.compile(g, strategy, "H100"), [x])
     assert np.array_equal(res.outputs[0], x[:, 0] + np.float32(0))
+
+
+@pytest.mark.parametrize("strategy,shared", [("unfused", False), ("astitch", True)])
+def test_a_kernels_shared_memory_is_made_only_where_a_value_is_kept_there(monkeypatch, strategy, shared):
+    """Every block's shared memory is made when a value is first kept there: global norm's stitched kernel keeps
+    ``factor`` in shared memory (made, and the outputs right), its unfused kernels keep nothing there (none made:
+    the unfused DIEN row sum's 750000 blocks filled 12 MB per simulation)."""
+    from astitch_sim.plan.vocabulary import Space
+    from astitch_sim.simt import executor
+    made = []
+    prop = executor.KernelRun.smem
+    monkeypatch.setattr(executor.KernelRun, "smem", property(lambda run: made.append(run.kernel.name) or prop.fget(run)))
+    g = asim.workload("global_norm")                   # (its default 1M elements: split over 256 blocks)
+    x = workload_inputs(g, 0)
+    plan = asim.compile(g, strategy, "H100")
+    assert any(v.space == Space.SHARED for k in plan.kernels for v in k.values.values()) == shared
+    res = asim.simulate(plan, x)
+    assert bool(made) == shared
+    np.testing.assert_allclose(res.outputs[0], asim.reference(g, x)[0], rtol=1e-6)
