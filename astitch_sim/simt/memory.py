@@ -56,7 +56,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.flatindex import distinct
+from ..ir.flatindex import distinct, increasing
 from . import periodic
 from .geometry import additive_parts, support
 from .pairs import TABLE_MAX, TABLE_PER_KEY, PairSet, count_distinct_keys, pairs_by_owner
@@ -134,8 +134,8 @@ def distinct_pairs(W: np.ndarray, S: np.ndarray) -> tuple[int, int]:
     n = W.size
     if n == 0:
         return 0, 0
-    if n > 4096 and bool((W[1:65] > W[:64]).all()) and bool((W[1:] > W[:-1]).all()):
-        return n, n                     # (the first lanes tell at once where warps hold several: the usual case)
+    if n > 4096 and increasing(W):
+        return n, n
     if n > 4096:
         chg = W[1:] != W[:-1]
         heads = W[np.concatenate(([True], chg))]
@@ -198,7 +198,7 @@ def all_distinct(a: np.ndarray) -> bool:
     """Are the values of the integer array ``a`` all different?  Increasing: yes, at once; values
     within a range at most ``TABLE_PER_ACCESS`` times their number: a presence table says, in linear
     time; otherwise a sort (an index's values are usually one or the other)."""
-    if a.size < 2 or bool((a[1:] > a[:-1]).all()):
+    if increasing(a):
         return True
     lo, hi = int(a.min()), int(a.max())
     if hi - lo < min(TABLE_PER_ACCESS * a.size, TABLE_MAX):

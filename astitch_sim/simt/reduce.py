@@ -476,21 +476,27 @@ def tree(acc: tuple, combine, first: tuple | None = None) -> tuple:
             rows = [np.asarray(m, dtype=r.dtype) for m, r in zip(combine(start, tuple(rows)), rows)]
         n = lanes
         while (n + 1) // 2 >= TREE_SIDE_BY_SIDE:  # the first halvings on the tasks' rows as they lie (the halves
-            h = (n + 1) // 2                    # are runs of h lanes: a quarter of the block is left to turn)
-            merged = combine(tuple(r[:, :n - h] for r in rows), tuple(r[:, h:n] for r in rows))
-            merged = [np.asarray(m, dtype=r.dtype) for m, r in zip(merged, rows)]
-            rows = merged if n - h == h else [np.concatenate([m, r[:, n - h:h]], axis=1) for m, r in zip(merged, rows)]
-            n = h
+            rows, n = _halve(rows, n, combine, 1)   # are runs of lanes: a quarter of the block is left to turn)
         rows = [np.ascontiguousarray(r[:, :n].T) for r in rows]     # lanes first: one contiguous row per lane
         while n > 1:
-            h = (n + 1) // 2
-            merged = combine(tuple(r[:n - h] for r in rows), tuple(r[h:n] for r in rows))
-            merged = [np.asarray(m, dtype=r.dtype) for m, r in zip(merged, rows)]
-            rows = merged if n - h == h else [np.concatenate([m, r[n - h:h]]) for m, r in zip(merged, rows)]
-            n = h
+            rows, n = _halve(rows, n, combine, 0)
         for o, r in zip(out, rows):
             o[s:s + chunk] = r[0]
     return tuple(o.reshape(lead) for o in out), tree_steps(lanes)
+
+
+def _halve(rows: list, n: int, combine, axis: int) -> tuple:
+    """One step of the tree over the first ``n`` lanes of ``rows`` (lanes along ``axis``): lane ``j`` combines lane
+    ``j + h``, ``h = ceil(n / 2)``; an odd count's middle lane passes as it is.  Returns the rows of ``h`` lanes
+    and ``h``."""
+    h = (n + 1) // 2
+    def lanes(a, b):
+        return (slice(None),) * axis + (slice(a, b),)
+    merged = combine(tuple(r[lanes(0, n - h)] for r in rows), tuple(r[lanes(h, n)] for r in rows))
+    merged = [np.asarray(m, dtype=r.dtype) for m, r in zip(merged, rows)]
+    if n - h == h:
+        return merged, h
+    return [np.concatenate([m, r[lanes(n - h, h)]], axis=axis) for m, r in zip(merged, rows)], h
 
 
 def shuffle(acc: tuple, combine, ident: tuple, first: tuple | None = None) -> tuple:
